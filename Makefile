@@ -1,0 +1,155 @@
+# clcrt — GNU make.
+#   make              libclcrt.a, libclcrt.so and the clcrt tool
+#   make test         CPU test suites (CI), then the same under ASan+UBSan, then the fuzz smoke run
+#   make test-gpu     GPU test suites (skip, saying why, without a GPU)
+#   make sanitize-gpu the GPU suites under compute-sanitizer memcheck, racecheck, synccheck
+#   make demo         the README example: compile for sm_90a and sm_100a, run where a GPU is
+#   make bench        the side-by-side scheduler benchmark (needs a GPU)
+#   make install PREFIX=/usr/local
+# Sources are picked up by pattern: runtime/*.c is the library, tools/*.c the tool,
+# tests/test_*.c CPU suites, tests/gpu_*.c GPU suites, one binary each.
+
+CUDA_HOME ?= $(or $(patsubst %/bin/nvcc,%,$(shell command -v nvcc 2>/dev/null)),/usr/local/cuda)
+PREFIX ?= /usr/local
+BUILD ?= build
+CC ?= cc
+SAN ?=
+
+WARN := -std=c11 -Wall -Wextra -Wshadow -Wmissing-prototypes -Wstrict-prototypes -Werror
+CPPFLAGS += -D_GNU_SOURCE -Iinclude -Iruntime -I$(CUDA_HOME)/include
+CFLAGS ?= -O2 -g
+CFLAGS += $(WARN) -fPIC -fvisibility=hidden -pthread
+ifeq ($(SAN),1)
+CFLAGS += -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
+LDFLAGS += -fsanitize=address,undefined
+endif
+
+CUDA_LIBDIR := $(CUDA_HOME)/lib64
+NVRTC_LIBS := -L$(CUDA_LIBDIR) -lnvrtc -Wl,-rpath,$(CUDA_LIBDIR)
+# Test and benchmark binaries link Check and libuv statically so that they run on the GPU
+# machine, which has neither.
+STATIC_UV := -l:libuv_a.a
+STATIC_CHECK := -l:libcheck.a -l:libsubunit.a
+SYS_LIBS := -ldl -lm -lrt -pthread
+
+LIB_SRCS := $(sort $(wildcard runtime/*.c))
+LIB_OBJS := $(LIB_SRCS:%.c=$(BUILD)/%.o) $(BUILD)/gen/embedded.o
+TEMPLATE := $(sort $(wildcard nvrtc_src/*.cuh))
+TOOL_SRCS := $(sort $(wildcard tools/*.c))
+TOOL_OBJS := $(TOOL_SRCS:%.c=$(BUILD)/%.o)
+CPU_TESTS := $(patsubst tests/%.c,$(BUILD)/tests/%,$(sort $(wildcard tests/test_*.c)))
+GPU_TESTS := $(patsubst tests/%.c,$(BUILD)/tests/%,$(sort $(wildcard tests/gpu_*.c)))
+TEST_COMMON := $(sort $(wildcard tests/common/*.c))
+TEST_COMMON_OBJS := $(TEST_COMMON:%.c=$(BUILD)/%.o)
+BENCH_SRCS := $(sort $(wildcard bench/*.c))
+EXAMPLES := $(patsubst examples/%.c,$(BUILD)/examples/%,$(sort $(wildcard examples/*.c)))
+
+.PHONY: all deps lib tool test test-cpu test-asan test-gpu sanitize-gpu demo bench examples install clean fuzz-smoke
+
+all: deps lib tool
+
+# Build dependencies: Check, libuv and pkg-config. Installed when missing and we are root,
+# otherwise named in a clear message.
+DEPS_STAMP := $(BUILD)/.deps-ok
+deps: $(DEPS_STAMP)
+$(DEPS_STAMP):
+	@missing=""; \
+	 [ -f /usr/include/uv.h ] || missing="$$missing libuv1-dev"; \
+	 [ -f /usr/include/check.h ] || missing="$$missing check"; \
+	 command -v pkg-config >/dev/null 2>&1 || missing="$$missing pkg-config"; \
+	 if [ -n "$$missing" ]; then \
+	   if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	     echo "clcrt: installing build dependencies:$$missing"; \
+	     (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing) >/dev/null || \
+	       { echo "clcrt: apt-get install$$missing failed" >&2; exit 1; }; \
+	   else \
+	     echo "clcrt: missing build dependencies:$$missing — install them (Debian/Ubuntu: sudo apt-get install$$missing)" >&2; \
+	     exit 1; \
+	   fi; \
+	 fi; \
+	 [ -x "$(CUDA_HOME)/bin/nvcc" ] || [ -f "$(CUDA_HOME)/include/nvrtc.h" ] || \
+	   { echo "clcrt: no CUDA toolkit at $(CUDA_HOME) — set CUDA_HOME" >&2; exit 1; }
+	@mkdir -p $(BUILD) && touch $@
+
+lib: $(BUILD)/libclcrt.a $(BUILD)/libclcrt.so
+tool: $(BUILD)/clcrt
+
+$(BUILD)/%.o: %.c $(wildcard include/*.h runtime/*.h tests/common/*.h tools/*.h) | $(DEPS_STAMP)
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) $(CFLAGS) -c $< -o $@
+
+$(BUILD)/embed: scripts/embed.c | $(DEPS_STAMP)
+	@mkdir -p $(dir $@)
+	$(CC) -O1 -o $@ $<
+
+$(BUILD)/gen/embedded.c: $(TEMPLATE) $(BUILD)/embed
+	@mkdir -p $(dir $@)
+	$(BUILD)/embed $@ $(TEMPLATE)
+
+$(BUILD)/gen/embedded.o: $(BUILD)/gen/embedded.c runtime/embedded.h
+	$(CC) $(CPPFLAGS) $(CFLAGS) -c $< -o $@
+
+$(BUILD)/libclcrt.a: $(LIB_OBJS)
+	@rm -f $@
+	ar rcs $@ $^
+
+$(BUILD)/libclcrt.so: $(LIB_OBJS)
+	$(CC) -shared -Wl,-soname,libclcrt.so.0 $(LDFLAGS) -o $@ $^ $(NVRTC_LIBS) -luv $(SYS_LIBS)
+
+$(BUILD)/clcrt: $(TOOL_OBJS) $(BUILD)/libclcrt.a
+	$(CC) $(LDFLAGS) -o $@ $(TOOL_OBJS) $(BUILD)/libclcrt.a $(NVRTC_LIBS) $(STATIC_UV) $(SYS_LIBS)
+
+$(BUILD)/tests/%: $(BUILD)/tests/%.o $(TEST_COMMON_OBJS) $(BUILD)/libclcrt.a
+	$(CC) $(LDFLAGS) -o $@ $< $(TEST_COMMON_OBJS) $(BUILD)/libclcrt.a $(NVRTC_LIBS) $(STATIC_CHECK) $(STATIC_UV) $(SYS_LIBS)
+
+$(BUILD)/examples/%: $(BUILD)/examples/%.o $(BUILD)/libclcrt.a
+	$(CC) $(LDFLAGS) -o $@ $< $(BUILD)/libclcrt.a $(NVRTC_LIBS) $(STATIC_UV) $(SYS_LIBS)
+
+$(BUILD)/bench/bench: $(BENCH_SRCS:%.c=$(BUILD)/%.o) $(BUILD)/libclcrt.a
+	$(CC) $(LDFLAGS) -o $@ $(BENCH_SRCS:%.c=$(BUILD)/%.o) $(BUILD)/libclcrt.a $(NVRTC_LIBS) $(STATIC_UV) $(SYS_LIBS)
+
+examples: $(EXAMPLES)
+
+# Each suite runs in Check's fork mode, one process per test, with a timeout.
+TEST_ENV := CK_FORK=yes CK_DEFAULT_TIMEOUT=120 CLCRT_TEST_TOOL=$(BUILD)/clcrt CLCRT_TEST_BUILD=$(BUILD)
+
+test-cpu: all $(CPU_TESTS)
+	@set -e; for t in $(CPU_TESTS); do echo "== $$t"; $(TEST_ENV) $$t; done
+
+test-asan: deps
+	$(MAKE) --no-print-directory BUILD=build/asan SAN=1 CFLAGS="-O1 -g" test-cpu
+
+test: test-cpu test-asan fuzz-smoke
+	@echo "clcrt: all CPU suites passed (normal and ASan+UBSan builds)"
+
+test-gpu: all $(GPU_TESTS)
+	@set -e; for t in $(GPU_TESTS); do echo "== $$t"; $(TEST_ENV) $$t; done
+
+SANITIZER ?= compute-sanitizer
+sanitize-gpu: all $(GPU_TESTS)
+	@set -e; for tool in memcheck racecheck synccheck; do for t in $(GPU_TESTS); do \
+	  echo "== $(SANITIZER) --tool $$tool $$t"; \
+	  CK_FORK=no CLCRT_TEST_SANITIZER=1 $(SANITIZER) --tool $$tool --error-exitcode 3 $$t; done; done
+
+demo: all $(BUILD)/examples/demo
+	$(BUILD)/examples/demo
+
+bench: all $(BUILD)/bench/bench
+	$(BUILD)/bench/bench
+
+fuzz-smoke: all
+	@if [ -x scripts/fuzz.sh ]; then scripts/fuzz.sh smoke; fi
+
+install: all
+	install -d $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/lib/pkgconfig $(DESTDIR)$(PREFIX)/bin
+	install -m 644 include/clcrt.h $(DESTDIR)$(PREFIX)/include/
+	install -m 644 $(BUILD)/libclcrt.a $(DESTDIR)$(PREFIX)/lib/
+	install -m 755 $(BUILD)/libclcrt.so $(DESTDIR)$(PREFIX)/lib/libclcrt.so.0
+	ln -sf libclcrt.so.0 $(DESTDIR)$(PREFIX)/lib/libclcrt.so
+	install -m 755 $(BUILD)/clcrt $(DESTDIR)$(PREFIX)/bin/
+	sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@CUDA_LIBDIR@|$(CUDA_LIBDIR)|g' clcrt.pc.in > $(DESTDIR)$(PREFIX)/lib/pkgconfig/clcrt.pc
+
+clean:
+	rm -rf build
+
+.SECONDARY:

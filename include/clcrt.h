@@ -1,0 +1,216 @@
+/* clcrt — persistent, work-stealing tile schedulers for NVIDIA GPUs as a library call.
+ *
+ * A tile function written in CUDA C++ is compiled at run time with NVRTC into a scheduler
+ * template and launched as thread-block clusters. On sm_100+ the clusters steal work with
+ * the hardware's Cluster Launch Control; on sm_90 the same protocol runs in software.
+ *
+ * This is the whole public API. Conventions:
+ *   - every function that can fail returns a clcrt_status; CLCRT_OK is 0;
+ *   - the detail of the last failure on a runtime is clcrt_errmsg(rt);
+ *   - handles are opaque; destroy(NULL) is a no-op;
+ *   - option structs start with `size` and have an ..._INIT macro; zero means "default".
+ */
+#ifndef CLCRT_H
+#define CLCRT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(__GNUC__)
+#define CLCRT_API __attribute__((visibility("default")))
+#else
+#define CLCRT_API
+#endif
+
+/* Same typedefs as <cuda.h> and <uv.h>, so this header needs neither. */
+typedef struct CUstream_st *CUstream;
+typedef struct uv_loop_s uv_loop_t;
+
+#define CLCRT_VERSION_MAJOR 0
+#define CLCRT_VERSION_MINOR 1
+#define CLCRT_VERSION_PATCH 0
+
+/* The status table: X(name, message). It generates the enum, clcrt_status_name and
+ * clcrt_status_str, so the three can never disagree. */
+#define CLCRT_STATUS_MAP(X)                                                                   \
+  X(OK, "success")                                                                            \
+  X(E_INVALID, "an argument is invalid")                                                      \
+  X(E_COMPILE, "NVRTC could not compile the tile function")                                  \
+  X(E_NO_DEVICE, "no CUDA driver or GPU is available")                                       \
+  X(E_UNSUPPORTED, "the operation is not supported on this architecture or configuration")   \
+  X(E_CUDA, "a CUDA driver call failed")                                                      \
+  X(E_NOMEM, "out of memory")                                                                 \
+  X(E_IO, "a file could not be read or written")                                              \
+  X(E_CORRUPT, "a file is damaged or not in the expected format")                            \
+  X(E_NOT_FOUND, "the requested item does not exist")                                         \
+  X(E_BUSY, "the handle still has work in flight")
+
+typedef enum clcrt_status {
+#define CLCRT__STATUS_ENUM(name, msg) CLCRT_##name,
+  CLCRT_STATUS_MAP(CLCRT__STATUS_ENUM)
+#undef CLCRT__STATUS_ENUM
+  CLCRT_STATUS_COUNT_
+} clcrt_status;
+
+CLCRT_API const char *clcrt_status_name(clcrt_status s); /* "CLCRT_E_COMPILE" */
+CLCRT_API const char *clcrt_status_str(clcrt_status s);  /* a sentence */
+
+typedef struct clcrt_runtime clcrt_runtime; /* opaque */
+typedef struct clcrt_kernel clcrt_kernel;   /* opaque, owned by its runtime */
+typedef struct clcrt_stream clcrt_stream;   /* opaque: a CUstream plus its scheduler context */
+
+typedef struct clcrt_dim3 {
+  unsigned x, y, z;
+} clcrt_dim3;
+
+typedef enum clcrt_sched {
+  CLCRT_SCHED_AUTO = 0, /* CLC on sm_100 and later, STEAL otherwise */
+  CLCRT_SCHED_CLC,      /* hardware Cluster Launch Control (sm_100+) */
+  CLCRT_SCHED_STEAL,    /* software work counter per stream (sm_90+) */
+  CLCRT_SCHED_STATIC,   /* persistent grid, tile += number of clusters */
+  CLCRT_SCHED_FIXED     /* one cluster per cluster-shaped block of tiles */
+} clcrt_sched;
+
+/* How many clusters a STEAL kernel launches. FULL launches one cluster per work unit;
+ * clusters that start after the work is gone leave at once. PERSISTENT launches as many
+ * clusters as fit on the device at once. AUTO is PERSISTENT (see README: measured). */
+typedef enum clcrt_grid {
+  CLCRT_GRID_AUTO = 0,
+  CLCRT_GRID_FULL,
+  CLCRT_GRID_PERSISTENT
+} clcrt_grid;
+
+typedef enum clcrt_log_level { CLCRT_LOG_DEBUG = 0, CLCRT_LOG_INFO, CLCRT_LOG_WARN } clcrt_log_level;
+typedef void (*clcrt_log_fn)(void *user, clcrt_log_level level, const char *msg);
+
+typedef struct clcrt_runtime_opts {
+  size_t size;
+  int device;              /* CUDA device ordinal */
+  const char *target_arch; /* e.g. "sm_100a": compile-only, no GPU or driver needed; NULL: the device's own */
+  const char *cache_dir;   /* NULL: $CLCRT_CACHE_DIR, else $XDG_CACHE_HOME/clcrt, else ~/.cache/clcrt; "": no disk cache */
+  clcrt_log_fn log;        /* optional: the library never prints; it reports here */
+  void *log_user;
+  const char *cuda_home;   /* NULL: $CUDA_HOME, else /usr/local/cuda; its include dirs are given to NVRTC */
+} clcrt_runtime_opts;
+
+#define CLCRT_RUNTIME_OPTS_INIT {sizeof(clcrt_runtime_opts), 0, NULL, NULL, NULL, NULL, NULL}
+
+typedef struct clcrt_tile_desc {
+  size_t size;
+  const char *source;   /* CUDA C++: the Args struct and the tile function */
+  const char *tile_fn;  /* __device__ void tile_fn(const clcrt::Tile &t, const Args &a) */
+  const char *args_type; /* name of Args */
+  clcrt_dim3 block;     /* threads per CTA */
+  clcrt_dim3 cluster;   /* CTAs per cluster; {0,0,0} means {1,1,1} */
+  unsigned smem_bytes;  /* dynamic shared memory per CTA */
+  clcrt_sched sched;
+  const char *const *options; /* extra NVRTC options */
+  int num_options;
+  const char *state_type;  /* optional per-CTA state... */
+  const char *prologue_fn; /* ...made once per CTA: __device__ void p(const Args &a, State &s);
+                              the tile function then takes (const clcrt::Tile &, const Args &, State &) */
+  clcrt_grid grid;         /* STEAL only: full or persistent grid */
+  const char *include_digest; /* optional: a digest (any string) of the headers in the user's own -I
+                                 directories; without it a compile that names -I is not cached */
+} clcrt_tile_desc;
+
+#define CLCRT_TILE_DESC_INIT \
+  {sizeof(clcrt_tile_desc), NULL, NULL, NULL, {0, 0, 0}, {0, 0, 0}, 0, CLCRT_SCHED_AUTO, NULL, 0, NULL, NULL, CLCRT_GRID_AUTO, NULL}
+
+/* Replace the allocator (like uv_replace_allocator). Call before any other function. */
+typedef void *(*clcrt_malloc_fn)(size_t);
+typedef void *(*clcrt_realloc_fn)(void *, size_t);
+typedef void *(*clcrt_calloc_fn)(size_t, size_t);
+typedef void (*clcrt_free_fn)(void *);
+CLCRT_API clcrt_status clcrt_replace_allocator(clcrt_malloc_fn m, clcrt_realloc_fn r, clcrt_calloc_fn c,
+                                               clcrt_free_fn f);
+
+/* Runtimes. opts NULL: device 0. When creation fails after a handle was allocated, the
+ * handle is still returned in *out so that clcrt_errmsg can explain; destroy it. */
+CLCRT_API clcrt_status clcrt_runtime_create(clcrt_runtime **out, const clcrt_runtime_opts *opts);
+CLCRT_API void clcrt_runtime_destroy(clcrt_runtime *rt); /* NULL is a no-op */
+CLCRT_API const char *clcrt_errmsg(const clcrt_runtime *rt); /* detail of the last failure */
+/* The architecture kernels are compiled for, e.g. "sm_90a". */
+CLCRT_API const char *clcrt_runtime_arch(const clcrt_runtime *rt);
+/* 1 when the runtime only compiles (target_arch given), 0 when it can run kernels. */
+CLCRT_API int clcrt_runtime_compile_only(const clcrt_runtime *rt);
+
+/* Kernels. Registration compiles (or finds in the cache) and, with a device, loads. */
+CLCRT_API clcrt_status clcrt_register(clcrt_runtime *rt, const clcrt_tile_desc *d, clcrt_kernel **out);
+CLCRT_API clcrt_status clcrt_kernel_cubin(const clcrt_kernel *k, const void **data, size_t *size);
+CLCRT_API clcrt_status clcrt_kernel_ptx(const clcrt_kernel *k, const char **ptx);
+
+typedef struct clcrt_kernel_info {
+  size_t size;
+  const char *name;       /* entry symbol in the cubin, e.g. "clcrt_steal_scale_tile" */
+  const char *arch;       /* "sm_90a" */
+  clcrt_sched sched;      /* the resolved scheduler (never AUTO) */
+  clcrt_grid grid;        /* the resolved grid kind (FULL or PERSISTENT) */
+  clcrt_dim3 block, cluster;
+  int registers;          /* per thread, from the cubin */
+  int stack_bytes;        /* per-thread stack frame, from the cubin */
+  unsigned static_smem;   /* bytes of static shared memory (the scheduler's slots included) */
+  unsigned dynamic_smem;  /* as registered */
+  size_t param_bytes;     /* size of the Args parameter */
+  int has_clc;            /* the cubin contains UGETNEXTWORKID (clusterlaunchcontrol.try_cancel) */
+  double compile_ms;      /* NVRTC time for this kernel (0 on a cache hit) */
+  int from_cache;         /* 0 compiled, 1 memory cache, 2 disk cache */
+} clcrt_kernel_info;
+
+#define CLCRT_KERNEL_INFO_INIT {sizeof(clcrt_kernel_info)}
+CLCRT_API clcrt_status clcrt_kernel_info_get(const clcrt_kernel *k, clcrt_kernel_info *info);
+
+/* Streams. cu NULL: clcrt creates and owns a non-blocking stream. */
+CLCRT_API clcrt_status clcrt_stream_create(clcrt_runtime *rt, CUstream cu, clcrt_stream **out);
+CLCRT_API void clcrt_stream_destroy(clcrt_stream *s); /* NULL is a no-op; waits for the stream's work */
+CLCRT_API CUstream clcrt_stream_cu(const clcrt_stream *s);
+/* Asynchronous, like a kernel launch. args/args_size: the host copy of Args; the size is
+ * checked against the compiled kernel. An empty tile grid is a no-op. */
+CLCRT_API clcrt_status clcrt_run(clcrt_stream *s, const clcrt_kernel *k, clcrt_dim3 tiles, const void *args,
+                                 size_t args_size);
+CLCRT_API clcrt_status clcrt_stream_sync(clcrt_stream *s);
+
+/* Statistics of the runs on a stream (off by default; no device work when off). */
+typedef struct clcrt_stream_stats {
+  size_t size;
+  unsigned long long runs;      /* runs since the statistics were enabled or reset */
+  unsigned long long tiles;     /* tiles handed to the tile function */
+  unsigned long long steals;    /* work units a cluster obtained beyond its first */
+  unsigned num_sms;             /* entries in tiles_per_sm */
+  const unsigned long long *tiles_per_sm; /* valid until the next call on the stream */
+  unsigned long long clusters;  /* clusters that obtained at least one unit */
+  unsigned long long max_units_per_cluster;
+} clcrt_stream_stats;
+#define CLCRT_STREAM_STATS_INIT {sizeof(clcrt_stream_stats)}
+CLCRT_API clcrt_status clcrt_stream_stats_enable(clcrt_stream *s, int on);
+/* Synchronises the stream, then reads and resets the counters. */
+CLCRT_API clcrt_status clcrt_stream_stats_read(clcrt_stream *s, clcrt_stream_stats *out);
+
+/* Compile cache counters of a runtime. */
+typedef struct clcrt_cache_stats {
+  size_t size;
+  unsigned long long mem_hits, disk_hits, misses, uncached;
+  double compile_ms, load_ms; /* summed over the runtime's life */
+} clcrt_cache_stats;
+#define CLCRT_CACHE_STATS_INIT {sizeof(clcrt_cache_stats)}
+CLCRT_API clcrt_status clcrt_cache_stats_get(const clcrt_runtime *rt, clcrt_cache_stats *out);
+
+/* Asynchronous compile on libuv's thread pool: returns at once; cb runs on `loop` with the
+ * status and the kernel (NULL on failure; the message is in clcrt_errmsg(rt) at that time). */
+typedef void (*clcrt_register_cb)(void *user, clcrt_status st, clcrt_kernel *k, const char *errmsg);
+CLCRT_API clcrt_status clcrt_register_async(clcrt_runtime *rt, const clcrt_tile_desc *d, uv_loop_t *loop,
+                                            clcrt_register_cb cb, void *user);
+
+/* Completion on a loop: cb runs on `loop` once every run enqueued on s before this call
+ * has finished. */
+typedef void (*clcrt_notify_cb)(void *user, clcrt_status st);
+CLCRT_API clcrt_status clcrt_run_notify(clcrt_stream *s, uv_loop_t *loop, clcrt_notify_cb cb, void *user);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* CLCRT_H */

@@ -1,0 +1,24 @@
+/* The compile cache: content-addressed keys, the disk cache, counters. The memory cache
+ * (key -> loaded kernel) lives in register.c with the runtime's kernel list. */
+#ifndef CLCRT_CACHE_H
+#define CLCRT_CACHE_H
+#include <stdint.h>
+
+#include "internal.h"
+
+/* Resolves the disk cache directory (opts.cache_dir, $CLCRT_CACHE_DIR, $XDG_CACHE_HOME/clcrt,
+ * ~/.cache/clcrt; "" or CLCRT_CACHE_DISABLE=1: off) into rt->disk_dir. Never fails the
+ * runtime: an unusable directory means no disk cache and a message through the log. */
+clcrt_status clcrt__cache_init(clcrt_runtime *rt);
+void clcrt__cache_fini(clcrt_runtime *rt);
+
+/* The key of a prepared build. Returns 1 when the build can be cached, 0 when it cannot
+ * (headers the runtime cannot hash and no include_digest). */
+int clcrt__cache_key(clcrt_runtime *rt, const clcrt__build *b, uint8_t key[CLCRT__KEY_BYTES]);
+
+/* Looks the key up on disk. Returns 1 on a hit, with b->cubin (and b->ptx when stored)
+ * filled through clcrt__malloc; 0 on a miss (a damaged entry is a miss). */
+int clcrt__disk_get(clcrt_runtime *rt, const uint8_t key[CLCRT__KEY_BYTES], clcrt__build *b);
+/* Stores a compiled build. Failures are logged, never returned. */
+void clcrt__disk_put(clcrt_runtime *rt, const uint8_t key[CLCRT__KEY_BYTES], const clcrt__build *b);
+#endif

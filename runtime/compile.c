@@ -1,0 +1,351 @@
+/* Validation of tile descriptions, the generated translation unit, and NVRTC. */
+#include <ctype.h>
+#include <nvrtc.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "checks.h"
+#include "embedded.h"
+#include "internal.h"
+
+/* ---- a small growable string ---- */
+typedef struct sbuf {
+  char *p;
+  size_t len, cap;
+  int oom;
+} sbuf;
+
+static void sb_add(sbuf *b, const char *s, size_t n) {
+  if (b->oom) return;
+  if (b->len + n + 1 > b->cap) {
+    size_t cap = b->cap ? b->cap : 1024;
+    while (cap < b->len + n + 1) cap *= 2;
+    char *p = clcrt__realloc(b->p, cap);
+    if (!p) {
+      b->oom = 1;
+      return;
+    }
+    b->p = p;
+    b->cap = cap;
+  }
+  memcpy(b->p + b->len, s, n);
+  b->len += n;
+  b->p[b->len] = 0;
+}
+static void sb_puts(sbuf *b, const char *s) { sb_add(b, s, strlen(s)); }
+static void sb_printf(sbuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void sb_printf(sbuf *b, const char *fmt, ...) {
+  char tmp[1024];
+  va_list ap;
+  va_start(ap, fmt);
+  int n = vsnprintf(tmp, sizeof tmp, fmt, ap);
+  va_end(ap);
+  if (n < 0) return;
+  sb_add(b, tmp, (size_t)n < sizeof tmp ? (size_t)n : sizeof tmp - 1);
+}
+
+/* ---- validation ---- */
+
+/* A C++ name: identifiers separated by "::". Anything else could inject code into the
+ * generated entry. */
+static int is_cxx_name(const char *s) {
+  if (!s || !*s) return 0;
+  const char *p = s;
+  if (p[0] == ':' && p[1] == ':') p += 2;
+  for (;;) {
+    if (!(isalpha((unsigned char)*p) || *p == '_')) return 0;
+    while (isalnum((unsigned char)*p) || *p == '_') p++;
+    if (!*p) return 1;
+    if (p[0] != ':' || p[1] != ':') return 0;
+    p += 2;
+  }
+}
+
+/* Whether the last component of a C++ name occurs in src as a whole word. A cheap check
+ * that turns the commonest mistake (a misspelt name) into a clear message before NVRTC
+ * runs; NVRTC still has the last word. */
+static int mentions(const char *src, const char *name) {
+  const char *last = strrchr(name, ':');
+  last = last ? last + 1 : name;
+  size_t n = strlen(last);
+  for (const char *p = strstr(src, last); p; p = strstr(p + 1, last)) {
+    int before = p > src && (isalnum((unsigned char)p[-1]) || p[-1] == '_');
+    int after = isalnum((unsigned char)p[n]) || p[n] == '_';
+    if (!before && !after) return 1;
+  }
+  return 0;
+}
+
+static int starts(const char *s, const char *prefix) { return strncmp(s, prefix, strlen(prefix)) == 0; }
+
+/* Shared memory a CTA may use on an architecture, for compile-only mode. */
+static unsigned arch_smem_limit(int sm) {
+  if (sm == 120 || sm == 121) return 99 * 1024;
+  return 227 * 1024; /* sm_90, sm_100, sm_103, sm_110 */
+}
+
+static clcrt_status validate(clcrt_runtime *rt, const clcrt_tile_desc *d, clcrt__build *b) {
+  if (d->size < offsetof(clcrt_tile_desc, prologue_fn) + sizeof(char *) || d->size > sizeof(clcrt_tile_desc))
+    return clcrt__fail(rt, CLCRT_E_INVALID,
+                       "desc->size is %zu: initialise the descriptor with CLCRT_TILE_DESC_INIT", d->size);
+  if (!d->source) return clcrt__fail(rt, CLCRT_E_INVALID, "desc->source is NULL: pass the tile function's CUDA C++");
+  if (!d->source[0] || strspn(d->source, " \t\r\n") == strlen(d->source))
+    return clcrt__fail(rt, CLCRT_E_INVALID, "desc->source is empty: pass the tile function's CUDA C++");
+  if (!d->tile_fn) return clcrt__fail(rt, CLCRT_E_INVALID, "desc->tile_fn is NULL: name the tile function");
+  if (!d->args_type) return clcrt__fail(rt, CLCRT_E_INVALID, "desc->args_type is NULL: name the Args struct");
+  if (!is_cxx_name(d->tile_fn))
+    return clcrt__fail(rt, CLCRT_E_INVALID, "desc->tile_fn \"%s\" is not a C++ function name", d->tile_fn);
+  if (!is_cxx_name(d->args_type))
+    return clcrt__fail(rt, CLCRT_E_INVALID, "desc->args_type \"%s\" is not a C++ type name", d->args_type);
+  if (!mentions(d->source, d->tile_fn))
+    return clcrt__fail(rt, CLCRT_E_INVALID, "tile function \"%s\" does not appear in the source: check desc->tile_fn",
+                       d->tile_fn);
+  if (!mentions(d->source, d->args_type))
+    return clcrt__fail(rt, CLCRT_E_INVALID, "Args type \"%s\" does not appear in the source: check desc->args_type",
+                       d->args_type);
+  if ((d->state_type == NULL) != (d->prologue_fn == NULL))
+    return clcrt__fail(rt, CLCRT_E_INVALID,
+                       "desc->state_type and desc->prologue_fn go together: give both (per-CTA state made by the "
+                       "prologue) or neither");
+  if (d->state_type) {
+    if (!is_cxx_name(d->state_type) || !mentions(d->source, d->state_type))
+      return clcrt__fail(rt, CLCRT_E_INVALID, "State type \"%s\" is not a name that appears in the source",
+                         d->state_type);
+    if (!is_cxx_name(d->prologue_fn) || !mentions(d->source, d->prologue_fn))
+      return clcrt__fail(rt, CLCRT_E_INVALID, "prologue \"%s\" is not a function name that appears in the source",
+                         d->prologue_fn);
+  }
+
+  clcrt_dim3 bl = d->block;
+  if (bl.x == 0 || bl.y == 0 || bl.z == 0)
+    return clcrt__fail(rt, CLCRT_E_INVALID, "block (%u,%u,%u) has a zero dimension: every CTA needs at least one thread",
+                       bl.x, bl.y, bl.z);
+  unsigned long long nt = (unsigned long long)bl.x * bl.y * bl.z;
+  if (nt > 1024 || bl.z > 64)
+    return clcrt__fail(rt, CLCRT_E_INVALID,
+                       "block (%u,%u,%u) has %llu threads: a CTA holds at most 1024 (and z at most 64)", bl.x, bl.y,
+                       bl.z, nt);
+
+  clcrt_dim3 cl = d->cluster;
+  if (cl.x == 0 && cl.y == 0 && cl.z == 0) cl = (clcrt_dim3){1, 1, 1};
+  if (cl.x == 0 || cl.y == 0 || cl.z == 0)
+    return clcrt__fail(rt, CLCRT_E_INVALID,
+                       "cluster (%u,%u,%u) mixes zero and non-zero dimensions: give all three, or {0,0,0} for "
+                       "(1,1,1)",
+                       cl.x, cl.y, cl.z);
+  unsigned long long cs = (unsigned long long)cl.x * cl.y * cl.z;
+  if (cs > 16)
+    return clcrt__fail(rt, CLCRT_E_INVALID,
+                       "cluster (%u,%u,%u) has %llu CTAs: %s allows at most 8 (portable) or 16 (non-portable)", cl.x,
+                       cl.y, cl.z, cs, rt->arch);
+
+  if ((unsigned)d->sched > CLCRT_SCHED_FIXED)
+    return clcrt__fail(rt, CLCRT_E_INVALID, "desc->sched is %d, not a clcrt_sched value", (int)d->sched);
+  clcrt_sched s = d->sched == CLCRT_SCHED_AUTO ? (rt->sm >= 100 ? CLCRT_SCHED_CLC : CLCRT_SCHED_STEAL) : d->sched;
+  if (s == CLCRT_SCHED_CLC && rt->sm < 100)
+    return clcrt__fail(rt, CLCRT_E_UNSUPPORTED,
+                       "CLCRT_SCHED_CLC needs Cluster Launch Control (sm_100 or newer); %s has none: use "
+                       "CLCRT_SCHED_STEAL or CLCRT_SCHED_AUTO",
+                       rt->arch);
+
+  clcrt_grid g = d->size > offsetof(clcrt_tile_desc, grid) ? d->grid : CLCRT_GRID_AUTO;
+  if ((unsigned)g > CLCRT_GRID_PERSISTENT)
+    return clcrt__fail(rt, CLCRT_E_INVALID, "desc->grid is %d, not a clcrt_grid value", (int)g);
+  if (s == CLCRT_SCHED_STEAL) {
+    if (g == CLCRT_GRID_AUTO) g = CLCRT_GRID_PERSISTENT;
+  } else {
+    clcrt_grid natural = s == CLCRT_SCHED_STATIC ? CLCRT_GRID_PERSISTENT : CLCRT_GRID_FULL;
+    if (g != CLCRT_GRID_AUTO && g != natural)
+      return clcrt__fail(rt, CLCRT_E_INVALID, "desc->grid applies to CLCRT_SCHED_STEAL only: %s always launches a %s grid",
+                         clcrt__sched_name(s), natural == CLCRT_GRID_FULL ? "full" : "persistent");
+    g = natural;
+  }
+
+  unsigned limit = rt->compile_only ? arch_smem_limit(rt->sm) : (unsigned)rt->max_smem_optin;
+  if (d->smem_bytes > limit)
+    return clcrt__fail(rt, CLCRT_E_INVALID,
+                       "desc->smem_bytes is %u: %s%s allows at most %u bytes of dynamic shared memory per CTA",
+                       d->smem_bytes, rt->compile_only ? "" : "this device, ", rt->arch, limit);
+
+  if (d->num_options < 0 || (d->num_options > 0 && !d->options))
+    return clcrt__fail(rt, CLCRT_E_INVALID, "desc->options/num_options: %d options at %p", d->num_options,
+                       (const void *)d->options);
+  for (int i = 0; i < d->num_options; i++) {
+    const char *o = d->options[i];
+    if (!o) return clcrt__fail(rt, CLCRT_E_INVALID, "desc->options[%d] is NULL", i);
+    if (starts(o, "-arch") || starts(o, "--gpu-architecture") || starts(o, "-gencode") || starts(o, "--relocatable") ||
+        starts(o, "-rdc") || starts(o, "-dc"))
+      return clcrt__fail(rt, CLCRT_E_INVALID,
+                         "desc->options[%d] \"%s\": the architecture and the output are chosen by the runtime (set "
+                         "opts.target_arch instead)",
+                         i, o);
+    if (starts(o, "-I") || starts(o, "--include-path") || starts(o, "-include") || starts(o, "--pre-include"))
+      b->has_user_include_dirs = 1;
+  }
+
+  b->sched = s;
+  b->grid = g;
+  b->block = bl;
+  b->cluster = cl;
+  b->smem_bytes = d->smem_bytes;
+  b->include_digest = d->size > offsetof(clcrt_tile_desc, include_digest) ? d->include_digest : NULL;
+  return CLCRT_OK;
+}
+
+static int is_dir(const char *p) {
+  struct stat st;
+  return stat(p, &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+clcrt_status clcrt__build_prepare(clcrt_runtime *rt, const clcrt_tile_desc *d, clcrt__build *b) {
+  memset(b, 0, sizeof *b);
+  clcrt_status st = validate(rt, d, b);
+  if (st != CLCRT_OK) return st;
+
+  sbuf name = {0};
+  sb_printf(&name, "clcrt_%s_", clcrt__sched_name(b->sched));
+  for (const char *p = d->tile_fn; *p; p++) sb_add(&name, *p == ':' ? "_" : p, 1);
+
+  static const int kind[] = {0, 1, 2, 3, 4}; /* clcrt_sched -> clcrt::SCHED_* */
+  unsigned nt = b->block.x * b->block.y * b->block.z;
+  sbuf tu = {0};
+  sb_puts(&tu, "#include \"clcrt.cuh\"\n");
+  sb_printf(&tu, "#line 1 \"%s\"\n", d->tile_fn);
+  sb_puts(&tu, d->source);
+  sb_puts(&tu, "\n#line 1 \"clcrt_entry\"\n");
+  sb_printf(&tu, "extern \"C\" __global__ void __launch_bounds__(%u) __cluster_dims__(%u, %u, %u)\n", nt,
+            b->cluster.x, b->cluster.y, b->cluster.z);
+  sb_printf(&tu, "%s(const __grid_constant__ %s args, const __grid_constant__ clcrt::Params params) {\n",
+            name.p ? name.p : "", d->args_type);
+  if (d->state_type) {
+    sb_printf(&tu, "  %s state;\n  %s(args, state);\n", d->state_type, d->prologue_fn);
+    sb_printf(&tu, "  clcrt::run<%d, %u, %u, %u, %u>(params, [&](const clcrt::Tile &t) { %s(t, args, state); });\n",
+              kind[b->sched], b->cluster.x, b->cluster.y, b->cluster.z, nt, d->tile_fn);
+  } else {
+    sb_printf(&tu, "  clcrt::run<%d, %u, %u, %u, %u>(params, [&](const clcrt::Tile &t) { %s(t, args); });\n",
+              kind[b->sched], b->cluster.x, b->cluster.y, b->cluster.z, nt, d->tile_fn);
+  }
+  sb_puts(&tu, "}\n");
+
+  /* Canonical options: the runtime's, then the user's in their order (order matters for
+   * -D/-U). The include directories of the toolkit are given when present so that tile
+   * functions can include <cuda_bf16.h> and CCCL headers. */
+  char inc1[1100], inc2[1100];
+  snprintf(inc1, sizeof inc1, "%s/include", rt->opts.cuda_home);
+  snprintf(inc2, sizeof inc2, "%s/include/cccl", rt->opts.cuda_home);
+  char archopt[64];
+  snprintf(archopt, sizeof archopt, "--gpu-architecture=%s", rt->arch);
+  const char *fixed[4] = {archopt, "-std=c++17", NULL, NULL};
+  int nf = 2;
+  char incopt1[1200], incopt2[1200];
+  if (is_dir(inc1)) {
+    snprintf(incopt1, sizeof incopt1, "-I%s", inc1);
+    fixed[nf++] = incopt1;
+  }
+  if (is_dir(inc2)) {
+    snprintf(incopt2, sizeof incopt2, "-I%s", inc2);
+    fixed[nf++] = incopt2;
+  }
+  b->num_options = nf + d->num_options;
+  b->options = clcrt__calloc((size_t)b->num_options, sizeof(char *));
+  int oom = tu.oom || name.oom || !b->options;
+  for (int i = 0; !oom && i < b->num_options; i++) {
+    b->options[i] = clcrt__strdup(i < nf ? fixed[i] : d->options[i - nf]);
+    oom |= !b->options[i];
+  }
+  b->source = tu.p;
+  b->name = name.p;
+  if (oom) {
+    clcrt__build_free(b);
+    return clcrt__fail(rt, CLCRT_E_NOMEM, "out of memory building the translation unit");
+  }
+  return CLCRT_OK;
+}
+
+/* NVRTC instances at once are bounded by the core count: more only thrash. */
+static pthread_mutex_t g_slots_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t g_slots_cond = PTHREAD_COND_INITIALIZER;
+static long g_slots_used, g_slots_max;
+
+static void slot_take(void) {
+  pthread_mutex_lock(&g_slots_lock);
+  if (!g_slots_max) {
+    g_slots_max = sysconf(_SC_NPROCESSORS_ONLN);
+    if (g_slots_max < 1) g_slots_max = 1;
+  }
+  while (g_slots_used >= g_slots_max) pthread_cond_wait(&g_slots_cond, &g_slots_lock);
+  g_slots_used++;
+  pthread_mutex_unlock(&g_slots_lock);
+}
+static void slot_give(void) {
+  pthread_mutex_lock(&g_slots_lock);
+  g_slots_used--;
+  pthread_cond_signal(&g_slots_cond);
+  pthread_mutex_unlock(&g_slots_lock);
+}
+
+clcrt_status clcrt__build_compile(clcrt_runtime *rt, clcrt__build *b) {
+  clcrt_status st = CLCRT_OK;
+  nvrtcProgram prog = NULL;
+  const char *hdr_text[16], *hdr_name[16];
+  int nh = 0;
+  for (const clcrt__embedded_file *f = clcrt__embedded; f->name && nh < 16; f++, nh++) {
+    hdr_text[nh] = f->text;
+    hdr_name[nh] = f->name;
+  }
+  double t0 = clcrt__now_ms();
+  NVRTC_CHECK_GOTO(rt, nvrtcCreateProgram(&prog, b->source, "clcrt_tu.cu", nh, hdr_text, hdr_name), st, out);
+  slot_take();
+  nvrtcResult r = nvrtcCompileProgram(prog, b->num_options, (const char *const *)b->options);
+  slot_give();
+  b->compile_ms = clcrt__now_ms() - t0;
+  if (r != NVRTC_SUCCESS) {
+    size_t n = 0;
+    char *log = NULL;
+    if (nvrtcGetProgramLogSize(prog, &n) == NVRTC_SUCCESS && n > 0 && (log = clcrt__malloc(n)) &&
+        nvrtcGetProgramLog(prog, log) != NVRTC_SUCCESS)
+      log[0] = 0;
+    int in_entry = log && strstr(log, "clcrt_entry");
+    st = clcrt__fail(rt, r == NVRTC_ERROR_OUT_OF_MEMORY ? CLCRT_E_NOMEM : CLCRT_E_COMPILE,
+                     "NVRTC could not compile tile function \"%s\" for %s (%s):\n%s%s", b->name, rt->arch,
+                     nvrtcGetErrorString(r), log ? log : "(no log)",
+                     in_entry ? "\nhint: the generated entry (\"clcrt_entry\") calls the tile function as fn(const "
+                                "clcrt::Tile &, const Args &[, State &]) and the prologue as p(const Args &, State "
+                                "&): check their signatures and the names in the descriptor"
+                              : "");
+    clcrt__free(log);
+    goto out;
+  }
+  size_t n = 0;
+  NVRTC_CHECK_GOTO(rt, nvrtcGetCUBINSize(prog, &n), st, out);
+  if (n == 0) {
+    st = clcrt__fail(rt, CLCRT_E_COMPILE, "NVRTC produced an empty cubin for %s (%s)", b->name, rt->arch);
+    goto out;
+  }
+  b->cubin = clcrt__malloc(n);
+  NOMEM_GOTO(rt, b->cubin, st, out);
+  NVRTC_CHECK_GOTO(rt, nvrtcGetCUBIN(prog, b->cubin), st, out);
+  b->cubin_size = n;
+  n = 0;
+  if (nvrtcGetPTXSize(prog, &n) == NVRTC_SUCCESS && n > 0) {
+    b->ptx = clcrt__malloc(n);
+    NOMEM_GOTO(rt, b->ptx, st, out);
+    NVRTC_CHECK_GOTO(rt, nvrtcGetPTX(prog, b->ptx), st, out);
+  }
+out:
+  if (prog) nvrtcDestroyProgram(&prog);
+  return st;
+}
+
+void clcrt__build_free(clcrt__build *b) {
+  if (!b) return;
+  clcrt__free(b->name);
+  clcrt__free(b->source);
+  for (int i = 0; b->options && i < b->num_options; i++) clcrt__free(b->options[i]);
+  clcrt__free(b->options);
+  clcrt__free(b->cubin);
+  clcrt__free(b->ptx);
+  memset(b, 0, sizeof *b);
+}

@@ -1,0 +1,70 @@
+#include "driver.h"
+
+#include <dlfcn.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+
+static clcrt__driver g_real;
+static const clcrt__driver *g_override;
+static int g_pretend_missing;
+static pthread_once_t g_once = PTHREAD_ONCE_INIT;
+static int g_loaded;             /* 1 when g_real is usable */
+static char g_err[512];
+
+typedef CUresult (*get_proc_fn)(const char *, void **, int, cuuint64_t, CUdriverProcAddressQueryResult *);
+
+static void load_driver(void) {
+  /* The soname, never the development symlink: the toolkit's stub libcuda.so must not be
+   * mistaken for a driver. */
+  void *h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+  if (!h) {
+    snprintf(g_err, sizeof g_err,
+             "the CUDA driver (libcuda.so.1) could not be loaded: %s. Install the NVIDIA driver, or create the "
+             "runtime with opts.target_arch (e.g. \"sm_90a\") to compile without a GPU",
+             dlerror());
+    return;
+  }
+  get_proc_fn gp = (get_proc_fn)dlsym(h, "cuGetProcAddress_v2");
+  if (!gp) {
+    snprintf(g_err, sizeof g_err,
+             "the CUDA driver is too old: it has no cuGetProcAddress_v2 (CUDA 12.0 or newer is needed)");
+    return;
+  }
+#define LOAD(name)                                                                                       \
+  {                                                                                                      \
+    CUdriverProcAddressQueryResult q;                                                                    \
+    void *fn = NULL;                                                                                     \
+    CUresult r = gp(#name, &fn, CUDA_VERSION, CU_GET_PROC_ADDRESS_DEFAULT, &q);                          \
+    if (r != CUDA_SUCCESS || !fn) {                                                                      \
+      snprintf(g_err, sizeof g_err,                                                                      \
+               "the CUDA driver has no %s for CUDA %d.%d (cuGetProcAddress returned %d): update the driver", \
+               #name, CUDA_VERSION / 1000, CUDA_VERSION % 1000 / 10, (int)r);                            \
+      return;                                                                                            \
+    }                                                                                                    \
+    memcpy(&g_real.name, &fn, sizeof fn);                                                                \
+  }
+  CLCRT_DRIVER_MAP(LOAD)
+#undef LOAD
+  /* The handle stays open for the life of the process: entry points are cached. */
+  g_loaded = 1;
+}
+
+const clcrt__driver *clcrt__driver_get(char *err, size_t errlen) {
+  if (g_override) return g_override;
+  if (g_pretend_missing) {
+    snprintf(err, errlen,
+             "the CUDA driver (libcuda.so.1) could not be loaded (test: pretending it is missing). Install the NVIDIA "
+             "driver, or create the runtime with opts.target_arch to compile without a GPU");
+    return NULL;
+  }
+  pthread_once(&g_once, load_driver);
+  if (!g_loaded) {
+    snprintf(err, errlen, "%s", g_err);
+    return NULL;
+  }
+  return &g_real;
+}
+
+void clcrt__driver_override(const clcrt__driver *table) { g_override = table; }
+void clcrt__driver_pretend_missing(int missing) { g_pretend_missing = missing; }

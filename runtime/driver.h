@@ -1,0 +1,62 @@
+/* The CUDA driver API, loaded lazily: libcuda.so.1 is dlopen'ed on first use and every
+ * entry point is taken through cuGetProcAddress into one table. The library therefore
+ * loads and compiles on machines with no driver, and tests can swap the table to inject
+ * driver failures. */
+#ifndef CLCRT_DRIVER_H
+#define CLCRT_DRIVER_H
+#include <cuda.h>
+
+/* X(name): every driver entry point clcrt uses. The typedef comes from cuda.h's own
+ * prototype (which maps e.g. cuMemAlloc to cuMemAlloc_v2), the string from the base name. */
+#define CLCRT_DRIVER_MAP(X)          \
+  X(cuInit)                          \
+  X(cuDriverGetVersion)              \
+  X(cuGetErrorName)                  \
+  X(cuGetErrorString)                \
+  X(cuDeviceGet)                     \
+  X(cuDeviceGetCount)                \
+  X(cuDeviceGetAttribute)            \
+  X(cuDeviceGetName)                 \
+  X(cuDevicePrimaryCtxRetain)        \
+  X(cuDevicePrimaryCtxRelease)       \
+  X(cuCtxSetCurrent)                 \
+  X(cuCtxGetCurrent)                 \
+  X(cuCtxPushCurrent)                \
+  X(cuCtxPopCurrent)                 \
+  X(cuLibraryLoadData)               \
+  X(cuLibraryUnload)                 \
+  X(cuLibraryGetKernel)              \
+  X(cuKernelGetFunction)             \
+  X(cuFuncSetAttribute)              \
+  X(cuFuncGetAttribute)              \
+  X(cuFuncGetParamInfo)              \
+  X(cuOccupancyMaxActiveClusters)    \
+  X(cuLaunchKernelEx)                \
+  X(cuLaunchHostFunc)                \
+  X(cuStreamCreate)                  \
+  X(cuStreamDestroy)                 \
+  X(cuStreamSynchronize)             \
+  X(cuStreamQuery)                   \
+  X(cuStreamGetCaptureInfo)          \
+  X(cuMemAlloc)                      \
+  X(cuMemFree)                       \
+  X(cuMemsetD8)                      \
+  X(cuMemcpyHtoD)                    \
+  X(cuMemcpyDtoH)
+
+typedef struct clcrt__driver {
+#define CLCRT__DRV_FIELD(name) __typeof__(name) *name;
+  CLCRT_DRIVER_MAP(CLCRT__DRV_FIELD)
+#undef CLCRT__DRV_FIELD
+} clcrt__driver;
+
+/* Loads the driver once (thread-safe). Returns the table, or NULL with a sentence in
+ * err saying why (no libcuda, too old, cuInit failed...). *cu_err gets cuInit's result. */
+const clcrt__driver *clcrt__driver_get(char *err, size_t errlen);
+
+/* Tests: replace the table (NULL restores the real one). The real table is loaded first
+ * when possible so that a test can copy it and change single entries. */
+void clcrt__driver_override(const clcrt__driver *table);
+/* Tests: pretend libcuda cannot be loaded (1) or undo that (0). */
+void clcrt__driver_pretend_missing(int missing);
+#endif

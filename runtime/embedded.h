@@ -1,0 +1,12 @@
+/* The device-side sources in nvrtc_src/, embedded at build time (scripts/embed.c). */
+#ifndef CLCRT_EMBEDDED_H
+#define CLCRT_EMBEDDED_H
+#include <stddef.h>
+typedef struct clcrt__embedded_file {
+  const char *name; /* file name, e.g. "clcrt_sched.cuh": what #include names */
+  const char *text;
+  size_t len;
+} clcrt__embedded_file;
+/* Terminated by an entry with name NULL. */
+extern const clcrt__embedded_file clcrt__embedded[];
+#endif

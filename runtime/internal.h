@@ -1,0 +1,131 @@
+/* Internal structures shared by the runtime's subsystems. Not installed. */
+#ifndef CLCRT_INTERNAL_H
+#define CLCRT_INTERNAL_H
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdint.h>
+
+#include "alloc.h"
+#include "clcrt.h"
+#include "cubin.h"
+#include "driver.h"
+
+#define CLCRT__ERRMSG_MAX 16384
+#define CLCRT__KEY_BYTES 32
+
+/* The scheduler parameters passed to every kernel after Args; mirrors clcrt::Params in
+ * nvrtc_src/clcrt.cuh (its size is checked against the compiled kernel). */
+typedef struct clcrt__params {
+  uint32_t tiles[3];
+  uint32_t units[3];
+  uint32_t num_units;
+  uint32_t num_clusters;
+  uint64_t counter; /* CUdeviceptr to 2 words */
+  uint64_t stats;   /* CUdeviceptr or 0 */
+} clcrt__params;
+
+typedef enum { CLCRT__K_BUILDING = 0, CLCRT__K_READY, CLCRT__K_FAILED } clcrt__kstate;
+
+struct clcrt_kernel {
+  clcrt_runtime *rt;
+  struct clcrt_kernel *next;   /* the runtime's list (and memory cache) */
+  clcrt__kstate state;         /* guarded by rt->lock */
+  uint8_t key[CLCRT__KEY_BYTES];
+  int cacheable;               /* key is valid */
+
+  char *name;                  /* entry symbol */
+  clcrt_sched sched;
+  clcrt_grid grid;
+  clcrt_dim3 block, cluster;
+  unsigned nthreads, cluster_size;
+  unsigned smem_bytes;
+
+  void *cubin;
+  size_t cubin_size;
+  char *ptx;                   /* may be NULL (disk hit): clcrt_kernel_ptx then recompiles? no: E_NOT_FOUND */
+  clcrt__cubin info;           /* parsed cubin */
+  const clcrt__cubin_kernel *kinfo;
+  double compile_ms;
+  int from_cache;
+
+  /* Device side; all zero in compile-only mode. */
+  CUlibrary lib;
+  CUkernel kern;
+  CUfunction fn;
+  size_t args_size;            /* Args parameter size, from cuFuncGetParamInfo */
+  size_t args_offset, params_offset;
+  int max_clusters;            /* occupancy: clusters resident at once, 0 = not yet known */
+};
+
+struct clcrt_runtime {
+  clcrt_runtime_opts opts;     /* copied; strings owned below */
+  char *target_arch_own, *cache_dir_own, *cuda_home_own;
+  char arch[16];               /* "sm_90a" */
+  int sm;                      /* 90, 100, ... */
+  int compile_only;
+
+  const clcrt__driver *cu;     /* NULL in compile-only mode */
+  CUdevice dev;
+  CUcontext ctx;               /* the device's primary context, retained */
+  int num_sms;
+  int max_smem_optin;          /* bytes of dynamic shared memory a CTA may opt in to */
+  int max_cluster_size;        /* 16 where non-portable sizes are allowed, else 8 */
+
+  pthread_mutex_t lock;        /* kernels, errmsg, stats */
+  pthread_cond_t cond;         /* a kernel finished building */
+  int lock_ok, cond_ok;
+  clcrt_kernel *kernels;
+  char errmsg[CLCRT__ERRMSG_MAX];
+  clcrt_cache_stats cstats;
+
+  char *disk_dir;              /* resolved disk cache directory, NULL when off */
+  int nvrtc_major, nvrtc_minor;
+  int live_async;              /* async compiles not yet delivered */
+};
+
+/* Records the detail of a failure on rt (NULL rt: ignored) and returns st. */
+clcrt_status clcrt__fail(clcrt_runtime *rt, clcrt_status st, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+clcrt_status clcrt__vfail(clcrt_runtime *rt, clcrt_status st, const char *fmt, va_list ap);
+void clcrt__log(clcrt_runtime *rt, clcrt_log_level lvl, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
+/* Makes rt's context current on this thread (no-op in compile-only mode). */
+clcrt_status clcrt__ctx_enter(clcrt_runtime *rt);
+
+/* The name of a driver error, e.g. "CUDA_ERROR_ILLEGAL_ADDRESS". */
+const char *clcrt__cu_name(const clcrt_runtime *rt, CUresult r);
+
+double clcrt__now_ms(void);
+const char *clcrt__sched_name(clcrt_sched s);
+
+/* compile.c: validation, the generated translation unit, NVRTC. */
+typedef struct clcrt__build {
+  /* resolved description */
+  clcrt_sched sched;
+  clcrt_grid grid;
+  clcrt_dim3 block, cluster;
+  unsigned smem_bytes;
+  char *name;                /* entry symbol */
+  char *source;              /* the whole translation unit */
+  char **options;            /* canonical NVRTC options, in order */
+  int num_options;
+  int has_user_include_dirs; /* -I/--include-path given by the user */
+  const char *include_digest;
+  /* results */
+  void *cubin;
+  size_t cubin_size;
+  char *ptx;
+  double compile_ms;
+} clcrt__build;
+
+clcrt_status clcrt__build_prepare(clcrt_runtime *rt, const clcrt_tile_desc *d, clcrt__build *b);
+clcrt_status clcrt__build_compile(clcrt_runtime *rt, clcrt__build *b);
+void clcrt__build_free(clcrt__build *b);
+
+/* kernel.c */
+clcrt_status clcrt__kernel_finish(clcrt_runtime *rt, clcrt_kernel *k); /* parse cubin, load */
+void clcrt__kernel_free(clcrt_kernel *k);
+
+/* Supported NVRTC architectures, e.g. 90, 100; returns the count. */
+int clcrt__nvrtc_archs(int *out, int max);
+#endif

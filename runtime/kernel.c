@@ -1,0 +1,113 @@
+/* Kernels after compilation: the cubin's facts, loading on the device, accessors. */
+#include <stdio.h>
+#include <string.h>
+
+#include "checks.h"
+#include "internal.h"
+
+/* Loads the cubin context-independently and prepares the kernel for launches: parameter
+ * layout checked against the scheduler's, attributes that depend on the description set
+ * once. */
+static clcrt_status load(clcrt_runtime *rt, clcrt_kernel *k) {
+  clcrt_status st = clcrt__ctx_enter(rt);
+  if (st != CLCRT_OK) return st;
+  double t0 = clcrt__now_ms();
+  CU_CHECK(rt, cuLibraryLoadData(&k->lib, k->cubin, NULL, NULL, 0, NULL, NULL, 0));
+  CU_CHECK(rt, cuLibraryGetKernel(&k->kern, k->lib, k->name));
+  CU_CHECK(rt, cuKernelGetFunction(&k->fn, k->kern));
+  size_t off0 = 0, size0 = 0, off1 = 0, size1 = 0;
+  CU_CHECK(rt, cuFuncGetParamInfo(k->fn, 0, &off0, &size0));
+  CU_CHECK(rt, cuFuncGetParamInfo(k->fn, 1, &off1, &size1));
+  if (size1 != sizeof(clcrt__params))
+    return clcrt__fail(rt, CLCRT_E_INVALID,
+                       "kernel %s: the scheduler parameter is %zu bytes on the device but %zu on the host: the "
+                       "library and its embedded template disagree (rebuild clcrt)",
+                       k->name, size1, sizeof(clcrt__params));
+  k->args_size = size0;
+  k->args_offset = off0;
+  k->params_offset = off1;
+  int static_smem = 0;
+  CU_CHECK(rt, cuFuncGetAttribute(&static_smem, CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES, k->fn));
+  if ((long)static_smem + k->smem_bytes > (long)rt->max_smem_optin)
+    return clcrt__fail(rt, CLCRT_E_INVALID,
+                       "kernel %s needs %u bytes of dynamic plus %d of static shared memory per CTA, but this device "
+                       "allows %d in all",
+                       k->name, k->smem_bytes, static_smem, rt->max_smem_optin);
+  if (k->smem_bytes > 48 * 1024)
+    CU_CHECK(rt, cuFuncSetAttribute(k->fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, (int)k->smem_bytes));
+  if (k->cluster_size > 8) {
+    CUresult r = rt->cu->cuFuncSetAttribute(k->fn, CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED, 1);
+    if (r != CUDA_SUCCESS)
+      return clcrt__fail(rt, CLCRT_E_INVALID,
+                         "kernel %s: a cluster of %u CTAs needs non-portable cluster sizes, which this device refuses "
+                         "(%s): its limit is 8",
+                         k->name, k->cluster_size, clcrt__cu_name(rt, r));
+  }
+  pthread_mutex_lock(&rt->lock);
+  rt->cstats.load_ms += clcrt__now_ms() - t0;
+  pthread_mutex_unlock(&rt->lock);
+  return CLCRT_OK;
+}
+
+clcrt_status clcrt__kernel_finish(clcrt_runtime *rt, clcrt_kernel *k) {
+  char err[256];
+  int r = clcrt__cubin_parse(k->cubin, k->cubin_size, &k->info, err, sizeof err);
+  if (r == -2) return clcrt__fail(rt, CLCRT_E_NOMEM, "out of memory reading the cubin of %s", k->name);
+  if (r != 0) return clcrt__fail(rt, CLCRT_E_CORRUPT, "the cubin of %s cannot be read: %s", k->name, err);
+  for (size_t i = 0; i < k->info.num_kernels; i++)
+    if (k->info.kernels[i].name && strcmp(k->info.kernels[i].name, k->name) == 0) k->kinfo = &k->info.kernels[i];
+  if (!k->kinfo) return clcrt__fail(rt, CLCRT_E_CORRUPT, "the cubin has no entry named %s", k->name);
+  if (rt->compile_only) return CLCRT_OK;
+  return load(rt, k);
+}
+
+void clcrt__kernel_free(clcrt_kernel *k) {
+  if (!k) return;
+  if (k->lib && k->rt->cu) k->rt->cu->cuLibraryUnload(k->lib);
+  clcrt__cubin_free(&k->info);
+  clcrt__free(k->name);
+  clcrt__free(k->cubin);
+  clcrt__free(k->ptx);
+  clcrt__free(k);
+}
+
+clcrt_status clcrt_kernel_cubin(const clcrt_kernel *k, const void **data, size_t *size) {
+  if (!k || !data || !size) return CLCRT_E_INVALID;
+  *data = k->cubin;
+  *size = k->cubin_size;
+  return CLCRT_OK;
+}
+
+clcrt_status clcrt_kernel_ptx(const clcrt_kernel *k, const char **ptx) {
+  if (!k || !ptx) return CLCRT_E_INVALID;
+  *ptx = k->ptx;
+  if (!k->ptx)
+    return clcrt__fail(k->rt, CLCRT_E_NOT_FOUND,
+                       "kernel %s came from the disk cache without its PTX; register it with the cache disabled to "
+                       "get the PTX",
+                       k->name);
+  return CLCRT_OK;
+}
+
+clcrt_status clcrt_kernel_info_get(const clcrt_kernel *k, clcrt_kernel_info *info) {
+  if (!k || !info || info->size < sizeof(size_t) || info->size > sizeof *info) return CLCRT_E_INVALID;
+  clcrt_kernel_info v;
+  memset(&v, 0, sizeof v);
+  v.size = info->size;
+  v.name = k->name;
+  v.arch = k->rt->arch;
+  v.sched = k->sched;
+  v.grid = k->grid;
+  v.block = k->block;
+  v.cluster = k->cluster;
+  v.registers = k->kinfo->registers;
+  v.stack_bytes = k->kinfo->frame_bytes;
+  v.static_smem = (unsigned)k->kinfo->static_smem;
+  v.dynamic_smem = k->smem_bytes;
+  v.param_bytes = k->args_size; /* known once loaded; 0 in compile-only mode */
+  v.has_clc = k->kinfo->has_clc;
+  v.compile_ms = k->compile_ms;
+  v.from_cache = k->from_cache;
+  memcpy(info, &v, info->size);
+  return CLCRT_OK;
+}

@@ -1,0 +1,270 @@
+/* Runtime handles: creation (device or compile-only), destruction, errors and logging. */
+#include <ctype.h>
+#include <nvrtc.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "cache.h"
+#include "checks.h"
+#include "env.h"
+#include "internal.h"
+
+double clcrt__now_ms(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (double)t.tv_sec * 1e3 + (double)t.tv_nsec / 1e6;
+}
+
+const char *clcrt__sched_name(clcrt_sched s) {
+  switch (s) {
+    case CLCRT_SCHED_AUTO: return "auto";
+    case CLCRT_SCHED_CLC: return "clc";
+    case CLCRT_SCHED_STEAL: return "steal";
+    case CLCRT_SCHED_STATIC: return "static";
+    case CLCRT_SCHED_FIXED: return "fixed";
+  }
+  return "unknown";
+}
+
+clcrt_status clcrt__vfail(clcrt_runtime *rt, clcrt_status st, const char *fmt, va_list ap) {
+  if (!rt) return st;
+  if (rt->lock_ok) pthread_mutex_lock(&rt->lock);
+  int n = vsnprintf(rt->errmsg, sizeof rt->errmsg, fmt, ap);
+  if (n >= (int)sizeof rt->errmsg) memcpy(rt->errmsg + sizeof rt->errmsg - 16, "... (truncated)", 16);
+  if (rt->lock_ok) pthread_mutex_unlock(&rt->lock);
+  return st;
+}
+
+clcrt_status clcrt__fail(clcrt_runtime *rt, clcrt_status st, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  clcrt__vfail(rt, st, fmt, ap);
+  va_end(ap);
+  return st;
+}
+
+void clcrt__log(clcrt_runtime *rt, clcrt_log_level lvl, const char *fmt, ...) {
+  if (!rt || !rt->opts.log) return;
+  char buf[1024];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(buf, sizeof buf, fmt, ap);
+  va_end(ap);
+  rt->opts.log(rt->opts.log_user, lvl, buf);
+}
+
+const char *clcrt__cu_name(const clcrt_runtime *rt, CUresult r) {
+  const char *name = NULL;
+  if (rt && rt->cu && rt->cu->cuGetErrorName(r, &name) == CUDA_SUCCESS && name) return name;
+  return "an unknown CUDA error";
+}
+
+const char *clcrt_errmsg(const clcrt_runtime *rt) {
+  if (!rt) return "no runtime (NULL handle)";
+  return rt->errmsg[0] ? rt->errmsg : "no error";
+}
+
+const char *clcrt_runtime_arch(const clcrt_runtime *rt) { return rt ? rt->arch : NULL; }
+int clcrt_runtime_compile_only(const clcrt_runtime *rt) { return rt ? rt->compile_only : 0; }
+
+int clcrt__nvrtc_archs(int *out, int max) {
+  int n = 0;
+  if (nvrtcGetNumSupportedArchs(&n) != NVRTC_SUCCESS || n <= 0) return 0;
+  int *all = clcrt__calloc((size_t)n, sizeof *all);
+  if (!all) return 0;
+  if (nvrtcGetSupportedArchs(all) != NVRTC_SUCCESS) n = 0;
+  if (n > max) n = max;
+  memcpy(out, all, (size_t)n * sizeof *all);
+  clcrt__free(all);
+  return n;
+}
+
+static void list_archs(char *buf, size_t len, const int *archs, int n) {
+  size_t off = 0;
+  buf[0] = 0;
+  for (int i = 0; i < n && off < len; i++) off += (size_t)snprintf(buf + off, len - off, "%ssm_%d", i ? ", " : "", archs[i]);
+}
+
+/* "sm_90a" -> sm 90, suffix 'a'. Returns 0 when the text is not of that form. */
+static int parse_arch(const char *s, int *sm, char *suffix) {
+  if (strncmp(s, "sm_", 3) != 0 || !isdigit((unsigned char)s[3])) return 0;
+  const char *p = s + 3;
+  int v = 0;
+  while (isdigit((unsigned char)*p)) {
+    v = v * 10 + (*p - '0');
+    if (v > 10000) return 0;
+    p++;
+  }
+  *suffix = 0;
+  if (*p == 'a' || *p == 'f') *suffix = *p++;
+  if (*p) return 0;
+  *sm = v;
+  return 1;
+}
+
+/* Validates an architecture against what this NVRTC supports and writes rt->arch. */
+static clcrt_status set_arch(clcrt_runtime *rt, int sm, char suffix, const char *what) {
+  int archs[64];
+  int n = clcrt__nvrtc_archs(archs, 64);
+  char list[512];
+  list_archs(list, sizeof list, archs, n);
+  int found = 0;
+  for (int i = 0; i < n; i++) found |= archs[i] == sm;
+  if (!found)
+    return clcrt__fail(rt, CLCRT_E_UNSUPPORTED,
+                       "%s sm_%d is not supported by this NVRTC (%d.%d), which supports: %s", what, sm,
+                       rt->nvrtc_major, rt->nvrtc_minor, list);
+  if (suffix == 'a' && sm < 90)
+    return clcrt__fail(rt, CLCRT_E_UNSUPPORTED, "%s sm_%da: architecture-specific ('a') targets start at sm_90",
+                       what, sm);
+  if (suffix == 'f' && sm < 100)
+    return clcrt__fail(rt, CLCRT_E_UNSUPPORTED, "%s sm_%df: family ('f') targets start at sm_100", what, sm);
+  if (sm < 90)
+    return clcrt__fail(rt, CLCRT_E_UNSUPPORTED,
+                       "%s sm_%d: clcrt needs sm_90 or newer (thread-block clusters, mbarrier transactions)",
+                       what, sm);
+  snprintf(rt->arch, sizeof rt->arch, "sm_%d%s", sm, suffix == 'a' ? "a" : suffix == 'f' ? "f" : "");
+  rt->sm = sm;
+  return CLCRT_OK;
+}
+
+static clcrt_status open_device(clcrt_runtime *rt) {
+  char why[512];
+  rt->cu = clcrt__driver_get(why, sizeof why);
+  if (!rt->cu) return clcrt__fail(rt, CLCRT_E_NO_DEVICE, "%s", why);
+  CUresult r = rt->cu->cuInit(0);
+  if (r != CUDA_SUCCESS) {
+    clcrt_status st = clcrt__fail(rt, CLCRT_E_NO_DEVICE,
+                                  "cuInit failed with %s: no usable GPU. Check the driver (nvidia-smi), or set "
+                                  "opts.target_arch (e.g. \"sm_90a\") to compile without a GPU",
+                                  clcrt__cu_name(rt, r));
+    rt->cu = NULL;
+    return st;
+  }
+  int count = 0;
+  CU_CHECK(rt, cuDeviceGetCount(&count));
+  if (count == 0) {
+    rt->cu = NULL;
+    return clcrt__fail(rt, CLCRT_E_NO_DEVICE, "the CUDA driver found no GPU; set opts.target_arch to compile only");
+  }
+  if (rt->opts.device < 0 || rt->opts.device >= count)
+    return clcrt__fail(rt, CLCRT_E_INVALID, "device %d does not exist: this machine has %d GPU%s (0..%d)",
+                       rt->opts.device, count, count == 1 ? "" : "s", count - 1);
+  CU_CHECK(rt, cuDeviceGet(&rt->dev, rt->opts.device));
+  int major = 0, minor = 0, cluster_ok = 0;
+  CU_CHECK(rt, cuDeviceGetAttribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, rt->dev));
+  CU_CHECK(rt, cuDeviceGetAttribute(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, rt->dev));
+  CU_CHECK(rt, cuDeviceGetAttribute(&rt->num_sms, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, rt->dev));
+  CU_CHECK(rt, cuDeviceGetAttribute(&rt->max_smem_optin, CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN,
+                                    rt->dev));
+  CU_CHECK(rt, cuDeviceGetAttribute(&cluster_ok, CU_DEVICE_ATTRIBUTE_CLUSTER_LAUNCH, rt->dev));
+  int sm = major * 10 + minor;
+  if (!cluster_ok || sm < 90)
+    return clcrt__fail(rt, CLCRT_E_UNSUPPORTED,
+                       "device %d is sm_%d: clcrt needs sm_90 or newer (thread-block clusters)", rt->opts.device, sm);
+  /* The exact architecture with its 'a' suffix; a device newer than this NVRTC knows is
+   * clamped to the newest supported minor of its major, without the suffix (an 'a' cubin
+   * runs only on its own architecture, a plain one on later minors). */
+  int archs[64], n = clcrt__nvrtc_archs(archs, 64), best = 0;
+  for (int i = 0; i < n; i++)
+    if (archs[i] == sm) best = sm;
+  if (best) return set_arch(rt, sm, 'a', "device");
+  for (int i = 0; i < n; i++)
+    if (archs[i] / 10 == major && archs[i] <= sm && archs[i] > best) best = archs[i];
+  if (!best) return set_arch(rt, sm, 'a', "device"); /* fails with the list */
+  clcrt__log(rt, CLCRT_LOG_WARN, "device is sm_%d, which this NVRTC does not know: compiling for sm_%d", sm, best);
+  return set_arch(rt, best, 0, "device");
+}
+
+static clcrt_status device_setup(clcrt_runtime *rt) {
+  CU_CHECK(rt, cuDevicePrimaryCtxRetain(&rt->ctx, rt->dev));
+  /* Hopper and Blackwell datacenter parts run clusters of 16 with the non-portable
+   * attribute; whether a kernel may is checked per kernel at launch. */
+  rt->max_cluster_size = 16;
+  return CLCRT_OK;
+}
+
+clcrt_status clcrt__ctx_enter(clcrt_runtime *rt) {
+  if (rt->compile_only) return CLCRT_OK;
+  CU_CHECK(rt, cuCtxSetCurrent(rt->ctx));
+  return CLCRT_OK;
+}
+
+static char *dup_opt(const char *s, int *ok) {
+  if (!s) return NULL;
+  char *d = clcrt__strdup(s);
+  if (!d) *ok = 0;
+  return d;
+}
+
+clcrt_status clcrt_runtime_create(clcrt_runtime **out, const clcrt_runtime_opts *opts) {
+  if (!out) return CLCRT_E_INVALID;
+  *out = NULL;
+  clcrt_runtime_opts def = CLCRT_RUNTIME_OPTS_INIT;
+  if (opts && (opts->size < offsetof(clcrt_runtime_opts, target_arch) + sizeof(char *) ||
+               opts->size > sizeof(clcrt_runtime_opts)))
+    return CLCRT_E_INVALID; /* no handle yet to explain on: size must come from the INIT macro */
+  clcrt_runtime *rt = clcrt__calloc(1, sizeof *rt);
+  if (!rt) return CLCRT_E_NOMEM;
+  *out = rt;
+  rt->opts = def;
+  if (opts) memcpy(&rt->opts, opts, opts->size);
+  rt->opts.size = sizeof rt->opts;
+  if (pthread_mutex_init(&rt->lock, NULL) != 0) return clcrt__fail(rt, CLCRT_E_NOMEM, "pthread_mutex_init failed");
+  rt->lock_ok = 1;
+  if (pthread_cond_init(&rt->cond, NULL) != 0) return clcrt__fail(rt, CLCRT_E_NOMEM, "pthread_cond_init failed");
+  rt->cond_ok = 1;
+  int ok = 1;
+  rt->opts.target_arch = rt->target_arch_own = dup_opt(rt->opts.target_arch, &ok);
+  rt->opts.cache_dir = rt->cache_dir_own = dup_opt(rt->opts.cache_dir, &ok);
+  rt->opts.cuda_home = rt->cuda_home_own = dup_opt(rt->opts.cuda_home, &ok);
+  if (!ok) return clcrt__fail(rt, CLCRT_E_NOMEM, "out of memory copying the runtime options");
+  if (!rt->opts.cuda_home) rt->opts.cuda_home = clcrt__env_get()->cuda_home;
+  if (!rt->opts.cuda_home) rt->opts.cuda_home = "/usr/local/cuda";
+
+  nvrtcVersion(&rt->nvrtc_major, &rt->nvrtc_minor);
+  clcrt_status st;
+  if (rt->opts.target_arch) {
+    int sm;
+    char suffix;
+    if (!parse_arch(rt->opts.target_arch, &sm, &suffix))
+      return clcrt__fail(rt, CLCRT_E_INVALID,
+                         "target_arch \"%s\" is not an architecture: write sm_<number> with an optional a or f "
+                         "suffix, e.g. \"sm_90a\" or \"sm_100a\"",
+                         rt->opts.target_arch);
+    if ((st = set_arch(rt, sm, suffix, "target_arch")) != CLCRT_OK) return st;
+    rt->compile_only = 1;
+    rt->max_cluster_size = 16;
+  } else {
+    if ((st = open_device(rt)) != CLCRT_OK) return st;
+    if ((st = device_setup(rt)) != CLCRT_OK) return st;
+  }
+  if ((st = clcrt__cache_init(rt)) != CLCRT_OK) return st;
+  return CLCRT_OK;
+}
+
+void clcrt_runtime_destroy(clcrt_runtime *rt) {
+  if (!rt) return;
+  /* Async compiles hold the runtime: wait for them (their callbacks still run later on
+   * their loop, but they never touch the runtime after the work is done). */
+  if (rt->lock_ok) {
+    pthread_mutex_lock(&rt->lock);
+    while (rt->live_async > 0 && rt->cond_ok) pthread_cond_wait(&rt->cond, &rt->lock);
+    pthread_mutex_unlock(&rt->lock);
+  }
+  if (rt->cu && rt->ctx) rt->cu->cuCtxSetCurrent(rt->ctx);
+  for (clcrt_kernel *k = rt->kernels, *next; k; k = next) {
+    next = k->next;
+    clcrt__kernel_free(k);
+  }
+  clcrt__cache_fini(rt);
+  if (rt->cu && rt->ctx) rt->cu->cuDevicePrimaryCtxRelease(rt->dev);
+  clcrt__free(rt->target_arch_own);
+  clcrt__free(rt->cache_dir_own);
+  clcrt__free(rt->cuda_home_own);
+  if (rt->cond_ok) pthread_cond_destroy(&rt->cond);
+  if (rt->lock_ok) pthread_mutex_destroy(&rt->lock);
+  clcrt__free(rt);
+}
