@@ -373,7 +373,7 @@ struct Scheduler {
   __device__ __noinline__ void record(unsigned tiles_here) {
     unsigned long long *st = p.stats;
     atomicAdd(&st[0], (unsigned long long)tiles_here);
-    atomicAdd(&st[4 + ptx::sreg_smid()], (unsigned long long)tiles_here);
+    atomicAdd(&st[4 + (ptx::sreg_smid() & 1023u)], (unsigned long long)tiles_here);
     if (rank == 0 && units_run > 0) {
       atomicAdd(&st[1], (unsigned long long)(units_run - 1));
       atomicAdd(&st[2], 1ull);

@@ -42,7 +42,23 @@
   X(cuMemFree)                       \
   X(cuMemsetD8)                      \
   X(cuMemcpyHtoD)                    \
-  X(cuMemcpyDtoH)
+  X(cuMemcpyDtoH)                    \
+  X(cuMemcpyHtoDAsync)               \
+  X(cuMemcpyDtoHAsync)               \
+  X(cuMemcpyDtoDAsync)               \
+  X(cuMemsetD32Async)                \
+  X(cuStreamBeginCapture)            \
+  X(cuStreamEndCapture)              \
+  X(cuGraphInstantiateWithFlags)     \
+  X(cuGraphLaunch)                   \
+  X(cuGraphExecDestroy)              \
+  X(cuGraphDestroy)                  \
+  X(cuEventCreate)                   \
+  X(cuEventRecord)                   \
+  X(cuEventSynchronize)              \
+  X(cuEventElapsedTime)              \
+  X(cuEventDestroy)                  \
+  X(cuCtxSynchronize)
 
 typedef struct clcrt__driver {
 #define CLCRT__DRV_FIELD(name) __typeof__(name) *name;

@@ -122,6 +122,9 @@ clcrt_status clcrt__build_prepare(clcrt_runtime *rt, const clcrt_tile_desc *d, c
 clcrt_status clcrt__build_compile(clcrt_runtime *rt, clcrt__build *b);
 void clcrt__build_free(clcrt__build *b);
 
+/* stream.c */
+clcrt_runtime *clcrt__stream_runtime(const clcrt_stream *s);
+
 /* kernel.c */
 clcrt_status clcrt__kernel_finish(clcrt_runtime *rt, clcrt_kernel *k); /* parse cubin, load */
 void clcrt__kernel_free(clcrt_kernel *k);
