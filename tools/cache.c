@@ -1,0 +1,228 @@
+/* clcrt cache ls | info | clear over the on-disk compile cache (runtime/diskcache.h):
+ * the directory is resolved and entries are read, validated and removed by the cache's own
+ * code, so the tool and the runtime can never disagree about the format. */
+#include <getopt.h>
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "diskcache.h"
+#include "alloc.h"
+#include "env.h"
+#include "tool.h"
+
+static const char help[] =
+    "usage: clcrt cache ls    [--dir DIR] [--json]\n"
+    "       clcrt cache info  [--dir DIR] [ENTRY...]\n"
+    "       clcrt cache clear [--dir DIR]\n"
+    "\n"
+    "The compile cache holds one file per compiled kernel (<key>.clce). The directory is\n"
+    "--dir, else $CLCRT_CACHE_DIR, else $XDG_CACHE_HOME/clcrt, else ~/.cache/clcrt.\n"
+    "\n"
+    "  ls      one line per entry: key, size, last use, architecture, kernel, scheduler;\n"
+    "          damaged entries (which the runtime treats as misses) are marked\n"
+    "  info    the directory, entry count and bytes; with ENTRY (a file name in the cache\n"
+    "          or a path), that entry's header and kernels\n"
+    "  clear   delete every entry and leftover temporary file (nothing else is touched)\n"
+    "  --json  (ls) one JSON document: {\"schema\": \"clcrt-cache-ls-1\", \"dir\", \"entries\"}\n"
+    "\n"
+    "Exit codes: 0 success (a missing cache directory is an empty cache); 2 usage error,\n"
+    "or the disk cache is turned off; 3 the directory or an entry cannot be read or\n"
+    "removed, or a named ENTRY is damaged.\n";
+
+static const char *sched_name(int s) {
+  static const char *const n[] = {"auto", "clc", "steal", "static", "fixed"};
+  return s >= 0 && s < 5 ? n[s] : "?";
+}
+
+typedef struct ls_state {
+  int json;
+  size_t n;
+} ls_state;
+
+static const char *base_name(const char *p) {
+  const char *s = strrchr(p, '/');
+  return s ? s + 1 : p;
+}
+
+static int ls_visit(void *user, const char *path, const clcrt__dc_meta *m, clcrt_status st, const char *why) {
+  ls_state *s = user;
+  if (s->json) {
+    printf("%s\n  {\"file\": ", s->n ? "," : "");
+    json_str(stdout, base_name(path));
+    if (m) {
+      printf(", \"valid\": true, \"bytes\": %" PRIu64 ", \"last_used\": %lld, \"created\": %lld, \"arch\": ", m->file_size,
+             (long long)m->last_used, (long long)m->created);
+      json_str(stdout, m->arch);
+      printf(", \"kernel\": ");
+      json_str(stdout, m->name);
+      printf(", \"sched\": \"%s\", \"block\": [%u, %u, %u], \"cluster\": [%u, %u, %u], \"dynamic_smem\": %u, "
+             "\"cubin_bytes\": %" PRIu64 ", \"ptx_bytes\": %" PRIu64 ", \"compile_ms\": %.3f}",
+             sched_name(m->sched), m->block.x, m->block.y, m->block.z, m->cluster.x, m->cluster.y, m->cluster.z,
+             m->smem_bytes, m->cubin_size, m->ptx_size, m->compile_ms);
+    } else {
+      printf(", \"valid\": false, \"error\": ");
+      json_str(stdout, why && *why ? why : clcrt_status_str(st));
+      printf("}");
+    }
+  } else if (m) {
+    char when[32];
+    time_t t = (time_t)m->last_used;
+    strftime(when, sizeof when, "%Y-%m-%d %H:%M", localtime(&t));
+    printf("%.16s  %9" PRIu64 "  %s  %-8s %s (%s)\n", base_name(path), m->file_size, when, m->arch, m->name,
+           sched_name(m->sched));
+  } else {
+    printf("%.16s  DAMAGED: %s\n", base_name(path), why && *why ? why : clcrt_status_str(st));
+  }
+  s->n++;
+  return 0;
+}
+
+static int cache_ls(const char *dir, int json) {
+  ls_state s = {json, 0};
+  if (json) {
+    printf("{\"schema\": \"clcrt-cache-ls-1\", \"dir\": ");
+    json_str(stdout, dir);
+    printf(", \"entries\": [");
+  }
+  clcrt_status st = clcrt__dc_foreach(dir, 1, ls_visit, &s);
+  if (json) printf("\n]}\n");
+  else if (st == CLCRT_OK && !s.n) printf("(no entries in %s)\n", dir);
+  if (st != CLCRT_OK) {
+    fprintf(stderr, "clcrt cache: %s: %s\n", dir, clcrt_status_str(st));
+    return TOOL_BADINPUT;
+  }
+  return TOOL_OK;
+}
+
+static int count_damaged(void *user, const char *path, const clcrt__dc_meta *m, clcrt_status st, const char *why) {
+  (void)path, (void)st, (void)why;
+  if (!m) ++*(unsigned long *)user;
+  return 0;
+}
+
+static int cache_info(const char *dir, int argc, char **argv) {
+  if (argc == 0) {
+    unsigned long entries = 0, damaged = 0;
+    unsigned long long bytes = 0;
+    clcrt_status st = clcrt__dc_usage(dir, &entries, &bytes);
+    if (st == CLCRT_OK) st = clcrt__dc_foreach(dir, 1, count_damaged, &damaged);
+    if (st != CLCRT_OK) {
+      fprintf(stderr, "clcrt cache: %s: %s\n", dir, clcrt_status_str(st));
+      return TOOL_BADINPUT;
+    }
+    printf("directory  %s\nentries    %lu (%lu damaged)\nbytes      %llu\nlimit      %llu bytes (CLCRT_CACHE_MAX_BYTES)\n",
+           dir, entries, damaged, bytes, clcrt__env_get()->cache_max_bytes);
+    return TOOL_OK;
+  }
+  int rc = TOOL_OK;
+  for (int i = 0; i < argc; i++) {
+    /* A bare name is looked up in the cache; anything with a slash is a path. */
+    size_t l = strlen(dir) + strlen(argv[i]) + 2;
+    char *path = malloc(l);
+    if (!path) return TOOL_BADINPUT;
+    snprintf(path, l, strchr(argv[i], '/') ? "%.0s%s" : "%s/%s", dir, argv[i]);
+    clcrt__dc_meta m;
+    char why[200] = "";
+    memset(&m, 0, sizeof m);
+    clcrt_status st = clcrt__dc_read_meta(path, 1, &m, why, sizeof why);
+    if (st != CLCRT_OK) {
+      fprintf(stderr, "clcrt: %s: %s\n", path, *why ? why : clcrt_status_str(st));
+      rc = TOOL_BADINPUT;
+    } else {
+      printf("%s\n  kernel     %s\n  arch       %s\n  sched      %s\n  block      %u x %u x %u\n  cluster    %u x %u x %u\n"
+             "  dyn. smem  %u bytes\n  NVRTC      %d.%d\n  compiled   in %.3f ms\n  sizes      %" PRIu64
+             " bytes file, %" PRIu64 " cubin, %" PRIu64 " PTX\n  options    ",
+             path, m.name, m.arch, sched_name(m.sched), m.block.x, m.block.y, m.block.z, m.cluster.x, m.cluster.y,
+             m.cluster.z, m.smem_bytes, m.nvrtc_major, m.nvrtc_minor, m.compile_ms, m.file_size, m.cubin_size,
+             m.ptx_size);
+      for (const char *o = m.options ? m.options : ""; *o; o++) fputs(*o == '\n' ? " " : (char[2]){*o, 0}, stdout);
+      printf("\n");
+      tool_input in;
+      if (tool_input_load(&in, path) == TOOL_OK)
+        for (size_t k = 0; k < in.cubin.num_kernels; k++) {
+          const clcrt__cubin_kernel *kk = &in.cubin.kernels[k];
+          printf("  resources  %s: %d registers, %d bytes stack, %" PRIu64 " bytes static shared, CLC %s\n", kk->name,
+                 kk->registers, kk->frame_bytes, kk->static_smem, kk->has_clc ? "yes" : "no");
+        }
+      tool_input_free(&in);
+    }
+    clcrt__dc_meta_free(&m);
+    free(path);
+  }
+  return rc;
+}
+
+static int cache_clear(const char *dir) {
+  unsigned long removed = 0;
+  clcrt_status st = clcrt__dc_clear(dir, &removed);
+  if (st != CLCRT_OK) {
+    fprintf(stderr, "clcrt cache: %s: %s (%lu removed)\n", dir, clcrt_status_str(st), removed);
+    return TOOL_BADINPUT;
+  }
+  printf("removed %lu entr%s from %s\n", removed, removed == 1 ? "y" : "ies", dir);
+  return TOOL_OK;
+}
+
+int cmd_cache(int argc, char **argv) {
+  static const struct option opts[] = {{"dir", required_argument, NULL, 'd'},
+                                       {"json", no_argument, NULL, 'j'},
+                                       {"help", no_argument, NULL, 'h'},
+                                       {0, 0, 0, 0}};
+  const char *dir_opt = NULL;
+  int json = 0, o;
+  if (argc < 2) {
+    fprintf(stderr, "clcrt cache: expected ls, info or clear\n\n%s", help);
+    return TOOL_USAGE;
+  }
+  const char *sub = argv[1];
+  if (strcmp(sub, "-h") == 0 || strcmp(sub, "--help") == 0) {
+    fputs(help, stdout);
+    return TOOL_OK;
+  }
+  if (strcmp(sub, "ls") != 0 && strcmp(sub, "info") != 0 && strcmp(sub, "clear") != 0) {
+    fprintf(stderr, "clcrt cache: unknown subcommand '%s'\n\n%s", sub, help);
+    return TOOL_USAGE;
+  }
+  optind = 1;
+  opterr = 0;
+  argc--, argv++;
+  while ((o = getopt_long(argc, argv, "+h", opts, NULL)) != -1) {
+    if (o == 'd') dir_opt = optarg;
+    else if (o == 'j') json = 1;
+    else if (o == 'h') {
+      fputs(help, stdout);
+      return TOOL_OK;
+    } else {
+      fprintf(stderr, "clcrt cache %s: unknown option or missing value: '%s'\n\n%s", sub, argv[optind - 1], help);
+      return TOOL_USAGE;
+    }
+  }
+  if (json && strcmp(sub, "ls") != 0) {
+    fprintf(stderr, "clcrt cache %s: --json is only for ls\n", sub);
+    return TOOL_USAGE;
+  }
+  if (strcmp(sub, "info") != 0 && optind != argc) {
+    fprintf(stderr, "clcrt cache %s: unexpected argument '%s'\n", sub, argv[optind]);
+    return TOOL_USAGE;
+  }
+  if (!tool_cache_available()) {
+    fprintf(stderr, "clcrt cache: this clcrt was built without the disk cache (runtime/diskcache.c)\n");
+    return TOOL_USAGE;
+  }
+  char *dir = NULL;
+  const char *why = NULL;
+  if (dir_opt && !*dir_opt) dir_opt = NULL;
+  clcrt_status st = clcrt__dc_resolve_dir(dir_opt, &dir, &why);
+  if (st != CLCRT_OK || !dir) {
+    fprintf(stderr, "clcrt cache: no cache directory: %s\n", why ? why : clcrt_status_str(st));
+    return st == CLCRT_E_NOMEM ? TOOL_BADINPUT : TOOL_USAGE;
+  }
+  int rc = strcmp(sub, "ls") == 0     ? cache_ls(dir, json)
+           : strcmp(sub, "info") == 0 ? cache_info(dir, argc - optind, argv + optind)
+                                      : cache_clear(dir);
+  /* dir came from the library's allocator. */
+  clcrt__free(dir);
+  return rc;
+}
