@@ -1,19 +1,299 @@
-/* Placeholder until the compile cache lands: nothing is cached. */
+/* The compile cache: keys, the disk directory, the disk lookups and stores, the counters.
+ *
+ * A key is the SHA-256 of everything that can change the cubin or the kernel's metadata:
+ *   - the key schema (bump KEY_SCHEMA when the recipe below changes);
+ *   - NVRTC: its version and the identity (path, size, mtime, inode) of the libnvrtc
+ *     actually loaded, because patch releases keep the version number;
+ *   - the architecture with its suffix ("sm_90a" and "sm_90" differ);
+ *   - every embedded template file, by name and bytes (hashed once per process);
+ *   - the canonical NVRTC options, in order, and the whole generated translation unit
+ *     (the user's source, the entry, the scheduler's template arguments);
+ *   - the resolved description: entry name, scheduler, grid kind, block, cluster, smem;
+ *   - the CUDA toolkit's include directories, identified by the toolkit's real path,
+ *     version.json when present, and the size, mtime and inode of include/, cuda.h and
+ *     CCCL's version header (hashing thousands of toolkit headers on every registration
+ *     would cost more than it protects against; a toolkit changes as a whole);
+ *   - the user's include_digest, when the user names -I directories.
+ *
+ * What the runtime cannot hash makes a compile uncached, never a stale hit: user -I or
+ * -include options without include_digest, and any `#include "..."` of a file that is
+ * not an embedded template file (NVRTC resolves those against the current directory),
+ * or an #include of a macro. The scan is textual, so an #include in a comment also
+ * counts: a false "uncached", never a false hit. */
 #include "cache.h"
+
+#include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <nvrtc.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "diskcache.h"
+#include "embedded.h"
+#include "env.h"
+#include "sha256.h"
+
+#define KEY_SCHEMA "clcrt-cache-key-1"
+
+static void hash_stat(clcrt__sha256_ctx *c, const char *path) {
+  struct stat s;
+  uint64_t v[5] = {0};
+  if (stat(path, &s) == 0)
+    v[0] = (uint64_t)s.st_size, v[1] = (uint64_t)s.st_mtim.tv_sec, v[2] = (uint64_t)s.st_mtim.tv_nsec,
+    v[3] = (uint64_t)s.st_ino, v[4] = (uint64_t)s.st_dev;
+  clcrt__sha256_str(c, path);
+  clcrt__sha256_field(c, v, sizeof v);
+}
+
+/* Digests computed once per process: the template and the NVRTC library. */
+static uint8_t g_template[CLCRT__SHA256_BYTES], g_nvrtc[CLCRT__SHA256_BYTES];
+static pthread_once_t g_once = PTHREAD_ONCE_INIT;
+
+static void once_init(void) {
+  clcrt__sha256_ctx c;
+  clcrt__sha256_init(&c);
+  for (const clcrt__embedded_file *f = clcrt__embedded; f->name; f++) {
+    clcrt__sha256_str(&c, f->name);
+    clcrt__sha256_field(&c, f->text, f->len);
+  }
+  clcrt__sha256_final(&c, g_template);
+
+  clcrt__sha256_init(&c);
+  Dl_info info;
+  if (dladdr((void *)(uintptr_t)nvrtcCompileProgram, &info) && info.dli_fname) hash_stat(&c, info.dli_fname);
+  else clcrt__sha256_str(&c, NULL);
+  clcrt__sha256_final(&c, g_nvrtc);
+}
+
+/* Toolkit digests by cuda_home, remembered for the process: stat'ing the toolkit on
+ * every registration would cost more than a memory-cache hit. */
+#define TOOLKITS 8
+static struct {
+  char home[512];
+  uint8_t digest[CLCRT__SHA256_BYTES];
+} g_toolkits[TOOLKITS];
+static int g_ntoolkits;
+static pthread_mutex_t g_toolkit_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static void toolkit_digest(const char *home, uint8_t out[CLCRT__SHA256_BYTES]) {
+  pthread_mutex_lock(&g_toolkit_lock);
+  for (int i = 0; i < g_ntoolkits; i++)
+    if (strcmp(g_toolkits[i].home, home) == 0) {
+      memcpy(out, g_toolkits[i].digest, CLCRT__SHA256_BYTES);
+      pthread_mutex_unlock(&g_toolkit_lock);
+      return;
+    }
+  clcrt__sha256_ctx c;
+  clcrt__sha256_init(&c);
+  char path[PATH_MAX + 64], real[PATH_MAX];
+  clcrt__sha256_str(&c, realpath(home, real) ? real : home);
+  snprintf(path, sizeof path, "%s/version.json", home);
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd >= 0) {
+    char buf[4096];
+    ssize_t n;
+    while ((n = read(fd, buf, sizeof buf)) > 0) clcrt__sha256_update(&c, buf, (size_t)n);
+    close(fd);
+  }
+  static const char *const probes[] = {"include", "include/cuda.h", "include/cccl",
+                                       "include/cccl/cuda/std/__cccl/version.h"};
+  for (size_t i = 0; i < sizeof probes / sizeof *probes; i++) {
+    snprintf(path, sizeof path, "%s/%s", home, probes[i]);
+    hash_stat(&c, path);
+  }
+  clcrt__sha256_final(&c, out);
+  if (g_ntoolkits < TOOLKITS && strlen(home) < sizeof g_toolkits[0].home) {
+    strcpy(g_toolkits[g_ntoolkits].home, home);
+    memcpy(g_toolkits[g_ntoolkits].digest, out, CLCRT__SHA256_BYTES);
+    g_ntoolkits++;
+  }
+  pthread_mutex_unlock(&g_toolkit_lock);
+}
+
+static int is_embedded(const char *name, size_t n) {
+  for (const clcrt__embedded_file *f = clcrt__embedded; f->name; f++)
+    if (strlen(f->name) == n && memcmp(f->name, name, n) == 0) return 1;
+  return 0;
+}
+
+/* Returns NULL when every #include of src resolves to something the key covers, else a
+ * pointer to the first directive that does not. */
+static const char *unhashable_include(const char *src) {
+  for (const char *p = src; (p = strchr(p, '#')) != NULL; p++) {
+    const char *q = p + 1;
+    while (*q == ' ' || *q == '\t') q++;
+    if (strncmp(q, "include", 7) != 0 && strncmp(q, "import", 6) != 0) continue;
+    q += strncmp(q, "include_next", 12) == 0 ? 12 : *q == 'i' && q[1] == 'm' ? 6 : 7;
+    while (*q == ' ' || *q == '\t') q++;
+    if (*q == '<') continue; /* toolkit or NVRTC built-in headers: both in the key */
+    if (*q == '"') {
+      const char *end = strchr(q + 1, '"');
+      if (end && is_embedded(q + 1, (size_t)(end - q - 1))) continue;
+    }
+    return p;
+  }
+  return strstr(src, "__has_include(\"");
+}
+
+int clcrt__cache_key(clcrt_runtime *rt, const clcrt__build *b, uint8_t key[CLCRT__KEY_BYTES]) {
+  memset(key, 0, CLCRT__KEY_BYTES);
+  if (b->has_user_include_dirs && !b->include_digest) {
+    clcrt__log(rt, CLCRT_LOG_DEBUG,
+               "%s is not cached: it names -I/-include options and no include_digest (the runtime cannot hash "
+               "those headers)",
+               b->name);
+    return 0;
+  }
+  const char *inc = unhashable_include(b->source);
+  if (inc) {
+    const char *nl = strchr(inc, '\n');
+    clcrt__log(rt, CLCRT_LOG_DEBUG,
+               "%s is not cached: \"%.*s\" may read a file the runtime cannot hash; include toolkit headers "
+               "with <...>, or pass -I with include_digest",
+               b->name, (int)(nl ? nl - inc : 80), inc);
+    return 0;
+  }
+  pthread_once(&g_once, once_init);
+  uint8_t toolkit[CLCRT__SHA256_BYTES];
+  toolkit_digest(rt->opts.cuda_home ? rt->opts.cuda_home : "", toolkit);
+
+  clcrt__sha256_ctx c;
+  clcrt__sha256_init(&c);
+  clcrt__sha256_str(&c, KEY_SCHEMA);
+  int32_t nv[2] = {rt->nvrtc_major, rt->nvrtc_minor};
+  clcrt__sha256_field(&c, nv, sizeof nv);
+  clcrt__sha256_field(&c, g_nvrtc, sizeof g_nvrtc);
+  clcrt__sha256_str(&c, rt->arch);
+  clcrt__sha256_field(&c, g_template, sizeof g_template);
+  clcrt__sha256_field(&c, toolkit, sizeof toolkit);
+  uint32_t n = (uint32_t)b->num_options;
+  clcrt__sha256_field(&c, &n, sizeof n);
+  for (int i = 0; i < b->num_options; i++) clcrt__sha256_str(&c, b->options[i]);
+  clcrt__sha256_str(&c, b->source);
+  clcrt__sha256_str(&c, b->name);
+  uint32_t meta[10] = {(uint32_t)b->sched, (uint32_t)b->grid, b->block.x,   b->block.y,   b->block.z,
+                       b->cluster.x,       b->cluster.y,      b->cluster.z, b->smem_bytes, 0};
+  clcrt__sha256_field(&c, meta, sizeof meta);
+  clcrt__sha256_str(&c, b->has_user_include_dirs ? b->include_digest : NULL);
+  clcrt__sha256_final(&c, key);
+  return 1;
+}
 
 clcrt_status clcrt__cache_init(clcrt_runtime *rt) {
   rt->disk_dir = NULL;
+  const char *why = NULL;
+  char *dir;
+  if (clcrt__dc_resolve_dir(rt->opts.cache_dir, &dir, &why) != CLCRT_OK)
+    return clcrt__fail(rt, CLCRT_E_NOMEM, "out of memory resolving the cache directory");
+  if (!dir) {
+    clcrt__log(rt, CLCRT_LOG_DEBUG, "disk cache off: %s", why);
+    return CLCRT_OK;
+  }
+  int e = clcrt__dc_mkdirs(dir);
+  if (e) {
+    clcrt__log(rt, CLCRT_LOG_WARN, "disk cache off: cannot create %s (%s); kernels are compiled, not stored", dir,
+               strerror(e));
+    clcrt__free(dir);
+    return CLCRT_OK;
+  }
+  /* A directory we may only read still serves hits (a cache shipped read-only). */
+  if (access(dir, W_OK | X_OK) != 0)
+    clcrt__log(rt, CLCRT_LOG_WARN, "disk cache %s is not writable: existing entries are used, new ones not stored",
+               dir);
+  rt->disk_dir = dir;
   return CLCRT_OK;
 }
-void clcrt__cache_fini(clcrt_runtime *rt) { (void)rt; }
-int clcrt__cache_key(clcrt_runtime *rt, const clcrt__build *b, uint8_t key[CLCRT__KEY_BYTES]) {
-  (void)rt, (void)b, (void)key;
-  return 0;
+
+void clcrt__cache_fini(clcrt_runtime *rt) {
+  clcrt__free(rt->disk_dir);
+  rt->disk_dir = NULL;
 }
+
 int clcrt__disk_get(clcrt_runtime *rt, const uint8_t key[CLCRT__KEY_BYTES], clcrt__build *b) {
-  (void)rt, (void)key, (void)b;
-  return 0;
+  if (!rt->disk_dir) return 0;
+  clcrt__dc_entry e;
+  char why[512];
+  clcrt_status st = clcrt__dc_read(rt->disk_dir, key, &e, why, sizeof why);
+  if (st == CLCRT_E_NOT_FOUND) return 0;
+  char hex[2 * CLCRT__KEY_BYTES + 1];
+  clcrt__hex(key, CLCRT__KEY_BYTES, hex);
+  if (st != CLCRT_OK) {
+    clcrt__log(rt, st == CLCRT_E_CORRUPT ? CLCRT_LOG_INFO : CLCRT_LOG_WARN,
+               "disk cache entry %.16s… for %s unusable (%s): compiling again", hex, b->name, why);
+    return 0;
+  }
+  /* Equal keys imply equal descriptions; checking the metadata as well costs nothing and
+   * turns any bug in the key recipe into a miss instead of a wrong kernel. */
+  const clcrt__dc_meta *m = &e.meta;
+  if (strcmp(m->name, b->name) != 0 || strcmp(m->arch, rt->arch) != 0 || m->sched != b->sched ||
+      m->grid != b->grid || memcmp(&m->block, &b->block, sizeof m->block) != 0 ||
+      memcmp(&m->cluster, &b->cluster, sizeof m->cluster) != 0 || m->smem_bytes != b->smem_bytes) {
+    clcrt__log(rt, CLCRT_LOG_WARN, "disk cache entry %.16s… holds %s for %s, not %s: compiling again", hex, m->name,
+               m->arch, b->name);
+    clcrt__dc_entry_free(&e);
+    return 0;
+  }
+  b->cubin = e.cubin;
+  b->cubin_size = (size_t)m->cubin_size;
+  b->ptx = e.ptx;
+  b->compile_ms = 0;
+  e.cubin = NULL;
+  e.ptx = NULL;
+  clcrt__dc_entry_free(&e);
+  return 1;
 }
+
 void clcrt__disk_put(clcrt_runtime *rt, const uint8_t key[CLCRT__KEY_BYTES], const clcrt__build *b) {
-  (void)rt, (void)key, (void)b;
+  if (!rt->disk_dir || !b->cubin || !b->cubin_size) return;
+  size_t olen = 0;
+  for (int i = 0; i < b->num_options; i++) olen += strlen(b->options[i]) + 1;
+  char *opts = clcrt__malloc(olen + 1);
+  if (!opts) {
+    clcrt__log(rt, CLCRT_LOG_WARN, "%s not stored in the disk cache: out of memory", b->name);
+    return;
+  }
+  char *p = opts;
+  for (int i = 0; i < b->num_options; i++) {
+    size_t n = strlen(b->options[i]);
+    memcpy(p, b->options[i], n);
+    p += n;
+    if (i + 1 < b->num_options) *p++ = '\n';
+  }
+  *p = 0;
+  clcrt__dc_meta m = {0};
+  memcpy(m.key, key, CLCRT__KEY_BYTES);
+  m.sched = b->sched;
+  m.grid = b->grid;
+  m.block = b->block;
+  m.cluster = b->cluster;
+  m.smem_bytes = b->smem_bytes;
+  m.nvrtc_major = rt->nvrtc_major;
+  m.nvrtc_minor = rt->nvrtc_minor;
+  m.compile_ms = b->compile_ms;
+  m.name = b->name;
+  m.arch = rt->arch;
+  m.options = opts;
+  char why[512];
+  clcrt_status st = clcrt__dc_write(rt->disk_dir, &m, b->cubin, b->cubin_size, b->ptx, b->ptx ? strlen(b->ptx) : 0,
+                                    clcrt__env_get()->cache_max_bytes, why, sizeof why);
+  if (st != CLCRT_OK) clcrt__log(rt, CLCRT_LOG_INFO, "%s not stored in the disk cache: %s", b->name, why);
+  clcrt__free(opts);
+}
+
+clcrt_status clcrt_cache_stats_get(const clcrt_runtime *rt, clcrt_cache_stats *out) {
+  if (!rt || !out || out->size < sizeof out->size) return CLCRT_E_INVALID;
+  size_t n = out->size < sizeof *out ? out->size : sizeof *out;
+  clcrt_runtime *mrt = (clcrt_runtime *)rt; /* the lock is not part of the value */
+  clcrt_cache_stats s;
+  if (mrt->lock_ok) pthread_mutex_lock(&mrt->lock);
+  s = rt->cstats;
+  if (mrt->lock_ok) pthread_mutex_unlock(&mrt->lock);
+  s.size = out->size;
+  memcpy(out, &s, n);
+  return CLCRT_OK;
 }
