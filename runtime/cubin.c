@@ -323,7 +323,8 @@ static int parse_notes(ctx *c, clcrt__cubin *out, const sect *s) {
     if (nvidia && type == 1000 && descsz >= 8) {
       out->virtual_sm = rd16(desc + 2);
       out->toolkit_version = clamp_int(rd32(desc + 4));
-    } else if (nvidia && type == 2000 && descsz > 24 && rd32(desc) == 2 && !out->producer) {
+    } else if (nvidia && type == 2000 && descsz > 24 && rd32(desc) == 2 && !out->producer && !out->tool_options) {
+      /* Only the first tool-info note counts; a second one must not replace (and leak) it. */
       const char *strs = (const char *)desc + 24;
       size_t slen = descsz - 24;
       uint32_t o_tool = rd32(desc + 8), o_ver = rd32(desc + 12), o_opt = rd32(desc + 20);
