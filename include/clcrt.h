@@ -161,7 +161,8 @@ typedef struct clcrt_kernel_info {
   int from_cache;         /* 0 compiled, 1 memory cache, 2 disk cache */
 } clcrt_kernel_info;
 
-#define CLCRT_KERNEL_INFO_INIT {sizeof(clcrt_kernel_info)}
+#define CLCRT_KERNEL_INFO_INIT \
+  {sizeof(clcrt_kernel_info), NULL, NULL, CLCRT_SCHED_AUTO, CLCRT_GRID_AUTO, {0, 0, 0}, {0, 0, 0}, 0, 0, 0, 0, 0, 0, 0.0, 0}
 CLCRT_API clcrt_status clcrt_kernel_info_get(const clcrt_kernel *k, clcrt_kernel_info *info);
 
 /* Streams. cu NULL: clcrt creates and owns a non-blocking stream. */
@@ -185,7 +186,7 @@ typedef struct clcrt_stream_stats {
   unsigned long long clusters;  /* clusters that obtained at least one unit */
   unsigned long long max_units_per_cluster;
 } clcrt_stream_stats;
-#define CLCRT_STREAM_STATS_INIT {sizeof(clcrt_stream_stats)}
+#define CLCRT_STREAM_STATS_INIT {sizeof(clcrt_stream_stats), 0, 0, 0, 0, NULL, 0, 0}
 CLCRT_API clcrt_status clcrt_stream_stats_enable(clcrt_stream *s, int on);
 /* Synchronises the stream, then reads and resets the counters. */
 CLCRT_API clcrt_status clcrt_stream_stats_read(clcrt_stream *s, clcrt_stream_stats *out);
@@ -196,7 +197,7 @@ typedef struct clcrt_cache_stats {
   unsigned long long mem_hits, disk_hits, misses, uncached;
   double compile_ms, load_ms; /* summed over the runtime's life */
 } clcrt_cache_stats;
-#define CLCRT_CACHE_STATS_INIT {sizeof(clcrt_cache_stats)}
+#define CLCRT_CACHE_STATS_INIT {sizeof(clcrt_cache_stats), 0, 0, 0, 0, 0.0, 0.0}
 CLCRT_API clcrt_status clcrt_cache_stats_get(const clcrt_runtime *rt, clcrt_cache_stats *out);
 
 /* Asynchronous compile on libuv's thread pool: returns at once; cb runs on `loop` with the

@@ -114,18 +114,13 @@ __device__ __forceinline__ void wait_parity(unsigned bar, unsigned parity) {
       "r"(parity)
       : "memory");
 }
-// Waits with cluster-scope acquire: the arrivals came from other CTAs of the cluster.
-__device__ __forceinline__ void wait_parity_cluster(unsigned bar, unsigned parity) {
-  asm volatile(
-      "{\n\t.reg .pred p;\n"
-      "W%=:\n\tmbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 p, [%0], %1;\n\t@!p bra W%=;\n}" ::"r"(bar),
-      "r"(parity)
-      : "memory");
-}
-// Arrive on an mbarrier in any CTA of the cluster (address from mapa), releasing this
-// thread's prior accesses at cluster scope.
+// Arrive on an mbarrier in any CTA of the cluster (address from mapa). Default semantics
+// (release, CTA scope), as CUTLASS's ClusterBarrier does for consumer releases: a
+// cluster-scope release compiles to MEMBAR.ALL.GPU, which we must not pay per tile. The
+// arrive only has to order this warp's earlier reads of the slot before the leader's next
+// write into it, and the proxy fence before it orders them against the async proxy.
 __device__ __forceinline__ void arrive_remote(unsigned cluster_bar) {
-  asm volatile("mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%0];" ::"r"(cluster_bar) : "memory");
+  asm volatile("mbarrier.arrive.shared::cluster.b64 _, [%0];" ::"r"(cluster_bar) : "memory");
 }
 __device__ __forceinline__ void arrive_local(unsigned bar) {
   asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(bar) : "memory");
@@ -272,7 +267,7 @@ struct Scheduler {
   // STEAL: the leader publishes response number n (the claim `u`) to every CTA.
   __device__ __forceinline__ void publish(unsigned n, unsigned u) {
     unsigned s = n & 1;
-    if (n >= 2) ptx::wait_parity_cluster(empty_addr(s), ((n >> 1) - 1) & 1);
+    if (n >= 2) ptx::wait_parity(empty_addr(s), ((n >> 1) - 1) & 1);
     uint4 v = make_uint4(u, 0, 0, 0);
 #pragma unroll
     for (unsigned r = 0; r < CS; r++) ptx::st_async_v4(ptx::mapa(slot_addr(s), r), v, ptx::mapa(full_addr(s), r));
@@ -301,7 +296,10 @@ struct Scheduler {
         ptx::arrive_local(empty_addr(s));
     }
     k++;
-    unsigned u = v.x;
+    // A STEAL response is {unit, 0, 0, 0}. Summing the words keeps the load one 128-bit
+    // LDS (ptxas narrows it to 32 bits when only .x is used), so no reader can ever see a
+    // response torn between two writes.
+    unsigned u = v.x + v.y + v.z + v.w;
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 1000
     if (SCHED == SCHED_CLC) {
       unsigned x = ptx::clc_first_ctaid_x(v);
@@ -327,7 +325,7 @@ struct Scheduler {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 1000
     if (SCHED == SCHED_CLC) {
       unsigned s = k & 1;
-      if (k >= 2) ptx::wait_parity_cluster(empty_addr(s), ((k >> 1) - 1) & 1);
+      if (k >= 2) ptx::wait_parity(empty_addr(s), ((k >> 1) - 1) & 1);
       ptx::clc_try_cancel_multicast(slot_addr(s), full_addr(s));
     }
 #endif
@@ -370,7 +368,7 @@ struct Scheduler {
     finish();
   }
 
-  __device__ __noinline__ void record(unsigned tiles_here) {
+  __device__ __forceinline__ void record(unsigned tiles_here) {
     unsigned long long *st = p.stats;
     atomicAdd(&st[0], (unsigned long long)tiles_here);
     atomicAdd(&st[4 + (ptx::sreg_smid() & 1023u)], (unsigned long long)tiles_here);

@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# Runs on the GPU machine (no libuv or Check there: the binaries were built and linked
+# statically on the build machine and travel in build/). Usage: scripts/gpu_run.sh STEP...
+# Steps: info suite demo sass sanitize bench compare. Logs go to $OUT when set.
+set -u
+OUT=${OUT:-/tmp/clcrt-gpu}
+mkdir -p "$OUT"
+export PATH=$PATH:/usr/local/cuda/bin
+B=${BUILD:-build}
+for step in "$@"; do
+  echo "=================== $step"
+  case $step in
+    info)
+      nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv
+      ls /usr/local/cuda/lib64/libnvrtc.so* ;;
+    suite)
+      CK_FORK=yes CK_DEFAULT_TIMEOUT=600 $B/tests/gpu_sched 2>&1 | tee "$OUT/gpu_sched.log"
+      for t in $B/tests/gpu_*; do
+        case $t in *gpu_sched|*.o) continue ;; esac
+        CK_FORK=yes $t 2>&1 | tee "$OUT/$(basename $t).log"
+      done ;;
+    demo)
+      $B/examples/demo 2>&1 | tee "$OUT/demo.log" ;;
+    sass)
+      for f in $B/cubins/*.cubin; do
+        n=$(basename "$f" .cubin)
+        nvdisasm -c "$f" > "$OUT/$n.sass" 2>&1 || cuobjdump -sass "$f" > "$OUT/$n.sass" 2>&1
+        printf '%-45s MEMBAR %s  UGETNEXTWORKID %s  SYNCS %s  ATOM %s\n' "$n" \
+          "$(grep -c MEMBAR "$OUT/$n.sass")" "$(grep -c UGETNEXTWORKID "$OUT/$n.sass")" \
+          "$(grep -c SYNCS "$OUT/$n.sass")" "$(grep -c 'ATOM\|RED' "$OUT/$n.sass")"
+      done
+      (cd "$OUT" && tar czf sass.tgz *.sass && rm -f *.sass) ;;
+    sanitize)
+      for tool in memcheck racecheck synccheck; do
+        echo "--- compute-sanitizer --tool $tool"
+        CK_FORK=no CLCRT_TEST_SANITIZER=1 CK_DEFAULT_TIMEOUT=600 compute-sanitizer --tool $tool --error-exitcode 3 \
+          $B/tests/gpu_sched > "$OUT/sanitize-$tool.log" 2>&1
+        echo "exit $?"; tail -5 "$OUT/sanitize-$tool.log"
+      done ;;
+    bench)
+      $B/bench/bench --json "$OUT/bench.json" 2>&1 | tee "$OUT/bench.log" ;;
+    compare)
+      [ -x scripts/compare_gpu.sh ] && scripts/compare_gpu.sh 2>&1 | tee "$OUT/compare.log" ;;
+  esac
+done

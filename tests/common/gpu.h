@@ -1,0 +1,26 @@
+/* Helpers for the GPU suites: skip without a GPU, device buffers through the runtime's
+ * driver table, random data. */
+#ifndef CLCRT_TEST_GPU_H
+#define CLCRT_TEST_GPU_H
+#include <stddef.h>
+#include <stdint.h>
+
+#include "clcrt.h"
+#include "driver.h"
+#include "internal.h"
+
+/* Exits 0 with "SKIP: <reason>" when no GPU runtime can be created. */
+void gpu_skip_if_absent(const char *suite);
+/* A device runtime with its context current on this thread (asserts). */
+clcrt_runtime *gpu_runtime(void);
+const clcrt__driver *gpu_cu(void);
+CUdeviceptr gpu_alloc(size_t bytes);
+void gpu_free(CUdeviceptr p);
+void gpu_put(CUdeviceptr dst, const void *src, size_t bytes);
+void gpu_get(void *dst, CUdeviceptr src, size_t bytes);
+void gpu_fill_u8(CUdeviceptr dst, unsigned char v, size_t bytes);
+/* Deterministic pseudo-random floats in [-1, 1). */
+void fill_random(float *x, size_t n, uint64_t seed);
+/* 1 when running under compute-sanitizer (smaller problems, no fault test). */
+int gpu_under_sanitizer(void);
+#endif
