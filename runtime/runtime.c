@@ -70,14 +70,13 @@ const char *clcrt_runtime_arch(const clcrt_runtime *rt) { return rt ? rt->arch :
 int clcrt_runtime_compile_only(const clcrt_runtime *rt) { return rt ? rt->compile_only : 0; }
 
 int clcrt__nvrtc_archs(int *out, int max) {
-  int n = 0;
-  if (nvrtcGetNumSupportedArchs(&n) != NVRTC_SUCCESS || n <= 0) return 0;
-  int *all = clcrt__calloc((size_t)n, sizeof *all);
-  if (!all) return 0;
-  if (nvrtcGetSupportedArchs(all) != NVRTC_SUCCESS) n = 0;
+  /* No allocation here: a failed one would read as "this NVRTC supports no architecture"
+   * and turn an out-of-memory into CLCRT_E_UNSUPPORTED. NVRTC knows a few dozen at most. */
+  int n = 0, all[256];
+  if (nvrtcGetNumSupportedArchs(&n) != NVRTC_SUCCESS || n <= 0 || n > 256) return 0;
+  if (nvrtcGetSupportedArchs(all) != NVRTC_SUCCESS) return 0;
   if (n > max) n = max;
   memcpy(out, all, (size_t)n * sizeof *all);
-  clcrt__free(all);
   return n;
 }
 
