@@ -13,13 +13,13 @@
  *     version.json when present, and the size, mtime and inode of include/, cuda.h and
  *     CCCL's version header (hashing thousands of toolkit headers on every registration
  *     would cost more than it protects against; a toolkit changes as a whole);
- *   - the user's include_digest, when the user names -I directories.
+ *   - the user's include_digest, when given.
  *
  * What the runtime cannot hash makes a compile uncached, never a stale hit: user -I or
- * -include options without include_digest, and any `#include "..."` of a file that is
- * not an embedded template file (NVRTC resolves those against the current directory),
- * or an #include of a macro. The scan is textual, so an #include in a comment also
- * counts: a false "uncached", never a false hit. */
+ * -include options without include_digest, and, without include_digest, any
+ * `#include "..."` of a file that is not an embedded template file (NVRTC resolves those
+ * against the current directory) or an #include of a macro. The scan is textual, so an
+ * #include in a comment also counts: a false "uncached", never a false hit. */
 #include "cache.h"
 
 #include <dlfcn.h>
@@ -142,6 +142,8 @@ static const char *unhashable_include(const char *src) {
 
 int clcrt__cache_key(clcrt_runtime *rt, const clcrt__build *b, uint8_t key[CLCRT__KEY_BYTES]) {
   memset(key, 0, CLCRT__KEY_BYTES);
+  /* With include_digest the user vouches for every header the source can reach (their
+   * -I directories, quoted includes); the digest goes into the key instead of a scan. */
   if (b->has_user_include_dirs && !b->include_digest) {
     clcrt__log(rt, CLCRT_LOG_DEBUG,
                "%s is not cached: it names -I/-include options and no include_digest (the runtime cannot hash "
@@ -149,7 +151,7 @@ int clcrt__cache_key(clcrt_runtime *rt, const clcrt__build *b, uint8_t key[CLCRT
                b->name);
     return 0;
   }
-  const char *inc = unhashable_include(b->source);
+  const char *inc = b->include_digest ? NULL : unhashable_include(b->source);
   if (inc) {
     const char *nl = strchr(inc, '\n');
     clcrt__log(rt, CLCRT_LOG_DEBUG,
@@ -179,7 +181,7 @@ int clcrt__cache_key(clcrt_runtime *rt, const clcrt__build *b, uint8_t key[CLCRT
   uint32_t meta[10] = {(uint32_t)b->sched, (uint32_t)b->grid, b->block.x,   b->block.y,   b->block.z,
                        b->cluster.x,       b->cluster.y,      b->cluster.z, b->smem_bytes, 0};
   clcrt__sha256_field(&c, meta, sizeof meta);
-  clcrt__sha256_str(&c, b->has_user_include_dirs ? b->include_digest : NULL);
+  clcrt__sha256_str(&c, b->include_digest);
   clcrt__sha256_final(&c, key);
   return 1;
 }

@@ -1,0 +1,995 @@
+/* The compile cache: SHA-256 against FIPS 180-4, the disk entry format and its failure
+ * modes, eviction, and the cache end to end through clcrt_register in compile-only mode
+ * (sm_90a: no GPU needed). Every test gets a fresh directory from mkdtemp. */
+#include <check.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "cache.h"
+#include "clcrt.h"
+#include "diskcache.h"
+#include "internal.h"
+#include "sha256.h"
+
+/* ---- helpers ---------------------------------------------------------------------- */
+
+static char g_dir[256];
+
+static int rm_one(const char *p, const struct stat *s, int flag, struct FTW *f) {
+  (void)s, (void)flag, (void)f;
+  chmod(p, 0700);
+  return remove(p);
+}
+static void dir_setup(void) {
+  snprintf(g_dir, sizeof g_dir, "/tmp/clcrt-cache-XXXXXX");
+  ck_assert_ptr_nonnull(mkdtemp(g_dir));
+}
+static void dir_teardown(void) {
+  chmod(g_dir, 0700);
+  nftw(g_dir, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+}
+
+static pthread_mutex_t g_log_lock = PTHREAD_MUTEX_INITIALIZER;
+static char g_log[16384];
+static void log_cb(void *user, clcrt_log_level lvl, const char *msg) {
+  (void)user;
+  pthread_mutex_lock(&g_log_lock);
+  size_t n = strlen(g_log);
+  snprintf(g_log + n, sizeof g_log - n, "[%d] %s\n", (int)lvl, msg);
+  pthread_mutex_unlock(&g_log_lock);
+}
+
+static clcrt_runtime *rt_in(const char *dir, const char *arch) {
+  clcrt_runtime_opts o = CLCRT_RUNTIME_OPTS_INIT;
+  o.target_arch = arch;
+  o.cache_dir = dir;
+  o.log = log_cb;
+  clcrt_runtime *rt = NULL;
+  clcrt_status st = clcrt_runtime_create(&rt, &o);
+  ck_assert_msg(st == CLCRT_OK, "runtime: %s", clcrt_errmsg(rt));
+  return rt;
+}
+static clcrt_runtime *rt_new(void) { return rt_in(g_dir, "sm_90a"); }
+
+static const char *SCALE =
+    "struct ScaleArgs { float *x; long n; float alpha; };\n"
+    "__device__ void scale_tile(const clcrt::Tile &t, const ScaleArgs &a) {\n"
+    "  long i = (long)t.linear * blockDim.x + threadIdx.x;\n"
+    "  if (i < a.n) a.x[i] *= a.alpha;\n"
+    "}\n";
+
+static clcrt_tile_desc scale_desc(unsigned block) {
+  clcrt_tile_desc d = CLCRT_TILE_DESC_INIT;
+  d.source = SCALE;
+  d.tile_fn = "scale_tile";
+  d.args_type = "ScaleArgs";
+  d.block = (clcrt_dim3){block, 1, 1};
+  d.sched = CLCRT_SCHED_STEAL;
+  return d;
+}
+
+static clcrt_kernel *reg(clcrt_runtime *rt, const clcrt_tile_desc *d) {
+  clcrt_kernel *k = NULL;
+  clcrt_status st = clcrt_register(rt, d, &k);
+  ck_assert_msg(st == CLCRT_OK, "register: %s: %s", clcrt_status_name(st), clcrt_errmsg(rt));
+  return k;
+}
+
+static clcrt_cache_stats stats(const clcrt_runtime *rt) {
+  clcrt_cache_stats s = CLCRT_CACHE_STATS_INIT;
+  ck_assert_int_eq(clcrt_cache_stats_get(rt, &s), CLCRT_OK);
+  return s;
+}
+
+static int count_visit(void *user, const char *path, const clcrt__dc_meta *m, clcrt_status st, const char *why) {
+  (void)path, (void)why, (void)m;
+  int *c = user;
+  c[st == CLCRT_OK ? 0 : 1]++;
+  return 0;
+}
+/* [0] good entries, [1] damaged ones. */
+static void count_entries(const char *dir, int out[2]) {
+  out[0] = out[1] = 0;
+  ck_assert_int_eq(clcrt__dc_foreach(dir, 1, count_visit, out), CLCRT_OK);
+}
+
+static int only_entry_path(const char *dir, char *out, size_t n) {
+  int found = 0;
+  DIR *d = opendir(dir);
+  for (struct dirent *de; d && (de = readdir(d));)
+    if (strstr(de->d_name, CLCRT__DC_SUFFIX)) found++, snprintf(out, n, "%s/%s", dir, de->d_name);
+  if (d) closedir(d);
+  return found;
+}
+
+static long file_size(const char *p) {
+  struct stat s;
+  return stat(p, &s) == 0 ? (long)s.st_size : -1;
+}
+
+static void flip_byte(const char *path, long off) {
+  int fd = open(path, O_RDWR);
+  ck_assert_int_ge(fd, 0);
+  unsigned char c;
+  ck_assert_int_eq(pread(fd, &c, 1, off), 1);
+  c ^= 0x5a;
+  ck_assert_int_eq(pwrite(fd, &c, 1, off), 1);
+  close(fd);
+}
+
+/* ---- SHA-256 ---------------------------------------------------------------------- */
+
+static void hex_of(const void *p, size_t n, char out[65]) {
+  uint8_t d[32];
+  clcrt__sha256_once(p, n, d);
+  clcrt__hex(d, 32, out);
+}
+
+static void check_vectors(void) {
+  /* FIPS 180-4 examples (csrc.nist.gov, SHA256.pdf and SHA2_Additional.pdf). */
+  static const struct {
+    const char *msg, *hex;
+  } v[] = {
+      {"abc", "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"},
+      {"", "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"},
+      {"abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq",
+       "248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1"},
+      {"abcdefghbcdefghicdefghijdefghijkefghijklfghijklmghijklmnhijklmnoijklmnopjklmnopqklmnopqrlmnopqrsmnopqrstnopqrstu",
+       "cf5b16a778af8380036ce59e7b0492370b249b11e8f07a51afac45037afee9d1"},
+  };
+  char h[65];
+  for (size_t i = 0; i < sizeof v / sizeof *v; i++) {
+    hex_of(v[i].msg, strlen(v[i].msg), h);
+    ck_assert_str_eq(h, v[i].hex);
+  }
+  /* One million 'a', fed in uneven pieces so that every buffering path runs. */
+  static char a[1000000];
+  memset(a, 'a', sizeof a);
+  clcrt__sha256_ctx c;
+  clcrt__sha256_init(&c);
+  for (size_t off = 0, step = 1; off < sizeof a; off += step, step = step % 131 + 7)
+    clcrt__sha256_update(&c, a + off, off + step > sizeof a ? sizeof a - off : step);
+  uint8_t d[32];
+  clcrt__sha256_final(&c, d);
+  clcrt__hex(d, 32, h);
+  ck_assert_str_eq(h, "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0");
+  /* Bytes 0x00..0xff repeated, every length up to 300: incremental equals one shot. */
+  unsigned char buf[300];
+  for (int i = 0; i < 300; i++) buf[i] = (unsigned char)(i * 7 + 3);
+  for (size_t n = 0; n <= sizeof buf; n++) {
+    uint8_t one[32], inc[32];
+    clcrt__sha256_once(buf, n, one);
+    clcrt__sha256_init(&c);
+    clcrt__sha256_update(&c, buf, n / 3);
+    clcrt__sha256_update(&c, buf + n / 3, n - n / 3);
+    clcrt__sha256_final(&c, inc);
+    ck_assert_mem_eq(one, inc, 32);
+  }
+}
+
+START_TEST(sha256_fips_vectors) {
+  int accel = clcrt__sha256_force_portable(0);
+  check_vectors();
+  ck_assert_int_eq(clcrt__sha256_force_portable(1), 0);
+  check_vectors();
+  clcrt__sha256_force_portable(0);
+  if (!accel) fprintf(stderr, "note: no SHA extensions on this CPU; only the portable path was tested\n");
+}
+END_TEST
+
+START_TEST(sha256_fields_do_not_run_together) {
+  uint8_t x[32], y[32];
+  clcrt__sha256_ctx c;
+  clcrt__sha256_init(&c), clcrt__sha256_str(&c, "ab"), clcrt__sha256_str(&c, "c"), clcrt__sha256_final(&c, x);
+  clcrt__sha256_init(&c), clcrt__sha256_str(&c, "a"), clcrt__sha256_str(&c, "bc"), clcrt__sha256_final(&c, y);
+  ck_assert(memcmp(x, y, 32) != 0);
+  clcrt__sha256_init(&c), clcrt__sha256_str(&c, NULL), clcrt__sha256_final(&c, x);
+  clcrt__sha256_init(&c), clcrt__sha256_str(&c, ""), clcrt__sha256_final(&c, y);
+  ck_assert(memcmp(x, y, 32) != 0);
+}
+END_TEST
+
+/* ---- the entry format ------------------------------------------------------------- */
+
+static unsigned char g_cubin[3000];
+static const char *g_ptx = "//\n// Generated by NVIDIA NVVM Compiler\n.version 9.0\n.target sm_90a\n";
+
+static clcrt__dc_meta sample_meta(uint8_t seed) {
+  clcrt__dc_meta m = {0};
+  for (int i = 0; i < 32; i++) m.key[i] = (uint8_t)(seed * 31 + i);
+  m.sched = CLCRT_SCHED_STEAL;
+  m.grid = CLCRT_GRID_PERSISTENT;
+  m.block = (clcrt_dim3){256, 1, 1};
+  m.cluster = (clcrt_dim3){2, 1, 1};
+  m.smem_bytes = 4096;
+  m.nvrtc_major = 13, m.nvrtc_minor = 0;
+  m.compile_ms = 23.5;
+  m.name = "clcrt_steal_scale_tile";
+  m.arch = "sm_90a";
+  m.options = "--gpu-architecture=sm_90a\n-std=c++17";
+  for (size_t i = 0; i < sizeof g_cubin; i++) g_cubin[i] = (unsigned char)(i * 13 + seed);
+  return m;
+}
+
+static void write_sample(uint8_t seed) {
+  clcrt__dc_meta m = sample_meta(seed);
+  char why[256] = "";
+  ck_assert_msg(clcrt__dc_write(g_dir, &m, g_cubin, sizeof g_cubin, g_ptx, strlen(g_ptx), 0, why, sizeof why) ==
+                    CLCRT_OK,
+                "%s", why);
+}
+
+START_TEST(entry_roundtrip) {
+  write_sample(1);
+  clcrt__dc_meta m = sample_meta(1);
+  clcrt__dc_entry e;
+  char why[256] = "";
+  ck_assert_msg(clcrt__dc_read(g_dir, m.key, &e, why, sizeof why) == CLCRT_OK, "%s", why);
+  ck_assert_mem_eq(e.cubin, g_cubin, sizeof g_cubin);
+  ck_assert_uint_eq(e.meta.cubin_size, sizeof g_cubin);
+  ck_assert_str_eq(e.ptx, g_ptx);
+  ck_assert_str_eq(e.meta.name, m.name);
+  ck_assert_str_eq(e.meta.arch, "sm_90a");
+  ck_assert_str_eq(e.meta.options, m.options);
+  ck_assert_int_eq(e.meta.sched, CLCRT_SCHED_STEAL);
+  ck_assert_int_eq(e.meta.grid, CLCRT_GRID_PERSISTENT);
+  ck_assert_uint_eq(e.meta.block.x, 256);
+  ck_assert_uint_eq(e.meta.cluster.x, 2);
+  ck_assert_uint_eq(e.meta.smem_bytes, 4096);
+  ck_assert_int_eq(e.meta.nvrtc_major, 13);
+  ck_assert(e.meta.compile_ms > 23.4 && e.meta.compile_ms < 23.6);
+  clcrt__dc_entry_free(&e);
+
+  char path[512];
+  ck_assert(clcrt__dc_path(g_dir, m.key, path, sizeof path));
+  clcrt__dc_meta h;
+  ck_assert_int_eq(clcrt__dc_read_meta(path, 1, &h, why, sizeof why), CLCRT_OK);
+  ck_assert_uint_eq(h.file_size, (uint64_t)file_size(path));
+  clcrt__dc_meta_free(&h);
+
+  /* No PTX is fine too. */
+  m = sample_meta(2);
+  ck_assert_int_eq(clcrt__dc_write(g_dir, &m, g_cubin, sizeof g_cubin, NULL, 0, 0, NULL, 0), CLCRT_OK);
+  ck_assert_int_eq(clcrt__dc_read(g_dir, m.key, &e, NULL, 0), CLCRT_OK);
+  ck_assert_ptr_null(e.ptx);
+  clcrt__dc_entry_free(&e);
+
+  unsigned long n;
+  unsigned long long bytes;
+  ck_assert_int_eq(clcrt__dc_usage(g_dir, &n, &bytes), CLCRT_OK);
+  ck_assert_uint_eq(n, 2);
+  int c[2];
+  count_entries(g_dir, c);
+  ck_assert_int_eq(c[0], 2);
+  ck_assert_int_eq(c[1], 0);
+  /* A key that was never written is simply absent. */
+  m.key[0] ^= 1;
+  ck_assert_int_eq(clcrt__dc_read(g_dir, m.key, &e, NULL, 0), CLCRT_E_NOT_FOUND);
+}
+END_TEST
+
+/* Every kind of damage is CLCRT_E_CORRUPT (a miss), never a crash or a wrong kernel. */
+START_TEST(entry_damage_is_a_miss) {
+  clcrt__dc_meta m = sample_meta(3);
+  char path[512], why[256];
+  ck_assert(clcrt__dc_path(g_dir, m.key, path, sizeof path));
+  long size = 0;
+  clcrt__dc_entry e;
+  /* A byte flipped in the magic, schema, lengths, name, cubin, PTX or checksum. */
+  long offs[] = {0, 8, 12, 20, 50, 72, 118, 130, 300, 3100, -1, -32};
+  for (size_t i = 0; i < sizeof offs / sizeof *offs; i++) {
+    write_sample(3);
+    size = file_size(path);
+    flip_byte(path, offs[i] < 0 ? size + offs[i] : offs[i]);
+    why[0] = 0;
+    ck_assert_msg(clcrt__dc_read(g_dir, m.key, &e, why, sizeof why) == CLCRT_E_CORRUPT, "offset %ld", offs[i]);
+    ck_assert(why[0]);
+  }
+  /* Truncated anywhere, down to empty. */
+  long cuts[] = {0, 1, 8, 127, 128, 160, 1000, size - 33, size - 1};
+  for (size_t i = 0; i < sizeof cuts / sizeof *cuts; i++) {
+    write_sample(3);
+    ck_assert_int_eq(truncate(path, cuts[i]), 0);
+    ck_assert_msg(clcrt__dc_read(g_dir, m.key, &e, NULL, 0) == CLCRT_E_CORRUPT, "cut at %ld", cuts[i]);
+  }
+  /* Extended with garbage. */
+  write_sample(3);
+  FILE *f = fopen(path, "ab");
+  fputs("trailing", f);
+  fclose(f);
+  ck_assert_int_eq(clcrt__dc_read(g_dir, m.key, &e, NULL, 0), CLCRT_E_CORRUPT);
+  /* A foreign file under an entry's name. */
+  f = fopen(path, "wb");
+  for (int i = 0; i < 5000; i++) fputc("not a cubin "[i % 12], f);
+  fclose(f);
+  ck_assert_int_eq(clcrt__dc_read(g_dir, m.key, &e, NULL, 0), CLCRT_E_CORRUPT);
+  /* A valid entry renamed to another key's name. */
+  write_sample(4);
+  clcrt__dc_meta m4 = sample_meta(4);
+  char p4[512];
+  clcrt__dc_path(g_dir, m4.key, p4, sizeof p4);
+  ck_assert_int_eq(rename(p4, path), 0);
+  ck_assert_int_eq(clcrt__dc_read(g_dir, m.key, &e, why, sizeof why), CLCRT_E_CORRUPT);
+  ck_assert_ptr_nonnull(strstr(why, "key"));
+  /* A directory in its place. */
+  unlink(path);
+  mkdir(path, 0700);
+  ck_assert_int_eq(clcrt__dc_read(g_dir, m.key, &e, NULL, 0), CLCRT_E_CORRUPT);
+  rmdir(path);
+  /* And rewriting repairs it. */
+  write_sample(3);
+  ck_assert_int_eq(clcrt__dc_read(g_dir, m.key, &e, NULL, 0), CLCRT_OK);
+  clcrt__dc_entry_free(&e);
+}
+END_TEST
+
+static void set_mtime(const char *dir, uint8_t seed, time_t t) {
+  clcrt__dc_meta m = sample_meta(seed);
+  char p[512];
+  clcrt__dc_path(dir, m.key, p, sizeof p);
+  struct timespec ts[2] = {{t, 0}, {t, 0}};
+  ck_assert_int_eq(utimensat(AT_FDCWD, p, ts, 0), 0);
+}
+static int present(uint8_t seed) {
+  clcrt__dc_meta m = sample_meta(seed);
+  char p[512];
+  clcrt__dc_path(g_dir, m.key, p, sizeof p);
+  return access(p, F_OK) == 0;
+}
+
+START_TEST(evict_least_recently_used) {
+  time_t now = time(NULL);
+  for (uint8_t s = 1; s <= 5; s++) write_sample(s), set_mtime(g_dir, s, now - 1000 + s * 10);
+  long one = 0;
+  {
+    clcrt__dc_meta m = sample_meta(1);
+    char p[512];
+    clcrt__dc_path(g_dir, m.key, p, sizeof p);
+    one = file_size(p);
+  }
+  /* A hit on the oldest makes it the most recently used. */
+  clcrt__dc_meta m1 = sample_meta(1);
+  clcrt__dc_entry e;
+  ck_assert_int_eq(clcrt__dc_read(g_dir, m1.key, &e, NULL, 0), CLCRT_OK);
+  clcrt__dc_entry_free(&e);
+  unsigned long removed = 0;
+  ck_assert_int_eq(clcrt__dc_evict(g_dir, (unsigned long long)(3 * one), NULL, &removed), CLCRT_OK);
+  ck_assert_uint_eq(removed, 2);
+  ck_assert(present(1) && !present(2) && !present(3) && present(4) && present(5));
+  /* keep is never removed, even when it is the oldest. */
+  set_mtime(g_dir, 4, now - 5000);
+  ck_assert_int_eq(clcrt__dc_evict(g_dir, (unsigned long long)one, "does-not-matter", &removed), CLCRT_OK);
+  ck_assert_uint_eq(removed, 2);
+  unsigned long n;
+  ck_assert_int_eq(clcrt__dc_usage(g_dir, &n, NULL), CLCRT_OK);
+  ck_assert_uint_eq(n, 1);
+}
+END_TEST
+
+START_TEST(write_respects_cap) {
+  clcrt__dc_meta m = sample_meta(1);
+  long one = (long)(CLCRT__DC_FIXED + strlen(m.name) + strlen(m.arch) + strlen(m.options) + sizeof g_cubin +
+                    strlen(g_ptx) + CLCRT__DC_SUM);
+  unsigned long long cap = (unsigned long long)(2 * one + one / 2);
+  for (uint8_t s = 1; s <= 6; s++) {
+    clcrt__dc_meta ms = sample_meta(s);
+    ck_assert_int_eq(clcrt__dc_write(g_dir, &ms, g_cubin, sizeof g_cubin, g_ptx, strlen(g_ptx), cap, NULL, 0),
+                     CLCRT_OK);
+    set_mtime(g_dir, s, time(NULL) - 100 + s); /* distinct ages even within one second */
+    unsigned long long bytes;
+    unsigned long n;
+    clcrt__dc_usage(g_dir, &n, &bytes);
+    ck_assert_uint_le(bytes, cap);
+    ck_assert(present(s)); /* the entry just written survives its own eviction */
+  }
+  ck_assert(present(5) && present(6) && !present(4));
+  /* An entry bigger than the cap is not written at all. */
+  clcrt__dc_meta m9 = sample_meta(9);
+  ck_assert_int_eq(clcrt__dc_write(g_dir, &m9, g_cubin, sizeof g_cubin, NULL, 0, 100, NULL, 0), CLCRT_E_UNSUPPORTED);
+  ck_assert(!present(9));
+}
+END_TEST
+
+START_TEST(clear_and_stale_temporaries) {
+  for (uint8_t s = 1; s <= 3; s++) write_sample(s);
+  char p[512];
+  snprintf(p, sizeof p, "%s/.tmp-0123456789abcdef-AAAAAA", g_dir);
+  fclose(fopen(p, "w"));
+  struct timespec old[2] = {{time(NULL) - 7200, 0}, {time(NULL) - 7200, 0}};
+  utimensat(AT_FDCWD, p, old, 0);
+  snprintf(p, sizeof p, "%s/.tmp-fresh-BBBBBB", g_dir);
+  fclose(fopen(p, "w"));
+  snprintf(p, sizeof p, "%s/README", g_dir);
+  fclose(fopen(p, "w"));
+  /* Eviction removes the stale temporary, not a fresh one a writer may still be using. */
+  ck_assert_int_eq(clcrt__dc_evict(g_dir, 1ull << 40, NULL, NULL), CLCRT_OK);
+  snprintf(p, sizeof p, "%s/.tmp-0123456789abcdef-AAAAAA", g_dir);
+  ck_assert_int_ne(access(p, F_OK), 0);
+  snprintf(p, sizeof p, "%s/.tmp-fresh-BBBBBB", g_dir);
+  ck_assert_int_eq(access(p, F_OK), 0);
+  unsigned long removed;
+  ck_assert_int_eq(clcrt__dc_clear(g_dir, &removed), CLCRT_OK);
+  ck_assert_uint_eq(removed, 4);
+  snprintf(p, sizeof p, "%s/README", g_dir);
+  ck_assert_int_eq(access(p, F_OK), 0); /* not ours: left alone */
+  unsigned long n;
+  ck_assert_int_eq(clcrt__dc_usage(g_dir, &n, NULL), CLCRT_OK);
+  ck_assert_uint_eq(n, 0);
+  /* A missing directory is an empty cache. */
+  snprintf(p, sizeof p, "%s/nope", g_dir);
+  ck_assert_int_eq(clcrt__dc_usage(p, &n, NULL), CLCRT_OK);
+  ck_assert_uint_eq(n, 0);
+}
+END_TEST
+
+/* Fail every allocation in turn: statuses, never crashes or leaks (the ASan build checks). */
+START_TEST(entry_io_out_of_memory) {
+  write_sample(1);
+  clcrt__dc_meta m = sample_meta(7);
+  int ok_read = 0, ok_write = 0;
+  for (long n = 1; n < 40; n++) {
+    clcrt__dc_entry e;
+    clcrt__dc_meta m1 = sample_meta(1);
+    clcrt__alloc_fail_after(n);
+    clcrt_status st = clcrt__dc_read(g_dir, m1.key, &e, NULL, 0);
+    clcrt__alloc_fail_after(0);
+    ck_assert(st == CLCRT_OK || st == CLCRT_E_NOMEM);
+    if (st == CLCRT_OK) ok_read++, clcrt__dc_entry_free(&e);
+    m.key[0] = (uint8_t)n;
+    clcrt__alloc_fail_after(n);
+    st = clcrt__dc_write(g_dir, &m, g_cubin, sizeof g_cubin, g_ptx, strlen(g_ptx), 1ull << 30, NULL, 0);
+    clcrt__alloc_fail_after(0);
+    ck_assert(st == CLCRT_OK || st == CLCRT_E_NOMEM);
+    ok_write += st == CLCRT_OK;
+  }
+  ck_assert_int_gt(ok_read, 0);
+  ck_assert_int_gt(ok_write, 0);
+  int c[2];
+  count_entries(g_dir, c);
+  ck_assert_int_eq(c[1], 0);
+}
+END_TEST
+
+START_TEST(resolve_directory) {
+  char *d;
+  const char *why;
+  ck_assert_int_eq(clcrt__dc_resolve_dir("", &d, &why), CLCRT_OK);
+  ck_assert_ptr_null(d);
+  ck_assert_ptr_nonnull(why);
+  ck_assert_int_eq(clcrt__dc_resolve_dir("/x/y", &d, &why), CLCRT_OK);
+  ck_assert_str_eq(d, "/x/y");
+  clcrt__free(d);
+}
+END_TEST
+
+static void env_resolves(const char *var, const char *val, const char *expect) {
+  pid_t pid = fork();
+  if (pid == 0) {
+    unsetenv("CLCRT_CACHE_DIR"), unsetenv("XDG_CACHE_HOME"), unsetenv("CLCRT_CACHE_DISABLE");
+    setenv("HOME", "/home/u", 1);
+    if (var) setenv(var, val, 1);
+    char *d = NULL;
+    const char *why;
+    clcrt__dc_resolve_dir(NULL, &d, &why);
+    _exit(expect ? !(d && strcmp(d, expect) == 0) : d != NULL);
+  }
+  int ws;
+  waitpid(pid, &ws, 0);
+  ck_assert_msg(WIFEXITED(ws) && WEXITSTATUS(ws) == 0, "%s=%s", var ? var : "-", val ? val : "-");
+}
+
+START_TEST(resolve_directory_from_environment) {
+  env_resolves(NULL, NULL, "/home/u/.cache/clcrt");
+  env_resolves("XDG_CACHE_HOME", "/xdg", "/xdg/clcrt");
+  env_resolves("CLCRT_CACHE_DIR", "/c", "/c");
+  env_resolves("CLCRT_CACHE_DIR", "", NULL);
+  env_resolves("CLCRT_CACHE_DISABLE", "1", NULL);
+}
+END_TEST
+
+/* ---- end to end through clcrt_register ---------------------------------------------- */
+
+static int entries_in(const char *dir) {
+  unsigned long n = 0;
+  clcrt__dc_usage(dir, &n, NULL);
+  return (int)n;
+}
+
+START_TEST(e2e_memory_hit) {
+  clcrt_runtime *rt = rt_new();
+  clcrt_tile_desc d = scale_desc(256);
+  clcrt_kernel *a = reg(rt, &d);
+  /* The same description again, and an equal copy of it: the loaded kernel, no NVRTC. */
+  clcrt_kernel *b = reg(rt, &d);
+  char *src = strdup(SCALE);
+  clcrt_tile_desc d2 = scale_desc(256);
+  d2.source = src;
+  clcrt_kernel *c = reg(rt, &d2);
+  free(src);
+  ck_assert_ptr_eq(a, b);
+  ck_assert_ptr_eq(a, c);
+  clcrt_cache_stats s = stats(rt);
+  ck_assert_uint_eq(s.misses, 1);
+  ck_assert_uint_eq(s.mem_hits, 2);
+  ck_assert_uint_eq(s.disk_hits, 0);
+  ck_assert(s.compile_ms > 0);
+  ck_assert_int_eq(entries_in(g_dir), 1);
+  clcrt_runtime_destroy(rt);
+}
+END_TEST
+
+START_TEST(e2e_disk_hit_across_runtimes) {
+  clcrt_tile_desc d = scale_desc(256);
+  clcrt_runtime *rt1 = rt_new();
+  clcrt_kernel *k1 = reg(rt1, &d);
+  const void *cubin1;
+  size_t size1;
+  ck_assert_int_eq(clcrt_kernel_cubin(k1, &cubin1, &size1), CLCRT_OK);
+  void *copy = malloc(size1);
+  memcpy(copy, cubin1, size1);
+  clcrt_runtime_destroy(rt1);
+
+  clcrt_runtime *rt2 = rt_new();
+  clcrt_kernel *k2 = reg(rt2, &d);
+  clcrt_cache_stats s = stats(rt2);
+  ck_assert_uint_eq(s.disk_hits, 1);
+  ck_assert_uint_eq(s.misses, 0);
+  ck_assert(s.compile_ms == 0);
+  const void *cubin2;
+  size_t size2;
+  ck_assert_int_eq(clcrt_kernel_cubin(k2, &cubin2, &size2), CLCRT_OK);
+  ck_assert_uint_eq(size1, size2);
+  ck_assert_mem_eq(copy, cubin2, size1);
+  clcrt_kernel_info info = CLCRT_KERNEL_INFO_INIT;
+  ck_assert_int_eq(clcrt_kernel_info_get(k2, &info), CLCRT_OK);
+  ck_assert_int_eq(info.from_cache, 2);
+  ck_assert_str_eq(info.name, "clcrt_steal_scale_tile");
+  const char *ptx = NULL;
+  ck_assert_int_eq(clcrt_kernel_ptx(k2, &ptx), CLCRT_OK); /* stored with the entry */
+  ck_assert_ptr_nonnull(strstr(ptx, "clcrt_steal_scale_tile"));
+  free(copy);
+  clcrt_runtime_destroy(rt2);
+}
+END_TEST
+
+static void damaged_entry_case(int truncate_it) {
+  clcrt_tile_desc d = scale_desc(128);
+  clcrt_runtime *rt = rt_new();
+  reg(rt, &d);
+  clcrt_runtime_destroy(rt);
+  char path[512];
+  ck_assert_int_eq(only_entry_path(g_dir, path, sizeof path), 1);
+  long size = file_size(path);
+  if (truncate_it) ck_assert_int_eq(truncate(path, size / 2), 0);
+  else flip_byte(path, size / 2);
+  g_log[0] = 0;
+  rt = rt_new();
+  clcrt_kernel *k = reg(rt, &d);
+  ck_assert_ptr_nonnull(k);
+  clcrt_cache_stats s = stats(rt);
+  ck_assert_uint_eq(s.disk_hits, 0);
+  ck_assert_uint_eq(s.misses, 1);
+  ck_assert_ptr_nonnull(strstr(g_log, "unusable"));
+  clcrt_runtime_destroy(rt);
+  /* Rewritten: the next runtime hits. */
+  int c[2];
+  count_entries(g_dir, c);
+  ck_assert_int_eq(c[0], 1);
+  ck_assert_int_eq(c[1], 0);
+  ck_assert_int_eq(file_size(path), size);
+  rt = rt_new();
+  reg(rt, &d);
+  ck_assert_uint_eq(stats(rt).disk_hits, 1);
+  clcrt_runtime_destroy(rt);
+}
+START_TEST(e2e_corrupted_entry) { damaged_entry_case(0); }
+END_TEST
+START_TEST(e2e_truncated_entry) { damaged_entry_case(1); }
+END_TEST
+
+START_TEST(e2e_unwritable_directory) {
+  /* A directory that cannot be created (its parent is a file): compile without it. */
+  char p[512];
+  snprintf(p, sizeof p, "%s/file", g_dir);
+  fclose(fopen(p, "w"));
+  snprintf(p, sizeof p, "%s/file/cache", g_dir);
+  g_log[0] = 0;
+  clcrt_runtime *rt = rt_in(p, "sm_90a");
+  ck_assert_ptr_nonnull(strstr(g_log, "disk cache off"));
+  clcrt_tile_desc d = scale_desc(256);
+  ck_assert_ptr_nonnull(reg(rt, &d));
+  ck_assert_uint_eq(stats(rt).misses, 1);
+  clcrt_runtime_destroy(rt);
+  if (geteuid() == 0) return; /* root writes through mode bits: the rest needs a user */
+  /* A directory we may read but not write: hits are served, nothing is stored. */
+  snprintf(p, sizeof p, "%s/ro", g_dir);
+  rt = rt_in(p, "sm_90a");
+  reg(rt, &d);
+  clcrt_runtime_destroy(rt);
+  ck_assert_int_eq(chmod(p, 0500), 0);
+  g_log[0] = 0;
+  rt = rt_in(p, "sm_90a");
+  ck_assert_ptr_nonnull(strstr(g_log, "not writable"));
+  reg(rt, &d);
+  ck_assert_uint_eq(stats(rt).disk_hits, 1);
+  clcrt_tile_desc d2 = scale_desc(64);
+  ck_assert_ptr_nonnull(reg(rt, &d2));
+  ck_assert_uint_eq(stats(rt).misses, 1);
+  ck_assert_int_eq(entries_in(p), 1);
+  clcrt_runtime_destroy(rt);
+}
+END_TEST
+
+START_TEST(e2e_disabled) {
+  clcrt_tile_desc d = scale_desc(256);
+  for (int i = 0; i < 2; i++) {
+    g_log[0] = 0;
+    clcrt_runtime *rt = rt_in("", "sm_90a");
+    reg(rt, &d);
+    ck_assert_uint_eq(stats(rt).misses, 1); /* never a disk hit */
+    clcrt_runtime_destroy(rt);
+  }
+  ck_assert_int_eq(entries_in(g_dir), 0);
+}
+END_TEST
+
+START_TEST(e2e_size_cap) {
+  char measure[512], capped[512];
+  snprintf(measure, sizeof measure, "%s/measure", g_dir);
+  snprintf(capped, sizeof capped, "%s/capped", g_dir);
+  /* Learn an entry's size in a child, so that this process reads the environment after
+   * setting the cap. */
+  pid_t pid = fork();
+  if (pid == 0) {
+    clcrt_tile_desc d = scale_desc(64);
+    clcrt_runtime *rt = rt_in(measure, "sm_90a");
+    clcrt_kernel *k = NULL;
+    _exit(clcrt_register(rt, &d, &k) != CLCRT_OK);
+  }
+  int ws;
+  waitpid(pid, &ws, 0);
+  ck_assert(WIFEXITED(ws) && WEXITSTATUS(ws) == 0);
+  unsigned long long one;
+  ck_assert_int_eq(clcrt__dc_usage(measure, NULL, &one), CLCRT_OK);
+  ck_assert_uint_gt(one, 0);
+  unsigned long long cap = 2 * one + one / 2;
+  char v[32];
+  snprintf(v, sizeof v, "%llu", cap);
+  setenv("CLCRT_CACHE_MAX_BYTES", v, 1);
+  clcrt_runtime *rt = rt_in(capped, "sm_90a");
+  unsigned blocks[] = {64, 128, 256, 512};
+  for (int i = 0; i < 4; i++) {
+    clcrt_tile_desc d = scale_desc(blocks[i]);
+    reg(rt, &d);
+    unsigned long long bytes;
+    unsigned long n;
+    ck_assert_int_eq(clcrt__dc_usage(capped, &n, &bytes), CLCRT_OK);
+    ck_assert_uint_le(bytes, cap);
+    ck_assert_uint_ge(n, 1);
+  }
+  ck_assert_int_lt(entries_in(capped), 4);
+  clcrt_runtime_destroy(rt);
+  /* The newest entry survived: a fresh runtime hits it. */
+  rt = rt_in(capped, "sm_90a");
+  clcrt_tile_desc d = scale_desc(512);
+  reg(rt, &d);
+  ck_assert_uint_eq(stats(rt).disk_hits, 1);
+  clcrt_runtime_destroy(rt);
+}
+END_TEST
+
+START_TEST(e2e_changes_miss) {
+  clcrt_runtime *rt = rt_new();
+  clcrt_tile_desc base = scale_desc(256);
+  reg(rt, &base);
+  const char *o1[] = {"-DVARIANT=1"}, *o2[] = {"-DVARIANT=2"};
+  clcrt_tile_desc d = base;
+  d.options = o1, d.num_options = 1;
+  reg(rt, &d);
+  d.options = o2;
+  reg(rt, &d);
+  char *src = malloc(strlen(SCALE) + 32);
+  sprintf(src, "%s// a comment\n", SCALE);
+  d = base;
+  d.source = src;
+  reg(rt, &d);
+  d = base;
+  d.block.x = 128;
+  reg(rt, &d);
+  d = base;
+  d.smem_bytes = 1024;
+  reg(rt, &d);
+  clcrt_cache_stats s = stats(rt);
+  ck_assert_uint_eq(s.misses, 6);
+  ck_assert_uint_eq(s.mem_hits, 0);
+  ck_assert_int_eq(entries_in(g_dir), 6);
+  clcrt_runtime_destroy(rt);
+  /* Another architecture misses the same directory; this one hits all six. */
+  rt = rt_in(g_dir, "sm_100a");
+  reg(rt, &base);
+  ck_assert_uint_eq(stats(rt).misses, 1);
+  ck_assert_uint_eq(stats(rt).disk_hits, 0);
+  clcrt_runtime_destroy(rt);
+  rt = rt_new();
+  d = base;
+  d.source = src;
+  reg(rt, &base), reg(rt, &d);
+  ck_assert_uint_eq(stats(rt).disk_hits, 2);
+  free(src);
+  clcrt_runtime_destroy(rt);
+}
+END_TEST
+
+static void write_file(const char *path, const char *text) {
+  FILE *f = fopen(path, "w");
+  ck_assert_ptr_nonnull(f);
+  fputs(text, f);
+  fclose(f);
+}
+
+START_TEST(e2e_unhashable_headers) {
+  char inc[512], hdr[600], opt[600];
+  snprintf(inc, sizeof inc, "%s/inc", g_dir);
+  mkdir(inc, 0700);
+  snprintf(hdr, sizeof hdr, "%s/factor.h", inc);
+  write_file(hdr, "#define FACTOR 2.0f\n");
+  snprintf(opt, sizeof opt, "-I%s", inc);
+  const char *opts[] = {opt};
+  static const char *SRC =
+      "#include <factor.h>\n"
+      "struct ScaleArgs { float *x; long n; float alpha; };\n"
+      "__device__ void scale_tile(const clcrt::Tile &t, const ScaleArgs &a) {\n"
+      "  long i = (long)t.linear * blockDim.x + threadIdx.x;\n"
+      "  if (i < a.n) a.x[i] *= a.alpha * FACTOR;\n"
+      "}\n";
+  clcrt_tile_desc d = scale_desc(256);
+  d.source = SRC;
+  d.options = opts, d.num_options = 1;
+  char cache[512];
+  snprintf(cache, sizeof cache, "%s/cache", g_dir);
+  clcrt_runtime *rt = rt_in(cache, "sm_90a");
+  /* -I without a digest: compiled every time, never stored. */
+  const void *c1, *c2;
+  size_t n1, n2;
+  clcrt_kernel *k1 = reg(rt, &d);
+  clcrt_kernel_cubin(k1, &c1, &n1);
+  write_file(hdr, "#define FACTOR 3.0f\n");
+  clcrt_kernel *k2 = reg(rt, &d);
+  clcrt_kernel_cubin(k2, &c2, &n2);
+  ck_assert(n1 != n2 || memcmp(c1, c2, n1) != 0); /* the new header was seen */
+  ck_assert_uint_eq(stats(rt).uncached, 2);
+  ck_assert_int_eq(entries_in(cache), 0);
+  /* With a digest: cached under it; a new digest is a new key. */
+  d.include_digest = "factor-v3";
+  reg(rt, &d), reg(rt, &d);
+  d.include_digest = "factor-v4";
+  reg(rt, &d);
+  clcrt_cache_stats s = stats(rt);
+  ck_assert_uint_eq(s.misses, 2);
+  ck_assert_uint_eq(s.mem_hits, 1);
+  ck_assert_int_eq(entries_in(cache), 2);
+
+  /* A quoted include without -I is found in the current directory: not cached either. */
+  ck_assert_int_eq(chdir(inc), 0);
+  static const char *QSRC =
+      "#include \"factor.h\"\n"
+      "struct ScaleArgs { float *x; long n; float alpha; };\n"
+      "__device__ void scale_tile(const clcrt::Tile &t, const ScaleArgs &a) {\n"
+      "  long i = (long)t.linear * blockDim.x + threadIdx.x;\n"
+      "  if (i < a.n) a.x[i] *= a.alpha * FACTOR;\n"
+      "}\n";
+  clcrt_tile_desc q = scale_desc(256);
+  q.source = QSRC;
+  unsigned long long before = stats(rt).uncached;
+  reg(rt, &q), reg(rt, &q);
+  ck_assert_uint_eq(stats(rt).uncached, before + 2);
+  clcrt_runtime_destroy(rt);
+}
+END_TEST
+
+START_TEST(e2e_processes_race) {
+  unsigned blocks[] = {64, 128, 256};
+  for (int round = 0; round < 2; round++) {
+    enum { N = 4 };
+    pid_t kids[N];
+    for (int i = 0; i < N; i++) {
+      kids[i] = fork();
+      if (kids[i] == 0) {
+        clcrt_runtime_opts o = CLCRT_RUNTIME_OPTS_INIT;
+        o.target_arch = "sm_90a";
+        o.cache_dir = g_dir;
+        clcrt_runtime *rt = NULL;
+        if (clcrt_runtime_create(&rt, &o) != CLCRT_OK) _exit(2);
+        for (int j = 0; j < 3; j++) {
+          clcrt_tile_desc d = scale_desc(blocks[(i + j) % 3]);
+          clcrt_kernel *k = NULL;
+          if (clcrt_register(rt, &d, &k) != CLCRT_OK) _exit(3);
+        }
+        clcrt_runtime_destroy(rt);
+        _exit(0);
+      }
+    }
+    /* Meanwhile, read everything there is, over and over: never a damaged entry. */
+    int live = N, reads = 0;
+    while (live > 0) {
+      int c[2];
+      count_entries(g_dir, c);
+      ck_assert_int_eq(c[1], round == 0 ? 0 : c[1]); /* round 1 starts from damaged entries */
+      reads++;
+      int ws;
+      pid_t p = waitpid(-1, &ws, WNOHANG);
+      if (p > 0) {
+        ck_assert_msg(WIFEXITED(ws) && WEXITSTATUS(ws) == 0, "child status %d", ws);
+        live--;
+      }
+    }
+    int c[2];
+    count_entries(g_dir, c);
+    ck_assert_int_eq(c[0], 3);
+    ck_assert_int_eq(c[1], 0);
+    /* No temporary file left behind. */
+    DIR *dir = opendir(g_dir);
+    for (struct dirent *de; (de = readdir(dir));) ck_assert(strncmp(de->d_name, ".tmp-", 5) != 0);
+    closedir(dir);
+    /* Round 1: every entry damaged, all processes rewrite them at once. */
+    dir = opendir(g_dir);
+    for (struct dirent *de; (de = readdir(dir));)
+      if (strstr(de->d_name, CLCRT__DC_SUFFIX)) {
+        char p[600];
+        snprintf(p, sizeof p, "%s/%s", g_dir, de->d_name);
+        truncate(p, 200);
+      }
+    closedir(dir);
+    (void)reads;
+  }
+}
+END_TEST
+
+typedef struct {
+  clcrt_runtime *rt;
+  pthread_barrier_t *go;
+  clcrt_kernel *k;
+  clcrt_status st;
+} reg_job;
+static void *reg_thread(void *p) {
+  reg_job *j = p;
+  clcrt_tile_desc d = scale_desc(256);
+  pthread_barrier_wait(j->go);
+  j->st = clcrt_register(j->rt, &d, &j->k);
+  return NULL;
+}
+
+START_TEST(e2e_threads_one_key) {
+  enum { T = 8 };
+  clcrt_runtime *rt = rt_new();
+  pthread_barrier_t go;
+  pthread_barrier_init(&go, NULL, T);
+  pthread_t th[T];
+  reg_job jobs[T];
+  for (int i = 0; i < T; i++) {
+    jobs[i] = (reg_job){rt, &go, NULL, CLCRT_E_INVALID};
+    pthread_create(&th[i], NULL, reg_thread, &jobs[i]);
+  }
+  for (int i = 0; i < T; i++) pthread_join(th[i], NULL);
+  for (int i = 0; i < T; i++) {
+    ck_assert_int_eq(jobs[i].st, CLCRT_OK);
+    ck_assert_ptr_eq(jobs[i].k, jobs[0].k);
+  }
+  clcrt_cache_stats s = stats(rt);
+  ck_assert_uint_eq(s.misses, 1);
+  ck_assert_uint_eq(s.mem_hits, T - 1);
+  pthread_barrier_destroy(&go);
+  clcrt_runtime_destroy(rt);
+}
+END_TEST
+
+/* The disk-hit path with every allocation failing in turn: OK or NOMEM, nothing else. */
+START_TEST(e2e_disk_hit_out_of_memory) {
+  clcrt_tile_desc d = scale_desc(256);
+  clcrt_runtime *rt = rt_new();
+  reg(rt, &d);
+  clcrt_runtime_destroy(rt);
+  int ok = 0;
+  for (long n = 1; n < 400 && ok < 3; n++) {
+    rt = rt_new();
+    clcrt_kernel *k = NULL;
+    clcrt__alloc_fail_after(n);
+    clcrt_status st = clcrt_register(rt, &d, &k);
+    clcrt__alloc_fail_after(0);
+    ck_assert_msg(st == CLCRT_OK || st == CLCRT_E_NOMEM, "n=%ld: %s", n, clcrt_status_name(st));
+    ok += st == CLCRT_OK;
+    clcrt_runtime_destroy(rt);
+  }
+  ck_assert_int_gt(ok, 0);
+  int c[2];
+  count_entries(g_dir, c);
+  ck_assert_int_eq(c[0], 1);
+  ck_assert_int_eq(c[1], 0);
+}
+END_TEST
+
+START_TEST(e2e_stats_arguments) {
+  clcrt_runtime *rt = rt_new();
+  clcrt_cache_stats s = CLCRT_CACHE_STATS_INIT;
+  ck_assert_int_eq(clcrt_cache_stats_get(NULL, &s), CLCRT_E_INVALID);
+  ck_assert_int_eq(clcrt_cache_stats_get(rt, NULL), CLCRT_E_INVALID);
+  s.size = 0;
+  ck_assert_int_eq(clcrt_cache_stats_get(rt, &s), CLCRT_E_INVALID);
+  clcrt_tile_desc d = scale_desc(256);
+  reg(rt, &d), reg(rt, &d);
+  /* A caller built against an older, shorter struct gets only what it has room for. */
+  struct {
+    clcrt_cache_stats s;
+    unsigned long long canary;
+  } old;
+  memset(&old, 0xab, sizeof old);
+  old.s.size = offsetof(clcrt_cache_stats, disk_hits);
+  ck_assert_int_eq(clcrt_cache_stats_get(rt, &old.s), CLCRT_OK);
+  ck_assert_uint_eq(old.s.mem_hits, 1);
+  ck_assert_uint_eq(old.s.size, offsetof(clcrt_cache_stats, disk_hits));
+  unsigned char ab[sizeof(unsigned long long)];
+  memset(ab, 0xab, sizeof ab);
+  ck_assert_mem_eq(&old.s.disk_hits, ab, sizeof ab);
+  clcrt_runtime_destroy(rt);
+}
+END_TEST
+
+static void add_e2e_tests(TCase *t) {
+  tcase_add_test(t, e2e_memory_hit);
+  tcase_add_test(t, e2e_disk_hit_across_runtimes);
+  tcase_add_test(t, e2e_corrupted_entry);
+  tcase_add_test(t, e2e_truncated_entry);
+  tcase_add_test(t, e2e_unwritable_directory);
+  tcase_add_test(t, e2e_disabled);
+  tcase_add_test(t, e2e_size_cap);
+  tcase_add_test(t, e2e_changes_miss);
+  tcase_add_test(t, e2e_unhashable_headers);
+  tcase_add_test(t, e2e_processes_race);
+  tcase_add_test(t, e2e_threads_one_key);
+  tcase_add_test(t, e2e_disk_hit_out_of_memory);
+  tcase_add_test(t, e2e_stats_arguments);
+}
+
+static Suite *cache_suite(void) {
+  Suite *s = suite_create("cache");
+  TCase *t = tcase_create("sha256");
+  tcase_add_test(t, sha256_fips_vectors);
+  tcase_add_test(t, sha256_fields_do_not_run_together);
+  suite_add_tcase(s, t);
+
+  t = tcase_create("entries");
+  tcase_add_checked_fixture(t, dir_setup, dir_teardown);
+  tcase_add_test(t, entry_roundtrip);
+  tcase_add_test(t, entry_damage_is_a_miss);
+  tcase_add_test(t, evict_least_recently_used);
+  tcase_add_test(t, write_respects_cap);
+  tcase_add_test(t, clear_and_stale_temporaries);
+  tcase_add_test(t, entry_io_out_of_memory);
+  tcase_add_test(t, resolve_directory);
+  tcase_add_test(t, resolve_directory_from_environment);
+  suite_add_tcase(s, t);
+
+  t = tcase_create("register");
+  tcase_add_checked_fixture(t, dir_setup, dir_teardown);
+  tcase_set_timeout(t, 300);
+  add_e2e_tests(t);
+  suite_add_tcase(s, t);
+  return s;
+}
+
+int main(void) {
+  SRunner *sr = srunner_create(cache_suite());
+  srunner_run_all(sr, CK_NORMAL);
+  int failed = srunner_ntests_failed(sr);
+  srunner_free(sr);
+  return failed ? 1 : 0;
+}
