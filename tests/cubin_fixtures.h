@@ -69,7 +69,7 @@ static int fixtures_make(void) {
   return 0;
 }
 
-static char *fixture_path(const char *name, const char *ext) {
+__attribute__((unused)) static char *fixture_path(const char *name, const char *ext) {
   static char buf[4][1200];
   static int slot;
   char *p = buf[slot++ % 4];
@@ -77,7 +77,7 @@ static char *fixture_path(const char *name, const char *ext) {
   return p;
 }
 
-static unsigned char *slurp(const char *path, size_t *n) {
+__attribute__((unused)) static unsigned char *slurp(const char *path, size_t *n) {
   FILE *f = fopen(path, "rb");
   if (!f) return NULL;
   fseek(f, 0, SEEK_END);
@@ -100,7 +100,7 @@ typedef struct ptxas_report {
   int found, registers, stack_frame, spill_stores, spill_loads, smem;
 } ptxas_report;
 
-static ptxas_report ptxas_for(const char *fixture_name, const char *kernel) {
+__attribute__((unused)) static ptxas_report ptxas_for(const char *fixture_name, const char *kernel) {
   ptxas_report r = {0, -1, -1, -1, -1, 0};
   size_t n;
   char *log = (char *)slurp(fixture_path(fixture_name, "log"), &n);

@@ -1,0 +1,348 @@
+/* The clcrt tool, run as a program (CLCRT_TEST_TOOL) on real cubins: every command, its
+ * output and its exit code, including hostile inputs. Cubins come from nvcc
+ * (tests/cubin_fixtures.h) and from `clcrt compile` itself for sm_90a and sm_100a. */
+#include <check.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cubin_fixtures.h"
+
+static const char *tool(void) {
+  const char *t = getenv("CLCRT_TEST_TOOL");
+  return t && *t ? t : "build/clcrt";
+}
+
+static char tmpdir[256];
+static char *out_text, *err_text;
+
+/* Runs `clcrt ARGS` (a shell fragment) with extra environment assignments env (may be
+ * ""); returns the exit code and keeps stdout and stderr in out_text / err_text. */
+static int run_env(const char *env, const char *fmt, ...) {
+  char args[4096], cmd[8192];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(args, sizeof args, fmt, ap);
+  va_end(ap);
+  snprintf(cmd, sizeof cmd, "%s %s %s > %s/out 2> %s/err", env, tool(), args, tmpdir, tmpdir);
+  int st = system(cmd);
+  free(out_text);
+  free(err_text);
+  char p[512];
+  size_t n;
+  snprintf(p, sizeof p, "%s/out", tmpdir);
+  out_text = (char *)slurp(p, &n);
+  snprintf(p, sizeof p, "%s/err", tmpdir);
+  err_text = (char *)slurp(p, &n);
+  ck_assert_msg(out_text && err_text, "could not read the output of: %s", cmd);
+  ck_assert_msg(WIFEXITED(st), "killed: %s", cmd);
+  return WEXITSTATUS(st);
+}
+#define run(...) run_env("", __VA_ARGS__)
+
+static void has(const char *text, const char *what) {
+  ck_assert_msg(strstr(text, what) != NULL, "expected \"%s\" in:\n%s", what, text);
+}
+
+/* The JSON must parse, when python3 is there to check it. */
+static void valid_json(const char *what) {
+  if (system("command -v python3 >/dev/null 2>&1") != 0) return;
+  char cmd[600];
+  snprintf(cmd, sizeof cmd, "python3 -c 'import json,sys; json.load(open(sys.argv[1]))' %s/out", tmpdir);
+  ck_assert_msg(system(cmd) == 0, "%s: output is not valid JSON:\n%s", what, out_text);
+}
+
+static void setup(void) {
+  snprintf(tmpdir, sizeof tmpdir, "/tmp/clcrt-test-tool-XXXXXX");
+  ck_assert_ptr_nonnull(mkdtemp(tmpdir));
+}
+
+static void teardown(void) {
+  char cmd[400];
+  snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
+  if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", tmpdir);
+}
+
+static const char *fx(const char *name) { return fixture_path(name, "cubin"); }
+
+START_TEST(help_and_version) {
+  static const char *const cmds[] = {"", "compile ", "inspect ", "diff ", "cache "};
+  for (size_t i = 0; i < sizeof cmds / sizeof *cmds; i++) {
+    ck_assert_int_eq(run("%s--help", cmds[i]), 0);
+    has(out_text, "usage: clcrt");
+    has(out_text, "Exit codes");
+  }
+  ck_assert_int_eq(run("--version"), 0);
+  has(out_text, "clcrt 0.");
+}
+END_TEST
+
+START_TEST(usage_errors) {
+  ck_assert_int_eq(run(""), 2);
+  ck_assert_int_eq(run("frobnicate"), 2);
+  has(err_text, "unknown command");
+  ck_assert_int_eq(run("inspect"), 2);
+  ck_assert_int_eq(run("inspect --bogus %s", fx("cluster_90a")), 2);
+  ck_assert_int_eq(run("diff %s", fx("cluster_90a")), 2);
+  ck_assert_int_eq(run("diff --fail-on registers %s %s", fx("cluster_90a"), fx("cluster_90a")), 2);
+  ck_assert_int_eq(run("compile --fn f --args A x.cu"), 2);
+  ck_assert_int_eq(run("compile --arch sm_90a --fn f --args A --block 0,1 x.cu"), 2);
+  ck_assert_int_eq(run("cache frob"), 2);
+  ck_assert_int_eq(run("inspect --json --sass %s", fx("cluster_90a")), 2);
+}
+END_TEST
+
+START_TEST(inspect_text) {
+  ck_assert_int_eq(run("inspect %s %s %s", fx("cluster_90a"), fx("cluster_100a"), fx("clc_100a")), 0);
+  has(out_text, "sm_90a, ELF ABI v8 (e_flags 0x06005a04), CUDA 13.0, 2 kernels");
+  has(out_text, "sm_100a, ELF ABI v8 (e_flags 0x06006402)");
+  has(out_text, "kernel cluster_kernel");
+  has(out_text, "cluster          2 x 2 x 1");
+  has(out_text, "5128 bytes static (1024 reserved by the compiler, 4104 the kernel's)");
+  has(out_text, "block (maximum)  256 x 1 x 1");
+  has(out_text, "yes: 1 x UGETNEXTWORKID (.BROADCAST present)");
+  has(out_text, "yes: 1 x UGETNEXTWORKID (.SELFCAST)");
+  ck_assert_int_eq(run("inspect %s", fx("spill_90a")), 0);
+  has(out_text, "registers        32 (limit 32)");
+  has(out_text, "bytes), ");
+  has(out_text, "loads (");
+  ck_assert_int_eq(run("inspect %s", fx("cluster_100f")), 0);
+  has(out_text, "sm_100f");
+}
+END_TEST
+
+START_TEST(inspect_json) {
+  ck_assert_int_eq(run("inspect --json %s %s %s", fx("cluster_90a"), fx("clc_100a"), fx("spill_100a")), 0);
+  valid_json("inspect --json");
+  has(out_text, "\"schema\": \"clcrt-inspect-1\"");
+  has(out_text, "\"arch\": \"sm_90a\", \"sm\": 90, \"variant\": \"a\"");
+  has(out_text, "\"cluster\": [2, 2, 1]");
+  has(out_text, "\"clc\": {\"present\": true, \"count\": 1, \"broadcast\": true}");
+  has(out_text, "\"shared\": {\"static\": 5128, \"reserved\": 1024, \"user\": 4104, \"dynamic\": null}");
+  has(out_text, "{\"id\": 80, \"format\": 3, \"value\": 0}"); /* an undecoded record, raw */
+  has(out_text, "\"errors\": []");
+  /* A bad file among good ones: the good ones are still reported, the exit code says 3. */
+  ck_assert_int_eq(run("inspect --json %s /nonexistent.cubin", fx("cluster_90a")), 3);
+  valid_json("inspect --json with an error");
+  has(out_text, "\"path\": \"/nonexistent.cubin\", \"error\": ");
+  has(out_text, "cluster_kernel");
+}
+END_TEST
+
+START_TEST(hostile_files) {
+  char p[600];
+  snprintf(p, sizeof p, "%s/empty.cubin", tmpdir);
+  fclose(fopen(p, "w"));
+  ck_assert_int_eq(run("inspect %s", p), 3);
+  has(err_text, "empty");
+  ck_assert_int_eq(run("inspect %s", tmpdir), 3);
+  has(err_text, "is a directory");
+  ck_assert_int_eq(run("inspect /nonexistent/x.cubin"), 3);
+  has(err_text, "No such file");
+  ck_assert_int_eq(run("inspect %s", "tests/data/clc.cu"), 3);
+  has(err_text, "not an ELF file");
+  ck_assert_int_eq(run("inspect /dev/null"), 3);
+  has(err_text, "not a regular file");
+  /* Truncated and corrupted copies of a real cubin. */
+  size_t n;
+  unsigned char *d = slurp(fx("cluster_100a"), &n);
+  ck_assert_ptr_nonnull(d);
+  snprintf(p, sizeof p, "%s/cut.cubin", tmpdir);
+  static const size_t cuts[] = {3, 63, 64, 1000, 4000};
+  for (size_t i = 0; i < sizeof cuts / sizeof *cuts; i++) {
+    FILE *f = fopen(p, "wb");
+    fwrite(d, 1, cuts[i], f);
+    fclose(f);
+    ck_assert_int_eq(run("inspect %s", p), 3);
+    has(err_text, "clcrt: ");
+  }
+  memset(d + 40, 0xff, 8); /* e_shoff */
+  FILE *f = fopen(p, "wb");
+  fwrite(d, 1, n, f);
+  fclose(f);
+  ck_assert_int_eq(run("inspect --json %s", p), 3);
+  has(err_text, "section header table");
+  ck_assert_int_eq(run("diff %s %s", p, fx("cluster_100a")), 3);
+  free(d);
+}
+END_TEST
+
+START_TEST(sass_needs_nvdisasm) {
+  /* A PATH without nvdisasm: a plain message and exit 5. */
+  ck_assert_int_eq(run_env("PATH=/nonexistent", "inspect --sass %s", fx("cluster_90a")), 5);
+  has(err_text, "nvdisasm, which is not on the PATH");
+  /* A stand-in nvdisasm: the tool hands it the file. */
+  char p[600], cmd[2400];
+  snprintf(p, sizeof p, "%s/bin", tmpdir);
+  snprintf(cmd, sizeof cmd, "mkdir -p %s && printf '#!/bin/sh\\necho FAKE-NVDISASM \"$1\"\\n' > %s/nvdisasm && chmod +x %s/nvdisasm", p, p, p);
+  ck_assert_int_eq(system(cmd), 0);
+  char env[800];
+  snprintf(env, sizeof env, "PATH=%s:/usr/bin:/bin", p);
+  ck_assert_int_eq(run_env(env, "inspect --sass %s", fx("cluster_90a")), 0);
+  has(out_text, "kernel cluster_kernel");
+  has(out_text, "FAKE-NVDISASM");
+  has(out_text, fx("cluster_90a"));
+}
+END_TEST
+
+START_TEST(diff_and_fail_on) {
+  ck_assert_int_eq(run("diff %s %s", fx("cluster_90a"), fx("cluster_90a")), 0);
+  has(out_text, "no differences");
+  ck_assert_int_eq(run("diff --fail-on all %s %s", fx("cluster_90a"), fx("cluster_100a")), 0);
+  has(out_text, "architecture: sm_90a -> sm_100a");
+  /* Dropping -maxrregcount: registers grow, spills shrink. */
+  const char *lo = fx("spill_90a"), *hi = fx("nospill_90a");
+  ck_assert_int_eq(run("diff --fail-on regs %s %s", lo, hi), 1);
+  has(out_text, "registers          32 -> ");
+  has(out_text, "FAIL (--fail-on regs)");
+  ck_assert_int_eq(run("diff --fail-on spills,smem %s %s", lo, hi), 0);
+  ck_assert_int_eq(run("diff --fail-on spills %s %s", hi, lo), 1);
+  has(out_text, "FAIL (--fail-on spills)");
+  ck_assert_int_eq(run("diff --fail-on stack %s %s", hi, lo), 1);
+  ck_assert_int_eq(run("diff --json --fail-on regs,spills %s %s", hi, lo), 1);
+  valid_json("diff --json");
+  has(out_text, "\"schema\": \"clcrt-diff-1\"");
+  has(out_text, "\"failed\": true");
+  has(out_text, "\"fail_on\": [\"regs\", \"spills\"]");
+  /* Kernels only on one side. */
+  ck_assert_int_eq(run("diff --fail-on all %s %s", fx("cluster_90a"), fx("spill_90a")), 0);
+  has(out_text, "kernel cluster_kernel: only in OLD");
+  has(out_text, "kernel spill_kernel: only in NEW");
+}
+END_TEST
+
+static const char tile_src[] =
+    "struct ScaleArgs { float *x; long n; float alpha; };\n"
+    "__device__ void scale_tile(const clcrt::Tile &t, const ScaleArgs &a) {\n"
+    "  long i = (long)t.linear * blockDim.x + threadIdx.x;\n"
+    "  if (i < a.n) a.x[i] *= a.alpha;\n"
+    "}\n";
+
+static void write_src(const char *name, const char *text) {
+  char p[600];
+  snprintf(p, sizeof p, "%s/%s", tmpdir, name);
+  FILE *f = fopen(p, "w");
+  ck_assert_ptr_nonnull(f);
+  fputs(text, f);
+  fclose(f);
+}
+
+/* clcrt compile for sm_90a and sm_100a with every scheduler that the target supports,
+ * then inspect: the entry symbol names the scheduler, and only clc has UGETNEXTWORKID. */
+START_TEST(compile_then_inspect) {
+  write_src("scale.cu", tile_src);
+  static const struct {
+    const char *arch, *sched;
+    int clc;
+  } builds[] = {{"sm_90a", "steal", 0}, {"sm_90a", "static", 0}, {"sm_90a", "fixed", 0},
+                {"sm_100a", "clc", 1},  {"sm_100a", "steal", 0}, {"sm_100a", "fixed", 0}};
+  for (size_t i = 0; i < sizeof builds / sizeof *builds; i++) {
+    ck_assert_int_eq(run("compile --no-cache --arch %s --fn scale_tile --args ScaleArgs --sched %s --cluster 2,1,1 "
+                         "--block 128 -o %s/k%zu.cubin %s/scale.cu",
+                         builds[i].arch, builds[i].sched, tmpdir, i, tmpdir),
+                     0);
+    has(out_text, "wrote ");
+    ck_assert_int_eq(run("inspect --json %s/k%zu.cubin", tmpdir, i), 0);
+    valid_json("inspect of a compiled cubin");
+    char want[200];
+    snprintf(want, sizeof want, "\"name\": \"clcrt_%s_scale_tile\"", builds[i].sched);
+    has(out_text, want);
+    snprintf(want, sizeof want, "\"sched\": \"%s\"", builds[i].sched);
+    has(out_text, want);
+    snprintf(want, sizeof want, "\"arch\": \"%s\"", builds[i].arch);
+    has(out_text, want);
+    has(out_text, builds[i].clc ? "\"clc\": {\"present\": true" : "\"clc\": {\"present\": false");
+  }
+  /* Default output name, and AUTO picking CLC on sm_100a. */
+  ck_assert_int_eq(run("compile --no-cache -q --arch sm_100a --fn scale_tile --args ScaleArgs %s/scale.cu", tmpdir), 0);
+  ck_assert_int_eq(run("inspect scale_tile.sm_100a.cubin"), 0);
+  unlink("scale_tile.sm_100a.cubin");
+  has(out_text, "clcrt scheduler: clc");
+}
+END_TEST
+
+START_TEST(compile_errors) {
+  write_src("bad.cu", "struct A { int *p; };\n__device__ void f(const clcrt::Tile &t, const A &a) { a.p[0] = nope; }\n");
+  ck_assert_int_eq(run("compile --no-cache --arch sm_90a --fn f --args A -o %s/x.cubin %s/bad.cu", tmpdir, tmpdir), 4);
+  has(err_text, "CLCRT_E_COMPILE");
+  has(err_text, "\"nope\" is undefined"); /* NVRTC's log */
+  write_src("scale.cu", tile_src);
+  ck_assert_int_eq(run("compile --no-cache --arch sm_90a --fn scale_tile --args ScaleArgs --sched clc %s/scale.cu", tmpdir), 2);
+  ck_assert_int_eq(run("compile --no-cache --arch sm_90a --fn scale_tile --args ScaleArgs %s/missing.cu", tmpdir), 3);
+  ck_assert_int_eq(run("compile --no-cache --arch sm_90a --fn scale_tile --args ScaleArgs %s", tmpdir), 3);
+}
+END_TEST
+
+/* The cache commands over a cache that `clcrt compile` filled. */
+START_TEST(cache_commands) {
+  write_src("scale.cu", tile_src);
+  char env[600], dir[400];
+  snprintf(dir, sizeof dir, "%s/cache", tmpdir);
+  snprintf(env, sizeof env, "CLCRT_CACHE_DIR=%s", dir);
+  ck_assert_int_eq(run_env(env, "cache ls"), 0);
+  has(out_text, "no entries");
+  ck_assert_int_eq(run_env(env, "compile -q --arch sm_90a --fn scale_tile --args ScaleArgs -o %s/a.cubin %s/scale.cu",
+                           tmpdir, tmpdir),
+                   0);
+  ck_assert_int_eq(run_env(env, "compile -q --arch sm_100a --fn scale_tile --args ScaleArgs -o %s/b.cubin %s/scale.cu",
+                           tmpdir, tmpdir),
+                   0);
+  ck_assert_int_eq(run_env(env, "cache ls"), 0);
+  has(out_text, "clcrt_steal_scale_tile (steal)");
+  has(out_text, "clcrt_clc_scale_tile (clc)");
+  ck_assert_int_eq(run_env(env, "cache ls --json"), 0);
+  valid_json("cache ls --json");
+  has(out_text, "\"valid\": true");
+  ck_assert_int_eq(run_env(env, "cache info"), 0);
+  has(out_text, "entries    2 (0 damaged)");
+  /* inspect and diff take entries like cubins. */
+  char cmd[1200];
+  snprintf(cmd, sizeof cmd, "ls %s/*.clce > %s/list", dir, tmpdir);
+  ck_assert_int_eq(system(cmd), 0);
+  ck_assert_int_eq(run_env(env, "inspect $(cat %s/list)", tmpdir), 0);
+  has(out_text, "(cache entry)");
+  has(out_text, "bytes dynamic (as registered)");
+  ck_assert_int_eq(run_env(env, "diff $(head -1 %s/list) $(head -1 %s/list)", tmpdir, tmpdir), 0);
+  ck_assert_int_eq(run_env(env, "cache info $(head -1 %s/list)", tmpdir), 0);
+  has(out_text, "resources  clcrt_");
+  /* A damaged entry is reported, not trusted. */
+  snprintf(cmd, sizeof cmd, "f=$(head -1 %s/list); printf 'XXXX' | dd of=$f bs=1 seek=300 conv=notrunc 2>/dev/null", tmpdir);
+  ck_assert_int_eq(system(cmd), 0);
+  ck_assert_int_eq(run_env(env, "inspect $(head -1 %s/list)", tmpdir), 3);
+  has(err_text, "damaged");
+  ck_assert_int_eq(run_env(env, "cache ls"), 0);
+  has(out_text, "DAMAGED");
+  ck_assert_int_eq(run_env(env, "cache clear"), 0);
+  has(out_text, "removed 2 entries");
+  ck_assert_int_eq(run_env(env, "cache ls --dir %s", dir), 0);
+  has(out_text, "no entries");
+}
+END_TEST
+
+int main(void) {
+  if (fixtures_make() != 0) {
+    fprintf(stderr, "test_tool: could not make the test cubins (nvcc needed)\n");
+    return 1;
+  }
+  Suite *s = suite_create("tool");
+  TCase *t = tcase_create("tool");
+  tcase_add_checked_fixture(t, setup, teardown);
+  tcase_set_timeout(t, 300);
+  tcase_add_test(t, help_and_version);
+  tcase_add_test(t, usage_errors);
+  tcase_add_test(t, inspect_text);
+  tcase_add_test(t, inspect_json);
+  tcase_add_test(t, hostile_files);
+  tcase_add_test(t, sass_needs_nvdisasm);
+  tcase_add_test(t, diff_and_fail_on);
+  tcase_add_test(t, compile_then_inspect);
+  tcase_add_test(t, compile_errors);
+  tcase_add_test(t, cache_commands);
+  suite_add_tcase(s, t);
+  SRunner *r = srunner_create(s);
+  srunner_set_fork_status(r, CK_FORK);
+  srunner_run_all(r, CK_NORMAL);
+  int failed = srunner_ntests_failed(r);
+  srunner_free(r);
+  return failed ? 1 : 0;
+}
