@@ -1,0 +1,208 @@
+/* Asynchrony with libuv: compiles on the loop's thread pool, completions on the loop.
+ *
+ * clcrt_register_async queues the blocking clcrt_register on libuv's thread pool
+ * (uv_queue_work) with a deep copy of the description, so the caller's strings may go
+ * away as soon as it returns. How many compiles run at once is the pool's size
+ * (UV_THREADPOOL_SIZE, default 4); how many NVRTC instances run at once is bounded by the
+ * core count in compile.c. The result is delivered by the after-work callback, on the
+ * loop's thread.
+ *
+ * The runtime counts a compile as live from the call until its work is done (not until
+ * its delivery), so clcrt_runtime_destroy waits for compiles still running but never for
+ * a loop that may not be running. The kernel handed to a callback belongs to the runtime:
+ * destroy the runtime only after the callbacks you care about have run.
+ *
+ * clcrt_run_notify enqueues a host function on the stream (cuLaunchHostFunc) that only
+ * calls uv_async_send: host functions run on a driver thread that must not call CUDA and
+ * should not be held up, and uv_async_send is the one libuv call that is safe from any
+ * thread. The callback then runs on the loop. Each notification has its own uv_async_t,
+ * so signals are never coalesced into one. */
+#include <stddef.h>
+#include <stdio.h>
+#include <string.h>
+#include <uv.h>
+
+#include "checks.h"
+#include "internal.h"
+
+/* ---- asynchronous registration ----------------------------------------------------- */
+
+typedef struct reg_req {
+  uv_work_t work;
+  clcrt_runtime *rt;
+  clcrt_tile_desc desc; /* strings point into this block, after the struct */
+  clcrt_register_cb cb;
+  void *user;
+  clcrt_status st;
+  clcrt_kernel *k;
+  char *errmsg;
+  int live; /* still counted in rt->live_async */
+} reg_req;
+
+static size_t str_size(const char *s) { return s ? strlen(s) + 1 : 0; }
+
+static char *put_str(char **at, const char *s) {
+  if (!s) return NULL;
+  size_t n = strlen(s) + 1;
+  char *d = memcpy(*at, s, n);
+  *at += n;
+  return d;
+}
+
+/* One allocation: the request, the options array, then every string. d is complete
+ * (size == sizeof) and its options were checked. */
+static reg_req *copy_request(const clcrt_tile_desc *d) {
+  size_t nopt = d->num_options > 0 ? (size_t)d->num_options : 0;
+  size_t bytes = sizeof(reg_req) + nopt * sizeof(char *);
+  bytes += str_size(d->source) + str_size(d->tile_fn) + str_size(d->args_type) + str_size(d->state_type) +
+           str_size(d->prologue_fn) + str_size(d->include_digest);
+  for (size_t i = 0; i < nopt; i++) bytes += str_size(d->options[i]);
+  reg_req *r = clcrt__calloc(1, bytes);
+  if (!r) return NULL;
+  char **opts = (char **)(r + 1);
+  char *at = (char *)(opts + nopt);
+  r->desc = *d;
+  r->desc.source = put_str(&at, d->source);
+  r->desc.tile_fn = put_str(&at, d->tile_fn);
+  r->desc.args_type = put_str(&at, d->args_type);
+  r->desc.state_type = put_str(&at, d->state_type);
+  r->desc.prologue_fn = put_str(&at, d->prologue_fn);
+  r->desc.include_digest = put_str(&at, d->include_digest);
+  for (size_t i = 0; i < nopt; i++) opts[i] = put_str(&at, d->options[i]);
+  r->desc.options = nopt ? (const char *const *)opts : NULL;
+  return r;
+}
+
+static void live_done(clcrt_runtime *rt) {
+  pthread_mutex_lock(&rt->lock);
+  rt->live_async--;
+  pthread_cond_broadcast(&rt->cond);
+  pthread_mutex_unlock(&rt->lock);
+}
+
+static void reg_work(uv_work_t *w) {
+  reg_req *r = w->data;
+  clcrt_runtime *rt = r->rt;
+  r->st = clcrt_register(rt, &r->desc, &r->k);
+  if (r->st != CLCRT_OK) {
+    /* The handle's message may be overwritten by a concurrent failure; copying it under
+     * the lock at least never reads a message while it is being written. */
+    pthread_mutex_lock(&rt->lock);
+    r->errmsg = clcrt__strdup(rt->errmsg[0] ? rt->errmsg : clcrt_status_str(r->st));
+    pthread_mutex_unlock(&rt->lock);
+  }
+  r->live = 0;
+  live_done(rt); /* after this the request never touches rt again */
+}
+
+static void reg_after(uv_work_t *w, int status) {
+  reg_req *r = w->data;
+  if (status == UV_ECANCELED) {
+    r->st = CLCRT_E_BUSY;
+    r->k = NULL;
+  }
+  if (r->live) live_done(r->rt); /* cancelled before it ran */
+  const char *msg = r->st == CLCRT_OK ? NULL
+                    : r->errmsg         ? r->errmsg
+                    : status == UV_ECANCELED ? "the compile was cancelled before it started"
+                                             : clcrt_status_str(r->st);
+  r->cb(r->user, r->st, r->st == CLCRT_OK ? r->k : NULL, msg);
+  clcrt__free(r->errmsg);
+  clcrt__free(r);
+}
+
+clcrt_status clcrt_register_async(clcrt_runtime *rt, const clcrt_tile_desc *d, uv_loop_t *loop,
+                                  clcrt_register_cb cb, void *user) {
+  if (!rt) return CLCRT_E_INVALID;
+  if (!d || !loop || !cb)
+    return clcrt__fail(rt, CLCRT_E_INVALID, "clcrt_register_async: %s is NULL",
+                       !d ? "the tile descriptor" : !loop ? "the loop" : "the callback");
+  if (d->size < offsetof(clcrt_tile_desc, num_options) + sizeof d->num_options || d->size > sizeof(clcrt_tile_desc))
+    return clcrt__fail(rt, CLCRT_E_INVALID, "desc->size is %zu: initialise the descriptor with CLCRT_TILE_DESC_INIT",
+                       d->size);
+  /* A shorter (older) descriptor: the fields it lacks keep their defaults. */
+  clcrt_tile_desc full = CLCRT_TILE_DESC_INIT;
+  memcpy(&full, d, d->size);
+  full.size = sizeof full;
+  if (full.num_options < 0 || (full.num_options > 0 && !full.options))
+    return clcrt__fail(rt, CLCRT_E_INVALID, "desc->options/num_options: %d options at %p", full.num_options,
+                       (const void *)full.options);
+  for (int i = 0; i < full.num_options; i++)
+    if (!full.options[i]) return clcrt__fail(rt, CLCRT_E_INVALID, "desc->options[%d] is NULL", i);
+
+  reg_req *r = copy_request(&full);
+  if (!r) return clcrt__fail(rt, CLCRT_E_NOMEM, "out of memory queueing an asynchronous compile");
+  r->rt = rt;
+  r->cb = cb;
+  r->user = user;
+  r->work.data = r;
+  r->live = 1;
+  pthread_mutex_lock(&rt->lock);
+  rt->live_async++;
+  pthread_mutex_unlock(&rt->lock);
+  int e = uv_queue_work(loop, &r->work, reg_work, reg_after);
+  if (e != 0) {
+    live_done(rt);
+    clcrt__free(r);
+    return clcrt__fail(rt, CLCRT_E_INVALID, "uv_queue_work failed with %s: %s", uv_err_name(e), uv_strerror(e));
+  }
+  return CLCRT_OK;
+}
+
+/* ---- completions on a loop ---------------------------------------------------------- */
+
+typedef struct notify_req {
+  uv_async_t async;
+  clcrt_notify_cb cb;
+  void *user;
+} notify_req;
+
+static void notify_closed(uv_handle_t *h) { clcrt__free(h->data); }
+
+static void notify_fired(uv_async_t *a) {
+  notify_req *n = a->data;
+  n->cb(n->user, CLCRT_OK);
+  uv_close((uv_handle_t *)&n->async, notify_closed);
+}
+
+/* Runs on the driver's thread once the stream reaches it. Nothing else happens here. */
+static void CUDA_CB notify_host(void *p) {
+  notify_req *n = p;
+  uv_async_send(&n->async);
+}
+
+clcrt_status clcrt_run_notify(clcrt_stream *s, uv_loop_t *loop, clcrt_notify_cb cb, void *user) {
+  clcrt_runtime *rt = clcrt__stream_runtime(s);
+  if (!rt) return CLCRT_E_INVALID;
+  if (!loop || !cb)
+    return clcrt__fail(rt, CLCRT_E_INVALID, "clcrt_run_notify: %s is NULL", !loop ? "the loop" : "the callback");
+  if (!rt->cu) return clcrt__fail(rt, CLCRT_E_UNSUPPORTED, "clcrt_run_notify: the runtime only compiles");
+  CUstream cs = clcrt_stream_cu(s);
+  clcrt_status st = clcrt__ctx_enter(rt);
+  if (st != CLCRT_OK) return st;
+  /* In a graph the host function would run on every replay, long after the one-shot
+   * handle is gone. Notification belongs to the replay, not to the capture. */
+  CUstreamCaptureStatus cap = CU_STREAM_CAPTURE_STATUS_NONE;
+  CU_CHECK(rt, cuStreamGetCaptureInfo(cs, &cap, NULL, NULL, NULL, NULL, NULL));
+  if (cap != CU_STREAM_CAPTURE_STATUS_NONE)
+    return clcrt__fail(rt, CLCRT_E_UNSUPPORTED,
+                       "clcrt_run_notify: the stream is being captured into a graph; call it on the stream the graph "
+                       "is launched on");
+
+  notify_req *n = clcrt__calloc(1, sizeof *n);
+  if (!n) return clcrt__fail(rt, CLCRT_E_NOMEM, "out of memory for a notification");
+  n->cb = cb;
+  n->user = user;
+  int e = uv_async_init(loop, &n->async, notify_fired);
+  if (e != 0) {
+    clcrt__free(n);
+    return clcrt__fail(rt, CLCRT_E_INVALID, "uv_async_init failed with %s: %s", uv_err_name(e), uv_strerror(e));
+  }
+  n->async.data = n;
+  CUresult r = rt->cu->cuLaunchHostFunc(cs, notify_host, n);
+  if (r != CUDA_SUCCESS) {
+    uv_close((uv_handle_t *)&n->async, notify_closed); /* freed on the loop; cb never runs */
+    return CLCRT__CU_FAIL(rt, r, cuLaunchHostFunc(cs, notify_host, n));
+  }
+  return CLCRT_OK;
+}
