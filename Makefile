@@ -18,9 +18,9 @@ SAN ?=
 WARN := -std=c11 -Wall -Wextra -Wshadow -Wmissing-prototypes -Wstrict-prototypes -Werror
 CPPFLAGS += -D_GNU_SOURCE -Iinclude -Iruntime -I$(CUDA_HOME)/include
 CFLAGS ?= -O2 -g
-CFLAGS += $(WARN) -fPIC -fvisibility=hidden -pthread
+override CFLAGS += $(WARN) -fPIC -fvisibility=hidden -pthread
 ifeq ($(SAN),1)
-CFLAGS += -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
+override CFLAGS += -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
 LDFLAGS += -fsanitize=address,undefined
 endif
 
