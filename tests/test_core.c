@@ -1,0 +1,817 @@
+/* CPU suite for the core: compile-only runtimes, registration of every scheduler for
+ * sm_100a and sm_90a, kernel facts read back from the cubin and the PTX, every bad input
+ * (status and message), the no-driver path and the status table. Needs NVRTC, never a GPU
+ * or a driver: the no-driver path is forced with clcrt__driver_pretend_missing so that the
+ * suite means the same on a machine that has one.
+ *
+ * Every runtime here is created with cache_dir "" so that each registration really runs
+ * NVRTC (a kernel from the disk cache may lack its PTX) and no test depends on what an
+ * earlier run left in ~/.cache. */
+#include <check.h>
+#include <dlfcn.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "clcrt.h"
+#include "driver.h"
+
+/* ---- sources ---- */
+
+/* The README example. */
+static const char *const SCALE_SRC =
+    "struct ScaleArgs { float *x; long n; float alpha; };\n"
+    "__device__ void scale_tile(const clcrt::Tile &t, const ScaleArgs &a) {\n"
+    "  long i = (long)t.linear * blockDim.x + threadIdx.x;\n"
+    "  if (i < a.n) a.x[i] *= a.alpha;\n"
+    "}\n";
+
+/* The same with per-CTA state made once by a prologue. */
+static const char *const STATE_SRC =
+    "struct ScaleArgs { float *x; long n; float alpha; };\n"
+    "struct ScaleState { float alpha; };\n"
+    "__device__ void scale_prologue(const ScaleArgs &a, ScaleState &s) { s.alpha = a.alpha * 2.0f; }\n"
+    "__device__ void scale_state_tile(const clcrt::Tile &t, const ScaleArgs &a, ScaleState &s) {\n"
+    "  long i = (long)t.linear * blockDim.x + threadIdx.x;\n"
+    "  if (i < a.n) a.x[i] *= s.alpha;\n"
+    "}\n";
+
+/* ---- helpers ---- */
+
+static clcrt_runtime *rt_new(const char *arch) {
+  clcrt_runtime_opts o = CLCRT_RUNTIME_OPTS_INIT;
+  o.target_arch = arch;
+  o.cache_dir = "";
+  clcrt_runtime *rt = NULL;
+  clcrt_status st = clcrt_runtime_create(&rt, &o);
+  ck_assert_msg(st == CLCRT_OK, "clcrt_runtime_create(%s): %s: %s", arch, clcrt_status_name(st), clcrt_errmsg(rt));
+  ck_assert_ptr_nonnull(rt);
+  ck_assert_int_eq(clcrt_runtime_compile_only(rt), 1);
+  ck_assert_str_eq(clcrt_runtime_arch(rt), arch);
+  return rt;
+}
+
+static clcrt_tile_desc scale_desc(void) {
+  clcrt_tile_desc d = CLCRT_TILE_DESC_INIT;
+  d.source = SCALE_SRC;
+  d.tile_fn = "scale_tile";
+  d.args_type = "ScaleArgs";
+  d.block = (clcrt_dim3){128, 1, 1};
+  return d;
+}
+
+/* Registers d and asserts that it fails with `want` and that the runtime's message
+ * contains every string of the NULL-terminated list. */
+static void expect_fail_(clcrt_runtime *rt, const clcrt_tile_desc *d, clcrt_status want, const char *const *subs,
+                         int line) {
+  clcrt_kernel *k = (clcrt_kernel *)&k; /* poisoned: must come back NULL */
+  clcrt_status st = clcrt_register(rt, d, &k);
+  const char *msg = clcrt_errmsg(rt);
+  ck_assert_msg(st == want, "line %d: clcrt_register gave %s, want %s; message: %s", line, clcrt_status_name(st),
+                clcrt_status_name(want), msg);
+  ck_assert_msg(k == NULL, "line %d: a failed registration must set *out to NULL", line);
+  for (; subs && *subs; subs++)
+    ck_assert_msg(strstr(msg, *subs) != NULL, "line %d: message does not mention \"%s\": %s", line, *subs, msg);
+}
+#define EXPECT_FAIL(rt, d, want, ...) \
+  expect_fail_((rt), (d), (want), (const char *const[]){__VA_ARGS__, NULL}, __LINE__)
+
+/* Creates a compile-only runtime for arch and asserts the status and the message. */
+static void expect_create_fail_(const char *arch, clcrt_status want, const char *const *subs, int line) {
+  clcrt_runtime_opts o = CLCRT_RUNTIME_OPTS_INIT;
+  o.target_arch = arch;
+  o.cache_dir = "";
+  clcrt_runtime *rt = NULL;
+  clcrt_status st = clcrt_runtime_create(&rt, &o);
+  ck_assert_msg(rt != NULL, "line %d: target_arch \"%s\": the failed handle must be returned for clcrt_errmsg", line,
+                arch);
+  const char *msg = clcrt_errmsg(rt);
+  ck_assert_msg(st == want, "line %d: target_arch \"%s\" gave %s, want %s; message: %s", line, arch,
+                clcrt_status_name(st), clcrt_status_name(want), msg);
+  for (; subs && *subs; subs++)
+    ck_assert_msg(strstr(msg, *subs) != NULL, "line %d: target_arch \"%s\": message does not mention \"%s\": %s",
+                  line, arch, *subs, msg);
+  clcrt_runtime_destroy(rt);
+}
+#define EXPECT_CREATE_FAIL(arch, want, ...) \
+  expect_create_fail_((arch), (want), (const char *const[]){__VA_ARGS__, NULL}, __LINE__)
+
+/* ---- the registration matrix ---- */
+
+static const clcrt_dim3 CLUSTERS[] = {{1, 1, 1}, {2, 1, 1}, {4, 1, 1}, {2, 2, 1}, {16, 1, 1}};
+#define NCLUSTERS ((int)(sizeof CLUSTERS / sizeof CLUSTERS[0]))
+static const clcrt_dim3 BLOCKS[] = {{128, 1, 1}, {32, 4, 2}, {256, 1, 1}, {1024, 1, 1}, {16, 16, 1}, {96, 1, 1}};
+#define NBLOCKS ((int)(sizeof BLOCKS / sizeof BLOCKS[0]))
+
+typedef struct arch_scheds {
+  const char *arch;
+  int nsched;
+  clcrt_sched sched[5];
+} arch_scheds;
+
+static const arch_scheds ARCHS[] = {
+    {"sm_100a", 5, {CLCRT_SCHED_AUTO, CLCRT_SCHED_CLC, CLCRT_SCHED_STEAL, CLCRT_SCHED_STATIC, CLCRT_SCHED_FIXED}},
+    {"sm_90a", 4, {CLCRT_SCHED_AUTO, CLCRT_SCHED_STEAL, CLCRT_SCHED_STATIC, CLCRT_SCHED_FIXED}},
+};
+/* Iterations per architecture: every scheduler with every cluster shape, each with and
+ * without a prologue. */
+#define PER_SCHED (NCLUSTERS * 2)
+#define MATRIX_SM100 (5 * PER_SCHED)
+#define MATRIX_SM90 (4 * PER_SCHED)
+
+static const char *sched_lc(clcrt_sched s) {
+  switch (s) {
+    case CLCRT_SCHED_CLC: return "clc";
+    case CLCRT_SCHED_STEAL: return "steal";
+    case CLCRT_SCHED_STATIC: return "static";
+    case CLCRT_SCHED_FIXED: return "fixed";
+    default: return "?";
+  }
+}
+
+/* Finds needle in [hay, hay+n) (the cubin is binary). */
+static int mem_has(const void *hay, size_t n, const char *needle) {
+  size_t m = strlen(needle);
+  const unsigned char *h = hay;
+  for (size_t i = 0; m <= n && i <= n - m; i++)
+    if (memcmp(h + i, needle, m) == 0) return 1;
+  return 0;
+}
+
+/* Iteration i of the matrix: arch, scheduler, cluster shape, with or without state; the
+ * block shape rotates so that every scheduler meets several. */
+START_TEST(test_matrix) {
+  int arch_i = _i < MATRIX_SM100 ? 0 : 1;
+  int j = arch_i == 0 ? _i : _i - MATRIX_SM100;
+  const arch_scheds *A = &ARCHS[arch_i];
+  clcrt_sched sched = A->sched[j / PER_SCHED];
+  int ci = j % PER_SCHED / 2, with_state = j % 2;
+  clcrt_dim3 cl = CLUSTERS[ci];
+  clcrt_dim3 bl = BLOCKS[(j / 2 + j / PER_SCHED) % NBLOCKS];
+  int sm100 = arch_i == 0;
+  clcrt_sched want_sched = sched != CLCRT_SCHED_AUTO ? sched : sm100 ? CLCRT_SCHED_CLC : CLCRT_SCHED_STEAL;
+  clcrt_grid want_grid = want_sched == CLCRT_SCHED_CLC || want_sched == CLCRT_SCHED_FIXED ? CLCRT_GRID_FULL
+                                                                                          : CLCRT_GRID_PERSISTENT;
+  char what[160];
+  snprintf(what, sizeof what, "%s sched %d cluster (%u,%u,%u) block (%u,%u,%u)%s", A->arch, (int)sched, cl.x, cl.y,
+           cl.z, bl.x, bl.y, bl.z, with_state ? " with state" : "");
+
+  clcrt_runtime *rt = rt_new(A->arch);
+  clcrt_tile_desc d = scale_desc();
+  if (with_state) {
+    d.source = STATE_SRC;
+    d.tile_fn = "scale_state_tile";
+    d.state_type = "ScaleState";
+    d.prologue_fn = "scale_prologue";
+  }
+  d.sched = sched;
+  d.block = bl;
+  d.cluster = cl;
+  clcrt_kernel *k = NULL;
+  clcrt_status st = clcrt_register(rt, &d, &k);
+  ck_assert_msg(st == CLCRT_OK, "%s: %s: %s", what, clcrt_status_name(st), clcrt_errmsg(rt));
+  ck_assert_ptr_nonnull(k);
+
+  clcrt_kernel_info info = CLCRT_KERNEL_INFO_INIT;
+  ck_assert_int_eq(clcrt_kernel_info_get(k, &info), CLCRT_OK);
+  char name[96];
+  snprintf(name, sizeof name, "clcrt_%s_%s", sched_lc(want_sched), d.tile_fn);
+  ck_assert_msg(info.name && strcmp(info.name, name) == 0, "%s: name %s, want %s", what, info.name, name);
+  ck_assert_str_eq(info.arch, A->arch);
+  ck_assert_msg(info.sched == want_sched, "%s: resolved sched %d, want %d", what, (int)info.sched, (int)want_sched);
+  ck_assert_msg(info.grid == want_grid, "%s: resolved grid %d, want %d", what, (int)info.grid, (int)want_grid);
+  ck_assert_msg(info.registers > 0, "%s: registers %d", what, info.registers);
+  if (want_sched == CLCRT_SCHED_STEAL || want_sched == CLCRT_SCHED_CLC)
+    ck_assert_msg(info.static_smem > 0, "%s: static_smem is 0: the response ring is missing", what);
+  ck_assert_uint_eq(info.block.x, bl.x);
+  ck_assert_uint_eq(info.block.y, bl.y);
+  ck_assert_uint_eq(info.block.z, bl.z);
+  ck_assert_uint_eq(info.cluster.x, cl.x);
+  ck_assert_uint_eq(info.cluster.y, cl.y);
+  ck_assert_uint_eq(info.cluster.z, cl.z);
+  ck_assert_uint_eq(info.dynamic_smem, 0);
+  ck_assert_int_eq(info.from_cache, 0);
+  ck_assert_msg(info.compile_ms > 0, "%s: compile_ms %g", what, info.compile_ms);
+  /* Only the sm_100a CLC kernel may contain the hardware request. */
+  int want_clc = sm100 && want_sched == CLCRT_SCHED_CLC;
+  ck_assert_msg(info.has_clc == want_clc, "%s: has_clc %d, want %d", what, info.has_clc, want_clc);
+
+  const void *cubin = NULL;
+  size_t size = 0;
+  ck_assert_int_eq(clcrt_kernel_cubin(k, &cubin, &size), CLCRT_OK);
+  ck_assert_ptr_nonnull(cubin);
+  ck_assert_msg(size > 64, "%s: cubin of %zu bytes", what, size);
+  const unsigned char *e = cubin;
+  ck_assert_msg(e[0] == 0x7f && e[1] == 'E' && e[2] == 'L' && e[3] == 'F', "%s: not an ELF file", what);
+  ck_assert_int_eq(e[4], 2); /* ELFCLASS64 */
+  ck_assert_int_eq(e[5], 1); /* little-endian */
+  unsigned machine = (unsigned)e[18] | (unsigned)e[19] << 8;
+  ck_assert_msg(machine == 190, "%s: e_machine %u, want 190 (EM_CUDA)", what, machine);
+  ck_assert_msg(mem_has(cubin, size, name), "%s: the cubin has no symbol %s", what, name);
+
+  const char *ptx = NULL;
+  st = clcrt_kernel_ptx(k, &ptx);
+  ck_assert_msg(st == CLCRT_OK && ptx, "%s: no PTX: %s", what, clcrt_errmsg(rt));
+  char target[32];
+  snprintf(target, sizeof target, ".target %s", A->arch);
+  ck_assert_msg(strstr(ptx, target), "%s: the PTX has no \"%s\"", what, target);
+  ck_assert_msg(strstr(ptx, name), "%s: the PTX has no entry %s", what, name);
+  if (want_clc) {
+    ck_assert_msg(strstr(ptx, "clusterlaunchcontrol.try_cancel"), "%s: no try_cancel in the PTX", what);
+    ck_assert_msg(strstr(ptx, "multicast::cluster::all"), "%s: try_cancel is not multicast to the cluster", what);
+    ck_assert_msg(strstr(ptx, "query_cancel"), "%s: the response is not decoded with query_cancel", what);
+  } else {
+    ck_assert_msg(!strstr(ptx, "clusterlaunchcontrol"), "%s: a non-CLC kernel uses clusterlaunchcontrol", what);
+  }
+  /* No GPU-scope fence anywhere in the kernel, so none in the per-tile loop: the
+   * schedulers order their work with mbarriers, cluster-scope release/acquire and
+   * relaxed atomics; a full fence per tile costs microseconds. */
+  ck_assert_msg(!strstr(ptx, "membar"), "%s: the PTX contains membar", what);
+  ck_assert_msg(!strstr(ptx, "fence.sc.gpu"), "%s: the PTX contains fence.sc.gpu", what);
+  ck_assert_msg(!strstr(ptx, "fence.acq_rel.gpu"), "%s: the PTX contains fence.acq_rel.gpu", what);
+  ck_assert_msg(!strstr(ptx, "fence.sc.sys") && !strstr(ptx, "fence.acq_rel.sys"),
+                "%s: the PTX contains a system-scope fence", what);
+
+  /* The same description again is the same kernel facts (memory cache or not). */
+  clcrt_kernel *k2 = NULL;
+  ck_assert_int_eq(clcrt_register(rt, &d, &k2), CLCRT_OK);
+  clcrt_kernel_info info2 = CLCRT_KERNEL_INFO_INIT;
+  ck_assert_int_eq(clcrt_kernel_info_get(k2, &info2), CLCRT_OK);
+  ck_assert_str_eq(info2.name, info.name);
+  ck_assert_int_eq(info2.registers, info.registers);
+  clcrt_runtime_destroy(rt);
+}
+END_TEST
+
+/* A STEAL kernel with an explicit full grid, dynamic shared memory and user options. */
+START_TEST(test_steal_full_grid_options) {
+  clcrt_runtime *rt = rt_new("sm_90a");
+  clcrt_tile_desc d = scale_desc();
+  d.sched = CLCRT_SCHED_STEAL;
+  d.grid = CLCRT_GRID_FULL;
+  d.smem_bytes = 100 * 1024;
+  d.cluster = (clcrt_dim3){2, 1, 1};
+  const char *opts[] = {"-DUNUSED_MACRO=1", "--use_fast_math"};
+  d.options = opts;
+  d.num_options = 2;
+  clcrt_kernel *k = NULL;
+  clcrt_status st = clcrt_register(rt, &d, &k);
+  ck_assert_msg(st == CLCRT_OK, "%s: %s", clcrt_status_name(st), clcrt_errmsg(rt));
+  clcrt_kernel_info info = CLCRT_KERNEL_INFO_INIT;
+  ck_assert_int_eq(clcrt_kernel_info_get(k, &info), CLCRT_OK);
+  ck_assert_int_eq(info.grid, CLCRT_GRID_FULL);
+  ck_assert_int_eq(info.sched, CLCRT_SCHED_STEAL);
+  ck_assert_uint_eq(info.dynamic_smem, 100 * 1024);
+  ck_assert_int_eq(info.param_bytes, 0); /* known only once loaded */
+  clcrt_runtime_destroy(rt);
+}
+END_TEST
+
+/* A caller built against an older header (no grid, no include_digest) still registers,
+ * and whatever lies past its descriptor is never read. */
+START_TEST(test_desc_older_size) {
+  clcrt_runtime *rt = rt_new("sm_90a");
+  clcrt_tile_desc d = scale_desc();
+  d.sched = CLCRT_SCHED_STEAL;
+  d.grid = (clcrt_grid)9;           /* beyond the old size: must be ignored */
+  d.include_digest = (const char *)1; /* likewise */
+  d.size = offsetof(clcrt_tile_desc, grid);
+  clcrt_kernel *k = NULL;
+  clcrt_status st = clcrt_register(rt, &d, &k);
+  ck_assert_msg(st == CLCRT_OK, "%s: %s", clcrt_status_name(st), clcrt_errmsg(rt));
+  clcrt_kernel_info info = CLCRT_KERNEL_INFO_INIT;
+  ck_assert_int_eq(clcrt_kernel_info_get(k, &info), CLCRT_OK);
+  ck_assert_int_eq(info.grid, CLCRT_GRID_PERSISTENT);
+  clcrt_runtime_destroy(rt);
+}
+END_TEST
+
+/* A namespaced tile function and Args type: "::" becomes "_" in the entry's name. */
+START_TEST(test_namespaced_names) {
+  clcrt_runtime *rt = rt_new("sm_90a");
+  clcrt_tile_desc d = scale_desc();
+  d.source =
+      "namespace user {\n"
+      "struct A { int *p; };\n"
+      "__device__ void tile(const clcrt::Tile &t, const A &a) { if (threadIdx.x == 0) a.p[t.linear] = 1; }\n"
+      "}\n";
+  d.tile_fn = "user::tile";
+  d.args_type = "user::A";
+  d.sched = CLCRT_SCHED_FIXED;
+  clcrt_kernel *k = NULL;
+  clcrt_status st = clcrt_register(rt, &d, &k);
+  ck_assert_msg(st == CLCRT_OK, "%s: %s", clcrt_status_name(st), clcrt_errmsg(rt));
+  clcrt_kernel_info info = CLCRT_KERNEL_INFO_INIT;
+  ck_assert_int_eq(clcrt_kernel_info_get(k, &info), CLCRT_OK);
+  ck_assert_str_eq(info.name, "clcrt_fixed_user__tile");
+  clcrt_runtime_destroy(rt);
+}
+END_TEST
+
+/* kernel_info_get with an older, smaller struct fills only what the caller has. */
+START_TEST(test_info_small_struct) {
+  clcrt_runtime *rt = rt_new("sm_90a");
+  clcrt_tile_desc d = scale_desc();
+  d.sched = CLCRT_SCHED_FIXED;
+  clcrt_kernel *k = NULL;
+  ck_assert_int_eq(clcrt_register(rt, &d, &k), CLCRT_OK);
+  unsigned char buf[sizeof(clcrt_kernel_info) + 16];
+  memset(buf, 0xab, sizeof buf);
+  clcrt_kernel_info *info = (clcrt_kernel_info *)buf;
+  info->size = offsetof(clcrt_kernel_info, arch);
+  ck_assert_int_eq(clcrt_kernel_info_get(k, info), CLCRT_OK);
+  ck_assert_str_eq(info->name, "clcrt_fixed_scale_tile");
+  for (size_t i = offsetof(clcrt_kernel_info, arch); i < sizeof buf; i++) ck_assert_int_eq(buf[i], 0xab);
+  info->size = sizeof(clcrt_kernel_info) + 8;
+  ck_assert_int_eq(clcrt_kernel_info_get(k, info), CLCRT_E_INVALID);
+  info->size = 0;
+  ck_assert_int_eq(clcrt_kernel_info_get(k, info), CLCRT_E_INVALID);
+  ck_assert_int_eq(clcrt_kernel_info_get(NULL, info), CLCRT_E_INVALID);
+  ck_assert_int_eq(clcrt_kernel_info_get(k, NULL), CLCRT_E_INVALID);
+  const void *p;
+  size_t n;
+  const char *ptx;
+  ck_assert_int_eq(clcrt_kernel_cubin(NULL, &p, &n), CLCRT_E_INVALID);
+  ck_assert_int_eq(clcrt_kernel_cubin(k, NULL, &n), CLCRT_E_INVALID);
+  ck_assert_int_eq(clcrt_kernel_cubin(k, &p, NULL), CLCRT_E_INVALID);
+  ck_assert_int_eq(clcrt_kernel_ptx(NULL, &ptx), CLCRT_E_INVALID);
+  ck_assert_int_eq(clcrt_kernel_ptx(k, NULL), CLCRT_E_INVALID);
+  clcrt_runtime_destroy(rt);
+}
+END_TEST
+
+/* ---- bad inputs ---- */
+
+START_TEST(test_bad_handles) {
+  clcrt_runtime *rt = rt_new("sm_90a");
+  clcrt_tile_desc d = scale_desc();
+  clcrt_kernel *k = (clcrt_kernel *)&k;
+  ck_assert_int_eq(clcrt_register(NULL, &d, &k), CLCRT_E_INVALID);
+  ck_assert_str_eq(clcrt_errmsg(NULL), "no runtime (NULL handle)");
+  ck_assert_int_eq(clcrt_register(rt, &d, NULL), CLCRT_E_INVALID);
+  ck_assert_msg(strstr(clcrt_errmsg(rt), "out is NULL"), "%s", clcrt_errmsg(rt));
+  EXPECT_FAIL(rt, NULL, CLCRT_E_INVALID, "descriptor is NULL");
+  ck_assert_int_eq(clcrt_runtime_create(NULL, NULL), CLCRT_E_INVALID);
+  ck_assert_ptr_null(clcrt_runtime_arch(NULL));
+  ck_assert_int_eq(clcrt_runtime_compile_only(NULL), 0);
+  clcrt_runtime_destroy(NULL);
+  clcrt_stream_destroy(NULL);
+  /* Options of a size no version of the header ever had: refused without a handle. */
+  clcrt_runtime_opts o = CLCRT_RUNTIME_OPTS_INIT;
+  o.target_arch = "sm_90a";
+  o.size = 3;
+  clcrt_runtime *bad = (clcrt_runtime *)&bad;
+  ck_assert_int_eq(clcrt_runtime_create(&bad, &o), CLCRT_E_INVALID);
+  ck_assert_ptr_null(bad);
+  o.size = sizeof o + 8;
+  ck_assert_int_eq(clcrt_runtime_create(&bad, &o), CLCRT_E_INVALID);
+  ck_assert_ptr_null(bad);
+  clcrt_runtime_destroy(rt);
+}
+END_TEST
+
+START_TEST(test_bad_desc_size) {
+  clcrt_runtime *rt = rt_new("sm_90a");
+  clcrt_tile_desc d = scale_desc();
+  d.size = 0;
+  EXPECT_FAIL(rt, &d, CLCRT_E_INVALID, "desc->size is 0", "CLCRT_TILE_DESC_INIT");
+  d.size = sizeof d + 8;
+  EXPECT_FAIL(rt, &d, CLCRT_E_INVALID, "desc->size", "CLCRT_TILE_DESC_INIT");
+  d.size = sizeof(size_t) + sizeof(char *);
+  EXPECT_FAIL(rt, &d, CLCRT_E_INVALID, "desc->size", "CLCRT_TILE_DESC_INIT");
+  clcrt_runtime_destroy(rt);
+}
+END_TEST
+
+START_TEST(test_bad_source) {
+  clcrt_runtime *rt = rt_new("sm_90a");
+  clcrt_tile_desc d = scale_desc();
+  d.source = NULL;
+  EXPECT_FAIL(rt, &d, CLCRT_E_INVALID, "desc->source is NULL");
+  d.source = "";
+  EXPECT_FAIL(rt, &d, CLCRT_E_INVALID, "desc->source is empty");
+  d.source = " \t\r\n  \n";
+  EXPECT_FAIL(rt, &d, CLCRT_E_INVALID, "desc->source is empty");
+  clcrt_runtime_destroy(rt);
+}
+END_TEST
+
+/* A syntax error on line 3 of the user's source is reported at <tile_fn>(3). */
+START_TEST(test_syntax_error_line) {
+  clcrt_runtime *rt = rt_new("sm_90a");
+  clcrt_tile_desc d = scale_desc();
+  d.source =
+      "struct ScaleArgs { float *x; long n; float alpha; };\n"
+      "__device__ void scale_tile(const clcrt::Tile &t, const ScaleArgs &a) {\n"
+      "  long i = (long)t.linear * blockDim.x + threadIdx.x +;\n"
+      "  if (i < a.n) a.x[i] *= a.alpha;\n"
+      "}\n";
+  EXPECT_FAIL(rt, &d, CLCRT_E_COMPILE, "scale_tile(3)", "error", "sm_90a");
+  ck_assert_msg(!strstr(clcrt_errmsg(rt), "hint"), "a user error must not blame the entry: %s", clcrt_errmsg(rt));
+  /* An undeclared name on line 4. */
+  d.source =
+      "struct ScaleArgs { float *x; long n; float alpha; };\n"
+      "__device__ void scale_tile(const clcrt::Tile &t, const ScaleArgs &a) {\n"
+      "  long i = (long)t.linear * blockDim.x + threadIdx.x;\n"
+      "  if (i < a.n) a.x[i] *= beta;\n"
+      "}\n";
+  EXPECT_FAIL(rt, &d, CLCRT_E_COMPILE, "scale_tile(4)", "beta");
+  clcrt_runtime_destroy(rt);
+}
+END_TEST
+
+START_TEST(test_bad_names) {
+  clcrt_runtime *rt = rt_new("sm_90a");
+  clcrt_tile_desc d = scale_desc();
+  d.tile_fn = "scale_tiles";
+  EXPECT_FAIL(rt, &d, CLCRT_E_INVALID, "\"scale_tiles\"", "does not appear");
+  d.tile_fn = NULL;
+  EXPECT_FAIL(rt, &d, CLCRT_E_INVALID, "desc->tile_fn is NULL");
+  d.tile_fn = "scale_tile(); int x";
+  EXPECT_FAIL(rt, &d, CLCRT_E_INVALID, "desc->tile_fn", "not a C++ function name");
+  d.tile_fn = "";
+  EXPECT_FAIL(rt, &d, CLCRT_E_INVALID, "desc->tile_fn", "not a C++ function name");
+  d = scale_desc();
+  d.args_type = "ScaleArg";
+  EXPECT_FAIL(rt, &d, CLCRT_E_INVALID, "\"ScaleArg\"", "does not appear");
+  d.args_type = NULL;
+  EXPECT_FAIL(rt, &d, CLCRT_E_INVALID, "desc->args_type is NULL");
+  d.args_type = "ScaleArgs*";
+  EXPECT_FAIL(rt, &d, CLCRT_E_INVALID, "desc->args_type", "not a C++ type name");
+  clcrt_runtime_destroy(rt);
+}
+END_TEST
+
+/* A tile function of the wrong signature fails in the generated entry, with the hint. */
+START_TEST(test_wrong_signature) {
+  clcrt_runtime *rt = rt_new("sm_90a");
+  clcrt_tile_desc d = scale_desc();
+  d.source =
+      "struct ScaleArgs { float *x; long n; float alpha; };\n"
+      "__device__ void scale_tile(const ScaleArgs &a, int i) { if (i < a.n) a.x[i] *= a.alpha; }\n";
+  EXPECT_FAIL(rt, &d, CLCRT_E_COMPILE, "clcrt_entry", "hint", "signature");
+  /* A name that appears only in a comment passes the cheap check, then NVRTC names it. */
+  d.source =
+      "struct ScaleArgs { float *x; long n; float alpha; };\n"
+      "// scale_tile is not defined here\n";
+  EXPECT_FAIL(rt, &d, CLCRT_E_COMPILE, "clcrt_entry", "scale_tile");
+  /* The tile function without its State parameter while a prologue is given. */
+  d.source = STATE_SRC;
+  d.tile_fn = "scale_tile_nostate";
+  d.source =
+      "struct ScaleArgs { float *x; long n; float alpha; };\n"
+      "struct ScaleState { float alpha; };\n"
+      "__device__ void scale_prologue(const ScaleArgs &a, ScaleState &s) { s.alpha = a.alpha; }\n"
+      "__device__ void scale_tile_nostate(const clcrt::Tile &t, const ScaleArgs &a) {}\n";
+  d.state_type = "ScaleState";
+  d.prologue_fn = "scale_prologue";
+  EXPECT_FAIL(rt, &d, CLCRT_E_COMPILE, "clcrt_entry", "hint");
+  clcrt_runtime_destroy(rt);
+}
+END_TEST
+
+START_TEST(test_bad_block) {
+  clcrt_runtime *rt = rt_new("sm_90a");
+  clcrt_tile_desc d = scale_desc();
+  static const clcrt_dim3 zero[] = {{0, 1, 1}, {128, 0, 1}, {128, 1, 0}, {0, 0, 0}};
+  for (int i = 0; i < 4; i++) {
+    d.block = zero[i];
+    EXPECT_FAIL(rt, &d, CLCRT_E_INVALID, "zero dimension", "block");
+  }
+  d.block = (clcrt_dim3){1025, 1, 1};
+  EXPECT_FAIL(rt, &d, CLCRT_E_INVALID, "1025 threads", "1024");
+  d.block = (clcrt_dim3){64, 32, 2};
+  EXPECT_FAIL(rt, &d, CLCRT_E_INVALID, "4096 threads", "1024");
+  d.block = (clcrt_dim3){65536, 65536, 1}; /* the product overflows 32 bits */
+  EXPECT_FAIL(rt, &d, CLCRT_E_INVALID, "4294967296 threads", "1024");
+  clcrt_runtime_destroy(rt);
+}
+END_TEST
+
+START_TEST(test_bad_cluster) {
+  clcrt_runtime *rt = rt_new("sm_90a");
+  clcrt_tile_desc d = scale_desc();
+  static const clcrt_dim3 mixed[] = {{2, 0, 0}, {0, 1, 1}, {2, 1, 0}, {1, 0, 1}};
+  for (int i = 0; i < 4; i++) {
+    d.cluster = mixed[i];
+    EXPECT_FAIL(rt, &d, CLCRT_E_INVALID, "mixes zero and non-zero", "cluster");
+  }
+  d.cluster = (clcrt_dim3){17, 1, 1};
+  EXPECT_FAIL(rt, &d, CLCRT_E_INVALID, "17 CTAs", "16");
+  d.cluster = (clcrt_dim3){4, 4, 2};
+  EXPECT_FAIL(rt, &d, CLCRT_E_INVALID, "32 CTAs", "16");
+  d.cluster = (clcrt_dim3){65536, 65536, 2}; /* the product overflows 32 bits */
+  EXPECT_FAIL(rt, &d, CLCRT_E_INVALID, "8589934592 CTAs", "16");
+  clcrt_runtime_destroy(rt);
+}
+END_TEST
+
+START_TEST(test_clc_on_sm90) {
+  clcrt_runtime *rt = rt_new("sm_90a");
+  clcrt_tile_desc d = scale_desc();
+  d.sched = CLCRT_SCHED_CLC;
+  EXPECT_FAIL(rt, &d, CLCRT_E_UNSUPPORTED, "sm_90a", "CLCRT_SCHED_CLC", "sm_100");
+  clcrt_runtime_destroy(rt);
+}
+END_TEST
+
+START_TEST(test_bad_target_arch) {
+  static const char *const malformed[] = {"sm90", "sm_", "compute_90", "sm_90x", "", "sm_90aa", "SM_90", " sm_90"};
+  for (size_t i = 0; i < sizeof malformed / sizeof *malformed; i++)
+    EXPECT_CREATE_FAIL(malformed[i], CLCRT_E_INVALID, "target_arch", "not an architecture", "sm_90a");
+  /* Well formed, not supported: the message lists what is. */
+  EXPECT_CREATE_FAIL("sm_50", CLCRT_E_UNSUPPORTED, "sm_50", "supports", "sm_90", "sm_100");
+  EXPECT_CREATE_FAIL("sm_999", CLCRT_E_UNSUPPORTED, "sm_999", "supports", "sm_90", "sm_100");
+  /* Known to NVRTC, too old for clusters. */
+  EXPECT_CREATE_FAIL("sm_80", CLCRT_E_UNSUPPORTED, "sm_80", "sm_90");
+  EXPECT_CREATE_FAIL("sm_80a", CLCRT_E_UNSUPPORTED, "sm_80a", "sm_90");
+  EXPECT_CREATE_FAIL("sm_90f", CLCRT_E_UNSUPPORTED, "sm_90f", "sm_100");
+}
+END_TEST
+
+START_TEST(test_good_target_arch) {
+  static const char *const ok[] = {"sm_90", "sm_90a", "sm_100", "sm_100a", "sm_100f"};
+  for (size_t i = 0; i < sizeof ok / sizeof *ok; i++) {
+    clcrt_runtime *rt = rt_new(ok[i]);
+    ck_assert_str_eq(clcrt_errmsg(rt), "no error");
+    clcrt_runtime_destroy(rt);
+  }
+}
+END_TEST
+
+START_TEST(test_bad_state) {
+  clcrt_runtime *rt = rt_new("sm_90a");
+  clcrt_tile_desc d = scale_desc();
+  d.source = STATE_SRC;
+  d.tile_fn = "scale_state_tile";
+  d.state_type = "ScaleState";
+  EXPECT_FAIL(rt, &d, CLCRT_E_INVALID, "state_type", "prologue_fn", "go together");
+  d.state_type = NULL;
+  d.prologue_fn = "scale_prologue";
+  EXPECT_FAIL(rt, &d, CLCRT_E_INVALID, "state_type", "prologue_fn", "go together");
+  d.state_type = "NoSuchState";
+  EXPECT_FAIL(rt, &d, CLCRT_E_INVALID, "\"NoSuchState\"");
+  d.state_type = "ScaleState";
+  d.prologue_fn = "no_such_prologue";
+  EXPECT_FAIL(rt, &d, CLCRT_E_INVALID, "\"no_such_prologue\"");
+  clcrt_runtime_destroy(rt);
+}
+END_TEST
+
+START_TEST(test_bad_options) {
+  clcrt_runtime *rt = rt_new("sm_90a");
+  clcrt_tile_desc d = scale_desc();
+  const char *with_null[] = {"-DX=1", NULL};
+  d.options = with_null;
+  d.num_options = 2;
+  EXPECT_FAIL(rt, &d, CLCRT_E_INVALID, "desc->options[1] is NULL");
+  d.options = NULL;
+  d.num_options = 1;
+  EXPECT_FAIL(rt, &d, CLCRT_E_INVALID, "desc->options", "1 options");
+  d.options = with_null;
+  d.num_options = -1;
+  EXPECT_FAIL(rt, &d, CLCRT_E_INVALID, "desc->options", "-1 options");
+  static const char *const arch_opts[] = {"-arch=sm_80", "--gpu-architecture=compute_90", "-arch", "-rdc=true",
+                                          "--relocatable-device-code=true", "-dc", "-gencode"};
+  for (size_t i = 0; i < sizeof arch_opts / sizeof *arch_opts; i++) {
+    const char *o[] = {"-DX=1", arch_opts[i]};
+    d.options = o;
+    d.num_options = 2;
+    EXPECT_FAIL(rt, &d, CLCRT_E_INVALID, "desc->options[1]", arch_opts[i], "target_arch");
+  }
+  /* An option NVRTC does not know is NVRTC's to refuse. */
+  const char *unknown[] = {"--no-such-option"};
+  d.options = unknown;
+  d.num_options = 1;
+  EXPECT_FAIL(rt, &d, CLCRT_E_COMPILE, "no-such-option");
+  clcrt_runtime_destroy(rt);
+}
+END_TEST
+
+START_TEST(test_bad_smem) {
+  clcrt_runtime *rt = rt_new("sm_90a");
+  clcrt_tile_desc d = scale_desc();
+  d.smem_bytes = 227 * 1024 + 1;
+  EXPECT_FAIL(rt, &d, CLCRT_E_INVALID, "232449", "232448", "sm_90a");
+  d.smem_bytes = ~0u;
+  EXPECT_FAIL(rt, &d, CLCRT_E_INVALID, "4294967295", "232448");
+  clcrt_runtime_destroy(rt);
+  rt = rt_new("sm_100a");
+  d.smem_bytes = 300 * 1024;
+  EXPECT_FAIL(rt, &d, CLCRT_E_INVALID, "307200", "sm_100a");
+  clcrt_runtime_destroy(rt);
+}
+END_TEST
+
+START_TEST(test_bad_sched_grid) {
+  clcrt_runtime *rt = rt_new("sm_100a");
+  clcrt_tile_desc d = scale_desc();
+  d.sched = (clcrt_sched)7;
+  EXPECT_FAIL(rt, &d, CLCRT_E_INVALID, "desc->sched is 7");
+  d.sched = (clcrt_sched)-1;
+  EXPECT_FAIL(rt, &d, CLCRT_E_INVALID, "desc->sched is -1");
+  d.sched = CLCRT_SCHED_STEAL;
+  d.grid = (clcrt_grid)9;
+  EXPECT_FAIL(rt, &d, CLCRT_E_INVALID, "desc->grid is 9");
+  d.sched = CLCRT_SCHED_FIXED;
+  d.grid = CLCRT_GRID_PERSISTENT;
+  EXPECT_FAIL(rt, &d, CLCRT_E_INVALID, "desc->grid", "CLCRT_SCHED_STEAL only", "full");
+  d.sched = CLCRT_SCHED_CLC;
+  EXPECT_FAIL(rt, &d, CLCRT_E_INVALID, "desc->grid", "CLCRT_SCHED_STEAL only", "full");
+  d.sched = CLCRT_SCHED_STATIC;
+  d.grid = CLCRT_GRID_FULL;
+  EXPECT_FAIL(rt, &d, CLCRT_E_INVALID, "desc->grid", "CLCRT_SCHED_STEAL only", "persistent");
+  clcrt_runtime_destroy(rt);
+}
+END_TEST
+
+/* A failed registration leaves the runtime usable, and a later success does not keep the
+ * old message around as if it were current. */
+START_TEST(test_failure_then_success) {
+  clcrt_runtime *rt = rt_new("sm_90a");
+  clcrt_tile_desc d = scale_desc();
+  d.sched = CLCRT_SCHED_CLC;
+  EXPECT_FAIL(rt, &d, CLCRT_E_UNSUPPORTED, "sm_90a");
+  d.sched = CLCRT_SCHED_FIXED;
+  clcrt_kernel *k = NULL;
+  clcrt_status st = clcrt_register(rt, &d, &k);
+  ck_assert_msg(st == CLCRT_OK, "%s", clcrt_errmsg(rt));
+  ck_assert_ptr_nonnull(k);
+  clcrt_runtime_destroy(rt);
+}
+END_TEST
+
+/* ---- no driver, status table, streams ---- */
+
+START_TEST(test_no_driver) {
+  clcrt__driver_pretend_missing(1);
+  clcrt_runtime *rt = NULL;
+  clcrt_status st = clcrt_runtime_create(&rt, NULL);
+  ck_assert_msg(st == CLCRT_E_NO_DEVICE, "got %s", clcrt_status_name(st));
+  ck_assert_msg(rt != NULL, "the failed handle must be returned so that clcrt_errmsg can explain");
+  ck_assert_msg(strstr(clcrt_errmsg(rt), "target_arch"), "message does not point at target_arch: %s",
+                clcrt_errmsg(rt));
+  ck_assert_msg(strstr(clcrt_errmsg(rt), "libcuda.so.1"), "message does not name the driver: %s", clcrt_errmsg(rt));
+  clcrt_runtime_destroy(rt);
+  /* With options and a device ordinal, the same. */
+  clcrt_runtime_opts o = CLCRT_RUNTIME_OPTS_INIT;
+  o.device = 3;
+  rt = NULL;
+  ck_assert_int_eq(clcrt_runtime_create(&rt, &o), CLCRT_E_NO_DEVICE);
+  ck_assert_ptr_nonnull(rt);
+  ck_assert_msg(strstr(clcrt_errmsg(rt), "target_arch"), "%s", clcrt_errmsg(rt));
+  clcrt_runtime_destroy(rt);
+  /* Compile-only runtimes never touch the driver. */
+  rt = rt_new("sm_90a");
+  clcrt_runtime_destroy(rt);
+  clcrt__driver_pretend_missing(0);
+}
+END_TEST
+
+/* The real path: where libcuda.so.1 cannot be loaded (this CI machine) it must be
+ * CLCRT_E_NO_DEVICE pointing at target_arch; where a driver loads, a GPU-less or pre-sm_90
+ * machine still gets a clear status, and a machine with a usable GPU has nothing to check. */
+START_TEST(test_no_driver_real) {
+  void *h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+  int have_driver = h != NULL;
+  if (h) dlclose(h);
+  clcrt_runtime *rt = NULL;
+  clcrt_status st = clcrt_runtime_create(&rt, NULL);
+  ck_assert_ptr_nonnull(rt);
+  if (!have_driver) {
+    ck_assert_msg(st == CLCRT_E_NO_DEVICE, "no libcuda.so.1, yet %s: %s", clcrt_status_name(st), clcrt_errmsg(rt));
+    ck_assert_msg(strstr(clcrt_errmsg(rt), "libcuda.so.1") && strstr(clcrt_errmsg(rt), "target_arch"),
+                  "message does not name the driver and target_arch: %s", clcrt_errmsg(rt));
+  } else if (st == CLCRT_OK) {
+    printf("test_no_driver_real: this machine has a usable GPU (%s): nothing to check\n", clcrt_runtime_arch(rt));
+    fflush(stdout);
+  } else if (st == CLCRT_E_NO_DEVICE) {
+    ck_assert_msg(strstr(clcrt_errmsg(rt), "target_arch"), "message does not point at target_arch: %s",
+                  clcrt_errmsg(rt));
+  } else {
+    ck_assert_msg(st == CLCRT_E_UNSUPPORTED, "got %s: %s", clcrt_status_name(st), clcrt_errmsg(rt));
+  }
+  clcrt_runtime_destroy(rt);
+}
+END_TEST
+
+START_TEST(test_status_table) {
+  static const clcrt_status all[] = {
+#define X(name, msg) CLCRT_##name,
+      CLCRT_STATUS_MAP(X)
+#undef X
+  };
+  const int n = (int)(sizeof all / sizeof *all);
+  ck_assert_int_eq(n, CLCRT_STATUS_COUNT_);
+  ck_assert_int_eq(CLCRT_OK, 0);
+  ck_assert_str_eq(clcrt_status_name(CLCRT_OK), "CLCRT_OK");
+  ck_assert_str_eq(clcrt_status_name(CLCRT_E_COMPILE), "CLCRT_E_COMPILE");
+  for (int i = 0; i < n; i++) {
+    ck_assert_int_eq(all[i], i);
+    const char *name = clcrt_status_name(all[i]), *str = clcrt_status_str(all[i]);
+    ck_assert_ptr_nonnull(name);
+    ck_assert_ptr_nonnull(str);
+    ck_assert_msg(strncmp(name, "CLCRT_", 6) == 0 && strlen(name) > 6, "status %d: name \"%s\"", i, name);
+    ck_assert_msg(strlen(str) > 3, "status %d: message \"%s\"", i, str);
+    ck_assert_str_ne(name, "CLCRT_E_UNKNOWN");
+    for (int j = 0; j < i; j++) {
+      ck_assert_str_ne(name, clcrt_status_name(all[j]));
+      ck_assert_str_ne(str, clcrt_status_str(all[j]));
+    }
+  }
+  static const int unknown[] = {CLCRT_STATUS_COUNT_, -1, 1000, 0x7fffffff};
+  for (int i = 0; i < 4; i++) {
+    ck_assert_str_eq(clcrt_status_name((clcrt_status)unknown[i]), "CLCRT_E_UNKNOWN");
+    ck_assert_str_eq(clcrt_status_str((clcrt_status)unknown[i]), "unknown status code");
+  }
+}
+END_TEST
+
+START_TEST(test_compile_only_refuses_streams) {
+  clcrt_runtime *rt = rt_new("sm_100a");
+  clcrt_stream *s = (clcrt_stream *)&s;
+  ck_assert_int_eq(clcrt_stream_create(rt, NULL, &s), CLCRT_E_UNSUPPORTED);
+  ck_assert_ptr_null(s);
+  ck_assert_msg(strstr(clcrt_errmsg(rt), "only compiles") && strstr(clcrt_errmsg(rt), "sm_100a"), "%s",
+                clcrt_errmsg(rt));
+  ck_assert_int_eq(clcrt_stream_create(NULL, NULL, &s), CLCRT_E_INVALID);
+  ck_assert_int_eq(clcrt_stream_create(rt, NULL, NULL), CLCRT_E_INVALID);
+  clcrt_runtime_destroy(rt);
+}
+END_TEST
+
+/* Not an assertion: the cold compile time of the README example, for the log. */
+START_TEST(test_cold_compile_time) {
+  static const char *const archs[] = {"sm_90a", "sm_100a"};
+  for (int a = 0; a < 2; a++) {
+    clcrt_runtime *rt = rt_new(archs[a]);
+    clcrt_tile_desc d = scale_desc();
+    clcrt_kernel *k = NULL;
+    struct timespec w0, w1;
+    clock_gettime(CLOCK_MONOTONIC, &w0);
+    clcrt_status st = clcrt_register(rt, &d, &k);
+    clock_gettime(CLOCK_MONOTONIC, &w1);
+    ck_assert_msg(st == CLCRT_OK, "%s", clcrt_errmsg(rt));
+    clcrt_kernel_info info = CLCRT_KERNEL_INFO_INIT;
+    ck_assert_int_eq(clcrt_kernel_info_get(k, &info), CLCRT_OK);
+    const void *cubin;
+    size_t size;
+    ck_assert_int_eq(clcrt_kernel_cubin(k, &cubin, &size), CLCRT_OK);
+    double wall = (double)(w1.tv_sec - w0.tv_sec) * 1e3 + (double)(w1.tv_nsec - w0.tv_nsec) / 1e6;
+    printf("cold compile of the README example for %s (%s, %u threads): NVRTC %.1f ms, clcrt_register %.1f ms; "
+           "%d registers, %zu-byte cubin\n",
+           archs[a], info.name, info.block.x, info.compile_ms, wall, info.registers, size);
+    fflush(stdout);
+    clcrt_runtime_destroy(rt);
+  }
+}
+END_TEST
+
+static Suite *core_suite(void) {
+  Suite *s = suite_create("core");
+  TCase *tc = tcase_create("matrix");
+  tcase_add_loop_test(tc, test_matrix, 0, MATRIX_SM100 + MATRIX_SM90);
+  tcase_add_test(tc, test_steal_full_grid_options);
+  tcase_add_test(tc, test_namespaced_names);
+  tcase_add_test(tc, test_desc_older_size);
+  tcase_add_test(tc, test_info_small_struct);
+  suite_add_tcase(s, tc);
+
+  tc = tcase_create("bad_input");
+  tcase_add_test(tc, test_bad_handles);
+  tcase_add_test(tc, test_bad_desc_size);
+  tcase_add_test(tc, test_bad_source);
+  tcase_add_test(tc, test_syntax_error_line);
+  tcase_add_test(tc, test_bad_names);
+  tcase_add_test(tc, test_wrong_signature);
+  tcase_add_test(tc, test_bad_block);
+  tcase_add_test(tc, test_bad_cluster);
+  tcase_add_test(tc, test_clc_on_sm90);
+  tcase_add_test(tc, test_bad_target_arch);
+  tcase_add_test(tc, test_good_target_arch);
+  tcase_add_test(tc, test_bad_state);
+  tcase_add_test(tc, test_bad_options);
+  tcase_add_test(tc, test_bad_smem);
+  tcase_add_test(tc, test_bad_sched_grid);
+  tcase_add_test(tc, test_failure_then_success);
+  suite_add_tcase(s, tc);
+
+  tc = tcase_create("runtime");
+  tcase_add_test(tc, test_no_driver);
+  tcase_add_test(tc, test_no_driver_real);
+  tcase_add_test(tc, test_status_table);
+  tcase_add_test(tc, test_compile_only_refuses_streams);
+  tcase_add_test(tc, test_cold_compile_time);
+  suite_add_tcase(s, tc);
+  return s;
+}
+
+int main(void) {
+  SRunner *sr = srunner_create(core_suite());
+  srunner_run_all(sr, CK_NORMAL);
+  int failed = srunner_ntests_failed(sr);
+  srunner_free(sr);
+  return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+}
