@@ -299,3 +299,35 @@ clcrt_status clcrt_cache_stats_get(const clcrt_runtime *rt, clcrt_cache_stats *o
   memcpy(out, &s, n);
   return CLCRT_OK;
 }
+
+/* The description's own key, for a memory-cache lookup before clcrt__build_prepare (which
+ * builds the translation unit and stats the toolkit: several microseconds). It hashes
+ * the description as given, field by field, so two descriptions that differ in any way
+ * (even ones that resolve to the same build) get different keys; that only costs a
+ * slower path, never a wrong kernel. A runtime may map it to a kernel only when that
+ * kernel's content key was cacheable: what can change behind a description (headers in
+ * -I directories, quoted includes) makes a build uncacheable, and then the slow path
+ * runs every time. Returns 0 when d cannot be hashed (bad size). */
+int clcrt__desc_key(const clcrt_tile_desc *d, uint8_t key[CLCRT__KEY_BYTES]) {
+  if (!d || d->size < offsetof(clcrt_tile_desc, num_options) + sizeof d->num_options ||
+      d->size > sizeof(clcrt_tile_desc))
+    return 0;
+  clcrt_tile_desc f = CLCRT_TILE_DESC_INIT;
+  memcpy(&f, d, d->size);
+  if (f.num_options < 0 || (f.num_options > 0 && !f.options)) return 0;
+  clcrt__sha256_ctx c;
+  clcrt__sha256_init(&c);
+  clcrt__sha256_str(&c, "clcrt-desc-key-1");
+  clcrt__sha256_str(&c, f.source);
+  clcrt__sha256_str(&c, f.tile_fn);
+  clcrt__sha256_str(&c, f.args_type);
+  clcrt__sha256_str(&c, f.state_type);
+  clcrt__sha256_str(&c, f.prologue_fn);
+  clcrt__sha256_str(&c, f.include_digest);
+  uint32_t v[11] = {f.block.x,   f.block.y,     f.block.z,          f.cluster.x,        f.cluster.y,
+                    f.cluster.z, f.smem_bytes,  (uint32_t)f.sched, (uint32_t)f.grid, (uint32_t)f.num_options, 0};
+  clcrt__sha256_field(&c, v, sizeof v);
+  for (int i = 0; i < f.num_options; i++) clcrt__sha256_str(&c, f.options[i]);
+  clcrt__sha256_final(&c, key);
+  return 1;
+}

@@ -16,6 +16,11 @@ void clcrt__cache_fini(clcrt_runtime *rt);
  * (headers the runtime cannot hash and no include_digest). */
 int clcrt__cache_key(clcrt_runtime *rt, const clcrt__build *b, uint8_t key[CLCRT__KEY_BYTES]);
 
+/* Added by the cache (issue 5) for register.c: a key of the description itself, so that a
+ * memory hit can skip clcrt__build_prepare and clcrt__cache_key (see cache.c for when it
+ * may be used). 1 on success, 0 when d cannot be hashed. */
+int clcrt__desc_key(const clcrt_tile_desc *d, uint8_t key[CLCRT__KEY_BYTES]);
+
 /* Looks the key up on disk. Returns 1 on a hit, with b->cubin (and b->ptx when stored)
  * filled through clcrt__malloc; 0 on a miss (a damaged entry is a miss). */
 int clcrt__disk_get(clcrt_runtime *rt, const uint8_t key[CLCRT__KEY_BYTES], clcrt__build *b);
