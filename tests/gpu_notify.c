@@ -193,6 +193,42 @@ START_TEST(notify_many_rounds) {
 }
 END_TEST
 
+/* After a fault the context is dead. Whether the driver still runs the host functions
+ * queued behind the faulting kernel decides whether a loop waiting on a notification can
+ * hang: this records what the driver does, and checks that the process survives. */
+static int g_fault_calls;
+static void on_fault(void *user, clcrt_status st) {
+  (void)user, (void)st;
+  g_fault_calls++;
+}
+static void on_fault_timeout(uv_timer_t *t) { uv_stop(t->loop); }
+
+START_TEST(notify_after_a_fault) {
+  if (gpu_under_sanitizer()) return;
+  clcrt_runtime *rt = gpu_runtime();
+  clcrt_kernel *k = reg(rt);
+  clcrt_stream *s = NULL;
+  ck_assert_int_eq(clcrt_stream_create(rt, NULL, &s), CLCRT_OK);
+  CUdeviceptr dc = gpu_alloc(4);
+  gpu_fill_u8(dc, 0, 4);
+  uv_loop_t loop;
+  uv_loop_init(&loop);
+  uv_timer_t timer;
+  uv_timer_init(&loop, &timer);
+  uv_timer_start(&timer, on_fault_timeout, 3000, 0);
+  uv_unref((uv_handle_t *)&timer);
+  NotifyArgs a = {(CUdeviceptr)16, 1 << 20, 2.0f, dc, 0}; /* writes through a bad pointer */
+  run(s, k, &a);
+  ck_assert_int_eq(clcrt_run_notify(s, &loop, on_fault, NULL), CLCRT_OK);
+  double t0 = clcrt__now_ms();
+  uv_run(&loop, UV_RUN_DEFAULT);
+  printf("gpu_notify: after a fault the callback %s (%.0f ms)\n",
+         g_fault_calls ? "was delivered" : "did not come within 3 s", clcrt__now_ms() - t0);
+  fflush(stdout);
+  ck_assert_int_le(g_fault_calls, 1);
+}
+END_TEST
+
 int main(void) {
   gpu_skip_if_absent("gpu_notify");
   Suite *s = suite_create("gpu_notify");
@@ -201,6 +237,7 @@ int main(void) {
   tcase_add_test(t, notify_after_runs);
   tcase_add_test(t, notify_waits_for_a_slow_kernel);
   tcase_add_test(t, notify_many_rounds);
+  tcase_add_test(t, notify_after_a_fault);
   suite_add_tcase(s, t);
   SRunner *sr = srunner_create(s);
   srunner_run_all(sr, CK_NORMAL);
