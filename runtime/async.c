@@ -16,12 +16,18 @@
  * calls uv_async_send: host functions run on a driver thread that must not call CUDA and
  * should not be held up, and uv_async_send is the one libuv call that is safe from any
  * thread. The callback then runs on the loop. Each notification has its own uv_async_t,
- * so signals are never coalesced into one. */
+ * so signals are never coalesced into one.
+ *
+ * After a device fault the driver does not run the host functions queued behind it, so
+ * a notification would never come and its handle would keep the loop alive for ever.
+ * The stream fails such notifications with clcrt__notify_fail (async.h) when it sees
+ * the error: in clcrt_stream_sync and clcrt_stream_destroy. */
 #include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 #include <uv.h>
 
+#include "async.h"
 #include "checks.h"
 #include "internal.h"
 
@@ -151,24 +157,69 @@ clcrt_status clcrt_register_async(clcrt_runtime *rt, const clcrt_tile_desc *d, u
 
 /* ---- completions on a loop ---------------------------------------------------------- */
 
+/* A notification is shared by the driver's thread (the host function) and the loop (the
+ * handle), and after a device fault the host function never runs at all (measured on an
+ * H100, driver 580). Pending notifications are therefore listed, so that the stream can
+ * fail them (clcrt__notify_fail), and each is freed by whichever side finishes last. */
 typedef struct notify_req {
   uv_async_t async;
   clcrt_notify_cb cb;
   void *user;
+  const clcrt_stream *stream;
+  clcrt_status st;
+  struct notify_req *prev, *next; /* the pending list, while listed */
+  int listed, host_pending, closed;
 } notify_req;
 
-static void notify_closed(uv_handle_t *h) { clcrt__free(h->data); }
+static pthread_mutex_t g_notify_lock = PTHREAD_MUTEX_INITIALIZER;
+static notify_req *g_pending;
+
+static void unlist(notify_req *n) {
+  if (n->prev) n->prev->next = n->next;
+  else g_pending = n->next;
+  if (n->next) n->next->prev = n->prev;
+  n->prev = n->next = NULL;
+  n->listed = 0;
+}
+
+static void notify_closed(uv_handle_t *h) {
+  notify_req *n = h->data;
+  pthread_mutex_lock(&g_notify_lock);
+  n->closed = 1;
+  int free_now = !n->host_pending;
+  pthread_mutex_unlock(&g_notify_lock);
+  if (free_now) clcrt__free(n);
+}
 
 static void notify_fired(uv_async_t *a) {
   notify_req *n = a->data;
-  n->cb(n->user, CLCRT_OK);
+  n->cb(n->user, n->st);
   uv_close((uv_handle_t *)&n->async, notify_closed);
 }
 
-/* Runs on the driver's thread once the stream reaches it. Nothing else happens here. */
+/* Runs on the driver's thread once the stream reaches it: a signal, nothing else. Exactly
+ * one of this and clcrt__notify_fail sends, whichever takes the notification off the list. */
 static void CUDA_CB notify_host(void *p) {
   notify_req *n = p;
-  uv_async_send(&n->async);
+  pthread_mutex_lock(&g_notify_lock);
+  n->host_pending = 0;
+  int send = n->listed, free_now = !n->listed && n->closed;
+  if (send) unlist(n);
+  if (send) uv_async_send(&n->async);
+  pthread_mutex_unlock(&g_notify_lock);
+  if (free_now) clcrt__free(n);
+}
+
+void clcrt__notify_fail(const clcrt_stream *s, clcrt_status st) {
+  pthread_mutex_lock(&g_notify_lock);
+  for (notify_req *n = g_pending, *next; n; n = next) {
+    next = n->next;
+    if (n->stream != s) continue;
+    unlist(n);
+    n->st = st;
+    uv_async_send(&n->async);
+  }
+  pthread_mutex_unlock(&g_notify_lock);
 }
 
 clcrt_status clcrt_run_notify(clcrt_stream *s, uv_loop_t *loop, clcrt_notify_cb cb, void *user) {
@@ -199,8 +250,21 @@ clcrt_status clcrt_run_notify(clcrt_stream *s, uv_loop_t *loop, clcrt_notify_cb 
     return clcrt__fail(rt, CLCRT_E_INVALID, "uv_async_init failed with %s: %s", uv_err_name(e), uv_strerror(e));
   }
   n->async.data = n;
+  n->stream = s;
+  n->st = CLCRT_OK;
+  /* Listed before the launch: the host function may run before cuLaunchHostFunc returns. */
+  pthread_mutex_lock(&g_notify_lock);
+  n->listed = n->host_pending = 1;
+  n->next = g_pending;
+  if (g_pending) g_pending->prev = n;
+  g_pending = n;
+  pthread_mutex_unlock(&g_notify_lock);
   CUresult r = rt->cu->cuLaunchHostFunc(cs, notify_host, n);
   if (r != CUDA_SUCCESS) {
+    pthread_mutex_lock(&g_notify_lock);
+    unlist(n);
+    n->host_pending = 0;
+    pthread_mutex_unlock(&g_notify_lock);
     uv_close((uv_handle_t *)&n->async, notify_closed); /* freed on the loop; cb never runs */
     return CLCRT__CU_FAIL(rt, r, cuLaunchHostFunc(cs, notify_host, n));
   }
