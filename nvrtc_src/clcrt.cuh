@@ -20,10 +20,10 @@
 // STEAL and CLC share one protocol over a ring of two response slots per CTA:
 //   full[s]   per CTA, arrival count 1: armed by the CTA itself (arrive.expect_tx 16) one
 //             use ahead, completed by the 16 response bytes;
-//   empty[s]  in the leader CTA (rank 0), one arrival per warp of the cluster: a warp
-//             arrives (release, cluster scope) once all its threads have read slot s, after
-//             a generic->async proxy fence, and the leader waits on it (acquire) before the
-//             next request may write slot s again.
+//   empty[s]  in the leader CTA (rank 0), one arrival per warp of the cluster: lane 0 of
+//             a warp reads slot s (one 128-bit load), fences generic->async proxy, arrives,
+//             and broadcasts the unit to its warp; the leader waits on empty[s] (and fences
+//             too) before the next request may write slot s again.
 // So the next request overwrites a slot only after every warp of the cluster read it, and
 // no cluster-wide barrier is needed per tile; the CTAs of a cluster drift by at most one
 // tile. Every warp reads the same slot for the same request, so all see the same failure.
@@ -122,6 +122,10 @@ __device__ __forceinline__ void wait_parity(unsigned bar, unsigned parity) {
 __device__ __forceinline__ void arrive_remote(unsigned cluster_bar) {
   asm volatile("mbarrier.arrive.shared::cluster.b64 _, [%0];" ::"r"(cluster_bar) : "memory");
 }
+__device__ __forceinline__ void st_shared_v4(unsigned addr, uint4 v) {
+  asm volatile("st.shared.v4.u32 [%0], {%1, %2, %3, %4};" ::"r"(addr), "r"(v.x), "r"(v.y), "r"(v.z), "r"(v.w)
+               : "memory");
+}
 __device__ __forceinline__ void arrive_local(unsigned bar) {
   asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(bar) : "memory");
 }
@@ -175,6 +179,12 @@ __device__ __forceinline__ void clc_try_cancel_multicast(unsigned slot, unsigned
       "r"(bar)
       : "memory");
 }
+__device__ __forceinline__ void clc_try_cancel(unsigned slot, unsigned bar) {
+  asm volatile("clusterlaunchcontrol.try_cancel.async.shared::cta.mbarrier::complete_tx::bytes.b128 [%0], [%1];" ::"r"(
+                   slot),
+               "r"(bar)
+               : "memory");
+}
 // Decodes a response: the x ctaid of the canceled cluster's first CTA, or NONE.
 __device__ __forceinline__ unsigned clc_first_ctaid_x(uint4 r) {
   unsigned ok, x;
@@ -203,13 +213,17 @@ struct Scheduler {
   static constexpr unsigned CS = CX * CY * CZ;
   static constexpr unsigned NWARPS = (NTHREADS + 31) / 32;
   static constexpr bool REQUESTS = SCHED == SCHED_STEAL || SCHED == SCHED_CLC;
+  // Whether responses arrive as async-proxy transactions (st.async, try_cancel). A 1-CTA
+  // STEAL kernel is launched without a cluster, where st.async is not allowed: its leader
+  // writes the slot with an ordinary store and a release-arrive on the full barrier.
+  static constexpr bool TX = !(SCHED == SCHED_STEAL && CS == 1);
 
   const Params &p;
   Ring *ring;
   unsigned tid, rank;
   uint3 rcoord;      // this CTA's coordinate in its cluster
   unsigned k;        // requests consumed so far by this CTA
-  unsigned pending;  // STEAL leader: the claim made before the current tile
+  unsigned pending;  // STEAL leader: the claim to publish as the next response
   unsigned units_run;
   bool leader;       // the one thread of the cluster that makes requests
 
@@ -241,8 +255,10 @@ struct Scheduler {
         ptx::mbar_init(empty_addr(1), CS * NWARPS);
       }
       ptx::fence_mbar_init();
-      ptx::arrive_expect_tx(full_addr(0), 16);
-      ptx::arrive_expect_tx(full_addr(1), 16);
+      if (TX) {
+        ptx::arrive_expect_tx(full_addr(0), 16);
+        ptx::arrive_expect_tx(full_addr(1), 16);
+      }
     }
     if (CS > 1)
       ptx::cluster_sync();
@@ -269,8 +285,17 @@ struct Scheduler {
     unsigned s = n & 1;
     if (n >= 2) ptx::wait_parity(empty_addr(s), ((n >> 1) - 1) & 1);
     uint4 v = make_uint4(u, 0, 0, 0);
+    if (!TX) {
+      ptx::st_shared_v4(slot_addr(s), v);
+      ptx::arrive_local(full_addr(s));  // release: the store is seen by whoever waits
+      return;
+    }
+    // The slot was read through the generic proxy; order those reads (acquired through the
+    // empty barrier) before this async-proxy write.
+    ptx::fence_proxy_async();
 #pragma unroll
-    for (unsigned r = 0; r < CS; r++) ptx::st_async_v4(ptx::mapa(slot_addr(s), r), v, ptx::mapa(full_addr(s), r));
+    for (unsigned r = 0; r < CS; r++)
+      ptx::st_async_v4(ptx::mapa(slot_addr(s), r), v, ptx::mapa(full_addr(s), r));
   }
 
   __device__ __forceinline__ unsigned claim(bool first) {
@@ -281,52 +306,70 @@ struct Scheduler {
     return u < p.num_units ? u : NONE;
   }
 
-  // Reads response number k from this CTA's ring and hands the slot back.
+  // Reads response number k from this CTA's ring and hands the slot back. Lane 0 of each
+  // warp reads the 16 bytes with one 128-bit load after its CTA's barrier completed and
+  // broadcasts the decoded unit, so all lanes of all warps decode the same response.
   __device__ __forceinline__ unsigned consume() {
-    unsigned s = k & 1;
-    ptx::wait_parity(full_addr(s), (k >> 1) & 1);
-    uint4 v = ptx::ld_shared_v4(slot_addr(s));
-    ptx::fence_proxy_async();
-    if (tid == 0) ptx::arrive_expect_tx(full_addr(s), 16);  // arm the slot's next use
-    __syncwarp();
+    unsigned s = k & 1, u = 0;
     if ((tid & 31) == 0) {
+      ptx::wait_parity(full_addr(s), (k >> 1) & 1);
+      uint4 v = ptx::ld_shared_v4(slot_addr(s));
+      // The next write into this slot comes through the async proxy (st.async from the
+      // leader, or try_cancel): order this generic read before it. Without this fence the
+      // benchmark's check caught a response overwritten before it was read (2-CTA clusters).
+      if (TX) ptx::fence_proxy_async();
+      if (TX && tid == 0) ptx::arrive_expect_tx(full_addr(s), 16);  // arm the slot's next use
       if (CS > 1)
         ptx::arrive_remote(ptx::mapa(empty_addr(s), 0));
       else
         ptx::arrive_local(empty_addr(s));
+      // A STEAL response is {unit, 0, 0, 0}; summing the words keeps the load one 128-bit
+      // LDS (ptxas narrows it to 32 bits when only .x is used).
+      u = v.x + v.y + v.z + v.w;
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 1000
+      if (SCHED == SCHED_CLC) {
+        unsigned x = ptx::clc_first_ctaid_x(v);
+        u = x == NONE ? NONE : x / CX;
+      }
+#endif
     }
     k++;
-    // A STEAL response is {unit, 0, 0, 0}. Summing the words keeps the load one 128-bit
-    // LDS (ptxas narrows it to 32 bits when only .x is used), so no reader can ever see a
-    // response torn between two writes.
-    unsigned u = v.x + v.y + v.z + v.w;
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 1000
-    if (SCHED == SCHED_CLC) {
-      unsigned x = ptx::clc_first_ctaid_x(v);
-      u = x == NONE ? NONE : x / CX;
-    }
-#endif
-    return u;
+    return __shfl_sync(0xffffffffu, u, 0);
   }
 
-  // The first unit of this cluster.
+  // The first unit of this cluster. STEAL: the leader claims it, publishes it, and at
+  // once makes the next claim, so that claims run one tile ahead of the work.
   __device__ __forceinline__ unsigned first() {
     if (SCHED == SCHED_STEAL) {
-      if (leader) publish(0, claim(true));
+      if (leader) {
+        unsigned c = claim(true);
+        publish(0, c);
+        pending = c != NONE ? claim(false) : NONE;
+      }
       return consume();
     }
-    return ptx::sreg_clusterid_x();  // CLC, STATIC, FIXED: the cluster's own position
+    return CS > 1 ? ptx::sreg_clusterid_x() : blockIdx.x;  // CLC, STATIC, FIXED: the cluster's own position
   }
 
-  // Called before the current unit runs: starts getting the next one.
+  // Called before the current unit runs: the next unit is made available while this one
+  // runs. STEAL publishes the claim made one tile ago (its atomic has long returned) and
+  // makes the next claim, never after a failed one; CLC issues the hardware request.
   __device__ __forceinline__ void request_next() {
     if (!leader) return;
-    if (SCHED == SCHED_STEAL) pending = claim(false);
+    if (SCHED == SCHED_STEAL) {
+      unsigned c = pending;
+      publish(k, c);
+      pending = c != NONE ? claim(false) : NONE;
+    }
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 1000
     if (SCHED == SCHED_CLC) {
       unsigned s = k & 1;
       if (k >= 2) ptx::wait_parity(empty_addr(s), ((k >> 1) - 1) & 1);
-      ptx::clc_try_cancel_multicast(slot_addr(s), full_addr(s));
+      ptx::fence_proxy_async();
+      if (CS > 1)
+        ptx::clc_try_cancel_multicast(slot_addr(s), full_addr(s));
+      else
+        ptx::clc_try_cancel(slot_addr(s), full_addr(s));
     }
 #endif
   }
@@ -335,10 +378,9 @@ struct Scheduler {
   __device__ __forceinline__ unsigned next(unsigned u) {
     if (SCHED == SCHED_FIXED) return NONE;
     if (SCHED == SCHED_STATIC) {
-      unsigned n = u + ptx::sreg_nclusterid_x();
+      unsigned n = u + (CS > 1 ? ptx::sreg_nclusterid_x() : gridDim.x);
       return n < p.num_units && n > u ? n : NONE;
     }
-    if (SCHED == SCHED_STEAL && leader) publish(k, pending);
     return consume();
   }
 

@@ -215,8 +215,13 @@ clcrt_status clcrt__build_prepare(clcrt_runtime *rt, const clcrt_tile_desc *d, c
   sb_printf(&tu, "#line 1 \"%s\"\n", d->tile_fn);
   sb_puts(&tu, d->source);
   sb_puts(&tu, "\n#line 1 \"clcrt_entry\"\n");
-  sb_printf(&tu, "extern \"C\" __global__ void __launch_bounds__(%u) __cluster_dims__(%u, %u, %u)\n", nt,
-            b->cluster.x, b->cluster.y, b->cluster.z);
+  /* A 1-CTA cluster is launched as a plain grid: measured on the H100, an explicit
+   * __cluster_dims__(1,1,1) launch schedules CTAs markedly slower (README, benchmarks). */
+  if (b->cluster.x * b->cluster.y * b->cluster.z > 1)
+    sb_printf(&tu, "extern \"C\" __global__ void __launch_bounds__(%u) __cluster_dims__(%u, %u, %u)\n", nt,
+              b->cluster.x, b->cluster.y, b->cluster.z);
+  else
+    sb_printf(&tu, "extern \"C\" __global__ void __launch_bounds__(%u)\n", nt);
   sb_printf(&tu, "%s(const __grid_constant__ %s args, const __grid_constant__ clcrt::Params params) {\n",
             name.p ? name.p : "", d->args_type);
   if (d->state_type) {

@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "async.h"
 #include "checks.h"
 #include "internal.h"
 
@@ -79,7 +80,9 @@ void clcrt_stream_destroy(clcrt_stream *s) {
   if (enter(rt) == CLCRT_OK) {
     /* Wait for the stream's runs: they use the counter we are about to free. A faulted
      * context returns an error at once rather than hanging; nothing more to do then. */
-    rt->cu->cuStreamSynchronize(s->cu);
+    CUresult r = rt->cu->cuStreamSynchronize(s->cu);
+    /* Notifications still pending will never fire now: fail them on their loops. */
+    clcrt__notify_fail(s, r == CUDA_SUCCESS ? CLCRT_E_BUSY : CLCRT_E_CUDA);
     if (s->stats) rt->cu->cuMemFree(s->stats);
     rt->cu->cuMemFree(s->counter);
     if (s->owned) rt->cu->cuStreamDestroy(s->cu);
@@ -92,11 +95,14 @@ clcrt_status clcrt_stream_sync(clcrt_stream *s) {
   clcrt_status st = enter(s->rt);
   if (st != CLCRT_OK) return st;
   CUresult r = s->rt->cu->cuStreamSynchronize(s->cu);
-  if (r != CUDA_SUCCESS)
+  if (r != CUDA_SUCCESS) {
+    /* After a fault the driver never runs the host functions behind clcrt_run_notify. */
+    clcrt__notify_fail(s, CLCRT_E_CUDA);
     return clcrt__fail(s->rt, CLCRT_E_CUDA,
                        "the stream's work failed with %s: a tile function faulted or the launch was invalid; the "
                        "CUDA context is unusable after a fault (destroy the runtime)",
                        clcrt__cu_name(s->rt, r));
+  }
   return CLCRT_OK;
 }
 
@@ -117,7 +123,13 @@ static clcrt_status max_clusters(clcrt_runtime *rt, clcrt_kernel *k, int *out) {
   cfg.blockDimY = k->block.y;
   cfg.blockDimZ = k->block.z;
   cfg.sharedMemBytes = k->smem_bytes;
-  CU_CHECK(rt, cuOccupancyMaxActiveClusters(&n, k->fn, &cfg));
+  if (k->cluster_size == 1) {
+    /* 1-CTA kernels are launched without a cluster, for which the cluster query says 0. */
+    CU_CHECK(rt, cuOccupancyMaxActiveBlocksPerMultiprocessor(&n, k->fn, (int)k->nthreads, k->smem_bytes));
+    n *= rt->num_sms;
+  } else {
+    CU_CHECK(rt, cuOccupancyMaxActiveClusters(&n, k->fn, &cfg));
+  }
   if (n <= 0)
     return clcrt__fail(rt, CLCRT_E_INVALID,
                        "kernel %s: no cluster of %u CTAs x %u threads with %u bytes of dynamic shared memory fits on "
