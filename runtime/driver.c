@@ -5,6 +5,12 @@
 #include <stdio.h>
 #include <string.h>
 
+const char *const clcrt__driver_names[] = {
+#define CLCRT__DRV_NAME(name) #name,
+    CLCRT_DRIVER_MAP(CLCRT__DRV_NAME)
+#undef CLCRT__DRV_NAME
+        NULL};
+
 static clcrt__driver g_real;
 static const clcrt__driver *g_override;
 static int g_pretend_missing;

@@ -7,7 +7,11 @@
 #include <cuda.h>
 
 /* X(name): every driver entry point clcrt uses. The typedef comes from cuda.h's own
- * prototype (which maps e.g. cuMemAlloc to cuMemAlloc_v2), the string from the base name. */
+ * prototype (which maps e.g. cuMemAlloc to cuMemAlloc_v2), the string from the base name.
+ * cuGetProcAddress returns the newest ABI of a name for CUDA_VERSION, so only names whose
+ * cuda.h prototype IS that newest ABI may be listed: cuCtxSynchronize, for one, is not
+ * (cuda.h's is the 2.0 ABI, CUDA 13.0 returns cuCtxSynchronize_v2(CUcontext)). The test
+ * tests/test_driver.c guards this list against cudaTypedefs.h. */
 #define CLCRT_DRIVER_MAP(X)          \
   X(cuInit)                          \
   X(cuDriverGetVersion)              \
@@ -58,7 +62,7 @@
   X(cuEventSynchronize)              \
   X(cuEventElapsedTime)              \
   X(cuEventDestroy)                  \
-  X(cuCtxSynchronize)
+  X(cuOccupancyMaxActiveBlocksPerMultiprocessor)
 
 typedef struct clcrt__driver {
 #define CLCRT__DRV_FIELD(name) __typeof__(name) *name;
@@ -69,6 +73,9 @@ typedef struct clcrt__driver {
 /* Loads the driver once (thread-safe). Returns the table, or NULL with a sentence in
  * err saying why (no libcuda, too old, cuInit failed...). *cu_err gets cuInit's result. */
 const clcrt__driver *clcrt__driver_get(char *err, size_t errlen);
+
+/* The names in CLCRT_DRIVER_MAP, NULL-terminated (for tests). */
+extern const char *const clcrt__driver_names[];
 
 /* Tests: replace the table (NULL restores the real one). The real table is loaded first
  * when possible so that a test can copy it and change single entries. */
