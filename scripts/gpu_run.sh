@@ -8,7 +8,7 @@ mkdir -p "$OUT"
 export PATH=$PATH:/usr/local/cuda/bin
 B=${BUILD:-build}
 for step in "$@"; do
-  echo "=================== $step"
+  echo "=================== $step ($(date +%T))"
   case $step in
     info)
       nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv
@@ -29,6 +29,7 @@ for step in "$@"; do
           "$(grep -c MEMBAR "$OUT/$n.sass")" "$(grep -c UGETNEXTWORKID "$OUT/$n.sass")" \
           "$(grep -c SYNCS "$OUT/$n.sass")" "$(grep -c 'ATOM\|RED' "$OUT/$n.sass")"
       done
+echo "=================== end ($(date +%T))"
       (cd "$OUT" && tar czf sass.tgz *.sass && rm -f *.sass) ;;
     sanitize)
       for tool in memcheck racecheck synccheck; do
@@ -40,6 +41,7 @@ for step in "$@"; do
     bench)
       $B/bench/bench --json "$OUT/bench.json" 2>&1 | tee "$OUT/bench.log" ;;
     compare)
-      [ -x scripts/compare_gpu.sh ] && scripts/compare_gpu.sh 2>&1 | tee "$OUT/compare.log" ;;
+      scripts/compare_gpu.sh --tool $B/tool/clcrt $B/tool/cmp 2>&1 | tee "$OUT/compare.log" ;;
   esac
 done
+echo "=================== end ($(date +%T))"
