@@ -111,7 +111,7 @@ $(BUILD)/bench/bench: $(BENCH_SRCS:%.c=$(BUILD)/%.o) $(BUILD)/libclcrt.a
 examples: $(EXAMPLES)
 
 # Each suite runs in Check's fork mode, one process per test, with a timeout.
-TEST_ENV := CK_FORK=yes CK_DEFAULT_TIMEOUT=120 CLCRT_TEST_TOOL=$(BUILD)/clcrt CLCRT_TEST_BUILD=$(BUILD)
+TEST_ENV := CUDA_HOME=$(CUDA_HOME) CK_FORK=yes CK_DEFAULT_TIMEOUT=120 CLCRT_TEST_TOOL=$(BUILD)/clcrt CLCRT_TEST_BUILD=$(BUILD)
 
 test-cpu: all $(CPU_TESTS)
 	@set -e; for t in $(CPU_TESTS); do echo "== $$t"; $(TEST_ENV) $$t; done
@@ -135,7 +135,9 @@ demo: all $(BUILD)/examples/demo
 	$(BUILD)/examples/demo
 
 bench: all $(BUILD)/bench/bench
-	$(BUILD)/bench/bench
+	$(BUILD)/bench/bench --json $(BUILD)/bench.json
+	@python3 scripts/bench_chart.py $(BUILD)/bench.json $(BUILD)/bench.png 2>/dev/null && echo "chart: $(BUILD)/bench.png" || \
+	  echo "no chart: scripts/bench_chart.py needs python3 with matplotlib"
 
 fuzz-smoke: all
 	@if [ -x scripts/fuzz.sh ]; then scripts/fuzz.sh smoke; fi
