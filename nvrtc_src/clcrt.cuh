@@ -30,6 +30,22 @@
 // After a failed request no thread issues another.
 #pragma once
 
+// How far ahead a STEAL cluster claims (compile with -DCLCRT_STEAL_AHEAD=n to choose):
+//   0  the next unit is claimed when the current one ends: nothing is held back from other
+//      clusters, and the claim's latency is exposed once per unit (other CTAs on the SM
+//      hide it);
+//   1  claimed before the current unit runs, published after it: one unit held back;
+//   2  claimed one unit earlier still and published before the current unit runs: the
+//      response is always waiting, two units held back.
+// The default, chosen from the benchmark on the H100 (README, "Measured results"), is 0
+// for 1-CTA clusters (many resident CTAs per SM hide the claim, and holding nothing back
+// balances unequal tiles best: 0.956x one-block-per-tile on the skewed mix against 0.879x
+// with 1) and 1 for larger clusters (the broadcast to several CTAs is slower: 1.001x
+// against 0.967x on 4 KiB tiles with 2-CTA clusters).
+#ifndef CLCRT_STEAL_AHEAD
+#define CLCRT_STEAL_AHEAD (-1)
+#endif
+
 namespace clcrt {
 
 struct Tile {
@@ -217,6 +233,7 @@ struct Scheduler {
   // STEAL kernel is launched without a cluster, where st.async is not allowed: its leader
   // writes the slot with an ordinary store and a release-arrive on the full barrier.
   static constexpr bool TX = !(SCHED == SCHED_STEAL && CS == 1);
+  static constexpr int AHEAD = CLCRT_STEAL_AHEAD >= 0 ? CLCRT_STEAL_AHEAD : (CS == 1 ? 0 : 1);
 
   const Params &p;
   Ring *ring;
@@ -337,30 +354,32 @@ struct Scheduler {
     return __shfl_sync(0xffffffffu, u, 0);
   }
 
-  // The first unit of this cluster. STEAL: the leader claims it, publishes it, and at
-  // once makes the next claim, so that claims run one tile ahead of the work.
+  // The first unit of this cluster. STEAL: the leader claims it and publishes it (with
+  // look-ahead 2, it makes the next claim at once).
   __device__ __forceinline__ unsigned first() {
     if (SCHED == SCHED_STEAL) {
       if (leader) {
         unsigned c = claim(true);
         publish(0, c);
-        pending = c != NONE ? claim(false) : NONE;
+        if (AHEAD >= 2) pending = c != NONE ? claim(false) : NONE;
       }
       return consume();
     }
     return CS > 1 ? ptx::sreg_clusterid_x() : blockIdx.x;  // CLC, STATIC, FIXED: the cluster's own position
   }
 
-  // Called before the current unit runs: the next unit is made available while this one
-  // runs. STEAL publishes the claim made one tile ago (its atomic has long returned) and
-  // makes the next claim, never after a failed one; CLC issues the hardware request.
+  // Called before the current unit runs. STEAL with look-ahead 2 publishes the claim made
+  // one unit ago and makes the next; with 1 it makes the claim that next() publishes; a
+  // claim is never made after a failed one (the current unit is valid here). CLC issues
+  // the hardware request, whose latency hides behind the unit.
   __device__ __forceinline__ void request_next() {
     if (!leader) return;
-    if (SCHED == SCHED_STEAL) {
+    if (SCHED == SCHED_STEAL && AHEAD >= 2) {
       unsigned c = pending;
       publish(k, c);
       pending = c != NONE ? claim(false) : NONE;
     }
+    if (SCHED == SCHED_STEAL && AHEAD == 1) pending = claim(false);
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 1000
     if (SCHED == SCHED_CLC) {
       unsigned s = k & 1;
@@ -381,6 +400,7 @@ struct Scheduler {
       unsigned n = u + (CS > 1 ? ptx::sreg_nclusterid_x() : gridDim.x);
       return n < p.num_units && n > u ? n : NONE;
     }
+    if (SCHED == SCHED_STEAL && AHEAD < 2 && leader) publish(k, AHEAD == 1 ? pending : claim(false));
     return consume();
   }
 

@@ -67,6 +67,8 @@ static const clcrt_dim3 k_clusters[] = {{1, 1, 1}, {2, 1, 1}, {4, 1, 1}, {2, 2, 
 #define NVAR (int)(sizeof k_variants / sizeof k_variants[0])
 #define NCLU (int)(sizeof k_clusters / sizeof k_clusters[0])
 
+static const char *g_define; /* an extra NVRTC option for reg(), e.g. -DCLCRT_STEAL_AHEAD=0 */
+
 static clcrt_kernel *reg(clcrt_runtime *rt, clcrt_sched sched, clcrt_grid grid, clcrt_dim3 cluster, clcrt_dim3 block,
                          int prologue, unsigned smem, const char *src, const char *fn) {
   clcrt_tile_desc d = CLCRT_TILE_DESC_INIT;
@@ -78,6 +80,9 @@ static clcrt_kernel *reg(clcrt_runtime *rt, clcrt_sched sched, clcrt_grid grid, 
   d.sched = sched;
   d.grid = grid;
   d.smem_bytes = smem;
+  const char *opts[1] = {g_define};
+  d.options = opts;
+  d.num_options = g_define ? 1 : 0;
   if (prologue) {
     d.state_type = "CheckState";
     d.prologue_fn = "check_prologue";
@@ -267,6 +272,35 @@ START_TEST(test_stress) {
     bufs_check(&b, cls[c], reps, 0, "stress");
     bufs_free(&b);
   }
+  clcrt_stream_destroy(s);
+  clcrt_runtime_destroy(rt);
+}
+END_TEST
+
+/* Every STEAL look-ahead (nvrtc_src/clcrt.cuh) on every cluster shape, grids that do and
+ * do not divide, repeated runs on one stream. */
+START_TEST(test_ahead_variants) {
+  static const char *defs[] = {"-DCLCRT_STEAL_AHEAD=0", "-DCLCRT_STEAL_AHEAD=1", "-DCLCRT_STEAL_AHEAD=2"};
+  g_define = defs[_i / NCLU];
+  clcrt_dim3 cl = k_clusters[_i % NCLU];
+  clcrt_runtime *rt = gpu_runtime();
+  clcrt_stream *s = NULL;
+  ck_assert_int_eq(clcrt_stream_create(rt, NULL, &s), CLCRT_OK);
+  clcrt_kernel *k = reg(rt, CLCRT_SCHED_STEAL, CLCRT_GRID_PERSISTENT, cl, (clcrt_dim3){96, 1, 1}, 1, 0, NULL, NULL);
+  clcrt_dim3 grids[] = {{7, 1, 1}, {1000, 1, 1}, {gpu_under_sanitizer() ? 5003u : 100003u, 1, 1}, {37, 53, 1}};
+  for (size_t gi = 0; gi < 4; gi++) {
+    char what[128];
+    snprintf(what, sizeof what, "%s cluster(%u,%u,%u) tiles(%u,%u,1)", g_define, cl.x, cl.y, cl.z, grids[gi].x,
+             grids[gi].y);
+    const unsigned reps = gi == 2 ? 5 : 1;
+    bufs b;
+    bufs_make(&b, grids[gi], cl, 96, 40 + gi);
+    for (unsigned r = 0; r < reps; r++) ck_assert_int_eq(clcrt_run(s, k, grids[gi], &b.a, sizeof b.a), CLCRT_OK);
+    ck_assert_msg(clcrt_stream_sync(s) == CLCRT_OK, "%s: %s", what, clcrt_errmsg(rt));
+    bufs_check(&b, cl, reps, reps == 1, what);
+    bufs_free(&b);
+  }
+  g_define = NULL;
   clcrt_stream_destroy(s);
   clcrt_runtime_destroy(rt);
 }
@@ -482,6 +516,7 @@ int main(void) {
   tcase_set_timeout(tc, 600);
   tcase_add_loop_test(tc, test_matrix, 0, NVAR * NCLU);
   tcase_add_test(tc, test_stress);
+  tcase_add_loop_test(tc, test_ahead_variants, 0, 3 * NCLU);
   tcase_add_test(tc, test_two_streams);
   tcase_add_test(tc, test_graph_replay);
   tcase_add_test(tc, test_fault);
