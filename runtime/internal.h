@@ -32,6 +32,8 @@ struct clcrt_kernel {
   clcrt__kstate state;         /* guarded by rt->lock */
   uint8_t key[CLCRT__KEY_BYTES];
   int cacheable;               /* key is valid */
+  uint8_t desc_key[CLCRT__KEY_BYTES]; /* key of the registering description (memory fast path) */
+  int has_desc_key;
 
   char *name;                  /* entry symbol */
   clcrt_sched sched;

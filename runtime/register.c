@@ -28,6 +28,23 @@ clcrt_status clcrt_register(clcrt_runtime *rt, const clcrt_tile_desc *d, clcrt_k
   *out = NULL;
   if (!d) return clcrt__fail(rt, CLCRT_E_INVALID, "clcrt_register: the tile descriptor is NULL");
 
+  /* Fast path: the same description again. Keyed by the description itself, so neither
+   * the translation unit nor the content key is built (see clcrt__desc_key for why only
+   * kernels with a cacheable content key carry one). */
+  uint8_t dk[CLCRT__KEY_BYTES];
+  int have_dk = clcrt__desc_key(d, dk);
+  if (have_dk) {
+    pthread_mutex_lock(&rt->lock);
+    for (clcrt_kernel *k = rt->kernels; k; k = k->next)
+      if (k->has_desc_key && k->state == CLCRT__K_READY && memcmp(k->desc_key, dk, sizeof dk) == 0) {
+        rt->cstats.mem_hits++;
+        pthread_mutex_unlock(&rt->lock);
+        *out = k;
+        return CLCRT_OK;
+      }
+    pthread_mutex_unlock(&rt->lock);
+  }
+
   clcrt__build b;
   clcrt_status st = clcrt__build_prepare(rt, d, &b);
   if (st != CLCRT_OK) return st;
@@ -87,6 +104,10 @@ clcrt_status clcrt_register(clcrt_runtime *rt, const clcrt_tile_desc *d, clcrt_k
   pthread_mutex_lock(&rt->lock);
   if (st == CLCRT_OK) {
     k->state = CLCRT__K_READY;
+    if (cacheable && have_dk) {
+      memcpy(k->desc_key, dk, sizeof dk);
+      k->has_desc_key = 1;
+    }
     if (from_disk)
       rt->cstats.disk_hits++;
     else if (cacheable)
