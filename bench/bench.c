@@ -14,7 +14,7 @@
  * median of 30 runs after 5 warm-ups, with events. Ratios are to the best reference
  * (ref time / contender time: above 1 is faster). Also measured: host overhead of
  * clcrt_run against a bare cuLaunchKernelEx of the same kernel.
- * Usage: bench [--json FILE] [--quick] */
+ * Usage: bench [--json FILE] [--quick] [--only scale|work|overhead] */
 #include <math.h>
 #include <nvrtc.h>
 #include <stdio.h>
@@ -90,6 +90,7 @@ static const char *k_work_common =
     "__device__ __forceinline__ void work_body(unsigned long long i, const WorkArgs &a) {\n"
     "  unsigned n = work_cost(i, a);\n"
     "  float v = __fadd_rn(__fmul_rn((float)threadIdx.x, 1e-3f), (float)(i % 1024));\n"
+    "#pragma unroll 8\n"
     "  for (unsigned k = 0; k < n; k++) v = fmaf(v, 0.99990f, 0.00013f);\n"
     "  a.out[i * blockDim.x + threadIdx.x] = v;\n"
     "}\n";
@@ -166,21 +167,29 @@ static CUfunction lib_fn(CUlibrary lib, const char *name) {
   return f;
 }
 
-static clcrt_kernel *reg(const char *src, const char *fn, const char *args, clcrt_sched sched, clcrt_grid grid,
-                         unsigned cl, const char *define) {
+static clcrt_kernel *reg2(const char *src, const char *fn, const char *args, clcrt_sched sched, clcrt_grid grid,
+                          unsigned cl, const char *define, const char *define2) {
   clcrt_tile_desc d = CLCRT_TILE_DESC_INIT;
   d.source = src, d.tile_fn = fn, d.args_type = args;
   d.block = (clcrt_dim3){256, 1, 1};
   d.cluster = (clcrt_dim3){cl, 1, 1};
   d.sched = sched, d.grid = grid;
-  const char *opts[] = {define};
-  d.options = opts, d.num_options = define ? 1 : 0;
+  const char *opts[2];
+  int no = 0;
+  if (define) opts[no++] = define;
+  if (define2) opts[no++] = define2;
+  d.options = opts, d.num_options = no;
   clcrt_kernel *k = NULL;
   if (clcrt_register(rt, &d, &k) != CLCRT_OK) {
     fprintf(stderr, "register %s: %s\n", fn, clcrt_errmsg(rt));
     exit(1);
   }
   return k;
+}
+
+static clcrt_kernel *reg(const char *src, const char *fn, const char *args, clcrt_sched sched, clcrt_grid grid,
+                         unsigned cl, const char *define) {
+  return reg2(src, fn, args, sched, grid, cl, define, NULL);
 }
 
 /* ---------------- launches ---------------- */
@@ -242,17 +251,23 @@ static void emit(const char *workload, const char *param, unsigned cl, const cha
   }
 }
 
+/* STEAL with the default look-ahead, then with look-ahead 0, 1 and 2 named explicitly
+ * (nvrtc_src/clcrt.cuh, CLCRT_STEAL_AHEAD), to choose the default from measurements. */
 static const struct {
   const char *name;
   clcrt_sched sched;
   clcrt_grid grid;
+  const char *define;
 } k_contenders[] = {
-    {"steal-persist", CLCRT_SCHED_STEAL, CLCRT_GRID_PERSISTENT},
-    {"steal-full", CLCRT_SCHED_STEAL, CLCRT_GRID_FULL},
-    {"static", CLCRT_SCHED_STATIC, CLCRT_GRID_AUTO},
-    {"fixed", CLCRT_SCHED_FIXED, CLCRT_GRID_AUTO},
+    {"steal-persist", CLCRT_SCHED_STEAL, CLCRT_GRID_PERSISTENT, NULL},
+    {"steal-full", CLCRT_SCHED_STEAL, CLCRT_GRID_FULL, NULL},
+    {"static", CLCRT_SCHED_STATIC, CLCRT_GRID_AUTO, NULL},
+    {"fixed", CLCRT_SCHED_FIXED, CLCRT_GRID_AUTO, NULL},
+    {"steal-ahead0", CLCRT_SCHED_STEAL, CLCRT_GRID_PERSISTENT, "-DCLCRT_STEAL_AHEAD=0"},
+    {"steal-ahead1", CLCRT_SCHED_STEAL, CLCRT_GRID_PERSISTENT, "-DCLCRT_STEAL_AHEAD=1"},
+    {"steal-ahead2", CLCRT_SCHED_STEAL, CLCRT_GRID_PERSISTENT, "-DCLCRT_STEAL_AHEAD=2"},
 };
-#define NCONT 4
+#define NCONT 7
 
 /* ---------------- workloads ---------------- */
 
@@ -307,8 +322,8 @@ static void bench_scale(int quick) {
     emit("scale", param, 1, "ref-persist", tref[1], best / tref[1], 100 * copy_ms / tref[1]);
     for (unsigned cl = 1; cl <= 4; cl *= 2)
       for (int c = 0; c < NCONT; c++) {
-        lctx lc = {.k = reg(k_scale_src, "scale_tile", "ScaleArgs", k_contenders[c].sched, k_contenders[c].grid, cl,
-                            define),
+        lctx lc = {.k = reg2(k_scale_src, "scale_tile", "ScaleArgs", k_contenders[c].sched, k_contenders[c].grid, cl,
+                             define, k_contenders[c].define),
                    .args = &args,
                    .args_size = sizeof args,
                    .ntiles = ntiles};
@@ -348,7 +363,7 @@ static double work_ref_value(unsigned long long i, unsigned tid, const unsigned 
 
 static void bench_work(int quick) {
   const unsigned long long ntiles = quick ? 4000 : 20000;
-  const unsigned base = 400;
+  const unsigned base = 1000;
   float *hy = malloc(ntiles * 256 * 4);
   CUdeviceptr out;
   CK(cu->cuMemAlloc(&out, ntiles * 256 * 4));
@@ -390,7 +405,8 @@ static void bench_work(int quick) {
     emit(mode_names[mode], "-", 1, "ref-persist", tref[1], best / tref[1], 0);
     for (unsigned cl = 1; cl <= 4; cl *= 2)
       for (int c = 0; c < NCONT; c++) {
-        lctx lc = {.k = reg(src, "work_tile", "WorkArgs", k_contenders[c].sched, k_contenders[c].grid, cl, NULL),
+        lctx lc = {.k = reg2(src, "work_tile", "WorkArgs", k_contenders[c].sched, k_contenders[c].grid, cl, NULL,
+                             k_contenders[c].define),
                    .args = &args,
                    .args_size = sizeof args,
                    .ntiles = ntiles};
@@ -480,13 +496,16 @@ static void bench_overhead(void) {
 int main(int argc, char **argv) {
   const char *json_path = NULL;
   int quick = 0;
+  const char *only = NULL;
   for (int i = 1; i < argc; i++) {
     if (!strcmp(argv[i], "--json") && i + 1 < argc)
       json_path = argv[++i];
+    else if (!strcmp(argv[i], "--only") && i + 1 < argc)
+      only = argv[++i];
     else if (!strcmp(argv[i], "--quick"))
       quick = 1;
     else {
-      fprintf(stderr, "usage: bench [--json FILE] [--quick]\n");
+      fprintf(stderr, "usage: bench [--json FILE] [--quick] [--only scale|work|overhead]\n");
       return 2;
     }
   }
@@ -510,9 +529,9 @@ int main(int argc, char **argv) {
   if (json) fprintf(json, "{\"device\":\"%s\",\"arch\":\"%s\",\"sms\":%d,\"results\":[", name, rt->arch, rt->num_sms);
   printf("clcrt bench on %s (%s, %d SMs): median of %d runs after %d warm-ups; ratio = best reference / contender\n",
          name, rt->arch, rt->num_sms, REPS, WARMUP);
-  bench_scale(quick);
-  bench_work(quick);
-  bench_overhead();
+  if (!only || !strcmp(only, "scale")) bench_scale(quick);
+  if (!only || !strcmp(only, "work")) bench_work(quick);
+  if (!only || !strcmp(only, "overhead")) bench_overhead();
   if (json) {
     fprintf(json, "\n]}\n");
     fclose(json);

@@ -95,8 +95,16 @@ for f in files:
         row(f, "-", "nvdisasm", "exit %d" % drc, "-", False, sass.strip()[:200])
 
     # Architecture.
-    m = re.search(r"arch\s*=\s*(sm_\w+)", res + elf)
-    if m:
+    # CUDA 13's cuobjdump -elf prints "64-bit ELF: type=ET_EXEC, ABI=8, sm=100a, ..." and
+    # nvdisasm ".target sm_100a" (seen on the H100 machine, 2026-11-21).
+    m = re.search(r"\bsm=(\d+[af]?)\b", elf)
+    t = re.search(r"\.target\s+(sm_\w+)", sass)
+    if m or t:
+        want = "sm_" + m.group(1) if m else t.group(1)
+        ok = want == cub["arch"] and (not t or t.group(1) == cub["arch"])
+        row(f, "-", "ARCH", want + (" / nvdisasm " + t.group(1) if t else ""), cub["arch"], ok)
+    elif re.search(r"arch\s*=\s*(sm_\w+)", res + elf):
+        m = re.search(r"arch\s*=\s*(sm_\w+)", res + elf)
         row(f, "-", "ARCH", m.group(1), cub["arch"], m.group(1) == cub["arch"])
     else:
         m = re.search(r"EF_CUDA_SM(\d+)", sass)

@@ -38,10 +38,15 @@ echo "=================== end ($(date +%T))"
           $B/tests/gpu_sched > "$OUT/sanitize-$tool.log" 2>&1
         echo "exit $?"; tail -5 "$OUT/sanitize-$tool.log"
       done ;;
+    work)
+      $B/bench/bench --only work 2>&1 | tee "$OUT/work.log" ;;
+    probe)
+      f=$(ls $B/tool/cmp/*.cubin | head -1)
+      { cuobjdump -elf "$f" | head -40; echo ----; cuobjdump -res-usage "$f" | head; echo ----; nvdisasm "$f" | head -20; } > "$OUT/probe.txt" 2>&1 ;;
     bench)
       $B/bench/bench --json "$OUT/bench.json" 2>&1 | tee "$OUT/bench.log" ;;
     compare)
-      scripts/compare_gpu.sh --tool $B/tool/clcrt $B/tool/cmp 2>&1 | tee "$OUT/compare.log" ;;
+      scripts/compare_gpu.sh --tool $B/clcrt $B/cmp 2>&1 | tee "$OUT/compare.log" ;;
   esac
 done
 echo "=================== end ($(date +%T))"
