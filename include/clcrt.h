@@ -114,8 +114,9 @@ typedef struct clcrt_tile_desc {
   const char *prologue_fn; /* ...made once per CTA: __device__ void p(const Args &a, State &s);
                               the tile function then takes (const clcrt::Tile &, const Args &, State &) */
   clcrt_grid grid;         /* STEAL only: full or persistent grid */
-  const char *include_digest; /* optional: a digest (any string) of the headers in the user's own -I
-                                 directories; without it a compile that names -I is not cached */
+  const char *include_digest; /* optional: a digest (any string) vouching for every header outside
+                                 the template (-I directories, quoted includes); without it such a
+                                 compile is not cached, never a stale hit */
 } clcrt_tile_desc;
 
 #define CLCRT_TILE_DESC_INIT \
@@ -201,13 +202,17 @@ typedef struct clcrt_cache_stats {
 CLCRT_API clcrt_status clcrt_cache_stats_get(const clcrt_runtime *rt, clcrt_cache_stats *out);
 
 /* Asynchronous compile on libuv's thread pool: returns at once; cb runs on `loop` with the
- * status and the kernel (NULL on failure; the message is in clcrt_errmsg(rt) at that time). */
+ * status, the kernel (NULL on failure) and the failure's message (NULL on success). Call it
+ * on the loop's thread; the runtime must outlive the callbacks. At most as many NVRTC
+ * compiles run at once as the machine has cores. */
 typedef void (*clcrt_register_cb)(void *user, clcrt_status st, clcrt_kernel *k, const char *errmsg);
 CLCRT_API clcrt_status clcrt_register_async(clcrt_runtime *rt, const clcrt_tile_desc *d, uv_loop_t *loop,
                                             clcrt_register_cb cb, void *user);
 
 /* Completion on a loop: cb runs on `loop` once every run enqueued on s before this call
- * has finished. */
+ * has finished (cuLaunchHostFunc + uv_async_send). Call it on the loop's thread; it is
+ * refused during graph capture. After a device fault the callback gets CLCRT_E_CUDA once
+ * clcrt_stream_sync or clcrt_stream_destroy has seen the fault. */
 typedef void (*clcrt_notify_cb)(void *user, clcrt_status st);
 CLCRT_API clcrt_status clcrt_run_notify(clcrt_stream *s, uv_loop_t *loop, clcrt_notify_cb cb, void *user);
 

@@ -82,7 +82,7 @@ struct clcrt_runtime {
 
   char *disk_dir;              /* resolved disk cache directory, NULL when off */
   int nvrtc_major, nvrtc_minor;
-  int live_async;              /* async compiles not yet delivered */
+  int live_async;              /* async compiles whose work has not finished (destroy waits) */
 };
 
 /* Records the detail of a failure on rt (NULL rt: ignored) and returns st. */
