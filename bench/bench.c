@@ -47,30 +47,22 @@ static int json_first = 1;
 
 /* PER float4 per thread, 256 threads: a tile is PER * 4 KiB. Loads first, then stores, so
  * PER independent 16-byte loads are in flight per thread. */
-static const char *k_scale_src =
-    "struct ScaleArgs { const float4 *x; float4 *y; unsigned long long n4; float a; };\n"
-    "__device__ __forceinline__ void scale_body(unsigned long long tile, const ScaleArgs &a) {\n"
-    "  unsigned long long base = tile * (PER * 256ull) + threadIdx.x;\n"
-    "  float4 v[PER];\n"
-    "#pragma unroll\n"
-    "  for (int j = 0; j < PER; j++) { unsigned long long i = base + j * 256ull; if (i < a.n4) v[j] = a.x[i]; }\n"
-    "#pragma unroll\n"
-    "  for (int j = 0; j < PER; j++) { unsigned long long i = base + j * 256ull;\n"
-    "    if (i < a.n4) a.y[i] = make_float4(a.a * v[j].x, a.a * v[j].y, a.a * v[j].z, a.a * v[j].w); }\n"
-    "}\n"
+#define SCALE_COMMON \
+  "struct ScaleArgs { const float4 *x; float4 *y; unsigned long long n4; float a; };\n" \
+  "__device__ __forceinline__ void scale_body(unsigned long long tile, const ScaleArgs &a) {\n" \
+  "  unsigned long long base = tile * (PER * 256ull) + threadIdx.x;\n" \
+  "  float4 v[PER];\n" \
+  "#pragma unroll\n" \
+  "  for (int j = 0; j < PER; j++) { unsigned long long i = base + j * 256ull; if (i < a.n4) v[j] = a.x[i]; }\n" \
+  "#pragma unroll\n" \
+  "  for (int j = 0; j < PER; j++) { unsigned long long i = base + j * 256ull;\n" \
+  "    if (i < a.n4) a.y[i] = make_float4(a.a * v[j].x, a.a * v[j].y, a.a * v[j].z, a.a * v[j].w); }\n" \
+  "}\n"
+
+static const char *k_scale_src = SCALE_COMMON
     "__device__ void scale_tile(const clcrt::Tile &t, const ScaleArgs &a) { scale_body(t.linear, a); }\n";
 
-static const char *k_scale_ref =
-    "struct ScaleArgs { const float4 *x; float4 *y; unsigned long long n4; float a; };\n"
-    "__device__ __forceinline__ void scale_body(unsigned long long tile, const ScaleArgs &a) {\n"
-    "  unsigned long long base = tile * (PER * 256ull) + threadIdx.x;\n"
-    "  float4 v[PER];\n"
-    "#pragma unroll\n"
-    "  for (int j = 0; j < PER; j++) { unsigned long long i = base + j * 256ull; if (i < a.n4) v[j] = a.x[i]; }\n"
-    "#pragma unroll\n"
-    "  for (int j = 0; j < PER; j++) { unsigned long long i = base + j * 256ull;\n"
-    "    if (i < a.n4) a.y[i] = make_float4(a.a * v[j].x, a.a * v[j].y, a.a * v[j].z, a.a * v[j].w); }\n"
-    "}\n"
+static const char *k_scale_ref = SCALE_COMMON
     "extern \"C\" __global__ void __launch_bounds__(256) ref_block(const __grid_constant__ ScaleArgs a) {\n"
     "  scale_body(blockIdx.x, a);\n"
     "}\n"
