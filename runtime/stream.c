@@ -24,15 +24,6 @@ struct clcrt_stream {
 clcrt_runtime *clcrt__stream_runtime(const clcrt_stream *s) { return s ? s->rt : NULL; }
 CUstream clcrt_stream_cu(const clcrt_stream *s) { return s ? s->cu : NULL; }
 
-/* Sets the runtime's context on this thread once; the hot path then costs a compare. */
-static _Thread_local CUcontext tl_ctx;
-static clcrt_status enter(clcrt_runtime *rt) {
-  if (tl_ctx == rt->ctx) return CLCRT_OK;
-  clcrt_status st = clcrt__ctx_enter(rt);
-  if (st == CLCRT_OK) tl_ctx = rt->ctx;
-  return st;
-}
-
 static clcrt_status zero_device(clcrt_runtime *rt, CUdeviceptr p, size_t bytes) {
   /* A synchronous copy, not a memset on the legacy stream: a non-blocking stream would
    * not be ordered after that memset. Runs once per stream, never per run. */
@@ -52,7 +43,7 @@ clcrt_status clcrt_stream_create(clcrt_runtime *rt, CUstream cu, clcrt_stream **
     return clcrt__fail(rt, CLCRT_E_UNSUPPORTED,
                        "this runtime only compiles (target_arch %s): create one without target_arch to run kernels",
                        rt->arch);
-  clcrt_status st = enter(rt);
+  clcrt_status st = clcrt__ctx_enter(rt);
   if (st != CLCRT_OK) return st;
   clcrt_stream *s = clcrt__calloc(1, sizeof *s);
   if (!s) return clcrt__fail(rt, CLCRT_E_NOMEM, "out of memory allocating a stream");
@@ -77,12 +68,11 @@ fail:
 void clcrt_stream_destroy(clcrt_stream *s) {
   if (!s) return;
   clcrt_runtime *rt = s->rt;
-  if (enter(rt) == CLCRT_OK) {
+  if (clcrt__ctx_enter(rt) == CLCRT_OK) {
     /* Wait for the stream's runs: they use the counter we are about to free. A faulted
      * context returns an error at once rather than hanging; nothing more to do then. */
-    CUresult r = rt->cu->cuStreamSynchronize(s->cu);
-    /* Notifications still pending will never fire now: fail them on their loops. */
-    clcrt__notify_fail(s, r == CUDA_SUCCESS ? CLCRT_E_BUSY : CLCRT_E_CUDA);
+    /* After a fault, notifications still pending will never fire: fail them on their loops. */
+    if (rt->cu->cuStreamSynchronize(s->cu) != CUDA_SUCCESS) clcrt__notify_fail(s, CLCRT_E_CUDA);
     if (s->stats) rt->cu->cuMemFree(s->stats);
     rt->cu->cuMemFree(s->counter);
     if (s->owned) rt->cu->cuStreamDestroy(s->cu);
@@ -92,7 +82,7 @@ void clcrt_stream_destroy(clcrt_stream *s) {
 
 clcrt_status clcrt_stream_sync(clcrt_stream *s) {
   if (!s) return CLCRT_E_INVALID;
-  clcrt_status st = enter(s->rt);
+  clcrt_status st = clcrt__ctx_enter(s->rt);
   if (st != CLCRT_OK) return st;
   CUresult r = s->rt->cu->cuStreamSynchronize(s->cu);
   if (r != CUDA_SUCCESS) {
@@ -114,20 +104,20 @@ static clcrt_status max_clusters(clcrt_runtime *rt, clcrt_kernel *k, int *out) {
     *out = n;
     return CLCRT_OK;
   }
-  CUlaunchConfig cfg;
-  memset(&cfg, 0, sizeof cfg);
-  cfg.gridDimX = k->cluster.x * (unsigned)rt->num_sms; /* any multiple of the cluster shape */
-  cfg.gridDimY = k->cluster.y;
-  cfg.gridDimZ = k->cluster.z;
-  cfg.blockDimX = k->block.x;
-  cfg.blockDimY = k->block.y;
-  cfg.blockDimZ = k->block.z;
-  cfg.sharedMemBytes = k->smem_bytes;
   if (k->cluster_size == 1) {
     /* 1-CTA kernels are launched without a cluster, for which the cluster query says 0. */
     CU_CHECK(rt, cuOccupancyMaxActiveBlocksPerMultiprocessor(&n, k->fn, (int)k->nthreads, k->smem_bytes));
     n *= rt->num_sms;
   } else {
+    CUlaunchConfig cfg;
+    memset(&cfg, 0, sizeof cfg);
+    cfg.gridDimX = k->cluster.x * (unsigned)rt->num_sms; /* any multiple of the cluster shape */
+    cfg.gridDimY = k->cluster.y;
+    cfg.gridDimZ = k->cluster.z;
+    cfg.blockDimX = k->block.x;
+    cfg.blockDimY = k->block.y;
+    cfg.blockDimZ = k->block.z;
+    cfg.sharedMemBytes = k->smem_bytes;
     CU_CHECK(rt, cuOccupancyMaxActiveClusters(&n, k->fn, &cfg));
   }
   if (n <= 0)
@@ -168,7 +158,7 @@ clcrt_status clcrt_run(clcrt_stream *s, const clcrt_kernel *kc, clcrt_dim3 tiles
                        k->name, tiles.x, tiles.y, tiles.z, units, k->cluster.x, k->cluster.y, k->cluster.z,
                        0x7fffffffull / k->cluster.x);
   p.num_units = (uint32_t)units;
-  clcrt_status st = enter(rt);
+  clcrt_status st = clcrt__ctx_enter(rt);
   if (st != CLCRT_OK) return st;
   unsigned clusters = p.num_units;
   if (k->grid == CLCRT_GRID_PERSISTENT) {
@@ -190,8 +180,8 @@ clcrt_status clcrt_run(clcrt_stream *s, const clcrt_kernel *kc, clcrt_dim3 tiles
   cfg.blockDimZ = k->block.z;
   cfg.sharedMemBytes = k->smem_bytes;
   cfg.hStream = s->cu;
-  /* The cluster shape is compiled into the kernel (__cluster_dims__), so no launch
-   * attribute is needed. */
+  /* A cluster shape of more than one CTA is compiled into the kernel (__cluster_dims__);
+   * 1-CTA kernels are plain grids. Either way no launch attribute is needed. */
   void *kp[2] = {(void *)args, &p};
   CUresult r = rt->cu->cuLaunchKernelEx(&cfg, k->fn, kp, NULL);
   if (r != CUDA_SUCCESS)
@@ -207,7 +197,7 @@ clcrt_status clcrt_run(clcrt_stream *s, const clcrt_kernel *kc, clcrt_dim3 tiles
 clcrt_status clcrt_stream_stats_enable(clcrt_stream *s, int on) {
   if (!s) return CLCRT_E_INVALID;
   clcrt_runtime *rt = s->rt;
-  clcrt_status st = enter(rt);
+  clcrt_status st = clcrt__ctx_enter(rt);
   if (st != CLCRT_OK) return st;
   if (on && !s->stats) {
     CU_CHECK(rt, cuStreamSynchronize(s->cu));
@@ -231,7 +221,7 @@ clcrt_status clcrt_stream_stats_read(clcrt_stream *s, clcrt_stream_stats *out) {
   clcrt_runtime *rt = s->rt;
   if (!s->stats)
     return clcrt__fail(rt, CLCRT_E_INVALID, "statistics are off on this stream: call clcrt_stream_stats_enable first");
-  clcrt_status st = enter(rt);
+  clcrt_status st = clcrt__ctx_enter(rt);
   if (st != CLCRT_OK) return st;
   if ((st = clcrt_stream_sync(s)) != CLCRT_OK) return st;
   CU_CHECK(rt, cuMemcpyDtoH(s->host_stats, s->stats, sizeof s->host_stats));
