@@ -5,9 +5,11 @@
 #   make sanitize-gpu the GPU suites under compute-sanitizer memcheck, racecheck, synccheck
 #   make demo         the README example: compile for sm_90a and sm_100a, run where a GPU is
 #   make bench        the side-by-side scheduler benchmark (needs a GPU)
+#   make bench-gemm   clcrt's GEMM tile functions against cuBLAS (needs a GPU)
 #   make install PREFIX=/usr/local
 # Sources are picked up by pattern: runtime/*.c is the library, tools/*.c the tool,
-# tests/test_*.c CPU suites, tests/gpu_*.c GPU suites, one binary each.
+# tests/test_*.c CPU suites, tests/gpu_*.c GPU suites, bench/*.c benchmarks, one binary each.
+# cuBLAS (the reference) is linked by GPU suites and benchmarks only, never by libclcrt.
 
 CUDA_HOME ?= $(or $(patsubst %/bin/nvcc,%,$(shell command -v nvcc 2>/dev/null)),/usr/local/cuda)
 PREFIX ?= /usr/local
@@ -31,6 +33,8 @@ NVRTC_LIBS := -L$(CUDA_LIBDIR) -lnvrtc -Wl,-rpath,$(CUDA_LIBDIR)
 STATIC_UV := -l:libuv_a.a
 STATIC_CHECK := -l:libcheck.a -l:libsubunit.a
 SYS_LIBS := -ldl -lm -lrt -pthread
+CUBLAS_LIBS := -L$(CUDA_LIBDIR) -lcublasLt -lcublas
+PNG_LIBS := -lpng
 
 LIB_SRCS := $(sort $(wildcard runtime/*.c))
 LIB_OBJS := $(LIB_SRCS:%.c=$(BUILD)/%.o) $(BUILD)/gen/embedded.o
@@ -41,10 +45,14 @@ CPU_TESTS := $(patsubst tests/%.c,$(BUILD)/tests/%,$(sort $(wildcard tests/test_
 GPU_TESTS := $(patsubst tests/%.c,$(BUILD)/tests/%,$(sort $(wildcard tests/gpu_*.c)))
 TEST_COMMON := $(sort $(wildcard tests/common/*.c))
 TEST_COMMON_OBJS := $(TEST_COMMON:%.c=$(BUILD)/%.o)
-BENCH_SRCS := $(sort $(wildcard bench/*.c))
+BENCH_PROGS := $(patsubst bench/%.c,$(BUILD)/bench/%,$(sort $(wildcard bench/*.c)))
+# User-side CUDA sources that programs compile with clcrt at run time (examples/gemm/*.cu),
+# embedded as C strings like the template: clcrt__user_src[] in $(BUILD)/gen/user_src.o.
+USER_CU := $(sort $(wildcard examples/*/*.cu))
+USER_SRC_OBJ := $(BUILD)/gen/user_src.o
 EXAMPLES := $(patsubst examples/%.c,$(BUILD)/examples/%,$(sort $(wildcard examples/*.c)))
 
-.PHONY: all deps lib tool test test-cpu test-asan test-gpu sanitize-gpu demo bench examples install clean fuzz-smoke
+.PHONY: all deps lib tool test test-cpu test-asan test-gpu sanitize-gpu demo bench bench-gemm benches examples install clean fuzz-smoke
 
 all: deps lib tool
 
@@ -56,6 +64,7 @@ $(DEPS_STAMP):
 	@missing=""; \
 	 [ -f /usr/include/uv.h ] || missing="$$missing libuv1-dev"; \
 	 [ -f /usr/include/check.h ] || missing="$$missing check"; \
+	 [ -f /usr/include/png.h ] || missing="$$missing libpng-dev"; \
 	 command -v pkg-config >/dev/null 2>&1 || missing="$$missing pkg-config"; \
 	 if [ -n "$$missing" ]; then \
 	   if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
@@ -89,6 +98,13 @@ $(BUILD)/gen/embedded.c: $(TEMPLATE) $(BUILD)/embed
 $(BUILD)/gen/embedded.o: $(BUILD)/gen/embedded.c runtime/embedded.h
 	$(CC) $(CPPFLAGS) $(CFLAGS) -c $< -o $@
 
+$(BUILD)/gen/user_src.c: $(USER_CU) $(BUILD)/embed
+	@mkdir -p $(dir $@)
+	$(BUILD)/embed --table clcrt__user_src $@ $(USER_CU)
+
+$(USER_SRC_OBJ): $(BUILD)/gen/user_src.c runtime/embedded.h
+	$(CC) $(CPPFLAGS) $(CFLAGS) -c $< -o $@
+
 $(BUILD)/libclcrt.a: $(LIB_OBJS)
 	@rm -f $@
 	ar rcs $@ $^
@@ -97,16 +113,19 @@ $(BUILD)/libclcrt.so: $(LIB_OBJS)
 	$(CC) -shared -Wl,-soname,libclcrt.so.0 $(LDFLAGS) -o $@ $^ $(NVRTC_LIBS) -luv $(SYS_LIBS)
 
 $(BUILD)/clcrt: $(TOOL_OBJS) $(BUILD)/libclcrt.a
-	$(CC) $(LDFLAGS) -o $@ $(TOOL_OBJS) $(BUILD)/libclcrt.a $(NVRTC_LIBS) $(STATIC_UV) $(SYS_LIBS)
+	$(CC) $(LDFLAGS) -o $@ $(TOOL_OBJS) $(BUILD)/libclcrt.a $(NVRTC_LIBS) $(STATIC_UV) $(PNG_LIBS) $(SYS_LIBS)
 
-$(BUILD)/tests/%: $(BUILD)/tests/%.o $(TEST_COMMON_OBJS) $(BUILD)/libclcrt.a
-	$(CC) $(LDFLAGS) -o $@ $< $(TEST_COMMON_OBJS) $(BUILD)/libclcrt.a $(NVRTC_LIBS) $(STATIC_CHECK) $(STATIC_UV) $(SYS_LIBS)
+$(BUILD)/tests/test_%: $(BUILD)/tests/test_%.o $(TEST_COMMON_OBJS) $(USER_SRC_OBJ) $(BUILD)/libclcrt.a
+	$(CC) $(LDFLAGS) -o $@ $< $(TEST_COMMON_OBJS) $(USER_SRC_OBJ) $(BUILD)/libclcrt.a $(NVRTC_LIBS) $(STATIC_CHECK) $(STATIC_UV) $(SYS_LIBS)
 
-$(BUILD)/examples/%: $(BUILD)/examples/%.o $(BUILD)/libclcrt.a
-	$(CC) $(LDFLAGS) -o $@ $< $(BUILD)/libclcrt.a $(NVRTC_LIBS) $(STATIC_UV) $(SYS_LIBS)
+$(BUILD)/tests/gpu_%: $(BUILD)/tests/gpu_%.o $(TEST_COMMON_OBJS) $(USER_SRC_OBJ) $(BUILD)/libclcrt.a
+	$(CC) $(LDFLAGS) -o $@ $< $(TEST_COMMON_OBJS) $(USER_SRC_OBJ) $(BUILD)/libclcrt.a $(NVRTC_LIBS) $(CUBLAS_LIBS) $(STATIC_CHECK) $(STATIC_UV) $(SYS_LIBS)
 
-$(BUILD)/bench/bench: $(BENCH_SRCS:%.c=$(BUILD)/%.o) $(BUILD)/libclcrt.a
-	$(CC) $(LDFLAGS) -o $@ $(BENCH_SRCS:%.c=$(BUILD)/%.o) $(BUILD)/libclcrt.a $(NVRTC_LIBS) $(STATIC_UV) $(SYS_LIBS)
+$(BUILD)/examples/%: $(BUILD)/examples/%.o $(USER_SRC_OBJ) $(BUILD)/libclcrt.a
+	$(CC) $(LDFLAGS) -o $@ $< $(USER_SRC_OBJ) $(BUILD)/libclcrt.a $(NVRTC_LIBS) $(STATIC_UV) $(SYS_LIBS)
+
+$(BUILD)/bench/%: $(BUILD)/bench/%.o $(USER_SRC_OBJ) $(BUILD)/libclcrt.a
+	$(CC) $(LDFLAGS) -o $@ $< $(USER_SRC_OBJ) $(BUILD)/libclcrt.a $(NVRTC_LIBS) $(CUBLAS_LIBS) $(STATIC_UV) $(SYS_LIBS)
 
 examples: $(EXAMPLES)
 
@@ -134,9 +153,16 @@ sanitize-gpu: all $(GPU_TESTS)
 demo: all $(BUILD)/examples/demo
 	$(BUILD)/examples/demo
 
+benches: $(BENCH_PROGS)
+
 bench: all $(BUILD)/bench/bench
 	$(BUILD)/bench/bench --json $(BUILD)/bench.json
 	@python3 scripts/bench_chart.py $(BUILD)/bench.json $(BUILD)/bench.png 2>/dev/null && echo "chart: $(BUILD)/bench.png" || \
+	  echo "no chart: scripts/bench_chart.py needs python3 with matplotlib"
+
+bench-gemm: all $(BUILD)/bench/bench_gemm
+	$(BUILD)/bench/bench_gemm --json $(BUILD)/bench-gemm.json
+	@python3 scripts/bench_chart.py $(BUILD)/bench-gemm.json $(BUILD)/bench-gemm.png 2>/dev/null && echo "chart: $(BUILD)/bench-gemm.png" || \
 	  echo "no chart: scripts/bench_chart.py needs python3 with matplotlib"
 
 fuzz-smoke: all

@@ -443,7 +443,7 @@ static void bench_overhead(void) {
   CUdeviceptr counter;
   CK(cu->cuMemAlloc(&counter, 16));
   CK(cu->cuMemsetD8(counter, 0, 16));
-  p.counter = counter;
+  p.state = counter;
   const int batches = 41, per = 200;
   double bare[41], lib[41];
   for (int b = 0; b < batches; b++) {

@@ -6,7 +6,9 @@
  *
  * This is the whole public API. Conventions:
  *   - every function that can fail returns a clcrt_status; CLCRT_OK is 0;
- *   - the detail of the last failure on a runtime is clcrt_errmsg(rt);
+ *   - the detail of the last failure is clcrt_errmsg(rt): per thread, like cudaGetLastError
+ *     (a failure on one thread never changes the message another thread reads); calls that
+ *     take no runtime (the trace functions) leave theirs in clcrt_errmsg(NULL);
  *   - handles are opaque; destroy(NULL) is a no-op;
  *   - option structs start with `size` and have an ..._INIT macro; zero means "default".
  */
@@ -117,10 +119,12 @@ typedef struct clcrt_tile_desc {
   const char *include_digest; /* optional: a digest (any string) vouching for every header outside
                                  the template (-I directories, quoted includes); without it such a
                                  compile is not cached, never a stale hit */
+  unsigned min_blocks_per_sm; /* 0: none; n: __launch_bounds__(threads, n), which caps the registers
+                                 per thread so that n CTAs fit on an SM (setmaxnreg needs a cap) */
 } clcrt_tile_desc;
 
 #define CLCRT_TILE_DESC_INIT \
-  {sizeof(clcrt_tile_desc), NULL, NULL, NULL, {0, 0, 0}, {0, 0, 0}, 0, CLCRT_SCHED_AUTO, NULL, 0, NULL, NULL, CLCRT_GRID_AUTO, NULL}
+  {sizeof(clcrt_tile_desc), NULL, NULL, NULL, {0, 0, 0}, {0, 0, 0}, 0, CLCRT_SCHED_AUTO, NULL, 0, NULL, NULL, CLCRT_GRID_AUTO, NULL, 0}
 
 /* Replace the allocator (like uv_replace_allocator). Call before any other function. */
 typedef void *(*clcrt_malloc_fn)(size_t);
@@ -191,6 +195,87 @@ typedef struct clcrt_stream_stats {
 CLCRT_API clcrt_status clcrt_stream_stats_enable(clcrt_stream *s, int on);
 /* Synchronises the stream, then reads and resets the counters. */
 CLCRT_API clcrt_status clcrt_stream_stats_read(clcrt_stream *s, clcrt_stream_stats *out);
+
+/* Priorities and preemption. A stream's priority is that of its CUstream
+ * (cuStreamCreateWithPriority), read once at clcrt_stream_create and normalised: 0 is the
+ * device's lowest priority, larger is more urgent. While work of a higher priority runs on
+ * the device, STEAL runs of lower priority stop claiming units after their current ones
+ * and leave their SMs; the units they leave are run when the urgent work is done (see the
+ * README, "Preemption"). A clcrt_run on a stream of higher than the lowest priority does
+ * this by itself; clcrt_preempt_begin/end bracket other work (your own kernels) enqueued
+ * on s, a stream of higher than the lowest priority. Pairs nest; each call is enqueued on
+ * s like a kernel (and captured into graphs like one). */
+CLCRT_API int clcrt_stream_priority(const clcrt_stream *s); /* -1 for NULL */
+CLCRT_API clcrt_status clcrt_preempt_begin(clcrt_stream *s);
+CLCRT_API clcrt_status clcrt_preempt_end(clcrt_stream *s);
+
+/* Timeline tracing (off by default; when off the device does no work for it). While on,
+ * every tile's run is recorded on the device into a buffer of `capacity` records split
+ * evenly over the SMs; records that do not fit are counted, never written out of bounds.
+ * Times are %globaltimer nanoseconds as thread 0 of the CTA saw them. */
+typedef struct clcrt_trace_record {
+  uint64_t start_ns, end_ns; /* the tile function's call, as thread 0 saw it */
+  uint64_t tile;             /* the tile's linear index */
+  uint32_t unit;             /* the work unit (cluster-shaped block of tiles) */
+  uint32_t cluster;          /* the cluster's index in the launched grid */
+  uint32_t run;              /* the run on the stream, counted from 0 since tracing was enabled */
+  uint16_t sm;               /* %smid */
+  uint8_t cta_rank;          /* the CTA's rank in its cluster */
+  uint8_t flags;             /* CLCRT_TRACE_STOLEN */
+  uint32_t reserved;
+} clcrt_trace_record;
+#define CLCRT_TRACE_STOLEN 1u /* the unit was not the cluster's first */
+#define CLCRT_TRACE_MAX_SMS 1024
+
+typedef struct clcrt_trace clcrt_trace; /* opaque: a set of records, owned by the caller */
+
+/* capacity 0 turns tracing off. Synchronises the stream when the buffer changes. */
+CLCRT_API clcrt_status clcrt_stream_trace_enable(clcrt_stream *s, size_t capacity);
+/* Synchronises the stream, takes every record written since the last read (sorted by
+ * start time) and empties the device buffer. Destroy the result with clcrt_trace_destroy. */
+CLCRT_API clcrt_status clcrt_stream_trace_read(clcrt_stream *s, clcrt_trace **out);
+/* A trace from records of your own (copied), e.g. to write or summarise them. */
+CLCRT_API clcrt_status clcrt_trace_create(const clcrt_trace_record *records, size_t count,
+                                          unsigned long long dropped, clcrt_trace **out);
+CLCRT_API void clcrt_trace_destroy(clcrt_trace *t); /* NULL is a no-op */
+CLCRT_API const clcrt_trace_record *clcrt_trace_records(const clcrt_trace *t, size_t *count);
+CLCRT_API unsigned long long clcrt_trace_dropped(const clcrt_trace *t); /* records that did not fit */
+/* Chrome/Perfetto trace-event JSON: one process per run, one track per SM, one slice per
+ * tile; clcrt_trace_load_json reads such a file back (hostile input is an error, never a
+ * crash). */
+CLCRT_API clcrt_status clcrt_trace_save_json(const clcrt_trace *t, const char *path);
+CLCRT_API clcrt_status clcrt_trace_load_json(const char *path, clcrt_trace **out);
+
+typedef struct clcrt_trace_summary {
+  size_t size;
+  unsigned long long tiles, steals, runs, dropped;
+  unsigned num_sms;   /* 1 + the highest SM id that ran a tile */
+  double span_ns;     /* first start to last end */
+  double tail_ns;     /* from the moment the first SM went idle for good to the last end */
+  double imbalance;   /* max over mean of the busy time per SM (SMs that ran a tile) */
+  double busy_mean;   /* mean busy fraction of those SMs */
+  double busy_fraction[CLCRT_TRACE_MAX_SMS]; /* per SM: time with a tile running / span */
+} clcrt_trace_summary;
+CLCRT_API clcrt_status clcrt_trace_summarize(const clcrt_trace *t, clcrt_trace_summary *out);
+
+/* Host helpers for tile functions. A 2-D tensor map for TMA loads and stores
+ * (cuTensorMapEncodeTiled): rows x cols elements, row-major with row_stride_bytes between
+ * rows, boxes of box_rows x box_cols. Put it in Args (its alignment is the 64 bytes TMA
+ * needs) and use it from the tile function through the address of that Args field. */
+typedef enum clcrt_dtype { CLCRT_DTYPE_BF16 = 0, CLCRT_DTYPE_F16, CLCRT_DTYPE_F32, CLCRT_DTYPE_U8 } clcrt_dtype;
+typedef enum clcrt_swizzle {
+  CLCRT_SWIZZLE_NONE = 0,
+  CLCRT_SWIZZLE_32B,
+  CLCRT_SWIZZLE_64B,
+  CLCRT_SWIZZLE_128B
+} clcrt_swizzle;
+typedef struct clcrt_tensor_map {
+  uint64_t opaque[16];
+} __attribute__((aligned(64))) clcrt_tensor_map;
+CLCRT_API clcrt_status clcrt_tensor_map_2d(clcrt_runtime *rt, clcrt_tensor_map *out, clcrt_dtype dtype,
+                                           unsigned long long base, uint64_t rows, uint64_t cols,
+                                           uint64_t row_stride_bytes, uint32_t box_rows, uint32_t box_cols,
+                                           clcrt_swizzle swizzle);
 
 /* Compile cache counters of a runtime. */
 typedef struct clcrt_cache_stats {

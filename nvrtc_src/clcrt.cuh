@@ -65,6 +65,9 @@ struct Params {
   unsigned num_clusters;     // clusters launched
   unsigned *counter;         // STEAL: [0] next unit to claim, [1] clusters finished
   unsigned long long *stats; // optional: [0] tiles, [1] steals, [2] clusters, [3] max units per cluster, [4+sm] tiles per SM
+  void *trace;
+  unsigned long long *yield;
+  unsigned seq, run, shards, max_chunk, prio, flags;
 };
 
 enum { SCHED_CLC = 1, SCHED_STEAL = 2, SCHED_STATIC = 3, SCHED_FIXED = 4 };

@@ -406,8 +406,10 @@ static clcrt_status scan(const char *dir, long stale_tmp, dc_file **files, size_
   for (struct dirent *de; (de = readdir(d)) != NULL;) {
     struct stat s;
     if (strncmp(de->d_name, TMP_PREFIX, sizeof TMP_PREFIX - 1) == 0) {
+      /* "Every temporary" must not depend on the clock: a file's mtime comes from the
+       * kernel's coarse clock and can read a second ahead of time(NULL). */
       if (stale_tmp >= 0 && fstatat(dirfd(d), de->d_name, &s, AT_SYMLINK_NOFOLLOW) == 0 &&
-          now - s.st_mtime >= stale_tmp && unlinkat(dirfd(d), de->d_name, 0) == 0 && tmp_removed)
+          (stale_tmp == 0 || now - s.st_mtime >= stale_tmp) && unlinkat(dirfd(d), de->d_name, 0) == 0 && tmp_removed)
         ++*tmp_removed;
       continue;
     }

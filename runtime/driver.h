@@ -62,7 +62,12 @@
   X(cuEventSynchronize)              \
   X(cuEventElapsedTime)              \
   X(cuEventDestroy)                  \
-  X(cuOccupancyMaxActiveBlocksPerMultiprocessor)
+  X(cuOccupancyMaxActiveBlocksPerMultiprocessor) \
+  X(cuStreamGetPriority)             \
+  X(cuCtxGetStreamPriorityRange)     \
+  X(cuStreamWriteValue32)            \
+  X(cuMemsetD8Async)                 \
+  X(cuTensorMapEncodeTiled)
 
 typedef struct clcrt__driver {
 #define CLCRT__DRV_FIELD(name) __typeof__(name) *name;

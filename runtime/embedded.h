@@ -9,4 +9,7 @@ typedef struct clcrt__embedded_file {
 } clcrt__embedded_file;
 /* Terminated by an entry with name NULL. */
 extern const clcrt__embedded_file clcrt__embedded[];
+/* Programs outside the library (examples, tests, benchmarks) link the user-side sources of
+ * examples/DIR/NAME.cu the same way (Makefile: user_src.o); libclcrt never does. */
+extern const clcrt__embedded_file clcrt__user_src[];
 #endif

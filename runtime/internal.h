@@ -14,15 +14,27 @@
 #define CLCRT__KEY_BYTES 32
 
 /* The scheduler parameters passed to every kernel after Args; mirrors clcrt::Params in
- * nvrtc_src/clcrt.cuh (its size is checked against the compiled kernel). */
+ * nvrtc_src/clcrt.cuh (its size is checked against the compiled kernel). The layout of
+ * the memory behind `state`, `trace` and `yield` is described in sched_state.h. */
 typedef struct clcrt__params {
   uint32_t tiles[3];
   uint32_t units[3];
   uint32_t num_units;
   uint32_t num_clusters;
-  uint64_t counter; /* CUdeviceptr to 2 words */
-  uint64_t stats;   /* CUdeviceptr or 0 */
+  uint64_t state;     /* STEAL: the claim state (a stream's, or the runtime's table for graphs) */
+  uint64_t stats;     /* CUdeviceptr or 0 */
+  uint64_t trace;     /* CUdeviceptr of the stream's trace buffer, or 0 */
+  uint64_t yield;     /* CUdeviceptr of the device's preemption words, or 0: never yield */
+  uint32_t seq;       /* stream state: the run's sequence number on its stream */
+  uint32_t run;       /* trace: the run's number */
+  uint32_t shards;    /* claim counters the units are split over (1..CLCRT__MAX_SHARDS) */
+  uint32_t max_chunk; /* 0: guided chunks; n: at most n units per claim */
+  uint32_t prio;      /* the run's priority level: it yields to any higher level */
+  uint32_t flags;     /* CLCRT__PF_* */
 } clcrt__params;
+
+#define CLCRT__PF_GRAPH 1u /* state is the runtime's table, keyed by %gridid (captured runs) */
+#define CLCRT__MAX_SHARDS 16
 
 typedef enum { CLCRT__K_BUILDING = 0, CLCRT__K_READY, CLCRT__K_FAILED } clcrt__kstate;
 
@@ -57,6 +69,7 @@ struct clcrt_kernel {
   size_t args_size;            /* Args parameter size, from cuFuncGetParamInfo */
   size_t args_offset, params_offset;
   int max_clusters;            /* occupancy: clusters resident at once, 0 = not yet known */
+  unsigned min_blocks;         /* desc.min_blocks_per_sm */
 };
 
 struct clcrt_runtime {
@@ -79,6 +92,9 @@ struct clcrt_runtime {
   clcrt_kernel *kernels;
   char errmsg[CLCRT__ERRMSG_MAX];
   clcrt_cache_stats cstats;
+
+  struct clcrt__devstate *devstate; /* sched_state.c: graph claim table, preemption words */
+  int prio_least, prio_greatest;    /* cuCtxGetStreamPriorityRange (CUDA numbers: lower is more urgent) */
 
   char *disk_dir;              /* resolved disk cache directory, NULL when off */
   int nvrtc_major, nvrtc_minor;
@@ -107,6 +123,7 @@ typedef struct clcrt__build {
   clcrt_grid grid;
   clcrt_dim3 block, cluster;
   unsigned smem_bytes;
+  unsigned min_blocks;       /* __launch_bounds__ minimum blocks per SM, 0: none */
   char *name;                /* entry symbol */
   char *source;              /* the whole translation unit */
   char **options;            /* canonical NVRTC options, in order */

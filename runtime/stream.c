@@ -146,6 +146,7 @@ clcrt_status clcrt_run(clcrt_stream *s, const clcrt_kernel *kc, clcrt_dim3 tiles
   if (tiles.x == 0 || tiles.y == 0 || tiles.z == 0) return CLCRT_OK; /* an empty tile grid is a no-op */
 
   clcrt__params p;
+  memset(&p, 0, sizeof p);
   p.tiles[0] = tiles.x, p.tiles[1] = tiles.y, p.tiles[2] = tiles.z;
   p.units[0] = (tiles.x - 1) / k->cluster.x + 1;
   p.units[1] = (tiles.y - 1) / k->cluster.y + 1;
@@ -167,7 +168,7 @@ clcrt_status clcrt_run(clcrt_stream *s, const clcrt_kernel *kc, clcrt_dim3 tiles
     if ((unsigned)mc < clusters) clusters = (unsigned)mc;
   }
   p.num_clusters = clusters;
-  p.counter = s->counter;
+  p.state = s->counter;
   p.stats = s->stats;
 
   CUlaunchConfig cfg;
