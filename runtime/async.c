@@ -91,11 +91,12 @@ static void reg_work(uv_work_t *w) {
   clcrt_runtime *rt = r->rt;
   r->st = clcrt_register(rt, &r->desc, &r->k);
   if (r->st != CLCRT_OK) {
-    /* The handle's message may be overwritten by a concurrent failure; copying it under
-     * the lock at least never reads a message while it is being written. */
-    pthread_mutex_lock(&rt->lock);
-    r->errmsg = clcrt__strdup(rt->errmsg[0] ? rt->errmsg : clcrt_status_str(r->st));
-    pthread_mutex_unlock(&rt->lock);
+    /* Messages are per thread: this is the pool thread's own, which no other compile can
+     * overwrite. It is copied for the loop's thread and then dropped, so that the pool
+     * thread holds nothing for a runtime that may be destroyed next. */
+    const char *m = clcrt__err_get(rt);
+    r->errmsg = clcrt__strdup(m ? m : clcrt_status_str(r->st));
+    clcrt__err_forget(rt);
   }
   r->live = 0;
   live_done(rt); /* after this the request never touches rt again */

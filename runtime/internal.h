@@ -86,11 +86,11 @@ struct clcrt_runtime {
   int max_smem_optin;          /* bytes of dynamic shared memory a CTA may opt in to */
   int max_cluster_size;        /* 16 where non-portable sizes are allowed, else 8 */
 
-  pthread_mutex_t lock;        /* kernels, errmsg, stats */
+  pthread_mutex_t lock;        /* kernels, stats */
   pthread_cond_t cond;         /* a kernel finished building */
   int lock_ok, cond_ok;
   clcrt_kernel *kernels;
-  char errmsg[CLCRT__ERRMSG_MAX];
+  uint64_t err_id;             /* errmsg.c: this runtime's key in every thread's messages, never reused */
   clcrt_cache_stats cstats;
 
   struct clcrt__devstate *devstate; /* sched_state.c: graph claim table, preemption words */
@@ -101,10 +101,16 @@ struct clcrt_runtime {
   int live_async;              /* async compiles whose work has not finished (destroy waits) */
 };
 
-/* Records the detail of a failure on rt (NULL rt: ignored) and returns st. */
+/* errmsg.c. Records the detail of a failure as the calling thread's last message for rt
+ * (clcrt_errmsg) and returns st. A NULL rt records it for clcrt_errmsg(NULL), as
+ * clcrt__fail_norts does: the place of calls that take no runtime (trace functions). */
 clcrt_status clcrt__fail(clcrt_runtime *rt, clcrt_status st, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 clcrt_status clcrt__vfail(clcrt_runtime *rt, clcrt_status st, const char *fmt, va_list ap);
+clcrt_status clcrt__fail_norts(clcrt_status st, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+uint64_t clcrt__err_new_id(void);                     /* a runtime's err_id */
+const char *clcrt__err_get(const clcrt_runtime *rt);  /* this thread's message, NULL when none */
+void clcrt__err_forget(const clcrt_runtime *rt);      /* drops this thread's message for rt */
 void clcrt__log(clcrt_runtime *rt, clcrt_log_level lvl, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 
 /* Makes rt's context current on this thread (no-op in compile-only mode). */

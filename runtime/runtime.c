@@ -1,4 +1,5 @@
-/* Runtime handles: creation (device or compile-only), destruction, errors and logging. */
+/* Runtime handles: creation (device or compile-only), destruction and logging. The
+ * failure messages are in errmsg.c. */
 #include <ctype.h>
 #include <nvrtc.h>
 #include <stdio.h>
@@ -28,23 +29,6 @@ const char *clcrt__sched_name(clcrt_sched s) {
   return "unknown";
 }
 
-clcrt_status clcrt__vfail(clcrt_runtime *rt, clcrt_status st, const char *fmt, va_list ap) {
-  if (!rt) return st;
-  if (rt->lock_ok) pthread_mutex_lock(&rt->lock);
-  int n = vsnprintf(rt->errmsg, sizeof rt->errmsg, fmt, ap);
-  if (n >= (int)sizeof rt->errmsg) memcpy(rt->errmsg + sizeof rt->errmsg - 16, "... (truncated)", 16);
-  if (rt->lock_ok) pthread_mutex_unlock(&rt->lock);
-  return st;
-}
-
-clcrt_status clcrt__fail(clcrt_runtime *rt, clcrt_status st, const char *fmt, ...) {
-  va_list ap;
-  va_start(ap, fmt);
-  clcrt__vfail(rt, st, fmt, ap);
-  va_end(ap);
-  return st;
-}
-
 void clcrt__log(clcrt_runtime *rt, clcrt_log_level lvl, const char *fmt, ...) {
   if (!rt || !rt->opts.log) return;
   char buf[1024];
@@ -59,11 +43,6 @@ const char *clcrt__cu_name(const clcrt_runtime *rt, CUresult r) {
   const char *name = NULL;
   if (rt && rt->cu && rt->cu->cuGetErrorName(r, &name) == CUDA_SUCCESS && name) return name;
   return "an unknown CUDA error";
-}
-
-const char *clcrt_errmsg(const clcrt_runtime *rt) {
-  if (!rt) return "no runtime (NULL handle)";
-  return rt->errmsg[0] ? rt->errmsg : "no error";
 }
 
 const char *clcrt_runtime_arch(const clcrt_runtime *rt) { return rt ? rt->arch : NULL; }
@@ -204,14 +183,19 @@ static char *dup_opt(const char *s, int *ok) {
 }
 
 clcrt_status clcrt_runtime_create(clcrt_runtime **out, const clcrt_runtime_opts *opts) {
-  if (!out) return CLCRT_E_INVALID;
+  /* Failures before there is a handle are explained by clcrt_errmsg(NULL). */
+  if (!out) return clcrt__fail_norts(CLCRT_E_INVALID, "clcrt_runtime_create: out is NULL");
   *out = NULL;
   clcrt_runtime_opts def = CLCRT_RUNTIME_OPTS_INIT;
   if (opts && (opts->size < offsetof(clcrt_runtime_opts, target_arch) + sizeof(char *) ||
                opts->size > sizeof(clcrt_runtime_opts)))
-    return CLCRT_E_INVALID; /* no handle yet to explain on: size must come from the INIT macro */
+    return clcrt__fail_norts(CLCRT_E_INVALID,
+                             "clcrt_runtime_create: opts->size is %zu: initialise the options with "
+                             "CLCRT_RUNTIME_OPTS_INIT",
+                             opts->size);
   clcrt_runtime *rt = clcrt__calloc(1, sizeof *rt);
-  if (!rt) return CLCRT_E_NOMEM;
+  if (!rt) return clcrt__fail_norts(CLCRT_E_NOMEM, "clcrt_runtime_create: out of memory for the handle");
+  rt->err_id = clcrt__err_new_id();
   *out = rt;
   rt->opts = def;
   if (opts) memcpy(&rt->opts, opts, opts->size);
@@ -270,5 +254,8 @@ void clcrt_runtime_destroy(clcrt_runtime *rt) {
   clcrt__free(rt->cuda_home_own);
   if (rt->cond_ok) pthread_cond_destroy(&rt->cond);
   if (rt->lock_ok) pthread_mutex_destroy(&rt->lock);
+  /* This thread's message for rt goes now; other threads' entries are keyed by an id that
+   * no later runtime has, and go with their thread (errmsg.c). */
+  clcrt__err_forget(rt);
   clcrt__free(rt);
 }
