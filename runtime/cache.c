@@ -3,12 +3,15 @@
  * A key is the SHA-256 of everything that can change the cubin or the kernel's metadata:
  *   - the key schema (bump KEY_SCHEMA when the recipe below changes);
  *   - NVRTC: its version and the identity (path, size, mtime, inode) of the libnvrtc
- *     actually loaded, because patch releases keep the version number;
+ *     actually loaded, because patch releases keep the version number, and of the
+ *     libnvrtc-builtins files beside it (NVRTC loads them at its first compile; they hold
+ *     the built-in headers);
  *   - the architecture with its suffix ("sm_90a" and "sm_90" differ);
  *   - every embedded template file, by name and bytes (hashed once per process);
  *   - the canonical NVRTC options, in order, and the whole generated translation unit
  *     (the user's source, the entry, the scheduler's template arguments);
- *   - the resolved description: entry name, scheduler, grid kind, block, cluster, smem;
+ *   - the resolved description: entry name, scheduler, grid kind, block, cluster, smem,
+ *     minimum CTAs per SM (__launch_bounds__);
  *   - the CUDA toolkit's include directories, identified by the toolkit's real path,
  *     version.json when present, and the size, mtime and inode of include/, cuda.h and
  *     CCCL's version header (hashing thousands of toolkit headers on every registration
@@ -22,6 +25,7 @@
  * #include in a comment also counts: a false "uncached", never a false hit. */
 #include "cache.h"
 
+#include <dirent.h>
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -38,7 +42,9 @@
 #include "env.h"
 #include "sha256.h"
 
-#define KEY_SCHEMA "clcrt-cache-key-1"
+#define KEY_SCHEMA "clcrt-cache-key-2" /* 2: the minimum CTAs per SM, libnvrtc-builtins */
+
+static int is_builtins(const struct dirent *d) { return strncmp(d->d_name, "libnvrtc-builtins", 17) == 0; }
 
 static void hash_stat(clcrt__sha256_ctx *c, const char *path) {
   struct stat s;
@@ -48,6 +54,27 @@ static void hash_stat(clcrt__sha256_ctx *c, const char *path) {
     v[3] = (uint64_t)s.st_ino, v[4] = (uint64_t)s.st_dev;
   clcrt__sha256_str(c, path);
   clcrt__sha256_field(c, v, sizeof v);
+}
+
+/* The libnvrtc-builtins files in the directory of libnvrtc (lib), in name order so that
+ * the digest does not depend on the directory's order. NVRTC dlopens the one of its own
+ * version when it first compiles, which is after the first key is needed, so the files
+ * are hashed by identity rather than by asking the loader. */
+static void hash_builtins(clcrt__sha256_ctx *c, const char *lib) {
+  const char *slash = strrchr(lib, '/');
+  char dir[PATH_MAX];
+  if (!slash) snprintf(dir, sizeof dir, ".");
+  else if ((size_t)(slash - lib) < sizeof dir) snprintf(dir, sizeof dir, "%.*s", (int)(slash - lib), lib);
+  else return;
+  struct dirent **names = NULL;
+  int n = scandir(dir, &names, is_builtins, alphasort);
+  for (int i = 0; i < n; i++) {
+    char path[PATH_MAX + 256];
+    snprintf(path, sizeof path, "%s/%s", dir, names[i]->d_name);
+    hash_stat(c, path);
+    free(names[i]); /* scandir allocates with malloc, not clcrt's allocator */
+  }
+  free(names);
 }
 
 /* Digests computed once per process: the template and the NVRTC library. */
@@ -65,8 +92,12 @@ static void once_init(void) {
 
   clcrt__sha256_init(&c);
   Dl_info info;
-  if (dladdr((void *)(uintptr_t)nvrtcCompileProgram, &info) && info.dli_fname) hash_stat(&c, info.dli_fname);
-  else clcrt__sha256_str(&c, NULL);
+  if (dladdr((void *)(uintptr_t)nvrtcCompileProgram, &info) && info.dli_fname) {
+    hash_stat(&c, info.dli_fname);
+    hash_builtins(&c, info.dli_fname);
+  } else {
+    clcrt__sha256_str(&c, NULL);
+  }
   clcrt__sha256_final(&c, g_nvrtc);
 }
 
@@ -178,16 +209,35 @@ int clcrt__cache_key(clcrt_runtime *rt, const clcrt__build *b, uint8_t key[CLCRT
   for (int i = 0; i < b->num_options; i++) clcrt__sha256_str(&c, b->options[i]);
   clcrt__sha256_str(&c, b->source);
   clcrt__sha256_str(&c, b->name);
-  uint32_t meta[10] = {(uint32_t)b->sched, (uint32_t)b->grid, b->block.x,   b->block.y,   b->block.z,
-                       b->cluster.x,       b->cluster.y,      b->cluster.z, b->smem_bytes, 0};
+  uint32_t meta[10] = {(uint32_t)b->sched, (uint32_t)b->grid, b->block.x,   b->block.y,    b->block.z,
+                       b->cluster.x,       b->cluster.y,      b->cluster.z, b->smem_bytes, b->min_blocks};
   clcrt__sha256_field(&c, meta, sizeof meta);
   clcrt__sha256_str(&c, b->include_digest);
   clcrt__sha256_final(&c, key);
   return 1;
 }
 
+/* Why dir must not be used, or NULL. The cache trusts its entries (a checksum is no
+ * signature), so a directory where any user may create files is refused: another user
+ * could plant a cubin under a key they can compute. Group-writable directories (a team's
+ * shared cache) are the owner's choice. */
+static const char *unusable_dir(const char *dir) {
+  if (strlen(dir) + 1 + CLCRT__DC_FILE_LEN + 1 > CLCRT__DC_PATH_BYTES)
+    return "its path is too long for the entries' paths";
+  struct stat s;
+  if (stat(dir, &s) != 0) return "it cannot be examined";
+  if (s.st_mode & S_IWOTH) return "every user may write to it (entries could be planted); use a directory of your own";
+  return NULL;
+}
+
 clcrt_status clcrt__cache_init(clcrt_runtime *rt) {
   rt->disk_dir = NULL;
+  const clcrt__env *env = clcrt__env_get();
+  if (env->cache_max_bytes_bad)
+    clcrt__log(rt, CLCRT_LOG_WARN,
+               "CLCRT_CACHE_MAX_BYTES=\"%.64s\" is not a size (digits with an optional K, M, G or T): the cap is %llu "
+               "bytes",
+               env->cache_max_bytes_bad, env->cache_max_bytes);
   const char *why = NULL;
   char *dir;
   if (clcrt__dc_resolve_dir(rt->opts.cache_dir, &dir, &why) != CLCRT_OK)
@@ -198,8 +248,21 @@ clcrt_status clcrt__cache_init(clcrt_runtime *rt) {
   }
   int e = clcrt__dc_mkdirs(dir);
   if (e) {
-    clcrt__log(rt, CLCRT_LOG_WARN, "disk cache off: cannot create %s (%s); kernels are compiled, not stored", dir,
-               strerror(e));
+    clcrt__log(rt, CLCRT_LOG_WARN, "disk cache off: cannot create %.512s (%s); kernels are compiled, not stored",
+               dir, strerror(e));
+    clcrt__free(dir);
+    return CLCRT_OK;
+  }
+  /* The directory by its absolute path: a relative one would follow the program's
+   * working directory from one registration to the next. When this fails the path is
+   * kept as given (it still names the directory just made). */
+  char real[PATH_MAX];
+  if (realpath(dir, real)) {
+    char *abs = clcrt__strdup(real);
+    if (abs) clcrt__free(dir), dir = abs;
+  }
+  if ((why = unusable_dir(dir)) != NULL) {
+    clcrt__log(rt, CLCRT_LOG_WARN, "disk cache off: %.512s is not used: %s", dir, why);
     clcrt__free(dir);
     return CLCRT_OK;
   }
@@ -234,7 +297,8 @@ int clcrt__disk_get(clcrt_runtime *rt, const uint8_t key[CLCRT__KEY_BYTES], clcr
   const clcrt__dc_meta *m = &e.meta;
   if (strcmp(m->name, b->name) != 0 || strcmp(m->arch, rt->arch) != 0 || m->sched != b->sched ||
       m->grid != b->grid || memcmp(&m->block, &b->block, sizeof m->block) != 0 ||
-      memcmp(&m->cluster, &b->cluster, sizeof m->cluster) != 0 || m->smem_bytes != b->smem_bytes) {
+      memcmp(&m->cluster, &b->cluster, sizeof m->cluster) != 0 || m->smem_bytes != b->smem_bytes ||
+      m->min_blocks != b->min_blocks) {
     clcrt__log(rt, CLCRT_LOG_WARN, "disk cache entry %.16s… holds %s for %s, not %s: compiling again", hex, m->name,
                m->arch, b->name);
     clcrt__dc_entry_free(&e);
@@ -274,6 +338,7 @@ void clcrt__disk_put(clcrt_runtime *rt, const uint8_t key[CLCRT__KEY_BYTES], con
   m.block = b->block;
   m.cluster = b->cluster;
   m.smem_bytes = b->smem_bytes;
+  m.min_blocks = b->min_blocks;
   m.nvrtc_major = rt->nvrtc_major;
   m.nvrtc_minor = rt->nvrtc_minor;
   m.compile_ms = b->compile_ms;
@@ -317,15 +382,17 @@ int clcrt__desc_key(const clcrt_tile_desc *d, uint8_t key[CLCRT__KEY_BYTES]) {
   if (f.num_options < 0 || (f.num_options > 0 && !f.options)) return 0;
   clcrt__sha256_ctx c;
   clcrt__sha256_init(&c);
-  clcrt__sha256_str(&c, "clcrt-desc-key-1");
+  clcrt__sha256_str(&c, "clcrt-desc-key-2");
   clcrt__sha256_str(&c, f.source);
   clcrt__sha256_str(&c, f.tile_fn);
   clcrt__sha256_str(&c, f.args_type);
   clcrt__sha256_str(&c, f.state_type);
   clcrt__sha256_str(&c, f.prologue_fn);
   clcrt__sha256_str(&c, f.include_digest);
-  uint32_t v[11] = {f.block.x,   f.block.y,     f.block.z,          f.cluster.x,        f.cluster.y,
-                    f.cluster.z, f.smem_bytes,  (uint32_t)f.sched, (uint32_t)f.grid, (uint32_t)f.num_options, 0};
+  /* Every field of clcrt_tile_desc: one added to the struct must be added here. */
+  uint32_t v[11] = {f.block.x,   f.block.y,    f.block.z,         f.cluster.x,      f.cluster.y,
+                    f.cluster.z, f.smem_bytes, (uint32_t)f.sched, (uint32_t)f.grid, (uint32_t)f.num_options,
+                    f.min_blocks_per_sm};
   clcrt__sha256_field(&c, v, sizeof v);
   for (int i = 0; i < f.num_options; i++) clcrt__sha256_str(&c, f.options[i]);
   clcrt__sha256_final(&c, key);

@@ -129,7 +129,7 @@ static clcrt_status parse_header(const uint8_t *h, size_t hlen, uint64_t file_si
   m->compile_ms = get32(h + 112) / 1000.0;
   uint32_t nl = get16(h + 116), al = get16(h + 118), ol = get32(h + 120);
   m->file_size = file_size;
-  if (get32(h + 124) != 0) return why_set(why, wn, CLCRT_E_CORRUPT, "reserved field is not zero");
+  m->min_blocks = get32(h + 124);
   if (nl < 1 || nl > CLCRT__DC_NAME_MAX || al < 1 || al > CLCRT__DC_ARCH_MAX ||
       (uint64_t)hbytes != (uint64_t)CLCRT__DC_FIXED + nl + al + ol)
     return why_set(why, wn, CLCRT_E_CORRUPT, "inconsistent header lengths");
@@ -156,7 +156,10 @@ static clcrt_status parse_header(const uint8_t *h, size_t hlen, uint64_t file_si
 }
 
 static clcrt_status open_entry(const char *path, int *fd, struct stat *stt, char *why, size_t wn) {
-  *fd = open(path, O_RDONLY | O_CLOEXEC);
+  /* O_NONBLOCK: a FIFO (or a device) planted under an entry's name must not block the
+   * open for ever; it is refused below as not a regular file. Reads of regular files
+   * ignore the flag. */
+  *fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (*fd < 0)
     return errno == ENOENT ? why_set(why, wn, CLCRT_E_NOT_FOUND, "no entry")
                            : why_set(why, wn, CLCRT_E_IO, "open %s: %s", path, strerror(errno));
@@ -176,7 +179,7 @@ static clcrt_status open_entry(const char *path, int *fd, struct stat *stt, char
 clcrt_status clcrt__dc_read(const char *dir, const uint8_t key[CLCRT__DC_KEY], clcrt__dc_entry *out, char *why,
                             size_t wn) {
   memset(out, 0, sizeof *out);
-  char path[4096];
+  char path[CLCRT__DC_PATH_BYTES];
   if (!clcrt__dc_path(dir, key, path, sizeof path)) return why_set(why, wn, CLCRT_E_IO, "path too long");
   int fd;
   struct stat stt;
@@ -314,7 +317,7 @@ clcrt_status clcrt__dc_write(const char *dir, const clcrt__dc_meta *m, const voi
     return why_set(why, wn, CLCRT_E_UNSUPPORTED, "entry of %llu bytes exceeds the cache cap of %llu bytes", total,
                    max_bytes);
 
-  char path[4096], tmp[4096], hex[2 * CLCRT__DC_KEY + 1];
+  char path[CLCRT__DC_PATH_BYTES], tmp[CLCRT__DC_PATH_BYTES], hex[2 * CLCRT__DC_KEY + 1];
   clcrt__hex(m->key, CLCRT__DC_KEY, hex);
   if (!clcrt__dc_path(dir, m->key, path, sizeof path) ||
       snprintf(tmp, sizeof tmp, "%s/" TMP_PREFIX "%.16s-XXXXXX", dir, hex) >= (int)sizeof tmp)
@@ -335,6 +338,7 @@ clcrt_status clcrt__dc_write(const char *dir, const clcrt__dc_meta *m, const voi
   put32(h + 80, m->block.x), put32(h + 84, m->block.y), put32(h + 88, m->block.z);
   put32(h + 92, m->cluster.x), put32(h + 96, m->cluster.y), put32(h + 100, m->cluster.z);
   put32(h + 104, m->smem_bytes);
+  put32(h + 124, m->min_blocks);
   put32(h + 108, (uint32_t)m->nvrtc_major << 16 | ((uint32_t)m->nvrtc_minor & 0xffff));
   double us = m->compile_ms * 1000.0;
   put32(h + 112, us <= 0 ? 0 : us >= 4294967295.0 ? UINT32_MAX : (uint32_t)us);
@@ -500,12 +504,14 @@ clcrt_status clcrt__dc_foreach(const char *dir, int verify, clcrt__dc_visit_fn f
   size_t n;
   clcrt_status st = scan(dir, -1, &f, &n, NULL);
   if (st != CLCRT_OK) return st;
-  char path[4096], why[256];
+  char path[CLCRT__DC_PATH_BYTES], why[256];
   for (size_t i = 0; i < n; i++) {
-    snprintf(path, sizeof path, "%s/%s", dir, f[i].name);
     clcrt__dc_meta m;
     why[0] = 0;
-    clcrt_status rs = clcrt__dc_read_meta(path, verify, &m, why, sizeof why);
+    /* A truncated path would name another file: report the entry as unreadable. */
+    clcrt_status rs = snprintf(path, sizeof path, "%s/%s", dir, f[i].name) >= (int)sizeof path
+                          ? why_set(why, sizeof why, CLCRT_E_IO, "path too long")
+                          : clcrt__dc_read_meta(path, verify, &m, why, sizeof why);
     if (rs == CLCRT_E_NOT_FOUND) continue; /* removed since the scan */
     int stop = fn(user, path, rs == CLCRT_OK ? &m : NULL, rs, why);
     if (rs == CLCRT_OK) clcrt__dc_meta_free(&m);
@@ -533,7 +539,7 @@ clcrt_status clcrt__dc_resolve_dir(const char *opt_dir, char **out, const char *
   else if (env->cache_dir) *out = clcrt__strdup(env->cache_dir);
   else if (env->xdg_cache_home) *out = join(env->xdg_cache_home, "/clcrt");
   else if (env->home) *out = join(env->home, "/.cache/clcrt");
-  else w = "neither CLCRT_CACHE_DIR, XDG_CACHE_HOME nor HOME is set";
+  else w = "neither CLCRT_CACHE_DIR, an absolute XDG_CACHE_HOME nor an absolute HOME is set";
   if (why) *why = w;
   return w || *out ? CLCRT_OK : CLCRT_E_NOMEM;
 }
@@ -558,7 +564,8 @@ int clcrt__dc_mkdirs(const char *dir) {
     if (e || !c) break;
   }
   struct stat st;
-  if (!e && (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode))) e = ENOTDIR;
+  if (!e && stat(dir, &st) != 0) e = errno; /* ELOOP, ENAMETOOLONG, ... */
+  if (!e && !S_ISDIR(st.st_mode)) e = ENOTDIR;
   clcrt__free(p);
   return e;
 }

@@ -30,7 +30,8 @@
  *      116      2  name bytes (the entry symbol, 1..1023, no NUL)
  *      118      2  arch bytes (e.g. "sm_90a", 1..31)
  *      120      4  options bytes (the canonical NVRTC options joined with '\n'; for people)
- *      124      4  reserved, 0
+ *      124      4  minimum CTAs per SM of __launch_bounds__ (0: none; files written before the
+ *                   field existed hold 0 here, which is what they were compiled with)
  *      128         name, arch, options
  *        H         cubin, then PTX
  *   end-32     32  SHA-256 of every byte before it
@@ -59,6 +60,9 @@
 #define CLCRT__DC_ARCH_MAX 31u
 /* Entry file name length: 64 hex digits + ".clce" (no NUL). */
 #define CLCRT__DC_FILE_LEN (2 * CLCRT__DC_KEY + sizeof CLCRT__DC_SUFFIX - 1)
+/* Bytes of the path buffers (directory, '/', file name, NUL): a directory whose entries'
+ * paths do not fit is not used (clcrt__cache_init says so once). */
+#define CLCRT__DC_PATH_BYTES 4096
 
 /* An entry's header. Strings are NUL-terminated and owned (clcrt__dc_meta_free). */
 typedef struct clcrt__dc_meta {
@@ -68,6 +72,7 @@ typedef struct clcrt__dc_meta {
   clcrt_grid grid;
   clcrt_dim3 block, cluster;
   unsigned smem_bytes;
+  unsigned min_blocks;   /* clcrt_tile_desc.min_blocks_per_sm as compiled */
   int nvrtc_major, nvrtc_minor;
   double compile_ms;
   int64_t created;       /* Unix seconds, as written */
@@ -132,7 +137,8 @@ clcrt_status clcrt__dc_clear(const char *dir, unsigned long *removed);
 /* The directory the runtime would use for opt_dir (clcrt_runtime_opts.cache_dir):
  * opt_dir, else $CLCRT_CACHE_DIR, else $XDG_CACHE_HOME/clcrt, else $HOME/.cache/clcrt.
  * *out is a clcrt__malloc'ed path, or NULL when the disk cache is off ("" or
- * CLCRT_CACHE_DISABLE=1, or no HOME); why says which. CLCRT_E_NOMEM on failure. */
+ * CLCRT_CACHE_DISABLE=1, or no HOME); why says which. CLCRT_E_NOMEM on failure.
+ * XDG_CACHE_HOME and HOME count only when absolute (env.c). */
 clcrt_status clcrt__dc_resolve_dir(const char *opt_dir, char **out, const char **why);
 
 /* Creates dir and its parents (mode 0700). 0 on success, else an errno value. */

@@ -1,5 +1,6 @@
 #include "env.h"
 
+#include <ctype.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -8,20 +9,46 @@ static clcrt__env g_env;
 static pthread_once_t g_once = PTHREAD_ONCE_INIT;
 
 static const char *nonempty(const char *s) { return s && *s ? s : NULL; }
+/* A cache under a relative directory would move with the working directory. */
+static const char *absolute(const char *s) { return s && s[0] == '/' ? s : NULL; }
+
+int clcrt__parse_bytes(const char *s, unsigned long long *out) {
+  if (!s || !isdigit((unsigned char)*s)) return 0; /* strtoull would take "-1" and " 1" */
+  unsigned long long v = 0;
+  const char *p = s;
+  for (; isdigit((unsigned char)*p); p++) {
+    unsigned d = (unsigned)(*p - '0');
+    if (v > (~0ull - d) / 10) return 0;
+    v = v * 10 + d;
+  }
+  unsigned shift = 0;
+  switch (toupper((unsigned char)*p)) {
+    case 'K': shift = 10; break;
+    case 'M': shift = 20; break;
+    case 'G': shift = 30; break;
+    case 'T': shift = 40; break;
+    default: break;
+  }
+  if (shift) {
+    p++;
+    if (*p == 'i' || *p == 'I') p++;
+  }
+  if (*p == 'B' || *p == 'b') p++;
+  if (*p) return 0;
+  if (shift && v > (~0ull >> shift)) return 0;
+  *out = v << shift;
+  return 1;
+}
 
 static void read_env(void) {
   g_env.cache_dir = getenv("CLCRT_CACHE_DIR"); /* "" is meaningful: no disk cache */
-  g_env.xdg_cache_home = nonempty(getenv("XDG_CACHE_HOME"));
-  g_env.home = nonempty(getenv("HOME"));
+  g_env.xdg_cache_home = absolute(getenv("XDG_CACHE_HOME"));
+  g_env.home = absolute(getenv("HOME"));
   const char *d = getenv("CLCRT_CACHE_DISABLE");
   g_env.cache_disable = d && *d && strcmp(d, "0") != 0;
   g_env.cache_max_bytes = 1ull << 30;
   const char *m = nonempty(getenv("CLCRT_CACHE_MAX_BYTES"));
-  if (m) {
-    char *end;
-    unsigned long long v = strtoull(m, &end, 10);
-    if (end != m && *end == 0) g_env.cache_max_bytes = v;
-  }
+  if (m && !clcrt__parse_bytes(m, &g_env.cache_max_bytes)) g_env.cache_max_bytes_bad = m;
   g_env.cuda_home = nonempty(getenv("CUDA_HOME"));
   if (!g_env.cuda_home) g_env.cuda_home = nonempty(getenv("CUDA_PATH"));
 }

@@ -3,12 +3,17 @@
 #define CLCRT_ENV_H
 typedef struct clcrt__env {
   const char *cache_dir;       /* CLCRT_CACHE_DIR */
-  const char *xdg_cache_home;  /* XDG_CACHE_HOME */
-  const char *home;            /* HOME */
+  const char *xdg_cache_home;  /* XDG_CACHE_HOME, when absolute (the XDG spec: relative paths are ignored) */
+  const char *home;            /* HOME, when absolute */
   int cache_disable;           /* CLCRT_CACHE_DISABLE=1 */
-  unsigned long long cache_max_bytes; /* CLCRT_CACHE_MAX_BYTES, default 1 GiB */
+  unsigned long long cache_max_bytes; /* CLCRT_CACHE_MAX_BYTES, default 1 GiB; 0: no cap */
+  const char *cache_max_bytes_bad;    /* the text of CLCRT_CACHE_MAX_BYTES when it is not a size (then the default) */
   const char *cuda_home;       /* CUDA_HOME, else CUDA_PATH */
 } clcrt__env;
 /* The values as first read; later changes to the environment are not seen. */
 const clcrt__env *clcrt__env_get(void);
+/* Parses a byte count: decimal digits with an optional K, M, G or T suffix (powers of
+ * 1024; a trailing "B" or "iB" is allowed). Returns 0 and leaves *out alone for anything
+ * else: a sign, spaces, a fraction, a value that does not fit in 64 bits. */
+int clcrt__parse_bytes(const char *s, unsigned long long *out);
 #endif

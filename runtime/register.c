@@ -22,6 +22,36 @@ static void unlink_kernel(clcrt_runtime *rt, clcrt_kernel *k) {
     }
 }
 
+/* Moves a compiled or cached build into k and reads (and, with a device, loads) it. */
+static clcrt_status adopt(clcrt_runtime *rt, clcrt_kernel *k, clcrt__build *b, int from_disk) {
+  k->name = b->name, b->name = NULL;
+  k->cubin = b->cubin, b->cubin = NULL;
+  k->cubin_size = b->cubin_size;
+  k->ptx = b->ptx, b->ptx = NULL;
+  k->sched = b->sched;
+  k->grid = b->grid;
+  k->min_blocks = b->min_blocks;
+  k->block = b->block;
+  k->cluster = b->cluster;
+  k->smem_bytes = b->smem_bytes;
+  k->nthreads = b->block.x * b->block.y * b->block.z;
+  k->cluster_size = b->cluster.x * b->cluster.y * b->cluster.z;
+  k->compile_ms = from_disk ? 0 : b->compile_ms;
+  k->from_cache = from_disk ? 2 : 0;
+  return clcrt__kernel_finish(rt, k);
+}
+
+/* Undoes adopt after a failed read of the cubin (nothing was loaded): the name goes back
+ * to the build, which compiles next; the cached cubin and PTX are dropped. */
+static void unadopt(clcrt_kernel *k, clcrt__build *b) {
+  clcrt__cubin_free(&k->info);
+  k->kinfo = NULL;
+  b->name = k->name, k->name = NULL;
+  clcrt__free(k->cubin), k->cubin = NULL, k->cubin_size = 0;
+  clcrt__free(k->ptx), k->ptx = NULL;
+  b->cubin = NULL, b->ptx = NULL, b->cubin_size = 0;
+}
+
 clcrt_status clcrt_register(clcrt_runtime *rt, const clcrt_tile_desc *d, clcrt_kernel **out) {
   if (!rt) return CLCRT_E_INVALID;
   if (!out) return clcrt__fail(rt, CLCRT_E_INVALID, "clcrt_register: out is NULL");
@@ -79,25 +109,22 @@ clcrt_status clcrt_register(clcrt_runtime *rt, const clcrt_tile_desc *d, clcrt_k
   pthread_mutex_unlock(&rt->lock);
 
   int from_disk = cacheable && clcrt__disk_get(rt, key, &b);
+  if (from_disk) {
+    st = adopt(rt, k, &b, 1);
+    /* An entry whose checksum holds but whose cubin cannot be read (written by a buggy
+     * or foreign writer) is a miss like any damaged entry: compile, and the store below
+     * replaces it. */
+    if (st == CLCRT_E_CORRUPT) {
+      clcrt__log(rt, CLCRT_LOG_WARN, "disk cache entry for %s is unusable (%s): compiling again", k->name,
+                 clcrt__err_get(rt) ? clcrt__err_get(rt) : "unreadable cubin");
+      unadopt(k, &b);
+      from_disk = 0;
+    }
+  }
   if (!from_disk) {
     st = clcrt__build_compile(rt, &b);
     if (st == CLCRT_OK && cacheable) clcrt__disk_put(rt, key, &b);
-  }
-  if (st == CLCRT_OK) {
-    k->name = b.name, b.name = NULL;
-    k->cubin = b.cubin, b.cubin = NULL;
-    k->cubin_size = b.cubin_size;
-    k->ptx = b.ptx, b.ptx = NULL;
-    k->sched = b.sched;
-    k->grid = b.grid;
-    k->block = b.block;
-    k->cluster = b.cluster;
-    k->smem_bytes = b.smem_bytes;
-    k->nthreads = b.block.x * b.block.y * b.block.z;
-    k->cluster_size = b.cluster.x * b.cluster.y * b.cluster.z;
-    k->compile_ms = from_disk ? 0 : b.compile_ms;
-    k->from_cache = from_disk ? 2 : 0;
-    st = clcrt__kernel_finish(rt, k);
+    if (st == CLCRT_OK) st = adopt(rt, k, &b, 0);
   }
   clcrt__build_free(&b);
 

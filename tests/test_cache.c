@@ -17,6 +17,7 @@
 #include "cache.h"
 #include "clcrt.h"
 #include "diskcache.h"
+#include "env.h"
 #include "internal.h"
 #include "sha256.h"
 
@@ -959,6 +960,339 @@ static void add_e2e_tests(TCase *t) {
   tcase_add_test(t, e2e_stats_arguments);
 }
 
+/* ---- review findings (issue 9): each of these failed before its fix ------------------ */
+
+/* The description's key covers every field, min_blocks_per_sm included: two descriptions
+ * that differ only there must never share the memory fast path's kernel. */
+START_TEST(desc_key_covers_every_field) {
+  const char *o1[] = {"-DA=1"};
+  clcrt_tile_desc v[16];
+  int n = 0;
+  v[n++] = scale_desc(256);
+  for (int i = 1; i < 14; i++) v[i] = v[0];
+  v[n++].block.y = 2;
+  v[n++].cluster = (clcrt_dim3){2, 1, 1};
+  v[n++].smem_bytes = 16;
+  v[n++].sched = CLCRT_SCHED_FIXED;
+  v[n++].grid = CLCRT_GRID_FULL;
+  v[n].options = o1, v[n++].num_options = 1;
+  v[n++].state_type = "S";
+  v[n++].prologue_fn = "p";
+  v[n++].include_digest = "digest";
+  v[n++].min_blocks_per_sm = 2;
+  v[n++].min_blocks_per_sm = 3;
+  v[n++].args_type = "OtherArgs";
+  v[n++].tile_fn = "other_tile";
+  uint8_t keys[16][CLCRT__KEY_BYTES];
+  for (int i = 0; i < n; i++) ck_assert(clcrt__desc_key(&v[i], keys[i]));
+  for (int i = 0; i < n; i++)
+    for (int j = 0; j < i; j++) ck_assert_msg(memcmp(keys[i], keys[j], CLCRT__KEY_BYTES) != 0, "variants %d and %d", i, j);
+}
+END_TEST
+
+/* The content key covers the minimum CTAs per SM by itself, not only through the text of
+ * the generated entry. */
+START_TEST(content_key_covers_min_blocks) {
+  clcrt_runtime *rt = rt_in("", "sm_90a");
+  clcrt_tile_desc d = scale_desc(256);
+  clcrt__build b;
+  ck_assert_int_eq(clcrt__build_prepare(rt, &d, &b), CLCRT_OK);
+  uint8_t k0[CLCRT__KEY_BYTES], k2[CLCRT__KEY_BYTES];
+  ck_assert(clcrt__cache_key(rt, &b, k0));
+  b.min_blocks = 2;
+  ck_assert(clcrt__cache_key(rt, &b, k2));
+  ck_assert(memcmp(k0, k2, sizeof k0) != 0);
+  clcrt__build_free(&b);
+  clcrt_runtime_destroy(rt);
+}
+END_TEST
+
+/* End to end: two descriptions differing only in min_blocks_per_sm are two kernels, in
+ * memory and on disk; and an entry whose stored minimum differs from the build's is a
+ * miss, whatever its key says. */
+START_TEST(e2e_min_blocks_never_shared) {
+  clcrt_runtime *rt = rt_new();
+  clcrt_tile_desc d0 = scale_desc(256), d2 = d0;
+  d2.min_blocks_per_sm = 2;
+  clcrt_kernel *k0 = reg(rt, &d0), *k2 = reg(rt, &d2);
+  ck_assert_ptr_ne(k0, k2);
+  ck_assert_uint_eq(k0->min_blocks, 0);
+  ck_assert_uint_eq(k2->min_blocks, 2);
+  ck_assert_ptr_eq(reg(rt, &d2), k2);
+  ck_assert_ptr_eq(reg(rt, &d0), k0);
+  ck_assert_uint_eq(stats(rt).misses, 2);
+  clcrt_runtime_destroy(rt);
+  rt = rt_new();
+  k2 = reg(rt, &d2);
+  k0 = reg(rt, &d0);
+  ck_assert_uint_eq(stats(rt).disk_hits, 2);
+  ck_assert_uint_eq(k0->min_blocks, 0);
+  ck_assert_uint_eq(k2->min_blocks, 2);
+  /* The entry of d0 looked up for a build that wants 3 CTAs per SM: a miss. */
+  clcrt__build b;
+  ck_assert_int_eq(clcrt__build_prepare(rt, &d0, &b), CLCRT_OK);
+  uint8_t key[CLCRT__KEY_BYTES];
+  ck_assert(clcrt__cache_key(rt, &b, key));
+  b.min_blocks = 3;
+  g_log[0] = 0;
+  ck_assert_int_eq(clcrt__disk_get(rt, key, &b), 0);
+  ck_assert_ptr_nonnull(strstr(g_log, "compiling again"));
+  b.min_blocks = 0;
+  ck_assert_int_eq(clcrt__disk_get(rt, key, &b), 1);
+  clcrt__build_free(&b);
+  clcrt_runtime_destroy(rt);
+}
+END_TEST
+
+START_TEST(entry_keeps_min_blocks) {
+  clcrt__dc_meta m = sample_meta(7);
+  m.min_blocks = 3;
+  ck_assert_int_eq(clcrt__dc_write(g_dir, &m, g_cubin, sizeof g_cubin, NULL, 0, 0, NULL, 0), CLCRT_OK);
+  clcrt__dc_entry e;
+  ck_assert_int_eq(clcrt__dc_read(g_dir, m.key, &e, NULL, 0), CLCRT_OK);
+  ck_assert_uint_eq(e.meta.min_blocks, 3);
+  clcrt__dc_entry_free(&e);
+}
+END_TEST
+
+/* A FIFO planted under an entry's name used to block the reader's open() for ever. */
+START_TEST(fifo_entry_is_a_miss) {
+  clcrt__dc_meta m = sample_meta(8);
+  char path[512], why[256] = "";
+  ck_assert(clcrt__dc_path(g_dir, m.key, path, sizeof path));
+  ck_assert_int_eq(mkfifo(path, 0600), 0);
+  alarm(20); /* a hang fails the test rather than the whole run */
+  clcrt__dc_entry e;
+  ck_assert_int_eq(clcrt__dc_read(g_dir, m.key, &e, why, sizeof why), CLCRT_E_CORRUPT);
+  ck_assert_ptr_nonnull(strstr(why, "not a regular file"));
+  clcrt__dc_meta h;
+  ck_assert_int_eq(clcrt__dc_read_meta(path, 1, &h, why, sizeof why), CLCRT_E_CORRUPT);
+  alarm(0);
+}
+END_TEST
+
+/* CLCRT_CACHE_MAX_BYTES, read in a child (the environment is read once per process):
+ * expect the cap and whether the text was refused. */
+static void max_bytes_is(const char *val, unsigned long long want, int bad) {
+  pid_t pid = fork();
+  if (pid == 0) {
+    setenv("CLCRT_CACHE_MAX_BYTES", val, 1);
+    const clcrt__env *e = clcrt__env_get();
+    _exit(e->cache_max_bytes == want && (e->cache_max_bytes_bad != NULL) == bad ? 0 : 1);
+  }
+  int ws;
+  waitpid(pid, &ws, 0);
+  ck_assert_msg(WIFEXITED(ws) && WEXITSTATUS(ws) == 0, "CLCRT_CACHE_MAX_BYTES=\"%s\": want %llu%s", val, want,
+                bad ? " (refused)" : "");
+}
+
+START_TEST(max_bytes_from_environment) {
+  const unsigned long long def = 1ull << 30;
+  max_bytes_is("12345", 12345, 0);
+  max_bytes_is("0", 0, 0); /* no cap */
+  max_bytes_is("64K", 64ull << 10, 0);
+  max_bytes_is("2G", 2ull << 30, 0);
+  max_bytes_is("3GiB", 3ull << 30, 0);
+  max_bytes_is("512mb", 512ull << 20, 0);
+  max_bytes_is("1T", 1ull << 40, 0);
+  max_bytes_is("-1", def, 1); /* strtoull made this 2^64 - 1: no cap at all */
+  max_bytes_is("-5G", def, 1);
+  max_bytes_is("18446744073709551616", def, 1); /* 2^64 */
+  max_bytes_is("99999999999999999999999", def, 1);
+  max_bytes_is("17179869184T", def, 1); /* 2^34 T overflows */
+  max_bytes_is("abc", def, 1);
+  max_bytes_is(" 5", def, 1);
+  max_bytes_is("5 ", def, 1);
+  max_bytes_is("1.5G", def, 1);
+  max_bytes_is("0x100", def, 1);
+  max_bytes_is("5X", def, 1);
+}
+END_TEST
+
+/* Resolution with a whole environment: NULL values are unset. */
+static void dir_resolves(const char *xdg, const char *home, const char *expect) {
+  pid_t pid = fork();
+  if (pid == 0) {
+    unsetenv("CLCRT_CACHE_DIR"), unsetenv("CLCRT_CACHE_DISABLE");
+    if (xdg) setenv("XDG_CACHE_HOME", xdg, 1);
+    else unsetenv("XDG_CACHE_HOME");
+    if (home) setenv("HOME", home, 1);
+    else unsetenv("HOME");
+    char *d = NULL;
+    const char *why = NULL;
+    clcrt_status st = clcrt__dc_resolve_dir(NULL, &d, &why);
+    _exit(st == CLCRT_OK && (expect ? d && strcmp(d, expect) == 0 : !d && why) ? 0 : 1);
+  }
+  int ws;
+  waitpid(pid, &ws, 0);
+  ck_assert_msg(WIFEXITED(ws) && WEXITSTATUS(ws) == 0, "XDG_CACHE_HOME=%s HOME=%s: want %s", xdg ? xdg : "(unset)",
+                home ? home : "(unset)", expect ? expect : "no disk cache");
+}
+
+START_TEST(resolve_directory_hostile_environment) {
+  /* The XDG Base Directory spec: a relative XDG_CACHE_HOME is invalid and ignored. */
+  dir_resolves("relative/xdg", "/home/u", "/home/u/.cache/clcrt");
+  dir_resolves("./xdg", "/home/u", "/home/u/.cache/clcrt");
+  dir_resolves("", "/home/u", "/home/u/.cache/clcrt");
+  dir_resolves("/xdg", "relative-home", "/xdg/clcrt");
+  /* No usable HOME: no disk cache rather than one that moves with the working directory. */
+  dir_resolves(NULL, "relative-home", NULL);
+  dir_resolves(NULL, "", NULL);
+  dir_resolves(NULL, NULL, NULL);
+  dir_resolves("relative/xdg", NULL, NULL);
+}
+END_TEST
+
+/* A directory every user may write to: another user could plant entries. */
+START_TEST(e2e_world_writable_directory_refused) {
+  char p[512];
+  snprintf(p, sizeof p, "%s/shared", g_dir);
+  ck_assert_int_eq(mkdir(p, 0700), 0);
+  ck_assert_int_eq(chmod(p, 0777), 0);
+  g_log[0] = 0;
+  clcrt_runtime *rt = rt_in(p, "sm_90a");
+  ck_assert_msg(strstr(g_log, "disk cache off") && strstr(g_log, "every user"), "%s", g_log);
+  clcrt_tile_desc d = scale_desc(256);
+  reg(rt, &d);
+  ck_assert_int_eq(entries_in(p), 0);
+  clcrt_runtime_destroy(rt);
+  /* Group-writable (a team's cache) is the owner's choice. */
+  ck_assert_int_eq(chmod(p, 0770), 0);
+  rt = rt_in(p, "sm_90a");
+  reg(rt, &d);
+  ck_assert_int_eq(entries_in(p), 1);
+  clcrt_runtime_destroy(rt);
+}
+END_TEST
+
+/* A relative cache directory is the one it named when the runtime was created, wherever
+ * the program's working directory goes afterwards. */
+START_TEST(e2e_relative_directory_stays_put) {
+  char here[512], there[512], rel[600];
+  snprintf(here, sizeof here, "%s/here", g_dir);
+  snprintf(there, sizeof there, "%s/there", g_dir);
+  ck_assert_int_eq(mkdir(here, 0700), 0);
+  ck_assert_int_eq(mkdir(there, 0700), 0);
+  ck_assert_int_eq(chdir(here), 0);
+  clcrt_runtime *rt = rt_in("cache", "sm_90a");
+  ck_assert_int_eq(chdir(there), 0);
+  clcrt_tile_desc d = scale_desc(256);
+  reg(rt, &d);
+  clcrt_runtime_destroy(rt);
+  snprintf(rel, sizeof rel, "%s/cache", here);
+  ck_assert_int_eq(entries_in(rel), 1);
+  ck_assert_int_eq(chdir("/"), 0);
+}
+END_TEST
+
+/* A directory whose entries' paths would not fit the path buffers is refused once, at
+ * creation, instead of failing every lookup and every store. */
+START_TEST(e2e_directory_path_too_long) {
+  char p[4200];
+  int n = snprintf(p, sizeof p, "%s", g_dir);
+  while (n + 201 < CLCRT__DC_PATH_BYTES - 8) {
+    p[n++] = '/';
+    memset(p + n, 'd', 200);
+    n += 200;
+    p[n] = 0;
+  }
+  ck_assert_int_lt(n, CLCRT__DC_PATH_BYTES - 8);
+  ck_assert_int_gt(n + 1 + (int)CLCRT__DC_FILE_LEN, CLCRT__DC_PATH_BYTES - 1);
+  g_log[0] = 0;
+  clcrt_runtime *rt = rt_in(p, "sm_90a");
+  ck_assert_msg(strstr(g_log, "disk cache off") && strstr(g_log, "too long"), "%s", g_log);
+  clcrt_tile_desc d = scale_desc(256);
+  g_log[0] = 0;
+  reg(rt, &d);
+  ck_assert_msg(!strstr(g_log, "path too long"), "%s", g_log);
+  clcrt_runtime_destroy(rt);
+}
+END_TEST
+
+/* Not a fix: hostile places that already worked, kept working. Each still compiles. */
+START_TEST(e2e_hostile_paths_still_compile) {
+  char file[512], loop[512], p[600];
+  snprintf(file, sizeof file, "%s/a-file", g_dir);
+  fclose(fopen(file, "w"));
+  snprintf(loop, sizeof loop, "%s/loop", g_dir);
+  ck_assert_int_eq(symlink(loop, loop), 0);
+  snprintf(p, sizeof p, "%s/cache", loop);
+  char longp[5000];
+  memset(longp, 'x', sizeof longp - 1);
+  longp[0] = '/';
+  longp[sizeof longp - 1] = 0;
+  const char *dirs[] = {file, loop, p, longp};
+  clcrt_tile_desc d = scale_desc(256);
+  for (int i = 0; i < 4; i++) {
+    g_log[0] = 0;
+    clcrt_runtime *rt = rt_in(dirs[i], "sm_90a");
+    ck_assert_msg(strstr(g_log, "disk cache off"), "%.80s: %s", dirs[i], g_log);
+    reg(rt, &d);
+    clcrt_runtime_destroy(rt);
+  }
+  /* A CUDA_HOME that does not exist, or is longer than any path. */
+  const char *homes[] = {"/nonexistent/cuda", longp};
+  for (int i = 0; i < 2; i++) {
+    clcrt_runtime_opts o = CLCRT_RUNTIME_OPTS_INIT;
+    o.target_arch = "sm_90a";
+    o.cache_dir = g_dir;
+    o.cuda_home = homes[i];
+    clcrt_runtime *rt = NULL;
+    ck_assert_int_eq(clcrt_runtime_create(&rt, &o), CLCRT_OK);
+    reg(rt, &d);
+    clcrt_runtime_destroy(rt);
+  }
+}
+END_TEST
+
+/* An entry whose checksum holds but whose cubin is not one (a foreign or buggy writer):
+ * a miss that is compiled and replaced, not a registration that fails for ever. */
+START_TEST(e2e_unreadable_cubin_is_a_miss) {
+  clcrt_runtime *rt = rt_new();
+  clcrt_tile_desc d = scale_desc(256);
+  clcrt__build b;
+  ck_assert_int_eq(clcrt__build_prepare(rt, &d, &b), CLCRT_OK);
+  uint8_t key[CLCRT__KEY_BYTES];
+  ck_assert(clcrt__cache_key(rt, &b, key));
+  clcrt__dc_meta m = {0};
+  memcpy(m.key, key, sizeof key);
+  m.sched = b.sched, m.grid = b.grid, m.block = b.block, m.cluster = b.cluster, m.smem_bytes = b.smem_bytes;
+  m.min_blocks = b.min_blocks;
+  m.name = b.name, m.arch = "sm_90a", m.options = "";
+  static const char junk[] = "this is not an ELF file, but its checksum is right";
+  ck_assert_int_eq(clcrt__dc_write(g_dir, &m, junk, sizeof junk, NULL, 0, 0, NULL, 0), CLCRT_OK);
+  clcrt__build_free(&b);
+  g_log[0] = 0;
+  clcrt_kernel *k = reg(rt, &d);
+  ck_assert_msg(strstr(g_log, "compiling again"), "%s", g_log);
+  ck_assert_int_eq(k->from_cache, 0);
+  clcrt_cache_stats s = stats(rt);
+  ck_assert_uint_eq(s.misses, 1);
+  ck_assert_uint_eq(s.disk_hits, 0);
+  clcrt_runtime_destroy(rt);
+  /* The entry was replaced by the compiled one. */
+  rt = rt_new();
+  k = reg(rt, &d);
+  ck_assert_int_eq(k->from_cache, 2);
+  clcrt_runtime_destroy(rt);
+}
+END_TEST
+
+static void add_review_tests(TCase *t) {
+  tcase_add_test(t, e2e_unreadable_cubin_is_a_miss);
+  tcase_add_test(t, desc_key_covers_every_field);
+  tcase_add_test(t, content_key_covers_min_blocks);
+  tcase_add_test(t, e2e_min_blocks_never_shared);
+  tcase_add_test(t, entry_keeps_min_blocks);
+  tcase_add_test(t, fifo_entry_is_a_miss);
+  tcase_add_test(t, max_bytes_from_environment);
+  tcase_add_test(t, resolve_directory_hostile_environment);
+  tcase_add_test(t, e2e_world_writable_directory_refused);
+  tcase_add_test(t, e2e_relative_directory_stays_put);
+  tcase_add_test(t, e2e_directory_path_too_long);
+  tcase_add_test(t, e2e_hostile_paths_still_compile);
+}
+
 static Suite *cache_suite(void) {
   Suite *s = suite_create("cache");
   TCase *t = tcase_create("sha256");
@@ -982,6 +1316,12 @@ static Suite *cache_suite(void) {
   tcase_add_checked_fixture(t, dir_setup, dir_teardown);
   tcase_set_timeout(t, 300);
   add_e2e_tests(t);
+  suite_add_tcase(s, t);
+
+  t = tcase_create("review");
+  tcase_add_checked_fixture(t, dir_setup, dir_teardown);
+  tcase_set_timeout(t, 300);
+  add_review_tests(t);
   suite_add_tcase(s, t);
   return s;
 }
