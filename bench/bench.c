@@ -33,6 +33,18 @@ static clcrt_stream *st;
 static CUstream cs;
 static FILE *json;
 static int json_first = 1;
+static const char *dump_dir; /* --dump DIR: write every kernel's cubin there (for nvdisasm) */
+
+static void dump_cubin(const char *name, const void *data, size_t size) {
+  if (!dump_dir) return;
+  char path[512];
+  snprintf(path, sizeof path, "%s/%s.cubin", dump_dir, name);
+  FILE *f = fopen(path, "wb");
+  if (f) {
+    fwrite(data, 1, size, f);
+    fclose(f);
+  }
+}
 
 #define CK(x)                                                                         \
   do {                                                                                \
@@ -145,6 +157,9 @@ static CUlibrary compile_ref(const char *src, const char *define) {
   char *cubin = malloc(n);
   nvrtcGetCUBIN(p, cubin);
   nvrtcDestroyProgram(&p);
+  char name[96];
+  snprintf(name, sizeof name, "ref_%s%s", strstr(src, "WorkArgs") ? "work" : "scale", define ? define + 2 : "");
+  dump_cubin(name, cubin, n);
   CUlibrary lib;
   CK(cu->cuLibraryLoadData(&lib, cubin, NULL, NULL, 0, NULL, NULL, 0));
   free(cubin);
@@ -175,6 +190,14 @@ static clcrt_kernel *reg2(const char *src, const char *fn, const char *args, clc
   if (clcrt_register(rt, &d, &k) != CLCRT_OK) {
     fprintf(stderr, "register %s: %s\n", fn, clcrt_errmsg(rt));
     exit(1);
+  }
+  const void *cubin;
+  size_t size;
+  clcrt_kernel_info info = CLCRT_KERNEL_INFO_INIT;
+  if (dump_dir && clcrt_kernel_cubin(k, &cubin, &size) == CLCRT_OK && clcrt_kernel_info_get(k, &info) == CLCRT_OK) {
+    char name[160];
+    snprintf(name, sizeof name, "%s_c%u%s", info.name, cl, define ? define + 2 : "");
+    dump_cubin(name, cubin, size);
   }
   return k;
 }
@@ -243,8 +266,6 @@ static void emit(const char *workload, const char *param, unsigned cl, const cha
   }
 }
 
-/* STEAL with the default look-ahead, then with look-ahead 0, 1 and 2 named explicitly
- * (nvrtc_src/clcrt.cuh, CLCRT_STEAL_AHEAD), to choose the default from measurements. */
 static const struct {
   const char *name;
   clcrt_sched sched;
@@ -255,11 +276,9 @@ static const struct {
     {"steal-full", CLCRT_SCHED_STEAL, CLCRT_GRID_FULL, NULL},
     {"static", CLCRT_SCHED_STATIC, CLCRT_GRID_AUTO, NULL},
     {"fixed", CLCRT_SCHED_FIXED, CLCRT_GRID_AUTO, NULL},
-    {"steal-ahead0", CLCRT_SCHED_STEAL, CLCRT_GRID_PERSISTENT, "-DCLCRT_STEAL_AHEAD=0"},
-    {"steal-ahead1", CLCRT_SCHED_STEAL, CLCRT_GRID_PERSISTENT, "-DCLCRT_STEAL_AHEAD=1"},
-    {"steal-ahead2", CLCRT_SCHED_STEAL, CLCRT_GRID_PERSISTENT, "-DCLCRT_STEAL_AHEAD=2"},
+    {"steal-early", CLCRT_SCHED_STEAL, CLCRT_GRID_PERSISTENT, "-DCLCRT_STEAL_EARLY=1"},
 };
-#define NCONT 7
+#define NCONT 5
 
 /* ---------------- workloads ---------------- */
 
@@ -435,14 +454,18 @@ static void bench_overhead(void) {
     unsigned long long n4;
     float a;
   } args = {x, y, 256, 2.0f};
+  /* The parameters of the same 1-tile STEAL run, on the stream's own claim sets: a launch
+   * equivalent to clcrt_run's without the library around it. */
   clcrt__params p;
   memset(&p, 0, sizeof p);
   p.tiles[0] = p.tiles[1] = p.tiles[2] = 1;
   p.units[0] = p.units[1] = p.units[2] = 1;
   p.num_units = p.num_clusters = 1;
+  p.active = 1, p.chunk_cycles = 8000, p.early_min = 2;
   CUdeviceptr counter;
-  CK(cu->cuMemAlloc(&counter, 16));
-  CK(cu->cuMemsetD8(counter, 0, 16));
+  CK(cu->cuMemAlloc(&counter, 8192));
+  static const unsigned char zeros[8192];
+  CK(cu->cuMemcpyHtoD(counter, zeros, sizeof zeros));
   p.state = counter;
   const int batches = 41, per = 200;
   double bare[41], lib[41];
@@ -496,8 +519,10 @@ int main(int argc, char **argv) {
       only = argv[++i];
     else if (!strcmp(argv[i], "--quick"))
       quick = 1;
+    else if (!strcmp(argv[i], "--dump") && i + 1 < argc)
+      dump_dir = argv[++i];
     else {
-      fprintf(stderr, "usage: bench [--json FILE] [--quick] [--only scale|work|overhead]\n");
+      fprintf(stderr, "usage: bench [--json FILE] [--quick] [--dump DIR] [--only scale|work|overhead]\n");
       return 2;
     }
   }

@@ -4,46 +4,55 @@
 // Self-contained on purpose: inline PTX only, no <cuda/ptx> and no cooperative groups,
 // which cost 100+ ms of NVRTC time on every cold compile.
 //
-// One loop, four sources of work units. A work unit is one cluster-shaped block of tiles:
-// unit u names cluster position (u % UX, u / UX % UY, u / (UX*UY)) in the tile grid padded
-// up to a multiple of the cluster shape; each CTA of the cluster takes the tile at that
-// position plus its own coordinate in the cluster, and padded tiles are skipped.
+// One loop, four sources of work. A work unit is one cluster-shaped block of tiles: unit u
+// names cluster position (u % UX, u / UX % UY, u / (UX*UY)) in the tile grid padded up to a
+// multiple of the cluster shape; each CTA of the cluster takes the tile at that position
+// plus its own coordinate in the cluster, and padded tiles are skipped. Work is handed out
+// as responses, each a run of consecutive units [start, start + count):
 //
-//   FIXED   one unit per launched cluster: u = %clusterid.x
-//   STATIC  persistent grid: u = %clusterid.x, then u += %nclusterid.x
-//   STEAL   software: the cluster's leader claims u from the stream's counter with an
-//           atomic and writes the 16-byte response into every CTA of its cluster with
-//           st.async ... mbarrier::complete_tx::bytes
+//   FIXED   one unit per launched cluster: its own position
+//   STATIC  persistent grid: its own position, then += number of clusters
+//   STEAL   software: the cluster's leader claims a run of units from the run's claim
+//           counters with an atomic and writes the 16-byte response into every CTA of its
+//           cluster (st.async ... mbarrier::complete_tx::bytes, or a plain store and a
+//           release-arrive when the kernel is launched without clusters)
 //   CLC     hardware (sm_100+): the first unit is the cluster's own; the next ones come
-//           from clusterlaunchcontrol.try_cancel ... multicast::cluster::all
+//           from clusterlaunchcontrol.try_cancel ... multicast::cluster::all, one unit each
 //
 // STEAL and CLC share one protocol over a ring of two response slots per CTA:
 //   full[s]   per CTA, arrival count 1: armed by the CTA itself (arrive.expect_tx 16) one
 //             use ahead, completed by the 16 response bytes;
 //   empty[s]  in the leader CTA (rank 0), one arrival per warp of the cluster: lane 0 of
 //             a warp reads slot s (one 128-bit load), fences generic->async proxy, arrives,
-//             and broadcasts the unit to its warp; the leader waits on empty[s] (and fences
-//             too) before the next request may write slot s again.
-// So the next request overwrites a slot only after every warp of the cluster read it, and
-// no cluster-wide barrier is needed per tile; the CTAs of a cluster drift by at most one
-// tile. Every warp reads the same slot for the same request, so all see the same failure.
-// After a failed request no thread issues another.
+//             and broadcasts the response to its warp; the leader waits on empty[s] (and
+//             fences too) before the next request may write slot s again.
+// So a response is overwritten only after every warp of the cluster read it, no cluster-wide
+// barrier is needed per unit, and every warp decodes the same slot for the same request, so
+// all see the same end. After a failed request no thread issues another.
+//
+// STEAL's claims (the leader is lane 0 of the last warp of the cluster's rank-0 CTA, so a
+// producer warp placed last in a warp-specialised tile function claims the next tile as
+// soon as it has issued the current one's loads):
+//   - one counter per run, advanced only by atomics, so no unit is claimed twice;
+//   - a claim takes a chunk of units sized by time: the leader measures how long its units
+//     take (clock64) and takes enough of them to last about chunk_cycles, at least 1 and at
+//     most remaining / (2 * clusters running at once) (guided, so the tail is still handed
+//     out unit by unit). Units of microseconds are claimed one at a time and balance like
+//     one block per tile; tiny units are claimed by the dozen, so the atomic stays cheap;
+//   - the next claim is made and published before the current units run (its latency hides
+//     behind them) when the units are short, or when the cluster has several CTAs (up to
+//     three responses ahead, so its CTAs can drift apart by that many while tiles differ in
+//     cost); at the tail, and for long units of 1-CTA clusters, it is made when the current
+//     units are done, so nothing is held back from other clusters.
+// The claim state of a run is per run and needs no reset launch: a run on a stream uses one
+// of the stream's two counters, chosen by the run's sequence number, and zeroes the other
+// for the next run (runs on a stream execute one after another); a run captured into a graph
+// claims from its own slot of the context's table, found by its launch's %gridid, and gives
+// the slot up when its last cluster leaves. See runtime/sched_state.h for the layout.
 #pragma once
 
-// How far ahead a STEAL cluster claims (compile with -DCLCRT_STEAL_AHEAD=n to choose):
-//   0  the next unit is claimed when the current one ends: nothing is held back from other
-//      clusters, and the claim's latency is exposed once per unit (other CTAs on the SM
-//      hide it);
-//   1  claimed before the current unit runs, published after it: one unit held back;
-//   2  claimed one unit earlier still and published before the current unit runs: the
-//      response is always waiting, two units held back.
-// The default, chosen from the benchmark on the H100 (README, "Measured results"), is 0
-// for 1-CTA clusters (many resident CTAs per SM hide the claim, and holding nothing back
-// balances unequal tiles best: 0.956x one-block-per-tile on the skewed mix against 0.879x
-// with 1) and 1 for larger clusters (the broadcast to several CTAs is slower: 1.001x
-// against 0.967x on 4 KiB tiles with 2-CTA clusters).
-#ifndef CLCRT_STEAL_AHEAD
-#define CLCRT_STEAL_AHEAD (-1)
+#ifndef CLCRT_STEAL_EARLY
+#define CLCRT_STEAL_EARLY 0
 #endif
 
 namespace clcrt {
@@ -56,22 +65,40 @@ struct Tile {
   unsigned iteration;        // how many units this CTA ran before this one
 };
 
-// Scheduler parameters: mirrored by struct clcrt__params in runtime/launch.h, checked by
+// Scheduler parameters: mirrored by struct clcrt__params in runtime/internal.h, checked by
 // size at load time (cuFuncGetParamInfo).
 struct Params {
   unsigned tiles[3];         // the tile grid
   unsigned units[3];         // ceil(tiles / cluster)
   unsigned num_units;        // units[0] * units[1] * units[2]
   unsigned num_clusters;     // clusters launched
-  unsigned *counter;         // STEAL: [0] next unit to claim, [1] clusters finished
+  unsigned long long state;  // STEAL: the stream's claim sets, or the runtime's graph table
   unsigned long long *stats; // optional: [0] tiles, [1] steals, [2] clusters, [3] max units per cluster, [4+sm] tiles per SM
-  void *trace;
-  unsigned long long *yield;
-  unsigned seq, run, shards, max_chunk, prio, flags;
+  unsigned long long trace;  // optional: the stream's trace buffer
+  const unsigned *yield;     // optional: the device's preemption words (32 x level)
+  unsigned seq;              // the run's sequence number on its stream (which counter)
+  unsigned run;              // the run's number for the trace
+  unsigned chunk_cycles;     // a claim takes units lasting about this long
+  unsigned active;           // clusters that run at once
+  unsigned prio;             // the run's priority level: it yields to any higher level
+  unsigned flags;            // 1: graph (state is the table)
+  unsigned div1_mul, div1_shr; // fast division by units[0] (mul 0: divide by 1)
+  unsigned div2_mul, div2_shr; // fast division by units[1]
+  unsigned guide_mul, guide_shr; // fast division by 2 * active
+  unsigned early_min;        // claim ahead only while more than this many units remain
+  unsigned reserved[3];
 };
 
 enum { SCHED_CLC = 1, SCHED_STEAL = 2, SCHED_STATIC = 3, SCHED_FIXED = 4 };
-enum : unsigned { NONE = 0xffffffffu };
+enum : unsigned { NONE = 0xffffffffu, FLAG_GRAPH = 1u };
+
+// Claim state layout (runtime/sched_state.h mirrors these numbers).
+enum : unsigned {
+  LINE_WORDS = 32,             // 128 bytes
+  TABLE_SLOTS = 256,
+  SLOT_WORDS = 2 * LINE_WORDS, // [0..1] gridid, [4..5] {clusters that left, clusters}; then the counter line
+  TRACE_HDR_WORDS = LINE_WORDS // trace: [0] records per SM region, [1] regions
+};
 
 namespace ptx {
 
@@ -107,6 +134,16 @@ __device__ __forceinline__ unsigned sreg_smid() {
   asm volatile("mov.u32 %0, %%smid;" : "=r"(r));
   return r;
 }
+__device__ __forceinline__ unsigned long long sreg_gridid() {
+  unsigned long long r;
+  asm volatile("mov.u64 %0, %%gridid;" : "=l"(r));
+  return r;
+}
+__device__ __forceinline__ unsigned long long globaltimer() {
+  unsigned long long r;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(r)::"memory");
+  return r;
+}
 // The address of the same shared-memory variable in the CTA of rank `rank`.
 __device__ __forceinline__ unsigned mapa(unsigned addr, unsigned rank) {
   unsigned r;
@@ -135,7 +172,7 @@ __device__ __forceinline__ void wait_parity(unsigned bar, unsigned parity) {
 }
 // Arrive on an mbarrier in any CTA of the cluster (address from mapa). Default semantics
 // (release, CTA scope), as CUTLASS's ClusterBarrier does for consumer releases: a
-// cluster-scope release compiles to MEMBAR.ALL.GPU, which we must not pay per tile. The
+// cluster-scope release compiles to MEMBAR.ALL.GPU, which we must not pay per unit. The
 // arrive only has to order this warp's earlier reads of the slot before the leader's next
 // write into it, and the proxy fence before it orders them against the async proxy.
 __device__ __forceinline__ void arrive_remote(unsigned cluster_bar) {
@@ -179,13 +216,47 @@ __device__ __forceinline__ unsigned atom_add_relaxed_gpu(unsigned *p, unsigned v
   asm volatile("atom.relaxed.gpu.global.add.u32 %0, [%1], %2;" : "=r"(r) : "l"(p), "r"(v) : "memory");
   return r;
 }
-__device__ __forceinline__ unsigned atom_add_acq_rel_gpu(unsigned *p, unsigned v) {
-  unsigned r;
-  asm volatile("atom.acq_rel.gpu.global.add.u32 %0, [%1], %2;" : "=r"(r) : "l"(p), "r"(v) : "memory");
-  return r;
-}
 __device__ __forceinline__ void st_relaxed_gpu(unsigned *p, unsigned v) {
   asm volatile("st.relaxed.gpu.global.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
+}
+__device__ __forceinline__ uint4 ld_relaxed_gpu_v4(const unsigned *p) {
+  uint4 v;
+  asm volatile("ld.relaxed.gpu.global.v4.u32 {%0, %1, %2, %3}, [%4];"
+               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+               : "l"(p)
+               : "memory");
+  return v;
+}
+// The graph table's ownership protocol: acquire/release at GPU scope, once per cluster.
+__device__ __forceinline__ unsigned long long ld_acquire_gpu_u64(const unsigned long long *p) {
+  unsigned long long v;
+  asm volatile("ld.acquire.gpu.global.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
+  return v;
+}
+__device__ __forceinline__ unsigned ld_acquire_gpu(const unsigned *p) {
+  unsigned v;
+  asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+  return v;
+}
+__device__ __forceinline__ void st_release_gpu_u64(unsigned long long *p, unsigned long long v) {
+  asm volatile("st.release.gpu.global.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
+}
+__device__ __forceinline__ void st_release_gpu(unsigned *p, unsigned v) {
+  asm volatile("st.release.gpu.global.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
+}
+__device__ __forceinline__ unsigned atom_cas_acquire_gpu(unsigned *p, unsigned cmp, unsigned v) {
+  unsigned r;
+  asm volatile("atom.acquire.gpu.global.cas.b32 %0, [%1], %2, %3;" : "=r"(r) : "l"(p), "r"(cmp), "r"(v) : "memory");
+  return r;
+}
+__device__ __forceinline__ void red_add_release_gpu_u64(unsigned long long *p, unsigned long long v) {
+  asm volatile("red.release.gpu.global.add.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
+}
+__device__ __forceinline__ void nanosleep(unsigned ns) { asm volatile("nanosleep.u32 %0;" ::"r"(ns)); }
+__device__ __forceinline__ unsigned umulhi(unsigned a, unsigned b) {
+  unsigned r;
+  asm("mul.hi.u32 %0, %1, %2;" : "=r"(r) : "r"(a), "r"(b));
+  return r;
 }
 
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 1000
@@ -220,34 +291,110 @@ __device__ __forceinline__ unsigned clc_first_ctaid_x(uint4 r) {
 #endif
 }  // namespace ptx
 
-// The response ring of one CTA (see the protocol at the top of this file).
-struct Ring {
-  uint4 slot[2];
-  unsigned long long full[2];
-  unsigned long long empty[2];
-};
+// n / d for n < 2^31, with (mul, shr) from the host (runtime/stream.c fastdiv): mul 0
+// means d == 1.
+__device__ __forceinline__ unsigned fastdiv(unsigned n, unsigned mul, unsigned shr) {
+  return mul ? ptx::umulhi(n, mul) >> shr : n;
+}
+
+// One trace record (include/clcrt.h: clcrt_trace_record), written as three 16-byte stores.
+__device__ __forceinline__ void trace_record(const Params &p, unsigned long long t0, unsigned long long t1,
+                                            unsigned long long linear, unsigned unit, unsigned cluster,
+                                            unsigned rank, bool stolen) {
+  unsigned *hdr = (unsigned *)p.trace;
+  unsigned cap = hdr[0], regions = hdr[1];
+  unsigned sm = ptx::sreg_smid();
+  unsigned r = sm % regions;
+  unsigned idx = ptx::atom_add_relaxed_gpu(hdr + TRACE_HDR_WORDS + r * LINE_WORDS, 1u);
+  if (idx >= cap) return;  // counted, not written: the host reports count - cap as dropped
+  uint4 *rec = (uint4 *)(p.trace + 4ull * (TRACE_HDR_WORDS + regions * LINE_WORDS) +
+                         48ull * ((unsigned long long)r * cap + idx));
+  rec[0] = make_uint4((unsigned)t0, (unsigned)(t0 >> 32), (unsigned)t1, (unsigned)(t1 >> 32));
+  rec[1] = make_uint4((unsigned)linear, (unsigned)(linear >> 32), unit, cluster);
+  rec[2] = make_uint4(p.run, (sm & 0xffffu) | (rank << 16) | ((stolen ? 1u : 0u) << 24), 0u, 0u);
+}
+
+// A graph run's slot in the context's table (runtime/sched_state.h), found by the launch's
+// %gridid. %gridid tells apart the grids in flight (checked by tests/gpu_graph.c on every run
+// of the suite) but is reused by later launches (measured on an H100, driver 580), so a slot
+// belongs to the launch written in it only while that launch has clusters left to leave:
+// {left, clusters} in one 64-bit word, read at once. A cluster scans from the launch's hash
+// position up to the first never-used slot for its own live slot, reading the state before
+// and after the owner (a slot taken over in between is not mistaken for its own); a launch
+// not yet in the table takes the first free slot under the table's lock (held for a few
+// loads and stores by a running thread, so waiting for it never waits for a cluster to
+// start). There is always a free slot: a device runs at most 128 grids at once, the table
+// has 256 slots. Not inlined: it runs once per cluster.
+__device__ __noinline__ unsigned *graph_slot(unsigned *table, unsigned num_clusters) {
+  const unsigned long long g = ptx::sreg_gridid();
+  const unsigned h = (unsigned)(g * 0x9E3779B97F4A7C15ull >> 56);
+  bool locked = false;
+  for (;;) {
+    unsigned *free_slot = nullptr;
+    for (unsigned i = 0; i < TABLE_SLOTS; i++) {
+      unsigned *s = table + LINE_WORDS + ((h + i) & (TABLE_SLOTS - 1)) * SLOT_WORDS;
+      unsigned long long st = ptx::ld_acquire_gpu_u64((const unsigned long long *)(s + 4));
+      unsigned long long owner = *(volatile unsigned long long *)s;
+      bool live = (unsigned)st < (unsigned)(st >> 32);
+      if (live && owner == g && ptx::ld_acquire_gpu_u64((const unsigned long long *)(s + 4)) == st) {
+        if (locked) ptx::st_release_gpu(table, 0u);
+        return s;
+      }
+      if (!live && !free_slot) free_slot = s;
+      if (st == 0 && owner == 0) break;  // never used: the launch's slot is not further on
+    }
+    if (locked) {
+      unsigned *s = free_slot;
+      ptx::st_relaxed_gpu(s + LINE_WORDS, 0u);
+      *(volatile unsigned long long *)s = g;
+      ptx::st_release_gpu_u64((unsigned long long *)(s + 4), (unsigned long long)num_clusters << 32);
+      ptx::st_release_gpu(table, 0u);
+      return s;
+    }
+    while (ptx::atom_cas_acquire_gpu(table, 0u, 1u) != 0u) ptx::nanosleep(64);
+    locked = true;
+  }
+}
 
 template <int SCHED, unsigned CX, unsigned CY, unsigned CZ, unsigned NTHREADS>
 struct Scheduler {
   static constexpr unsigned CS = CX * CY * CZ;
   static constexpr unsigned NWARPS = (NTHREADS + 31) / 32;
+  static constexpr unsigned LEADER_TID = (NWARPS - 1) * 32;
   static constexpr bool REQUESTS = SCHED == SCHED_STEAL || SCHED == SCHED_CLC;
   // Whether responses arrive as async-proxy transactions (st.async, try_cancel). A 1-CTA
   // STEAL kernel is launched without a cluster, where st.async is not allowed: its leader
   // writes the slot with an ordinary store and a release-arrive on the full barrier.
   static constexpr bool TX = !(SCHED == SCHED_STEAL && CS == 1);
-  static constexpr int AHEAD = CLCRT_STEAL_AHEAD >= 0 ? CLCRT_STEAL_AHEAD : (CS == 1 ? 0 : 1);
+  // Response slots: clusters of several CTAs get more, so that their CTAs can drift apart.
+  static constexpr unsigned NSLOT = CS > 1 ? 4 : 2;
+
+  // In shared memory: the response ring, and STEAL's claim state, which only the leader
+  // touches (kept out of registers, which every thread of the CTA would pay for while the
+  // tile function runs: more registers, fewer CTAs per SM).
+  struct Ring {
+    uint4 slot[NSLOT];
+    unsigned long long full[NSLOT];
+    unsigned long long empty[NSLOT];
+    unsigned *ctr;                  // the run's claim counter
+    unsigned long long *slot_state; // graph runs: the table slot's {clusters that left, clusters}
+    long long t0;                   // clock64 when the current units started
+    unsigned pub;                   // responses published
+    unsigned remaining;             // units left after the last claim, as that claim saw it
+    unsigned t_unit;                // cycles per unit, as the leader measured them (0: unknown)
+    unsigned exhausted;             // a failed claim was published: never claim again
+    unsigned late;                  // the cluster started after every unit was claimed
+  };
 
   const Params &p;
   Ring *ring;
   unsigned tid, rank;
   uint3 rcoord;      // this CTA's coordinate in its cluster
-  unsigned k;        // requests consumed so far by this CTA
-  unsigned pending;  // STEAL leader: the claim to publish as the next response
+  unsigned k;        // responses consumed so far by this CTA
   unsigned units_run;
   bool leader;       // the one thread of the cluster that makes requests
 
-  __device__ __forceinline__ Scheduler(const Params &params, Ring *r) : p(params), ring(r), k(0), pending(NONE), units_run(0) {
+  __device__ __forceinline__ Scheduler(const Params &params, Ring *r) : p(params), ring(r), k(0), units_run(0) {
     tid = threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z);
     if (CS > 1) {
       rank = ptx::sreg_cluster_ctarank();
@@ -256,55 +403,99 @@ struct Scheduler {
       rank = 0;
       rcoord = make_uint3(0, 0, 0);
     }
-    leader = rank == 0 && tid == 0;
+    leader = rank == 0 && tid == LEADER_TID;
   }
+
+  __device__ __forceinline__ unsigned cluster_id() const { return CS > 1 ? ptx::sreg_clusterid_x() : blockIdx.x; }
 
   __device__ __forceinline__ unsigned slot_addr(unsigned s) const { return ptx::smem_addr(&ring->slot[s]); }
   __device__ __forceinline__ unsigned full_addr(unsigned s) const { return ptx::smem_addr(&ring->full[s]); }
   __device__ __forceinline__ unsigned empty_addr(unsigned s) const { return ptx::smem_addr(&ring->empty[s]); }
 
-  // Barriers initialised and both slots' first phases armed in every CTA before any
-  // request can be made: a cluster barrier orders it.
-  __device__ __forceinline__ void init() {
-    if (!REQUESTS) return;
+  // Barriers initialised and every slot's first phase armed in every CTA before any
+  // request can be made: a cluster barrier orders it. STEAL's leader finds the run's
+  // counter first and tells its cluster whether anything is left: a cluster that starts
+  // after every unit was claimed (most of a full grid's) leaves after one load and this
+  // barrier. Returns whether the cluster has work to look for.
+  __device__ __forceinline__ bool init() {
+    if (!REQUESTS) return true;
+    if (SCHED == SCHED_STEAL && leader) {
+      ring->slot_state = nullptr;
+      ring->pub = ring->remaining = ring->t_unit = ring->exhausted = 0;
+      locate_state();
+      // A cluster of several CTAs learns it the ordinary way (a failed first claim): its
+      // other CTAs' shared memory may not be written before the cluster barrier.
+      if (CS == 1) ring->late = ring->exhausted = ptx::ld_relaxed_gpu(ring->ctr) >= p.num_units ? 1u : 0u;
+    }
     if (tid == 0) {
-      ptx::mbar_init(full_addr(0), 1);
-      ptx::mbar_init(full_addr(1), 1);
-      if (rank == 0) {
-        ptx::mbar_init(empty_addr(0), CS * NWARPS);
-        ptx::mbar_init(empty_addr(1), CS * NWARPS);
+#pragma unroll
+      for (unsigned s = 0; s < NSLOT; s++) {
+        ptx::mbar_init(full_addr(s), 1);
+        if (rank == 0) ptx::mbar_init(empty_addr(s), CS * NWARPS);
       }
       ptx::fence_mbar_init();
       if (TX) {
-        ptx::arrive_expect_tx(full_addr(0), 16);
-        ptx::arrive_expect_tx(full_addr(1), 16);
+#pragma unroll
+        for (unsigned s = 0; s < NSLOT; s++) ptx::arrive_expect_tx(full_addr(s), 16);
       }
     }
     if (CS > 1)
       ptx::cluster_sync();
     else
       __syncthreads();
+    return !(SCHED == SCHED_STEAL && CS == 1 && ring->late);
   }
 
-  // The last CTA of a cluster must not leave while others may still arrive on its
-  // barriers; and the last cluster to finish restores the stream's counter, so a run
-  // needs no memset before it.
-  __device__ __forceinline__ void finish() {
-    if (SCHED == SCHED_STEAL && leader) {
-      unsigned done = ptx::atom_add_acq_rel_gpu(&p.counter[1], 1);
-      if (done == p.num_clusters - 1) {
-        ptx::st_relaxed_gpu(&p.counter[0], 0);
-        ptx::st_relaxed_gpu(&p.counter[1], 0);
-      }
+  // ---- STEAL ------------------------------------------------------------------------
+
+  __device__ __forceinline__ void locate_state() {
+    if (p.flags & FLAG_GRAPH) {
+      unsigned *s = graph_slot((unsigned *)p.state, p.num_clusters);
+      ring->slot_state = (unsigned long long *)(s + 4);
+      ring->ctr = s + LINE_WORDS;
+    } else {
+      unsigned *lines = (unsigned *)p.state;
+      ring->ctr = lines + (p.seq & 1u) * LINE_WORDS;
+      // The previous run on this stream, which used the other counter, has finished; the
+      // next one will use it. Any cluster may reset it at any time during this run.
+      if (cluster_id() == 0) ptx::st_relaxed_gpu(lines + ((p.seq + 1u) & 1u) * LINE_WORDS, 0u);
     }
-    if (REQUESTS && CS > 1) ptx::cluster_sync();
   }
 
-  // STEAL: the leader publishes response number n (the claim `u`) to every CTA.
-  __device__ __forceinline__ void publish(unsigned n, unsigned u) {
-    unsigned s = n & 1;
-    if (n >= 2) ptx::wait_parity(empty_addr(s), ((n >> 1) - 1) & 1);
-    uint4 v = make_uint4(u, 0, 0, 0);
+  // Whether a higher priority than this run's is active on the device (preemption).
+  __device__ __forceinline__ bool must_yield() const {
+    unsigned hi = 0;
+#pragma unroll
+    for (unsigned i = 0; i < 32; i += 4) {
+      uint4 v = ptx::ld_relaxed_gpu_v4(p.yield + i);
+      hi = max(hi, max(max(v.x, v.y), max(v.z, v.w)));
+    }
+    return hi > p.prio;
+  }
+
+  // Claims the next run of units for the cluster. The cluster's first claim (pub == 0) is
+  // made even while the run is told to yield, so every cluster that starts does at least one
+  // unit and the clusters not yet started suffice for what is left.
+  __device__ __forceinline__ uint2 claim() {
+    if (ring->pub != 0 && p.yield && must_yield()) return make_uint2(0, 0);
+    unsigned want = 1, t_unit = ring->t_unit;
+    if (t_unit) {
+      want = min(p.chunk_cycles / t_unit, fastdiv(ring->remaining, p.guide_mul, p.guide_shr));
+      if (want == 0) want = 1;
+    }
+    unsigned old = ptx::atom_add_relaxed_gpu(ring->ctr, want);
+    if (old >= p.num_units) return make_uint2(0, 0);
+    unsigned got = min(want, p.num_units - old);
+    ring->remaining = p.num_units - old - got;
+    return make_uint2(old, got);
+  }
+
+  // STEAL: the leader publishes response number pub (the run of units r) to every CTA.
+  __device__ __forceinline__ void publish(uint2 r) {
+    if (r.y == 0) ring->exhausted = 1;
+    unsigned n = ring->pub++, s = n % NSLOT;
+    if (n >= NSLOT) ptx::wait_parity(empty_addr(s), (n / NSLOT - 1) & 1);
+    uint4 v = make_uint4(r.x, r.y, 0, 0);
     if (!TX) {
       ptx::st_shared_v4(slot_addr(s), v);
       ptx::arrive_local(full_addr(s));  // release: the store is seen by whoever waits
@@ -314,123 +505,165 @@ struct Scheduler {
     // empty barrier) before this async-proxy write.
     ptx::fence_proxy_async();
 #pragma unroll
-    for (unsigned r = 0; r < CS; r++)
-      ptx::st_async_v4(ptx::mapa(slot_addr(s), r), v, ptx::mapa(full_addr(s), r));
-  }
-
-  __device__ __forceinline__ unsigned claim(bool first) {
-    // A cluster that starts after the work is gone leaves without an atomic on the
-    // shared counter (full grids launch many such clusters).
-    if (first && ptx::ld_relaxed_gpu(&p.counter[0]) >= p.num_units) return NONE;
-    unsigned u = ptx::atom_add_relaxed_gpu(&p.counter[0], 1);
-    return u < p.num_units ? u : NONE;
+    for (unsigned c = 0; c < CS; c++)
+      ptx::st_async_v4(ptx::mapa(slot_addr(s), c), v, ptx::mapa(full_addr(s), c));
   }
 
   // Reads response number k from this CTA's ring and hands the slot back. Lane 0 of each
   // warp reads the 16 bytes with one 128-bit load after its CTA's barrier completed and
-  // broadcasts the decoded unit, so all lanes of all warps decode the same response.
-  __device__ __forceinline__ unsigned consume() {
-    unsigned s = k & 1, u = 0;
+  // broadcasts the decoded run of units, so all lanes of all warps decode the same response.
+  __device__ __forceinline__ uint2 consume() {
+    unsigned s = k % NSLOT, start = 0, count = 0;
     if ((tid & 31) == 0) {
-      ptx::wait_parity(full_addr(s), (k >> 1) & 1);
+      ptx::wait_parity(full_addr(s), (k / NSLOT) & 1);
       uint4 v = ptx::ld_shared_v4(slot_addr(s));
       // The next write into this slot comes through the async proxy (st.async from the
-      // leader, or try_cancel): order this generic read before it. Without this fence the
-      // benchmark's check caught a response overwritten before it was read (2-CTA clusters).
+      // leader, or try_cancel): order this generic read before it.
       if (TX) ptx::fence_proxy_async();
       if (TX && tid == 0) ptx::arrive_expect_tx(full_addr(s), 16);  // arm the slot's next use
       if (CS > 1)
         ptx::arrive_remote(ptx::mapa(empty_addr(s), 0));
       else
         ptx::arrive_local(empty_addr(s));
-      // A STEAL response is {unit, 0, 0, 0}; summing the words keeps the load one 128-bit
-      // LDS (ptxas narrows it to 32 bits when only .x is used).
-      u = v.x + v.y + v.z + v.w;
+      start = v.x;
+      count = v.y | v.z | v.w;  // z and w are 0: keeps the load one 128-bit LDS
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 1000
       if (SCHED == SCHED_CLC) {
         unsigned x = ptx::clc_first_ctaid_x(v);
-        u = x == NONE ? NONE : x / CX;
+        start = x == NONE ? 0 : x / CX;
+        count = x == NONE ? 0 : 1;
       }
 #endif
     }
     k++;
-    return __shfl_sync(0xffffffffu, u, 0);
+    // A block whose size is not a multiple of 32 has a partial last warp.
+    const unsigned mask =
+        NTHREADS % 32 == 0 || tid / 32 < NWARPS - 1 ? 0xffffffffu : (1u << (NTHREADS % 32)) - 1u;
+    return make_uint2(__shfl_sync(mask, start, 0), __shfl_sync(mask, count, 0));
   }
 
-  // The first unit of this cluster. STEAL: the leader claims it and publishes it (with
-  // look-ahead 2, it makes the next claim at once).
-  __device__ __forceinline__ unsigned first() {
-    if (SCHED == SCHED_STEAL) {
-      if (leader) {
-        unsigned c = claim(true);
-        publish(0, c);
-        if (AHEAD >= 2) pending = c != NONE ? claim(false) : NONE;
-      }
-      return consume();
-    }
-    return CS > 1 ? ptx::sreg_clusterid_x() : blockIdx.x;  // CLC, STATIC, FIXED: the cluster's own position
+  // Whether the leader claims now. need: a response must be read next and none is pending.
+  // Otherwise it may claim ahead, never at the tail: clusters of several CTAs up to
+  // NSLOT - 1 responses ahead, so that their CTAs can drift apart. A 1-CTA cluster claims
+  // when it needs to (unless compiled with -DCLCRT_STEAL_EARLY=1): the claim's latency is then
+  // the leader warp's alone, and the CTA's other warps and the SM's other CTAs cover it.
+  __device__ __forceinline__ bool claim_now(bool need) const {
+    if (ring->exhausted) return false;
+    unsigned pub = ring->pub;
+    if (need) return pub == k;
+    if (ring->remaining <= p.early_min) return false;
+    if (CS > 1) return pub < k + NSLOT - 1;
+    return CLCRT_STEAL_EARLY && pub == k && ring->t_unit && ring->t_unit < p.chunk_cycles / 2;
   }
 
-  // Called before the current unit runs. STEAL with look-ahead 2 publishes the claim made
-  // one unit ago and makes the next; with 1 it makes the claim that next() publishes; a
-  // claim is never made after a failed one (the current unit is valid here). CLC issues
-  // the hardware request, whose latency hides behind the unit.
-  __device__ __forceinline__ void request_next() {
-    if (!leader) return;
-    if (SCHED == SCHED_STEAL && AHEAD >= 2) {
-      unsigned c = pending;
-      publish(k, c);
-      pending = c != NONE ? claim(false) : NONE;
-    }
-    if (SCHED == SCHED_STEAL && AHEAD == 1) pending = claim(false);
+  // The first run of units of a cluster that makes no requests (CLC's first is its own too).
+  __device__ __forceinline__ uint2 own() const {
+    unsigned own = CS > 1 ? ptx::sreg_clusterid_x() : blockIdx.x;
+    return make_uint2(own, own < p.num_units ? 1u : 0u);
+  }
+
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 1000
-    if (SCHED == SCHED_CLC) {
-      unsigned s = k & 1;
-      if (k >= 2) ptx::wait_parity(empty_addr(s), ((k >> 1) - 1) & 1);
-      ptx::fence_proxy_async();
-      if (CS > 1)
-        ptx::clc_try_cancel_multicast(slot_addr(s), full_addr(s));
-      else
-        ptx::clc_try_cancel(slot_addr(s), full_addr(s));
-    }
+  // CLC: request the next unit before the current one runs; its latency hides behind it.
+  __device__ __forceinline__ void clc_request() {
+    unsigned s = k % NSLOT;
+    if (k >= NSLOT) ptx::wait_parity(empty_addr(s), (k / NSLOT - 1) & 1);
+    ptx::fence_proxy_async();
+    if (CS > 1)
+      ptx::clc_try_cancel_multicast(slot_addr(s), full_addr(s));
+    else
+      ptx::clc_try_cancel(slot_addr(s), full_addr(s));
+  }
 #endif
-  }
-
-  // Called after the current unit ran: the next unit, or NONE.
-  __device__ __forceinline__ unsigned next(unsigned u) {
-    if (SCHED == SCHED_FIXED) return NONE;
-    if (SCHED == SCHED_STATIC) {
-      unsigned n = u + (CS > 1 ? ptx::sreg_nclusterid_x() : gridDim.x);
-      return n < p.num_units && n > u ? n : NONE;
-    }
-    if (SCHED == SCHED_STEAL && AHEAD < 2 && leader) publish(k, AHEAD == 1 ? pending : claim(false));
-    return consume();
-  }
 
   template <class Body>
   __device__ __forceinline__ void run(Body &&body) {
-    init();
+    if (!init()) {
+      finish();
+      return;
+    }
     unsigned tiles_here = 0;
-    unsigned u = first();
-    while (u != NONE) {
-      request_next();
-      unsigned ux = u % p.units[0], t = u / p.units[0];
-      unsigned uy = t % p.units[1], uz = t / p.units[1];
-      Tile tile;
-      tile.coord = make_uint3(ux * CX + rcoord.x, uy * CY + rcoord.y, uz * CZ + rcoord.z);
-      tile.cta_rank = rank;
-      tile.unit = u;
-      tile.iteration = units_run;
-      if (tile.coord.x < p.tiles[0] && tile.coord.y < p.tiles[1] && tile.coord.z < p.tiles[2]) {
-        tile.linear = tile.coord.x + (unsigned long long)p.tiles[0] * (tile.coord.y + (unsigned long long)p.tiles[1] * tile.coord.z);
-        body(tile);
-        tiles_here++;
+    const bool one_d = p.tiles[1] == 1 && p.tiles[2] == 1;
+    uint2 r = make_uint2(0, 0);
+    // STEAL's leader claims at one place in the loop (claim_now): before a response is
+    // needed, and after one was read when it claims ahead.
+    bool need = true;  // the next step reads a response
+    if (SCHED != SCHED_STEAL) r = own();
+#pragma unroll 1
+    for (;;) {
+      if (SCHED == SCHED_STEAL) {
+#pragma unroll 1
+        while (leader && claim_now(need)) publish(claim());
+        if (need) {
+          r = consume();
+          need = false;
+          continue;
+        }
       }
-      units_run++;
-      u = next(u);
+      if (r.y == 0) break;
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 1000
+      if (SCHED == SCHED_CLC && leader) clc_request();
+#endif
+      if (SCHED == SCHED_STEAL && leader) ring->t0 = clock64();
+      // Not unrolled: the optimiser would copy the tile function into every unrolled path,
+      // multiplying NVRTC's time and the code. The unit index of FIXED and STATIC stays in
+      // uniform registers (as blockIdx does in a hand-written kernel), so the tile
+      // function's index arithmetic runs on the uniform datapath.
+#pragma unroll 1
+      for (unsigned i = 0; i < r.y; i++) {
+        unsigned u = r.x + i, ux = u, uy = 0, uz = 0;
+        if (!one_d) {
+          unsigned t = fastdiv(u, p.div1_mul, p.div1_shr);
+          ux = u - t * p.units[0];
+          uz = fastdiv(t, p.div2_mul, p.div2_shr);
+          uy = t - uz * p.units[1];
+        }
+        Tile tile;
+        tile.coord = make_uint3(ux * CX + rcoord.x, uy * CY + rcoord.y, uz * CZ + rcoord.z);
+        tile.cta_rank = rank;
+        tile.unit = u;
+        tile.iteration = units_run;
+        // Padded tiles exist only when the grid does not divide by the cluster shape.
+        if (CS == 1 || (tile.coord.x < p.tiles[0] && tile.coord.y < p.tiles[1] && tile.coord.z < p.tiles[2])) {
+          unsigned long long linear = tile.coord.x;
+          if (!one_d)
+            linear += (unsigned long long)p.tiles[0] * (tile.coord.y + (unsigned long long)p.tiles[1] * tile.coord.z);
+          tile.linear = linear;
+          const bool traced = p.trace && tid == 0;
+          unsigned long long t0t = traced ? ptx::globaltimer() : 0;
+          body(tile);
+          if (traced) trace_record(p, t0t, ptx::globaltimer(), tile.linear, u, cluster_id(), rank, units_run > 0);
+          tiles_here++;
+        }
+        units_run++;
+      }
+      if (SCHED == SCHED_STEAL && leader) {
+        // The leader's own view of how long a unit takes, for the size of its next claims.
+        unsigned per = (unsigned)min(clock64() - ring->t0, 0x7fffffffll) / r.y, t = ring->t_unit;
+        ring->t_unit = t ? (t + per + 1) / 2 : max(per, 1u);
+      }
+      if (SCHED == SCHED_FIXED) break;
+      if (SCHED == SCHED_STATIC) {
+        unsigned n = r.x + (CS > 1 ? ptx::sreg_nclusterid_x() : gridDim.x);
+        r = make_uint2(n, n < p.num_units && n > r.x ? 1u : 0u);
+      } else {
+        need = true;  // STEAL and CLC read the next response
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 1000
+        if (SCHED == SCHED_CLC) {
+          r = consume();
+          need = false;
+        }
+#endif
+      }
     }
     if (p.stats && tid == 0) record(tiles_here);
     finish();
+  }
+
+  // The last CTA of a cluster must not leave while others may still arrive on its
+  // barriers; a graph run's clusters count themselves out of their table slot.
+  __device__ __forceinline__ void finish() {
+    if (SCHED == SCHED_STEAL && leader && ring->slot_state) ptx::red_add_release_gpu_u64(ring->slot_state, 1ull);
+    if (REQUESTS && CS > 1) ptx::cluster_sync();
   }
 
   __device__ __forceinline__ void record(unsigned tiles_here) {
@@ -453,9 +686,15 @@ __device__ __forceinline__ void *smem() {
 
 template <int SCHED, unsigned CX, unsigned CY, unsigned CZ, unsigned NTHREADS, class Body>
 __device__ __forceinline__ void run(const Params &p, Body &&body) {
-  __shared__ __align__(16) Ring ring;
-  Scheduler<SCHED, CX, CY, CZ, NTHREADS> s(p, &ring);
-  s.run(body);
+  using S = Scheduler<SCHED, CX, CY, CZ, NTHREADS>;
+  if (SCHED == SCHED_STEAL || SCHED == SCHED_CLC) {
+    __shared__ __align__(16) typename S::Ring ring;
+    S s(p, &ring);
+    s.run(body);
+  } else {
+    S s(p, nullptr);
+    s.run(body);
+  }
 }
 
 }  // namespace clcrt

@@ -154,7 +154,8 @@ static clcrt_status validate(clcrt_runtime *rt, const clcrt_tile_desc *d, clcrt_
   if ((unsigned)g > CLCRT_GRID_PERSISTENT)
     return clcrt__fail(rt, CLCRT_E_INVALID, "desc->grid is %d, not a clcrt_grid value", (int)g);
   if (s == CLCRT_SCHED_STEAL) {
-    if (g == CLCRT_GRID_AUTO) g = CLCRT_GRID_PERSISTENT;
+    /* AUTO stays AUTO: the grid is chosen per run (launch.c), persistent unless a stream of
+     * higher priority exists, when a full grid lets the run yield. */
   } else {
     clcrt_grid natural = s == CLCRT_SCHED_STATIC ? CLCRT_GRID_PERSISTENT : CLCRT_GRID_FULL;
     if (g != CLCRT_GRID_AUTO && g != natural)
@@ -185,6 +186,13 @@ static clcrt_status validate(clcrt_runtime *rt, const clcrt_tile_desc *d, clcrt_
       b->has_user_include_dirs = 1;
   }
 
+  unsigned minb = d->size > offsetof(clcrt_tile_desc, min_blocks_per_sm) ? d->min_blocks_per_sm : 0;
+  if (minb > 32 || (unsigned long long)minb * nt > 2048)
+    return clcrt__fail(rt, CLCRT_E_INVALID,
+                       "desc->min_blocks_per_sm is %u: with %llu threads per CTA at most %llu CTAs fit on an SM (2048 "
+                       "threads, 32 CTAs)",
+                       minb, nt, 2048 / nt < 32 ? 2048 / nt : 32);
+  b->min_blocks = minb;
   b->sched = s;
   b->grid = g;
   b->block = bl;
@@ -217,11 +225,16 @@ clcrt_status clcrt__build_prepare(clcrt_runtime *rt, const clcrt_tile_desc *d, c
   sb_puts(&tu, "\n#line 1 \"clcrt_entry\"\n");
   /* A 1-CTA cluster is launched as a plain grid: measured on the H100, an explicit
    * __cluster_dims__(1,1,1) launch schedules CTAs markedly slower (README, benchmarks). */
-  if (b->cluster.x * b->cluster.y * b->cluster.z > 1)
-    sb_printf(&tu, "extern \"C\" __global__ void __launch_bounds__(%u) __cluster_dims__(%u, %u, %u)\n", nt,
-              b->cluster.x, b->cluster.y, b->cluster.z);
+  char bounds[48];
+  if (b->min_blocks)
+    snprintf(bounds, sizeof bounds, "__launch_bounds__(%u, %u)", nt, b->min_blocks);
   else
-    sb_printf(&tu, "extern \"C\" __global__ void __launch_bounds__(%u)\n", nt);
+    snprintf(bounds, sizeof bounds, "__launch_bounds__(%u)", nt);
+  if (b->cluster.x * b->cluster.y * b->cluster.z > 1)
+    sb_printf(&tu, "extern \"C\" __global__ void %s __cluster_dims__(%u, %u, %u)\n", bounds, b->cluster.x,
+              b->cluster.y, b->cluster.z);
+  else
+    sb_printf(&tu, "extern \"C\" __global__ void %s\n", bounds);
   sb_printf(&tu, "%s(const __grid_constant__ %s args, const __grid_constant__ clcrt::Params params) {\n",
             name.p ? name.p : "", d->args_type);
   if (d->state_type) {

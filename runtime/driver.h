@@ -67,7 +67,8 @@
   X(cuCtxGetStreamPriorityRange)     \
   X(cuStreamWriteValue32)            \
   X(cuMemsetD8Async)                 \
-  X(cuTensorMapEncodeTiled)
+  X(cuTensorMapEncodeTiled)         \
+  X(cuStreamCreateWithPriority)
 
 typedef struct clcrt__driver {
 #define CLCRT__DRV_FIELD(name) __typeof__(name) *name;

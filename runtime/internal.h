@@ -25,16 +25,22 @@ typedef struct clcrt__params {
   uint64_t stats;     /* CUdeviceptr or 0 */
   uint64_t trace;     /* CUdeviceptr of the stream's trace buffer, or 0 */
   uint64_t yield;     /* CUdeviceptr of the device's preemption words, or 0: never yield */
-  uint32_t seq;       /* stream state: the run's sequence number on its stream */
-  uint32_t run;       /* trace: the run's number */
-  uint32_t shards;    /* claim counters the units are split over (1..CLCRT__MAX_SHARDS) */
-  uint32_t max_chunk; /* 0: guided chunks; n: at most n units per claim */
-  uint32_t prio;      /* the run's priority level: it yields to any higher level */
-  uint32_t flags;     /* CLCRT__PF_* */
+  uint32_t seq;          /* stream state: the run's sequence number on its stream */
+  uint32_t run;          /* trace: the run's number */
+  uint32_t chunk_cycles; /* a claim takes units lasting about this many cycles */
+  uint32_t active;       /* clusters that run at once: min(launched, resident) */
+  uint32_t prio;         /* the run's priority level: it yields to any higher level */
+  uint32_t flags;        /* CLCRT__PF_* */
+  uint32_t div1_mul, div1_shr;   /* fast division by units[0] (mul 0: by 1) */
+  uint32_t div2_mul, div2_shr;   /* fast division by units[1] */
+  uint32_t guide_mul, guide_shr; /* fast division by 2 * active */
+  uint32_t early_min;    /* claim ahead only while more than this many units remain */
+  uint32_t reserved[3];
 } clcrt__params;
 
+_Static_assert(sizeof(clcrt__params) == 128, "clcrt__params must mirror clcrt::Params in nvrtc_src/clcrt.cuh");
+
 #define CLCRT__PF_GRAPH 1u /* state is the runtime's table, keyed by %gridid (captured runs) */
-#define CLCRT__MAX_SHARDS 16
 
 typedef enum { CLCRT__K_BUILDING = 0, CLCRT__K_READY, CLCRT__K_FAILED } clcrt__kstate;
 

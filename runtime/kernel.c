@@ -97,7 +97,7 @@ clcrt_status clcrt_kernel_info_get(const clcrt_kernel *k, clcrt_kernel_info *inf
   v.name = k->name;
   v.arch = k->rt->arch;
   v.sched = k->sched;
-  v.grid = k->grid;
+  v.grid = k->grid == CLCRT_GRID_AUTO ? CLCRT_GRID_PERSISTENT : k->grid; /* STEAL's AUTO: persistent unless preemptible */
   v.block = k->block;
   v.cluster = k->cluster;
   v.registers = k->kinfo->registers;

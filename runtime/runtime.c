@@ -11,6 +11,7 @@
 #include "checks.h"
 #include "env.h"
 #include "internal.h"
+#include "sched_state.h"
 
 double clcrt__now_ms(void) {
   struct timespec t;
@@ -161,7 +162,11 @@ static clcrt_status device_setup(clcrt_runtime *rt) {
   /* Hopper and Blackwell datacenter parts run clusters of 16 with the non-portable
    * attribute; whether a kernel may is checked per kernel at launch. */
   rt->max_cluster_size = 16;
-  return CLCRT_OK;
+  clcrt_status st = clcrt__ctx_enter(rt);
+  if (st != CLCRT_OK) return st;
+  CU_CHECK(rt, cuCtxGetStreamPriorityRange(&rt->prio_least, &rt->prio_greatest));
+  /* The graph claim table and the preemption words of this context (sched_state.h). */
+  return clcrt__devstate_acquire(rt);
 }
 
 /* Asks the driver which context is current rather than remembering it: the user, or
@@ -248,6 +253,7 @@ void clcrt_runtime_destroy(clcrt_runtime *rt) {
     clcrt__kernel_free(k);
   }
   clcrt__cache_fini(rt);
+  if (rt->devstate) clcrt__devstate_release(rt);
   if (rt->cu && rt->ctx) rt->cu->cuDevicePrimaryCtxRelease(rt->dev);
   clcrt__free(rt->target_arch_own);
   clcrt__free(rt->cache_dir_own);

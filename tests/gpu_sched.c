@@ -11,44 +11,7 @@
 
 #include "clcrt.h"
 #include "common/gpu.h"
-
-static const char *k_src =
-    "struct CheckArgs {\n"
-    "  unsigned *hits; unsigned long long *lin; unsigned *rank; unsigned *bad;\n"
-    "  const float *x; float *y; float alpha;\n"
-    "  unsigned tx, ty, tz;\n"
-    "  unsigned *prologue; unsigned max_ctas; unsigned *grid_ctas;\n"
-    "};\n"
-    "struct CheckState { float alpha; };\n"
-    "__device__ void check_prologue(const CheckArgs &a, CheckState &s) {\n"
-    "  unsigned cta = blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z);\n"
-    "  unsigned tid = threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z);\n"
-    "  s.alpha = a.alpha;\n"
-    "  if (tid == 0) {\n"
-    "    if (cta < a.max_ctas) atomicAdd(&a.prologue[cta], 1u); else atomicAdd(a.bad, 1u);\n"
-    "    if (cta == 0) *a.grid_ctas = gridDim.x * gridDim.y * gridDim.z;\n"
-    "  }\n"
-    "}\n"
-    "__device__ void body(const clcrt::Tile &t, const CheckArgs &a, float alpha) {\n"
-    "  unsigned tid = threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z);\n"
-    "  unsigned nt = blockDim.x * blockDim.y * blockDim.z;\n"
-    "  if (t.coord.x >= a.tx || t.coord.y >= a.ty || t.coord.z >= a.tz) { if (tid == 0) atomicAdd(a.bad, 1u); return; }\n"
-    "  unsigned long long L = t.coord.x + (unsigned long long)a.tx * (t.coord.y + (unsigned long long)a.ty * t.coord.z);\n"
-    "  if (tid == 0) { atomicAdd(&a.hits[L], 1u); a.lin[L] = t.linear; a.rank[L] = t.cta_rank; }\n"
-    "  unsigned long long i = L * nt + tid;\n"
-    "  a.y[i] = alpha * a.x[i] + (float)(L % 1000);\n"
-    "}\n"
-    "__device__ void check_tile_s(const clcrt::Tile &t, const CheckArgs &a, CheckState &s) { body(t, a, s.alpha); }\n"
-    "__device__ void check_tile(const clcrt::Tile &t, const CheckArgs &a) { body(t, a, a.alpha); }\n";
-
-typedef struct CheckArgs {
-  CUdeviceptr hits, lin, rank, bad, x, y;
-  float alpha;
-  unsigned tx, ty, tz;
-  CUdeviceptr prologue;
-  unsigned max_ctas;
-  CUdeviceptr grid_ctas;
-} CheckArgs;
+#include "common/sched_check.h"
 
 typedef struct variant {
   const char *name;
@@ -67,118 +30,9 @@ static const clcrt_dim3 k_clusters[] = {{1, 1, 1}, {2, 1, 1}, {4, 1, 1}, {2, 2, 
 #define NVAR (int)(sizeof k_variants / sizeof k_variants[0])
 #define NCLU (int)(sizeof k_clusters / sizeof k_clusters[0])
 
-static const char *g_define; /* an extra NVRTC option for reg(), e.g. -DCLCRT_STEAL_AHEAD=0 */
-
 static clcrt_kernel *reg(clcrt_runtime *rt, clcrt_sched sched, clcrt_grid grid, clcrt_dim3 cluster, clcrt_dim3 block,
                          int prologue, unsigned smem, const char *src, const char *fn) {
-  clcrt_tile_desc d = CLCRT_TILE_DESC_INIT;
-  d.source = src ? src : k_src;
-  d.tile_fn = fn ? fn : prologue ? "check_tile_s" : "check_tile";
-  d.args_type = "CheckArgs";
-  d.block = block;
-  d.cluster = cluster;
-  d.sched = sched;
-  d.grid = grid;
-  d.smem_bytes = smem;
-  const char *opts[1] = {g_define};
-  d.options = opts;
-  d.num_options = g_define ? 1 : 0;
-  if (prologue) {
-    d.state_type = "CheckState";
-    d.prologue_fn = "check_prologue";
-  }
-  clcrt_kernel *k = NULL;
-  clcrt_status st = clcrt_register(rt, &d, &k);
-  ck_assert_msg(st == CLCRT_OK, "register %s: %s", d.tile_fn, clcrt_errmsg(rt));
-  return k;
-}
-
-/* Device buffers for one tile grid; `reps` runs are expected to hit each tile. */
-typedef struct bufs {
-  size_t ntiles, nelem, max_ctas;
-  unsigned nt;
-  float *hx;
-  CheckArgs a;
-} bufs;
-
-static void bufs_make(bufs *b, clcrt_dim3 tiles, clcrt_dim3 cluster, unsigned nt, uint64_t seed) {
-  memset(b, 0, sizeof *b);
-  b->ntiles = (size_t)tiles.x * tiles.y * tiles.z;
-  b->nt = nt;
-  b->nelem = b->ntiles * nt;
-  size_t units = (size_t)((tiles.x + cluster.x - 1) / cluster.x) * ((tiles.y + cluster.y - 1) / cluster.y) *
-                 ((tiles.z + cluster.z - 1) / cluster.z);
-  b->max_ctas = units * cluster.x * cluster.y * cluster.z;
-  b->hx = malloc(b->nelem * sizeof(float));
-  ck_assert_ptr_nonnull(b->hx);
-  fill_random(b->hx, b->nelem, seed);
-  b->a.x = gpu_alloc(b->nelem * 4);
-  gpu_put(b->a.x, b->hx, b->nelem * 4);
-  b->a.y = gpu_alloc(b->nelem * 4);
-  gpu_fill_u8(b->a.y, 0xff, b->nelem * 4); /* poison: NaN */
-  b->a.hits = gpu_alloc(b->ntiles * 4);
-  gpu_fill_u8(b->a.hits, 0, b->ntiles * 4);
-  b->a.lin = gpu_alloc(b->ntiles * 8);
-  gpu_fill_u8(b->a.lin, 0xff, b->ntiles * 8);
-  b->a.rank = gpu_alloc(b->ntiles * 4);
-  gpu_fill_u8(b->a.rank, 0xff, b->ntiles * 4);
-  b->a.bad = gpu_alloc(4);
-  gpu_fill_u8(b->a.bad, 0, 4);
-  b->a.prologue = gpu_alloc(b->max_ctas * 4);
-  gpu_fill_u8(b->a.prologue, 0, b->max_ctas * 4);
-  b->a.grid_ctas = gpu_alloc(4);
-  gpu_fill_u8(b->a.grid_ctas, 0, 4);
-  b->a.max_ctas = (unsigned)b->max_ctas;
-  b->a.alpha = 1.5f + (float)(seed % 7);
-  b->a.tx = tiles.x, b->a.ty = tiles.y, b->a.tz = tiles.z;
-}
-
-static void bufs_free(bufs *b) {
-  gpu_free(b->a.x), gpu_free(b->a.y), gpu_free(b->a.hits), gpu_free(b->a.lin), gpu_free(b->a.rank);
-  gpu_free(b->a.bad), gpu_free(b->a.prologue), gpu_free(b->a.grid_ctas);
-  free(b->hx);
-}
-
-/* Checks the results (with plain ifs in the loops: every passing ck_assert writes a mark
- * point to Check's pipe in fork mode, which for millions of elements takes minutes). */
-/* Checks the results of `reps` runs (prologue: whether the kernel has one, checked for
- * the last launch only when reps == 1). */
-static void bufs_check(bufs *b, clcrt_dim3 cluster, unsigned reps, int prologue, const char *what) {
-  unsigned *hits = malloc(b->ntiles * 4), *rank = malloc(b->ntiles * 4), bad = 0;
-  unsigned long long *lin = malloc(b->ntiles * 8);
-  float *y = malloc(b->nelem * 4);
-  gpu_get(hits, b->a.hits, b->ntiles * 4);
-  gpu_get(rank, b->a.rank, b->ntiles * 4);
-  gpu_get(lin, b->a.lin, b->ntiles * 8);
-  gpu_get(y, b->a.y, b->nelem * 4);
-  gpu_get(&bad, b->a.bad, 4);
-  if (!(bad == 0)) ck_abort_msg("%s: %u padded or out-of-range tiles reached the tile function", what, bad);
-  unsigned tx = b->a.tx, ty = b->a.ty;
-  for (size_t L = 0; L < b->ntiles; L++) {
-    if (!(hits[L] == reps)) ck_abort_msg("%s: tile %zu ran %u times, expected %u", what, L, hits[L], reps);
-    if (!(lin[L] == L)) ck_abort_msg("%s: tile %zu saw linear %llu", what, L, lin[L]);
-    unsigned cx = (unsigned)(L % tx), cy = (unsigned)(L / tx % ty), cz = (unsigned)(L / tx / ty);
-    unsigned er = cx % cluster.x + cluster.x * (cy % cluster.y + cluster.y * (cz % cluster.z));
-    if (!(rank[L] == er)) ck_abort_msg("%s: tile %zu (%u,%u,%u) ran on CTA rank %u, expected %u", what, L, cx, cy, cz,
-                  rank[L], er);
-  }
-  for (size_t i = 0; i < b->nelem; i++) {
-    double ref = (double)b->a.alpha * b->hx[i] + (double)((i / b->nt) % 1000);
-    if (!(fabs((double)y[i] - ref) <= 1e-5 * (1 + fabs(ref)))) ck_abort_msg("%s: y[%zu] = %g, expected %g", what, i,
-                  (double)y[i], ref);
-  }
-  if (prologue && reps == 1) {
-    unsigned g = 0;
-    unsigned *pro = malloc(b->max_ctas * 4);
-    gpu_get(&g, b->a.grid_ctas, 4);
-    gpu_get(pro, b->a.prologue, b->max_ctas * 4);
-    if (!(g > 0 && g <= b->max_ctas)) ck_abort_msg("%s: grid of %u CTAs (max %zu)", what, g, b->max_ctas);
-    for (size_t i = 0; i < b->max_ctas; i++)
-      if (!(pro[i] == (i < g ? 1u : 0u))) ck_abort_msg("%s: prologue of CTA %zu ran %u times (grid %u CTAs)", what, i,
-                    pro[i], g);
-    free(pro);
-  }
-  free(hits), free(rank), free(lin), free(y);
+  return sched_check_reg(rt, sched, grid, cluster, block, prologue, smem, src, fn, NULL);
 }
 
 static int variant_supported(clcrt_runtime *rt, const variant *v) { return v->sched != CLCRT_SCHED_CLC || rt->sm >= 100; }
@@ -255,7 +109,7 @@ START_TEST(test_two_streams) {
 END_TEST
 
 /* Many back-to-back runs of large grids: a response overwritten before it was read, or a
- * counter not restored, shows up as a tile run 0 or 2 times. */
+ * claim set not zeroed for the next run, shows up as a tile run 0 or 2 times. */
 START_TEST(test_stress) {
   clcrt_runtime *rt = gpu_runtime();
   clcrt_dim3 cls[] = {{1, 1, 1}, {2, 1, 1}, {4, 1, 1}};
@@ -277,30 +131,32 @@ START_TEST(test_stress) {
 }
 END_TEST
 
-/* Every STEAL look-ahead (nvrtc_src/clcrt.cuh) on every cluster shape, grids that do and
- * do not divide, repeated runs on one stream. */
-START_TEST(test_ahead_variants) {
-  static const char *defs[] = {"-DCLCRT_STEAL_AHEAD=0", "-DCLCRT_STEAL_AHEAD=1", "-DCLCRT_STEAL_AHEAD=2"};
-  g_define = defs[_i / NCLU];
+/* Grid sizes around the claim machinery's boundaries (nvrtc_src/clcrt.cuh): fewer units
+ * than clusters, one unit per shard, shard remainders, sizes just past powers of two, with a
+ * prologue, on every cluster shape and both STEAL grids, several runs back to back on one
+ * stream (each run uses one of the stream's two claim sets and zeroes the other). */
+START_TEST(test_sizes) {
   clcrt_dim3 cl = k_clusters[_i % NCLU];
+  clcrt_grid grid = _i / NCLU ? CLCRT_GRID_FULL : CLCRT_GRID_PERSISTENT;
   clcrt_runtime *rt = gpu_runtime();
   clcrt_stream *s = NULL;
   ck_assert_int_eq(clcrt_stream_create(rt, NULL, &s), CLCRT_OK);
-  clcrt_kernel *k = reg(rt, CLCRT_SCHED_STEAL, CLCRT_GRID_PERSISTENT, cl, (clcrt_dim3){96, 1, 1}, 1, 0, NULL, NULL);
-  clcrt_dim3 grids[] = {{7, 1, 1}, {1000, 1, 1}, {gpu_under_sanitizer() ? 5003u : 100003u, 1, 1}, {37, 53, 1}};
-  for (size_t gi = 0; gi < 4; gi++) {
+  clcrt_kernel *k = reg(rt, CLCRT_SCHED_STEAL, grid, cl, (clcrt_dim3){96, 1, 1}, 1, 0, NULL, NULL);
+  unsigned sizes[] = {1, 2, 3, 15, 16, 17, 33, 64, 65, 127, 129, 257, 1023, 1025, 4097, 8191, 16385};
+  const unsigned n = gpu_under_sanitizer() ? 9 : (unsigned)(sizeof sizes / sizeof sizes[0]);
+  for (unsigned si = 0; si < n; si++) {
+    clcrt_dim3 t = {sizes[si] * cl.x, si % 3 == 2 ? cl.y + 1 : 1, 1};
     char what[128];
-    snprintf(what, sizeof what, "%s cluster(%u,%u,%u) tiles(%u,%u,1)", g_define, cl.x, cl.y, cl.z, grids[gi].x,
-             grids[gi].y);
-    const unsigned reps = gi == 2 ? 5 : 1;
+    snprintf(what, sizeof what, "%s cluster(%u,%u,%u) tiles(%u,%u,1)", grid == CLCRT_GRID_FULL ? "full" : "persistent",
+             cl.x, cl.y, cl.z, t.x, t.y);
+    const unsigned reps = 3;
     bufs b;
-    bufs_make(&b, grids[gi], cl, 96, 40 + gi);
-    for (unsigned r = 0; r < reps; r++) ck_assert_int_eq(clcrt_run(s, k, grids[gi], &b.a, sizeof b.a), CLCRT_OK);
+    bufs_make(&b, t, cl, 96, 40 + si);
+    for (unsigned r = 0; r < reps; r++) ck_assert_int_eq(clcrt_run(s, k, t, &b.a, sizeof b.a), CLCRT_OK);
     ck_assert_msg(clcrt_stream_sync(s) == CLCRT_OK, "%s: %s", what, clcrt_errmsg(rt));
-    bufs_check(&b, cl, reps, reps == 1, what);
+    bufs_check(&b, cl, reps, 0, what);
     bufs_free(&b);
   }
-  g_define = NULL;
   clcrt_stream_destroy(s);
   clcrt_runtime_destroy(rt);
 }
@@ -399,7 +255,7 @@ START_TEST(test_args_size_and_misuse) {
   clcrt_runtime_destroy(rt2);
   if (rt->sm < 100) {
     clcrt_tile_desc d = CLCRT_TILE_DESC_INIT;
-    d.source = k_src, d.tile_fn = "check_tile", d.args_type = "CheckArgs", d.block = (clcrt_dim3){32, 1, 1};
+    d.source = sched_check_src, d.tile_fn = "check_tile", d.args_type = "CheckArgs", d.block = (clcrt_dim3){32, 1, 1};
     d.sched = CLCRT_SCHED_CLC;
     clcrt_kernel *kc = NULL;
     ck_assert_int_eq(clcrt_register(rt, &d, &kc), CLCRT_E_UNSUPPORTED);
@@ -516,7 +372,7 @@ int main(void) {
   tcase_set_timeout(tc, 600);
   tcase_add_loop_test(tc, test_matrix, 0, NVAR * NCLU);
   tcase_add_test(tc, test_stress);
-  tcase_add_loop_test(tc, test_ahead_variants, 0, 3 * NCLU);
+  tcase_add_loop_test(tc, test_sizes, 0, 2 * NCLU);
   tcase_add_test(tc, test_two_streams);
   tcase_add_test(tc, test_graph_replay);
   tcase_add_test(tc, test_fault);

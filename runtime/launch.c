@@ -1,0 +1,205 @@
+/* clcrt_run: the scheduler parameters of a run and its launch.
+ *
+ * What a run costs on the host outside graph capture: the argument checks, the current
+ * context check, for STEAL one capture query and a per-stream lock around the sequence
+ * number and the launch, then cuLaunchKernelEx. No other launch and no memory operation:
+ * the run's claim set was zeroed by the stream's previous run (sched_state.h). */
+#include <sched.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "checks.h"
+#include "sched_state.h"
+#include "stream.h"
+
+/* Clusters of this kernel that fit on the device at once, from the real block size and
+ * shared memory; computed once per kernel. */
+static clcrt_status max_clusters(clcrt_runtime *rt, clcrt_kernel *k, int *out) {
+  int n = __atomic_load_n(&k->max_clusters, __ATOMIC_RELAXED);
+  if (n > 0) {
+    *out = n;
+    return CLCRT_OK;
+  }
+  if (k->cluster_size == 1) {
+    /* 1-CTA kernels are launched without a cluster, for which the cluster query says 0. */
+    CU_CHECK(rt, cuOccupancyMaxActiveBlocksPerMultiprocessor(&n, k->fn, (int)k->nthreads, k->smem_bytes));
+    n *= rt->num_sms;
+  } else {
+    CUlaunchConfig cfg;
+    memset(&cfg, 0, sizeof cfg);
+    cfg.gridDimX = k->cluster.x * (unsigned)rt->num_sms; /* any multiple of the cluster shape */
+    cfg.gridDimY = k->cluster.y;
+    cfg.gridDimZ = k->cluster.z;
+    cfg.blockDimX = k->block.x;
+    cfg.blockDimY = k->block.y;
+    cfg.blockDimZ = k->block.z;
+    cfg.sharedMemBytes = k->smem_bytes;
+    CU_CHECK(rt, cuOccupancyMaxActiveClusters(&n, k->fn, &cfg));
+  }
+  if (n <= 0)
+    return clcrt__fail(rt, CLCRT_E_INVALID,
+                       "kernel %s: no cluster of %u CTAs x %u threads with %u bytes of dynamic shared memory fits on "
+                       "this device (registers %d per thread)",
+                       k->name, k->cluster_size, k->nthreads, k->smem_bytes, k->kinfo->registers);
+  __atomic_store_n(&k->max_clusters, n, __ATOMIC_RELAXED);
+  *out = n;
+  return CLCRT_OK;
+}
+
+/* Cycles a claim's units should last: about 4 us at the H100's clock. */
+#define CLCRT__CHUNK_CYCLES 8000u
+
+/* n / d as umulhi(n, mul) >> shr for every n < 2^31 (Granlund and Montgomery; CUTLASS's
+ * FastDivmod): the device decomposes unit indices without a hardware division. */
+static void fastdiv(uint32_t d, uint32_t *mul, uint32_t *shr) {
+  if (d <= 1) {
+    *mul = 0, *shr = 0;
+    return;
+  }
+  uint32_t l = 0;
+  while ((1ull << l) < d) l++;
+  *mul = (uint32_t)(((1ull << (31 + l)) + d - 1) / d);
+  *shr = l - 1;
+}
+
+/* Held only around handing out a sequence number and one cuLaunchKernelEx: a spin lock
+ * costs a few nanoseconds where a mutex costs tens. */
+static void spin_lock(int *l) {
+  while (__atomic_exchange_n(l, 1, __ATOMIC_ACQUIRE))
+    while (__atomic_load_n(l, __ATOMIC_RELAXED)) {
+#if defined(__x86_64__) || defined(__i386__)
+      __builtin_ia32_pause();
+#else
+      sched_yield();
+#endif
+    }
+}
+static void spin_unlock(int *l) { __atomic_store_n(l, 0, __ATOMIC_RELEASE); }
+
+clcrt_status clcrt_run(clcrt_stream *s, const clcrt_kernel *kc, clcrt_dim3 tiles, const void *args,
+                       size_t args_size) {
+  if (!s) return CLCRT_E_INVALID;
+  clcrt_runtime *rt = s->rt;
+  if (!kc) return clcrt__fail(rt, CLCRT_E_INVALID, "clcrt_run: the kernel is NULL");
+  clcrt_kernel *k = (clcrt_kernel *)kc; /* only the occupancy memo is written */
+  if (k->rt != rt) return clcrt__fail(rt, CLCRT_E_INVALID, "clcrt_run: kernel %s belongs to another runtime", k->name);
+  if (args_size != k->args_size)
+    return clcrt__fail(rt, CLCRT_E_INVALID,
+                       "clcrt_run(%s): args_size is %zu bytes but the kernel's Args parameter is %zu: pass "
+                       "sizeof(your Args mirror) and keep it identical to the device struct",
+                       k->name, args_size, k->args_size);
+  if (!args) return clcrt__fail(rt, CLCRT_E_INVALID, "clcrt_run(%s): args is NULL", k->name);
+  if (tiles.x == 0 || tiles.y == 0 || tiles.z == 0) return CLCRT_OK; /* an empty tile grid is a no-op */
+
+  clcrt__params p;
+  memset(&p, 0, sizeof p);
+  p.tiles[0] = tiles.x, p.tiles[1] = tiles.y, p.tiles[2] = tiles.z;
+  p.units[0] = (tiles.x - 1) / k->cluster.x + 1;
+  p.units[1] = (tiles.y - 1) / k->cluster.y + 1;
+  p.units[2] = (tiles.z - 1) / k->cluster.z + 1;
+  /* Units are counted in 31 bits on the device (its fast division and claim counters), and
+   * a full grid launches one cluster per unit along x. */
+  unsigned long long units = (unsigned long long)p.units[0] * p.units[1] * p.units[2];
+  if (units > 0x7fffffffull || units * k->cluster.x > 0x7fffffffull)
+    return clcrt__fail(rt, CLCRT_E_INVALID,
+                       "clcrt_run(%s): tile grid (%u,%u,%u) makes %llu work units of (%u,%u,%u) tiles: at most %llu "
+                       "fit in one run; split the grid over several runs",
+                       k->name, tiles.x, tiles.y, tiles.z, units, k->cluster.x, k->cluster.y, k->cluster.z,
+                       0x7fffffffull / k->cluster.x);
+  p.num_units = (uint32_t)units;
+  fastdiv(p.units[0], &p.div1_mul, &p.div1_shr);
+  fastdiv(p.units[1], &p.div2_mul, &p.div2_shr);
+  clcrt_status st = clcrt__ctx_enter(rt);
+  if (st != CLCRT_OK) return st;
+
+  int steal = k->sched == CLCRT_SCHED_STEAL;
+  /* A STEAL run may yield only if it launches a full grid (the clusters not yet started
+   * pick up what the yielding ones leave) and only if something can preempt it. */
+  int preemptible = steal && clcrt__devstate_higher(rt->devstate, s->level);
+  clcrt_grid grid = k->grid;
+  if (grid == CLCRT_GRID_AUTO) grid = preemptible ? CLCRT_GRID_FULL : CLCRT_GRID_PERSISTENT; /* STEAL's AUTO */
+  unsigned clusters = p.num_units, resident = clusters;
+  if (steal || grid == CLCRT_GRID_PERSISTENT) {
+    int mc = 0;
+    if ((st = max_clusters(rt, k, &mc)) != CLCRT_OK) return st;
+    if ((unsigned)mc < resident) resident = (unsigned)mc;
+    if (grid == CLCRT_GRID_PERSISTENT) clusters = resident;
+  }
+  p.num_clusters = clusters;
+  p.stats = s->stats;
+  p.trace = s->trace;
+  p.run = s->trace_runs;
+  p.prio = s->level;
+
+  int graph = 0;
+  if (steal) {
+    /* A claim takes units that last about CLCRT__CHUNK_CYCLES (a few microseconds: a claim
+     * costs about one, and the single counter serves a claim every few nanoseconds, so
+     * even thousands of clusters claiming that often do not queue on it), but never more
+     * than remaining / (2 * clusters running), so the tail is handed out unit by unit. */
+    p.active = resident;
+    p.chunk_cycles = CLCRT__CHUNK_CYCLES;
+    fastdiv(2 * resident, &p.guide_mul, &p.guide_shr);
+    p.early_min = 2 * resident;
+    if (preemptible && grid == CLCRT_GRID_FULL) p.yield = rt->devstate->yield;
+    /* Captured into a graph, the run may be replayed anywhere, any number of times at
+     * once: it claims from its own slot of the context's table instead of the stream's
+     * sets (sched_state.h). */
+    CUstreamCaptureStatus cap = CU_STREAM_CAPTURE_STATUS_NONE;
+    CU_CHECK(rt, cuStreamGetCaptureInfo(s->cu, &cap, NULL, NULL, NULL, NULL, NULL));
+    if (cap == CU_STREAM_CAPTURE_STATUS_INVALIDATED)
+      return clcrt__fail(rt, CLCRT_E_INVALID,
+                         "clcrt_run(%s): the stream's graph capture was invalidated by an earlier error; end the "
+                         "capture (cuStreamEndCapture) and start again",
+                         k->name);
+    graph = cap == CU_STREAM_CAPTURE_STATUS_ACTIVE;
+    if (graph) {
+      p.state = rt->devstate->table;
+      p.flags |= CLCRT__PF_GRAPH;
+    } else {
+      p.state = s->state;
+    }
+  }
+
+  CUlaunchConfig cfg;
+  memset(&cfg, 0, sizeof cfg);
+  cfg.gridDimX = clusters * k->cluster.x;
+  cfg.gridDimY = k->cluster.y;
+  cfg.gridDimZ = k->cluster.z;
+  cfg.blockDimX = k->block.x;
+  cfg.blockDimY = k->block.y;
+  cfg.blockDimZ = k->block.z;
+  cfg.sharedMemBytes = k->smem_bytes;
+  cfg.hStream = s->cu;
+  /* A cluster shape of more than one CTA is compiled into the kernel (__cluster_dims__);
+   * 1-CTA kernels are plain grids. Either way no launch attribute is needed. */
+  void *kp[2] = {(void *)args, &p};
+
+  /* A run on a stream above the lowest priority preempts lower-priority STEAL runs while
+   * it executes (unless the caller already bracketed it with clcrt_preempt_begin/end). */
+  int bracket = s->level > 0 && s->preempt_depth == 0;
+  if (bracket && (st = clcrt__stream_preempt_write(s, s->level)) != CLCRT_OK) return st;
+  CUresult r;
+  if (steal && !graph) {
+    /* The sequence number picks the claim set, and the run zeroes the other one for the
+     * next run: numbers must reach the stream in the order they were handed out. */
+    spin_lock(&s->launch_lock);
+    p.seq = s->seq;
+    r = rt->cu->cuLaunchKernelEx(&cfg, k->fn, kp, NULL);
+    if (r == CUDA_SUCCESS) s->seq++;
+    spin_unlock(&s->launch_lock);
+  } else {
+    r = rt->cu->cuLaunchKernelEx(&cfg, k->fn, kp, NULL);
+  }
+  clcrt_status st_end = bracket ? clcrt__stream_preempt_write(s, 0) : CLCRT_OK;
+  if (r != CUDA_SUCCESS)
+    return clcrt__fail(rt, CLCRT_E_CUDA,
+                       "cuLaunchKernelEx(%s) failed with %s: grid (%u,%u,%u) of clusters (%u,%u,%u), block "
+                       "(%u,%u,%u), %u bytes of dynamic shared memory",
+                       k->name, clcrt__cu_name(rt, r), cfg.gridDimX, cfg.gridDimY, cfg.gridDimZ, k->cluster.x,
+                       k->cluster.y, k->cluster.z, k->block.x, k->block.y, k->block.z, k->smem_bytes);
+  if (st_end != CLCRT_OK) return st_end;
+  s->runs++;
+  if (s->trace) s->trace_runs++;
+  return CLCRT_OK;
+}

@@ -1,0 +1,93 @@
+/* Scheduler state shared by the runtimes of a process: one per CUDA context. See
+ * sched_state.h for what lives in it and why. */
+#include "sched_state.h"
+
+#include <pthread.h>
+#include <string.h>
+
+#include "checks.h"
+
+static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
+static clcrt__devstate *g_states;
+
+clcrt_status clcrt__zero_device(clcrt_runtime *rt, CUdeviceptr p, size_t bytes) {
+  static const unsigned char zeros[4096];
+  for (size_t off = 0; off < bytes; off += sizeof zeros) {
+    size_t n = bytes - off < sizeof zeros ? bytes - off : sizeof zeros;
+    CU_CHECK(rt, cuMemcpyHtoD(p + off, zeros, n));
+  }
+  return CLCRT_OK;
+}
+
+clcrt_status clcrt__devstate_acquire(clcrt_runtime *rt) {
+  clcrt_status st = CLCRT_OK;
+  pthread_mutex_lock(&g_lock);
+  clcrt__devstate *d;
+  for (d = g_states; d; d = d->next)
+    if (d->ctx == rt->ctx) break;
+  if (d) {
+    d->refs++;
+    rt->devstate = d;
+    goto out;
+  }
+  d = clcrt__calloc(1, sizeof *d);
+  if (!d) {
+    st = clcrt__fail(rt, CLCRT_E_NOMEM, "out of memory for the scheduler's device state");
+    goto out;
+  }
+  d->ctx = rt->ctx;
+  d->refs = 1;
+  CU_CHECK_GOTO(rt, cuMemAlloc(&d->table, CLCRT__TABLE_BYTES), st, fail);
+  CU_CHECK_GOTO(rt, cuMemAlloc(&d->yield, CLCRT__YIELD_SLOTS * 4), st, fail);
+  if ((st = clcrt__zero_device(rt, d->table, CLCRT__TABLE_BYTES)) != CLCRT_OK) goto fail;
+  if ((st = clcrt__zero_device(rt, d->yield, CLCRT__YIELD_SLOTS * 4)) != CLCRT_OK) goto fail;
+  d->next = g_states;
+  g_states = d;
+  rt->devstate = d;
+  goto out;
+fail:
+  if (d->yield) rt->cu->cuMemFree(d->yield);
+  if (d->table) rt->cu->cuMemFree(d->table);
+  clcrt__free(d);
+out:
+  pthread_mutex_unlock(&g_lock);
+  return st;
+}
+
+void clcrt__devstate_release(clcrt_runtime *rt) {
+  clcrt__devstate *d = rt->devstate;
+  if (!d) return;
+  rt->devstate = NULL;
+  pthread_mutex_lock(&g_lock);
+  if (--d->refs == 0) {
+    for (clcrt__devstate **pp = &g_states; *pp; pp = &(*pp)->next)
+      if (*pp == d) {
+        *pp = d->next;
+        break;
+      }
+    /* The caller made the context current. Graphs that still hold runs of this context
+     * must not be launched after the last runtime is gone (README: graphs). */
+    rt->cu->cuMemFree(d->table);
+    rt->cu->cuMemFree(d->yield);
+    clcrt__free(d);
+  }
+  pthread_mutex_unlock(&g_lock);
+}
+
+unsigned clcrt__devstate_stream_add(clcrt__devstate *d, unsigned level) {
+  pthread_mutex_lock(&g_lock);
+  unsigned slot = d->next_slot++ % CLCRT__YIELD_SLOTS;
+  __atomic_add_fetch(&d->live[level], 1, __ATOMIC_RELAXED);
+  pthread_mutex_unlock(&g_lock);
+  return slot;
+}
+
+void clcrt__devstate_stream_remove(clcrt__devstate *d, unsigned level) {
+  __atomic_sub_fetch(&d->live[level], 1, __ATOMIC_RELAXED);
+}
+
+int clcrt__devstate_higher(const clcrt__devstate *d, unsigned level) {
+  for (unsigned l = level + 1; l <= CLCRT__MAX_LEVEL; l++)
+    if (__atomic_load_n(&d->live[l], __ATOMIC_RELAXED) > 0) return 1;
+  return 0;
+}

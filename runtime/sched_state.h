@@ -1,0 +1,57 @@
+/* Scheduler state in device memory, shared by the runtimes of a process.
+ *
+ * Claim counters. A STEAL run claims units by advancing one 32-bit counter on a 128-byte
+ * line of its own.
+ *   - A stream owns two counters. Run n on the stream claims from counter n % 2 and zeroes
+ *     counter (n + 1) % 2, which the run before it used and the run after it will use: runs
+ *     on one stream execute one after another, so no run needs a reset of its own (no
+ *     memset launch), and a run that never finished cannot corrupt the next but one.
+ *   - A run captured into a graph cannot use its stream's counters: the graph may be
+ *     replayed on any stream, several times at once, instantiated several times. It claims
+ *     from a slot of the context's table instead, which it finds by its launch's %gridid
+ *     (distinct among the grids in flight, reused later): [0..1] gridid, [4..5] {clusters
+ *     that left, clusters launched}, then the counter's line. See
+ *     nvrtc_src/clcrt.cuh (graph_slot) for the protocol; the table's first line is its lock.
+ * Preemption words: CLCRT__YIELD_SLOTS 32-bit words; a stream of priority level L > 0 owns
+ * one and writes L there (cuStreamWriteValue32) while its urgent work runs, 0 after; a STEAL
+ * run of level l that may yield stops claiming while some word is above l.
+ *
+ * The numbers here mirror the enum in nvrtc_src/clcrt.cuh. */
+#ifndef CLCRT_SCHED_STATE_H
+#define CLCRT_SCHED_STATE_H
+#include "internal.h"
+
+#define CLCRT__LINE_WORDS 32u
+#define CLCRT__STREAM_STATE_BYTES (2u * CLCRT__LINE_WORDS * 4u)
+#define CLCRT__TABLE_SLOTS 256u
+#define CLCRT__SLOT_WORDS (2u * CLCRT__LINE_WORDS)
+#define CLCRT__TABLE_BYTES ((size_t)(CLCRT__LINE_WORDS + CLCRT__TABLE_SLOTS * CLCRT__SLOT_WORDS) * 4u)
+#define CLCRT__YIELD_SLOTS 32u
+#define CLCRT__MAX_LEVEL 7u
+
+/* One per CUDA context (the primary context of a device), shared by every runtime of the
+ * process on that context, so that two runtimes preempt each other's runs. */
+typedef struct clcrt__devstate {
+  CUcontext ctx;
+  int refs;                          /* runtimes using it; guarded by the registry lock */
+  CUdeviceptr table;                 /* graph claim table, CLCRT__TABLE_BYTES, zeroed */
+  CUdeviceptr yield;                 /* CLCRT__YIELD_SLOTS words, zeroed */
+  unsigned next_slot;                /* yield slots handed out round-robin */
+  int live[CLCRT__MAX_LEVEL + 1];    /* live streams per priority level */
+  struct clcrt__devstate *next;
+} clcrt__devstate;
+
+/* Finds or makes the state of rt's context (device memory allocated and zeroed once). */
+clcrt_status clcrt__devstate_acquire(clcrt_runtime *rt);
+void clcrt__devstate_release(clcrt_runtime *rt);
+
+/* A stream of priority level `level` came (returns its yield slot) or went. */
+unsigned clcrt__devstate_stream_add(clcrt__devstate *d, unsigned level);
+void clcrt__devstate_stream_remove(clcrt__devstate *d, unsigned level);
+/* Whether a live stream of a level above `level` exists: only then can a run be preempted. */
+int clcrt__devstate_higher(const clcrt__devstate *d, unsigned level);
+
+/* Zeroes device memory with a synchronous copy (not a memset on the legacy stream, which a
+ * non-blocking stream would not be ordered after). For set-up only, never per run. */
+clcrt_status clcrt__zero_device(clcrt_runtime *rt, CUdeviceptr p, size_t bytes);
+#endif

@@ -1,0 +1,35 @@
+/* Streams: a CUstream plus the scheduler state of the runs enqueued on it. Shared by
+ * stream.c (life cycle, statistics, tracing, preemption) and launch.c (clcrt_run). */
+#ifndef CLCRT_STREAM_H
+#define CLCRT_STREAM_H
+#include "internal.h"
+
+#define CLCRT__STATS_SMS 1024 /* %smid is masked into this many slots */
+#define CLCRT__STATS_WORDS (4 + CLCRT__STATS_SMS)
+
+struct clcrt_stream {
+  clcrt_runtime *rt;
+  CUstream cu;
+  int owned;
+  CUdeviceptr state;  /* two claim sets (sched_state.h) */
+  uint32_t seq;       /* the next STEAL run's sequence number: which set it claims from */
+  int launch_lock;    /* orders seq and launches when several threads run on one stream */
+
+  unsigned level;      /* priority level: 0 is the device's lowest */
+  unsigned yield_slot; /* level > 0: this stream's preemption word */
+  int preempt_depth;   /* open clcrt_preempt_begin calls */
+
+  CUdeviceptr stats; /* CLCRT__STATS_WORDS x u64, 0 when off */
+  unsigned long long host_stats[CLCRT__STATS_WORDS];
+  unsigned long long runs;
+
+  CUdeviceptr trace;      /* header, per-region counters, records; 0 when off */
+  size_t trace_bytes;
+  unsigned trace_cap;     /* records per region */
+  unsigned trace_regions; /* SM regions */
+  uint32_t trace_runs;    /* runs traced since tracing was enabled */
+};
+
+/* Enqueues the preemption word's write on s (value: s->level to begin, 0 to end). */
+clcrt_status clcrt__stream_preempt_write(clcrt_stream *s, unsigned value);
+#endif
