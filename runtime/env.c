@@ -51,6 +51,8 @@ static void read_env(void) {
   if (m && !clcrt__parse_bytes(m, &g_env.cache_max_bytes)) g_env.cache_max_bytes_bad = m;
   g_env.cuda_home = nonempty(getenv("CUDA_HOME"));
   if (!g_env.cuda_home) g_env.cuda_home = nonempty(getenv("CUDA_PATH"));
+  const char *w = getenv("CLCRT_WARMUP");
+  g_env.warmup = !(w && strcmp(w, "0") == 0);
 }
 
 const clcrt__env *clcrt__env_get(void) {

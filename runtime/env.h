@@ -9,6 +9,7 @@ typedef struct clcrt__env {
   unsigned long long cache_max_bytes; /* CLCRT_CACHE_MAX_BYTES, default 1 GiB; 0: no cap */
   const char *cache_max_bytes_bad;    /* the text of CLCRT_CACHE_MAX_BYTES when it is not a size (then the default) */
   const char *cuda_home;       /* CUDA_HOME, else CUDA_PATH */
+  int warmup;                  /* CLCRT_WARMUP: 0 turns off the NVRTC warm-up of device runtimes (warmup.c) */
 } clcrt__env;
 /* The values as first read; later changes to the environment are not seen. */
 const clcrt__env *clcrt__env_get(void);

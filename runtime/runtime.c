@@ -12,6 +12,7 @@
 #include "env.h"
 #include "internal.h"
 #include "sched_state.h"
+#include "warmup.h"
 
 double clcrt__now_ms(void) {
   struct timespec t;
@@ -231,8 +232,13 @@ clcrt_status clcrt_runtime_create(clcrt_runtime **out, const clcrt_runtime_opts 
     rt->compile_only = 1;
     rt->max_cluster_size = 16;
   } else {
-    if ((st = open_device(rt)) != CLCRT_OK) return st;
-    if ((st = device_setup(rt)) != CLCRT_OK) return st;
+    /* NVRTC's one-time start-up runs while the driver sets the device up, and is over
+     * (done or cancelled) before this returns (warmup.c). */
+    int warming = clcrt__warmup_start();
+    st = open_device(rt);
+    if (st == CLCRT_OK) st = device_setup(rt);
+    if (warming) clcrt__warmup_stop();
+    if (st != CLCRT_OK) return st;
   }
   if ((st = clcrt__cache_init(rt)) != CLCRT_OK) return st;
   return CLCRT_OK;
