@@ -90,14 +90,15 @@ static void reg_work(uv_work_t *w) {
   reg_req *r = w->data;
   clcrt_runtime *rt = r->rt;
   r->st = clcrt_register(rt, &r->desc, &r->k);
+  /* Messages are per thread: this is the pool thread's own, which no other compile can
+   * overwrite. It is copied for the loop's thread and then dropped (also after a success,
+   * which may have recovered from a failure on the way), so that the pool thread holds
+   * nothing for a runtime that may be destroyed next. */
   if (r->st != CLCRT_OK) {
-    /* Messages are per thread: this is the pool thread's own, which no other compile can
-     * overwrite. It is copied for the loop's thread and then dropped, so that the pool
-     * thread holds nothing for a runtime that may be destroyed next. */
     const char *m = clcrt__err_get(rt);
     r->errmsg = clcrt__strdup(m ? m : clcrt_status_str(r->st));
-    clcrt__err_forget(rt);
   }
+  clcrt__err_forget(rt);
   r->live = 0;
   live_done(rt); /* after this the request never touches rt again */
 }
