@@ -46,6 +46,8 @@ GPU_TESTS := $(patsubst tests/%.c,$(BUILD)/tests/%,$(sort $(wildcard tests/gpu_*
 TEST_COMMON := $(sort $(wildcard tests/common/*.c))
 TEST_COMMON_OBJS := $(TEST_COMMON:%.c=$(BUILD)/%.o)
 BENCH_PROGS := $(patsubst bench/%.c,$(BUILD)/bench/%,$(sort $(wildcard bench/*.c)))
+# Shared by the benchmark programs: timing, references, output (bench/lib/*.c).
+BENCH_LIB_OBJS := $(patsubst %.c,$(BUILD)/%.o,$(sort $(wildcard bench/lib/*.c)))
 # User-side CUDA sources that programs compile with clcrt at run time (examples/gemm/*.cu),
 # embedded as C strings like the template: clcrt__user_src[] in $(BUILD)/gen/user_src.o.
 USER_CU := $(sort $(wildcard examples/*/*.cu))
@@ -83,7 +85,7 @@ $(DEPS_STAMP):
 lib: $(BUILD)/libclcrt.a $(BUILD)/libclcrt.so
 tool: $(BUILD)/clcrt
 
-$(BUILD)/%.o: %.c $(wildcard include/*.h runtime/*.h tests/common/*.h tools/*.h) | $(DEPS_STAMP)
+$(BUILD)/%.o: %.c $(wildcard include/*.h runtime/*.h tests/common/*.h tools/*.h bench/lib/*.h) | $(DEPS_STAMP)
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) $(CFLAGS) -c $< -o $@
 
@@ -124,8 +126,8 @@ $(BUILD)/tests/gpu_%: $(BUILD)/tests/gpu_%.o $(TEST_COMMON_OBJS) $(USER_SRC_OBJ)
 $(BUILD)/examples/%: $(BUILD)/examples/%.o $(USER_SRC_OBJ) $(BUILD)/libclcrt.a
 	$(CC) $(LDFLAGS) -o $@ $< $(USER_SRC_OBJ) $(BUILD)/libclcrt.a $(NVRTC_LIBS) $(STATIC_UV) $(SYS_LIBS)
 
-$(BUILD)/bench/%: $(BUILD)/bench/%.o $(USER_SRC_OBJ) $(BUILD)/libclcrt.a
-	$(CC) $(LDFLAGS) -o $@ $< $(USER_SRC_OBJ) $(BUILD)/libclcrt.a $(NVRTC_LIBS) $(CUBLAS_LIBS) $(STATIC_UV) $(SYS_LIBS)
+$(BUILD)/bench/%: $(BUILD)/bench/%.o $(BENCH_LIB_OBJS) $(USER_SRC_OBJ) $(BUILD)/libclcrt.a
+	$(CC) $(LDFLAGS) -o $@ $< $(BENCH_LIB_OBJS) $(USER_SRC_OBJ) $(BUILD)/libclcrt.a $(NVRTC_LIBS) $(CUBLAS_LIBS) $(STATIC_UV) $(SYS_LIBS)
 
 examples: $(EXAMPLES)
 

@@ -319,12 +319,15 @@ __device__ __forceinline__ void trace_record(const Params &p, unsigned long long
 // of the suite) but is reused by later launches (measured on an H100, driver 580), so a slot
 // belongs to the launch written in it only while that launch has clusters left to leave:
 // {left, clusters} in one 64-bit word, read at once. A cluster scans from the launch's hash
-// position up to the first never-used slot for its own live slot, reading the state before
-// and after the owner (a slot taken over in between is not mistaken for its own); a launch
+// position up to the first never-used slot for its own live slot, checking the state before
+// and after the owner with acquire loads (other clusters leaving change the count, never the
+// owner, while it is live); a launch
 // not yet in the table takes the first free slot under the table's lock (held for a few
 // loads and stores by a running thread, so waiting for it never waits for a cluster to
 // start). There is always a free slot: a device runs at most 128 grids at once, the table
 // has 256 slots. Not inlined: it runs once per cluster.
+__device__ __forceinline__ bool slot_live(unsigned long long st) { return (unsigned)st < (unsigned)(st >> 32); }
+
 __device__ __noinline__ unsigned *graph_slot(unsigned *table, unsigned num_clusters) {
   const unsigned long long g = ptx::sreg_gridid();
   const unsigned h = (unsigned)(g * 0x9E3779B97F4A7C15ull >> 56);
@@ -334,9 +337,13 @@ __device__ __noinline__ unsigned *graph_slot(unsigned *table, unsigned num_clust
     for (unsigned i = 0; i < TABLE_SLOTS; i++) {
       unsigned *s = table + LINE_WORDS + ((h + i) & (TABLE_SLOTS - 1)) * SLOT_WORDS;
       unsigned long long st = ptx::ld_acquire_gpu_u64((const unsigned long long *)(s + 4));
-      unsigned long long owner = *(volatile unsigned long long *)s;
+      unsigned long long owner = ptx::ld_acquire_gpu_u64((const unsigned long long *)s);
       bool live = (unsigned)st < (unsigned)(st >> 32);
-      if (live && owner == g && ptx::ld_acquire_gpu_u64((const unsigned long long *)(s + 4)) == st) {
+      // Live before and after the owner was read: the slot cannot have changed hands in
+      // between (that needs every cluster of its launch, this one included if it is its
+      // own, to have left), and this cluster's claims and its count on leaving are ordered
+      // after the slot's setup.
+      if (live && owner == g && slot_live(ptx::ld_acquire_gpu_u64((const unsigned long long *)(s + 4)))) {
         if (locked) ptx::st_release_gpu(table, 0u);
         return s;
       }
@@ -366,8 +373,8 @@ struct Scheduler {
   // STEAL kernel is launched without a cluster, where st.async is not allowed: its leader
   // writes the slot with an ordinary store and a release-arrive on the full barrier.
   static constexpr bool TX = !(SCHED == SCHED_STEAL && CS == 1);
-  // Response slots: clusters of several CTAs get more, so that their CTAs can drift apart.
-  static constexpr unsigned NSLOT = CS > 1 ? 4 : 2;
+  // Response slots: a response is published at most one ahead of the leader's CTA.
+  static constexpr unsigned NSLOT = 2;
 
   // In shared memory: the response ring, and STEAL's claim state, which only the leader
   // touches (kept out of registers, which every thread of the CTA would pay for while the
@@ -379,6 +386,7 @@ struct Scheduler {
     unsigned *ctr;                  // the run's claim counter
     unsigned long long *slot_state; // graph runs: the table slot's {clusters that left, clusters}
     long long t0;                   // clock64 when the current units started
+    unsigned long long trace_t0;    // trace: %globaltimer when thread 0 called the tile function
     unsigned pub;                   // responses published
     unsigned remaining;             // units left after the last claim, as that claim saw it
     unsigned t_unit;                // cycles per unit, as the leader measured them (0: unknown)
@@ -407,6 +415,8 @@ struct Scheduler {
   }
 
   __device__ __forceinline__ unsigned cluster_id() const { return CS > 1 ? ptx::sreg_clusterid_x() : blockIdx.x; }
+  __device__ __forceinline__ bool thread0() const { return threadIdx.x == 0 && threadIdx.y == 0 && threadIdx.z == 0; }
+
 
   __device__ __forceinline__ unsigned slot_addr(unsigned s) const { return ptx::smem_addr(&ring->slot[s]); }
   __device__ __forceinline__ unsigned full_addr(unsigned s) const { return ptx::smem_addr(&ring->full[s]); }
@@ -476,18 +486,23 @@ struct Scheduler {
   // Claims the next run of units for the cluster. The cluster's first claim (pub == 0) is
   // made even while the run is told to yield, so every cluster that starts does at least one
   // unit and the clusters not yet started suffice for what is left.
-  __device__ __forceinline__ uint2 claim() {
-    if (ring->pub != 0 && p.yield && must_yield()) return make_uint2(0, 0);
+  // In two halves so that a claim made ahead can be in flight while the leader runs its
+  // units: issue() returns {counter value, units asked for} ({NONE, 0}: no claim), and
+  // result() turns that into the response.
+  __device__ __forceinline__ uint2 issue() {
+    if (ring->pub != 0 && p.yield && must_yield()) return make_uint2(NONE, 0);
     unsigned want = 1, t_unit = ring->t_unit;
     if (t_unit) {
       want = min(p.chunk_cycles / t_unit, fastdiv(ring->remaining, p.guide_mul, p.guide_shr));
       if (want == 0) want = 1;
     }
-    unsigned old = ptx::atom_add_relaxed_gpu(ring->ctr, want);
-    if (old >= p.num_units) return make_uint2(0, 0);
-    unsigned got = min(want, p.num_units - old);
-    ring->remaining = p.num_units - old - got;
-    return make_uint2(old, got);
+    return make_uint2(ptx::atom_add_relaxed_gpu(ring->ctr, want), want);
+  }
+  __device__ __forceinline__ uint2 result(uint2 c) {
+    if (c.x >= p.num_units) return make_uint2(0, 0);
+    unsigned got = min(c.y, p.num_units - c.x);
+    ring->remaining = p.num_units - c.x - got;
+    return make_uint2(c.x, got);
   }
 
   // STEAL: the leader publishes response number pub (the run of units r) to every CTA.
@@ -542,18 +557,15 @@ struct Scheduler {
     return make_uint2(__shfl_sync(mask, start, 0), __shfl_sync(mask, count, 0));
   }
 
-  // Whether the leader claims now. need: a response must be read next and none is pending.
-  // Otherwise it may claim ahead, never at the tail: clusters of several CTAs up to
-  // NSLOT - 1 responses ahead, so that their CTAs can drift apart. A 1-CTA cluster claims
-  // when it needs to (unless compiled with -DCLCRT_STEAL_EARLY=1): the claim's latency is then
-  // the leader warp's alone, and the CTA's other warps and the SM's other CTAs cover it.
-  __device__ __forceinline__ bool claim_now(bool need) const {
-    if (ring->exhausted) return false;
-    unsigned pub = ring->pub;
-    if (need) return pub == k;
-    if (ring->remaining <= p.early_min) return false;
-    if (CS > 1) return pub < k + NSLOT - 1;
-    return CLCRT_STEAL_EARLY && pub == k && ring->t_unit && ring->t_unit < p.chunk_cycles / 2;
+  // Whether the leader claims ahead: the claim is issued before the current units run and
+  // published after them, so its latency hides behind them. Never at the tail (nothing is
+  // held back from other clusters there). Clusters of several CTAs do (a claim made when
+  // needed would keep every CTA of the cluster waiting for it); a 1-CTA cluster does not
+  // (unless compiled with -DCLCRT_STEAL_EARLY=1): its claim's latency is then the leader
+  // warp's alone, and the CTA's other warps and the SM's other CTAs cover it.
+  __device__ __forceinline__ bool claim_ahead() const {
+    if (!(CS > 1 || CLCRT_STEAL_EARLY) || ring->exhausted || ring->pub != k) return false;
+    return ring->remaining > p.early_min;
   }
 
   // The first run of units of a cluster that makes no requests (CLC's first is its own too).
@@ -581,29 +593,29 @@ struct Scheduler {
       finish();
       return;
     }
-    unsigned tiles_here = 0;
+    unsigned tiles_here = 0;  // differs from units_run only where clusters have padded tiles
     const bool one_d = p.tiles[1] == 1 && p.tiles[2] == 1;
     uint2 r = make_uint2(0, 0);
-    // STEAL's leader claims at one place in the loop (claim_now): before a response is
-    // needed, and after one was read when it claims ahead.
-    bool need = true;  // the next step reads a response
+    bool need = SCHED == SCHED_STEAL;  // the next step reads a response
     if (SCHED != SCHED_STEAL) r = own();
 #pragma unroll 1
     for (;;) {
-      if (SCHED == SCHED_STEAL) {
-#pragma unroll 1
-        while (leader && claim_now(need)) publish(claim());
-        if (need) {
-          r = consume();
-          need = false;
-          continue;
-        }
+      if (SCHED == SCHED_STEAL && need) {
+        // The first response, or (with nothing claimed ahead) the next one: claim now.
+        if (leader && !ring->exhausted && ring->pub == k) publish(result(issue()));
+        r = consume();
+        need = false;
+        continue;
       }
       if (r.y == 0) break;
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 1000
       if (SCHED == SCHED_CLC && leader) clc_request();
 #endif
-      if (SCHED == SCHED_STEAL && leader) ring->t0 = clock64();
+      uint2 ahead = make_uint2(NONE, 0);  // a STEAL claim in flight while the units run
+      if (SCHED == SCHED_STEAL && leader) {
+        if (claim_ahead()) ahead = issue();
+        ring->t0 = clock64();
+      }
       // Not unrolled: the optimiser would copy the tile function into every unrolled path,
       // multiplying NVRTC's time and the code. The unit index of FIXED and STATIC stays in
       // uniform registers (as blockIdx does in a hand-written kernel), so the tile
@@ -628,11 +640,18 @@ struct Scheduler {
           if (!one_d)
             linear += (unsigned long long)p.tiles[0] * (tile.coord.y + (unsigned long long)p.tiles[1] * tile.coord.z);
           tile.linear = linear;
-          const bool traced = p.trace && tid == 0;
-          unsigned long long t0t = traced ? ptx::globaltimer() : 0;
+          // Thread 0 keeps the start time in the ring's shared memory where there is one (not
+          // in a register every thread would hold while the tile function runs).
+          unsigned long long t0 = 0;
+          if (p.trace && thread0()) {
+            t0 = ptx::globaltimer();
+            if (REQUESTS) ring->trace_t0 = t0;
+          }
           body(tile);
-          if (traced) trace_record(p, t0t, ptx::globaltimer(), tile.linear, u, cluster_id(), rank, units_run > 0);
-          tiles_here++;
+          if (p.trace && thread0())
+            trace_record(p, REQUESTS ? ring->trace_t0 : t0, ptx::globaltimer(), tile.linear, u, cluster_id(), rank,
+                         units_run > 0);
+          if (CS > 1) tiles_here++;
         }
         units_run++;
       }
@@ -640,6 +659,7 @@ struct Scheduler {
         // The leader's own view of how long a unit takes, for the size of its next claims.
         unsigned per = (unsigned)min(clock64() - ring->t0, 0x7fffffffll) / r.y, t = ring->t_unit;
         ring->t_unit = t ? (t + per + 1) / 2 : max(per, 1u);
+        if (ahead.x != NONE || ahead.y != 0) publish(result(ahead));
       }
       if (SCHED == SCHED_FIXED) break;
       if (SCHED == SCHED_STATIC) {
@@ -655,7 +675,7 @@ struct Scheduler {
 #endif
       }
     }
-    if (p.stats && tid == 0) record(tiles_here);
+    if (p.stats && thread0()) record(CS > 1 ? tiles_here : units_run);
     finish();
   }
 

@@ -68,7 +68,8 @@
   X(cuStreamWriteValue32)            \
   X(cuMemsetD8Async)                 \
   X(cuTensorMapEncodeTiled)         \
-  X(cuStreamCreateWithPriority)
+  X(cuStreamCreateWithPriority)     \
+  X(cuEventQuery)
 
 typedef struct clcrt__driver {
 #define CLCRT__DRV_FIELD(name) __typeof__(name) *name;

@@ -1,0 +1,234 @@
+/* Shared by the benchmark programs (bench.h). */
+#include "bench.h"
+
+#include <nvrtc.h>
+#include <stdarg.h>
+#include <string.h>
+
+const clcrt__driver *cu;
+clcrt_runtime *rt;
+clcrt_stream *st;
+CUstream cs;
+FILE *json;
+const char *dump_dir;
+int quick;
+static int json_first = 1;
+
+void bench_open(const char *json_path) {
+  clcrt_runtime_opts o = CLCRT_RUNTIME_OPTS_INIT;
+  o.cache_dir = "";
+  if (clcrt_runtime_create(&rt, &o) != CLCRT_OK) {
+    printf("bench: SKIP: %s\n", clcrt_errmsg(rt));
+    clcrt_runtime_destroy(rt);
+    exit(0);
+  }
+  cu = rt->cu;
+  CK(cu->cuCtxSetCurrent(rt->ctx));
+  if (clcrt_stream_create(rt, NULL, &st) != CLCRT_OK) {
+    fprintf(stderr, "stream: %s\n", clcrt_errmsg(rt));
+    exit(1);
+  }
+  cs = clcrt_stream_cu(st);
+  char name[256] = "";
+  cu->cuDeviceGetName(name, sizeof name, rt->dev);
+  if (json_path && !(json = fopen(json_path, "w"))) {
+    perror(json_path);
+    exit(1);
+  }
+  if (json) fprintf(json, "{\"device\":\"%s\",\"arch\":\"%s\",\"sms\":%d,\"results\":[", name, rt->arch, rt->num_sms);
+  printf("clcrt bench on %s (%s, %d SMs): median of %d runs after %d warm-ups; ratio = best reference / contender\n",
+         name, rt->arch, rt->num_sms, REPS, WARMUP);
+}
+
+void bench_close(void) {
+  if (json) {
+    fprintf(json, "\n]}\n");
+    fclose(json);
+  }
+  clcrt_stream_destroy(st);
+  clcrt_runtime_destroy(rt);
+}
+
+static void dump_cubin(const char *name, const void *data, size_t size) {
+  if (!dump_dir) return;
+  char path[512];
+  snprintf(path, sizeof path, "%s/%s.cubin", dump_dir, name);
+  FILE *f = fopen(path, "wb");
+  if (f) {
+    fwrite(data, 1, size, f);
+    fclose(f);
+  }
+}
+
+static int cmp_float(const void *a, const void *b) {
+  float x = *(const float *)a, y = *(const float *)b;
+  return (x > y) - (x < y);
+}
+
+double time_batch(launch_fn f, void *ctx, int inner, int reps) {
+  CUevent e0, e1;
+  CK(cu->cuEventCreate(&e0, 0));
+  CK(cu->cuEventCreate(&e1, 0));
+  for (int i = 0; i < WARMUP; i++)
+    for (int j = 0; j < inner; j++) f(ctx);
+  float ms[64];
+  if (reps > 64) reps = 64;
+  for (int i = 0; i < reps; i++) {
+    CK(cu->cuEventRecord(e0, cs));
+    for (int j = 0; j < inner; j++) f(ctx);
+    CK(cu->cuEventRecord(e1, cs));
+    CK(cu->cuEventSynchronize(e1));
+    CK(cu->cuEventElapsedTime(&ms[i], e0, e1));
+  }
+  cu->cuEventDestroy(e0);
+  cu->cuEventDestroy(e1);
+  qsort(ms, (size_t)reps, sizeof ms[0], cmp_float);
+  return reps % 2 ? ms[reps / 2] : (ms[reps / 2 - 1] + ms[reps / 2]) / 2;
+}
+
+double time_median(launch_fn f, void *ctx) { return time_batch(f, ctx, 1, REPS); }
+
+CUlibrary compile_ref(const char *src, const char *define, const char *what) {
+  nvrtcProgram p;
+  char arch[64];
+  snprintf(arch, sizeof arch, "--gpu-architecture=%s", rt->arch);
+  const char *opts[] = {arch, "-std=c++17", define};
+  if (nvrtcCreateProgram(&p, src, "ref.cu", 0, NULL, NULL) != NVRTC_SUCCESS) exit(1);
+  if (nvrtcCompileProgram(p, define ? 3 : 2, opts) != NVRTC_SUCCESS) {
+    size_t n;
+    nvrtcGetProgramLogSize(p, &n);
+    char *log = malloc(n);
+    nvrtcGetProgramLog(p, log);
+    fprintf(stderr, "reference kernel %s: %s\n", what, log);
+    exit(1);
+  }
+  size_t n;
+  nvrtcGetCUBINSize(p, &n);
+  char *cubin = malloc(n);
+  nvrtcGetCUBIN(p, cubin);
+  nvrtcDestroyProgram(&p);
+  char name[96];
+  snprintf(name, sizeof name, "ref_%s%s", what, define ? define + 2 : "");
+  dump_cubin(name, cubin, n);
+  CUlibrary lib;
+  CK(cu->cuLibraryLoadData(&lib, cubin, NULL, NULL, 0, NULL, NULL, 0));
+  free(cubin);
+  return lib;
+}
+
+CUfunction lib_fn(CUlibrary lib, const char *name) {
+  CUkernel k;
+  CUfunction f;
+  CK(cu->cuLibraryGetKernel(&k, lib, name));
+  CK(cu->cuKernelGetFunction(&f, k));
+  return f;
+}
+
+int occupancy_blocks(CUfunction f, unsigned threads, unsigned smem) {
+  int n = 0;
+  if (smem > 48 * 1024) CK(cu->cuFuncSetAttribute(f, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, (int)smem));
+  CK(cu->cuOccupancyMaxActiveBlocksPerMultiprocessor(&n, f, (int)threads, smem));
+  if (n < 1) {
+    fprintf(stderr, "reference kernel does not fit on an SM\n");
+    exit(1);
+  }
+  return n;
+}
+
+clcrt_kernel *reg_desc(const clcrt_tile_desc *d, const char *what) {
+  clcrt_kernel *k = NULL;
+  if (clcrt_register(rt, d, &k) != CLCRT_OK) {
+    fprintf(stderr, "register %s: %s\n", what, clcrt_errmsg(rt));
+    exit(1);
+  }
+  const void *cubin;
+  size_t size;
+  clcrt_kernel_info info = CLCRT_KERNEL_INFO_INIT;
+  if (dump_dir && clcrt_kernel_cubin(k, &cubin, &size) == CLCRT_OK && clcrt_kernel_info_get(k, &info) == CLCRT_OK) {
+    char name[200];
+    snprintf(name, sizeof name, "%s_c%u_%s", info.name, info.cluster.x, what);
+    dump_cubin(name, cubin, size);
+  }
+  return k;
+}
+
+clcrt_kernel *reg2(const char *src, const char *fn, const char *args, clcrt_sched sched, clcrt_grid grid, unsigned cl,
+                   const char *define, const char *define2) {
+  clcrt_tile_desc d = CLCRT_TILE_DESC_INIT;
+  d.source = src, d.tile_fn = fn, d.args_type = args;
+  d.block = (clcrt_dim3){256, 1, 1};
+  d.cluster = (clcrt_dim3){cl, 1, 1};
+  d.sched = sched, d.grid = grid;
+  const char *opts[2];
+  int no = 0;
+  if (define) opts[no++] = define;
+  if (define2) opts[no++] = define2;
+  d.options = opts, d.num_options = no;
+  char what[96];
+  snprintf(what, sizeof what, "%s%s%s", fn, define2 ? "_" : "", define2 ? define2 + 2 : "");
+  return reg_desc(&d, what);
+}
+
+void launch_ref(void *p) {
+  lctx *c = p;
+  CUlaunchConfig cfg;
+  memset(&cfg, 0, sizeof cfg);
+  cfg.gridDimX = c->grid, cfg.gridDimY = cfg.gridDimZ = 1;
+  cfg.blockDimX = c->threads ? c->threads : 256, cfg.blockDimY = cfg.blockDimZ = 1;
+  cfg.sharedMemBytes = c->smem;
+  cfg.hStream = cs;
+  void *kp[2] = {c->args, &c->ntiles};
+  CK(cu->cuLaunchKernelEx(&cfg, c->fn, kp, NULL));
+}
+
+void launch_clcrt(void *p) {
+  lctx *c = p;
+  if (clcrt_run(c->s ? c->s : st, c->k, (clcrt_dim3){(unsigned)c->ntiles, 1, 1}, c->args, c->args_size) != CLCRT_OK) {
+    fprintf(stderr, "clcrt_run: %s\n", clcrt_errmsg(rt));
+    exit(1);
+  }
+}
+
+void launch_copy(void *p) {
+  lctx *c = p;
+  CK(cu->cuMemcpyDtoDAsync(c->dst, c->src, c->bytes, cs));
+}
+
+void emit(const char *workload, const char *param, unsigned cl, const char *who, double ms, double ratio,
+          double pct_copy) {
+  printf("  %-9s %-8s c%u %-16s %9.4f ms  %6.3fx", workload, param, cl, who, ms, ratio);
+  if (pct_copy > 0) printf("  %5.1f%% of copy", pct_copy);
+  printf("\n");
+  emit_json("\"workload\":\"%s\",\"param\":\"%s\",\"cluster\":%u,\"contender\":\"%s\",\"median_ms\":%.5f,"
+            "\"ratio_to_best_ref\":%.4f,\"pct_of_copy\":%.2f",
+            workload, param, cl, who, ms, ratio, pct_copy);
+}
+
+void emit_json(const char *fmt, ...) {
+  if (!json) return;
+  fprintf(json, "%s\n  {", json_first ? "" : ",");
+  va_list ap;
+  va_start(ap, fmt);
+  vfprintf(json, fmt, ap);
+  va_end(ap);
+  fprintf(json, "}");
+  json_first = 0;
+}
+
+/* The default (AUTO: STEAL with a persistent grid here, where no stream of higher priority
+ * exists), the full grid, the two other schedulers, and STEAL claiming ahead on 1-CTA
+ * clusters (CLCRT_STEAL_EARLY) to keep the choice of the default measured. */
+const contender k_contenders[] = {
+    {"steal", CLCRT_SCHED_AUTO, CLCRT_GRID_AUTO, NULL},
+    {"steal-full", CLCRT_SCHED_STEAL, CLCRT_GRID_FULL, NULL},
+    {"static", CLCRT_SCHED_STATIC, CLCRT_GRID_AUTO, NULL},
+    {"fixed", CLCRT_SCHED_FIXED, CLCRT_GRID_AUTO, NULL},
+    {"steal-early", CLCRT_SCHED_STEAL, CLCRT_GRID_PERSISTENT, "-DCLCRT_STEAL_EARLY=1"},
+};
+const int k_ncontenders = (int)(sizeof k_contenders / sizeof k_contenders[0]);
+
+unsigned long long bench_rand(unsigned long long *s) {
+  *s ^= *s << 13, *s ^= *s >> 7, *s ^= *s << 17;
+  return *s;
+}
+double bench_urand(unsigned long long *s) { return (double)(bench_rand(s) >> 11) / 9007199254740992.0; }

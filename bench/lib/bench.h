@@ -1,0 +1,102 @@
+/* Shared by the benchmark programs (the files in bench/): one runtime and stream, timing with events,
+ * reference kernels compiled straight with NVRTC, registration, launches and output (a table
+ * on stdout and JSON records). Method (METHOD.md): every contender's output is checked
+ * against a CPU reference on random data with the output poisoned first, then timed: warm-up
+ * runs, CUDA events around each run, the median of many. Ratios compare contenders measured
+ * in the same process. */
+#ifndef CLCRT_BENCH_H
+#define CLCRT_BENCH_H
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "clcrt.h"
+#include "internal.h"
+
+#define WARMUP 5
+#define REPS 30
+
+extern const clcrt__driver *cu;
+extern clcrt_runtime *rt;
+extern clcrt_stream *st; /* the benchmark's stream (lowest priority) */
+extern CUstream cs;      /* its CUstream */
+extern FILE *json;       /* --json FILE, or NULL */
+extern const char *dump_dir; /* --dump DIR: every kernel's cubin is written there (for nvdisasm) */
+extern int quick;        /* --quick: smaller problems */
+
+#define CK(x)                                                                                    \
+  do {                                                                                           \
+    CUresult r_ = (x);                                                                           \
+    if (r_ != CUDA_SUCCESS) {                                                                    \
+      fprintf(stderr, "%s:%d: %s failed: %s\n", __FILE__, __LINE__, #x, clcrt__cu_name(rt, r_)); \
+      exit(1);                                                                                   \
+    }                                                                                            \
+  } while (0)
+
+void bench_open(const char *json_path); /* runtime, stream, JSON header; exits 0 with SKIP without a GPU */
+void bench_close(void);
+
+typedef void (*launch_fn)(void *ctx);
+/* Median time in ms of REPS launches after WARMUP, with events around each. */
+double time_median(launch_fn f, void *ctx);
+/* The median of `reps` timings of `inner` launches each (events around the batch), in ms. */
+double time_batch(launch_fn f, void *ctx, int inner, int reps);
+
+/* A reference kernel: compiled straight with NVRTC, outside the template. */
+CUlibrary compile_ref(const char *src, const char *define, const char *what);
+CUfunction lib_fn(CUlibrary lib, const char *name);
+int occupancy_blocks(CUfunction f, unsigned threads, unsigned smem); /* blocks per SM */
+
+/* Registers a tile function (256 threads) with up to two extra NVRTC options; exits on failure. */
+clcrt_kernel *reg2(const char *src, const char *fn, const char *args, clcrt_sched sched, clcrt_grid grid, unsigned cl,
+                   const char *define, const char *define2);
+clcrt_kernel *reg_desc(const clcrt_tile_desc *d, const char *what);
+
+/* Launch contexts. */
+typedef struct lctx {
+  CUfunction fn;
+  unsigned grid;      /* references: blocks */
+  unsigned threads;   /* references: threads per block (0: 256) */
+  unsigned smem;      /* references: dynamic shared memory */
+  void *args;
+  size_t args_size;
+  unsigned long long ntiles;
+  int ntiles_param;   /* references: ntiles is passed as a second parameter */
+  clcrt_kernel *k;
+  clcrt_stream *s;    /* clcrt: NULL means st */
+  CUdeviceptr src, dst;
+  size_t bytes;
+} lctx;
+void launch_ref(void *p);
+void launch_clcrt(void *p);
+void launch_copy(void *p);
+
+/* One result row: workload, parameter, cluster size, contender, time, ratio to the best
+ * reference (reference / contender: above 1 is faster), % of copy bandwidth (0: none). */
+void emit(const char *workload, const char *param, unsigned cl, const char *who, double ms, double ratio,
+          double pct_copy);
+/* A free-form JSON record (the caller's fields, without braces). */
+void emit_json(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* The scheduler contenders every workload runs. */
+typedef struct contender {
+  const char *name;
+  clcrt_sched sched;
+  clcrt_grid grid;
+  const char *define;
+} contender;
+extern const contender k_contenders[];
+extern const int k_ncontenders;
+
+/* Deterministic pseudo-random numbers. */
+unsigned long long bench_rand(unsigned long long *s);
+double bench_urand(unsigned long long *s); /* [0, 1) */
+
+/* Sections (the other files of bench/lib/). */
+void bench_scale(void);
+void bench_work(void);
+void bench_classes(void);
+void bench_preempt(void);
+void bench_armed(void);
+void bench_trace(void);
+void bench_overhead(void);
+#endif

@@ -1,0 +1,258 @@
+/* Section "classes": the workload classes where a scheduler's fixed costs show.
+ *   demo        the README example: x *= 1.5 over 64 Mi floats, one float per thread (1 KiB
+ *               tiles): 262144 tiny units; what AUTO must get right;
+ *   backtoback  500 runs back to back on one stream, 1024 short tiles each (4 KiB of y = a*x
+ *               per tile, 4 MiB per run, which stays in L2): the fixed cost of every run;
+ *   prologue    uniform tiles whose CTA needs a 32 KiB shared-memory table, built once per CTA
+ *               by the prologue (the hand-written one-block-per-tile kernel builds it per tile,
+ *               the persistent reference once per block).
+ * Ratios are to the best hand-written reference, as elsewhere. */
+#include <math.h>
+#include <string.h>
+
+#include "bench.h"
+
+extern const char *k_scale_src, *k_scale_ref;
+
+/* ---- demo -------------------------------------------------------------------------- */
+
+#define DEMO_COMMON                                                                         \
+  "struct DemoArgs { float *x; long n; float alpha; };\n"                                   \
+  "__device__ __forceinline__ void demo_body(unsigned long long tile, const DemoArgs &a) {\n" \
+  "  long i = (long)tile * blockDim.x + threadIdx.x;\n"                                      \
+  "  if (i < a.n) a.x[i] *= a.alpha;\n"                                                      \
+  "}\n"
+static const char *k_demo_tile =
+    DEMO_COMMON "__device__ void demo_tile(const clcrt::Tile &t, const DemoArgs &a) { demo_body(t.linear, a); }\n";
+static const char *k_demo_ref =
+    DEMO_COMMON
+    "extern \"C\" __global__ void __launch_bounds__(256) ref_block(const __grid_constant__ DemoArgs a) {\n"
+    "  demo_body(blockIdx.x, a);\n"
+    "}\n"
+    "extern \"C\" __global__ void __launch_bounds__(256) ref_persist(const __grid_constant__ DemoArgs a, unsigned "
+    "long long ntiles) {\n"
+    "  for (unsigned long long t = blockIdx.x; t < ntiles; t += gridDim.x) demo_body(t, a);\n"
+    "}\n";
+
+static void bench_demo(void) {
+  const long n = 64l << 20;
+  const unsigned long long ntiles = (unsigned long long)(n + 255) / 256;
+  struct {
+    CUdeviceptr x;
+    long n;
+    float alpha;
+  } args = {0, n, 1.5f};
+  float *hx = malloc(n * 4), *hy = malloc(n * 4);
+  unsigned long long seed = 7;
+  for (long i = 0; i < n; i++) hx[i] = (float)bench_urand(&seed) - 0.5f;
+  CK(cu->cuMemAlloc(&args.x, n * 4));
+  printf("\ndemo: x *= 1.5 over %ld floats, one per thread, 256 threads per tile (%llu tiles of 1 KiB)\n", n, ntiles);
+  CUlibrary lib = compile_ref(k_demo_ref, NULL, "demo");
+  lctx rb = {.fn = lib_fn(lib, "ref_block"), .grid = (unsigned)ntiles, .args = &args, .ntiles = ntiles};
+  lctx rp = {.fn = lib_fn(lib, "ref_persist"), .args = &args, .ntiles = ntiles};
+  rp.grid = (unsigned)(occupancy_blocks(rp.fn, 256, 0) * rt->num_sms);
+  /* One run from fresh data must give x * 1.5 exactly; timing then runs on whatever x holds
+   * (finite values: 1.5^35 times a number below 1 stays far from overflow). */
+#define CHECK_DEMO(name, launch, ctx)                                  \
+  do {                                                                 \
+    CK(cu->cuMemcpyHtoD(args.x, hx, n * 4));                           \
+    launch(ctx);                                                       \
+    CK(cu->cuStreamSynchronize(cs));                                   \
+    CK(cu->cuMemcpyDtoH(hy, args.x, n * 4));                           \
+    for (long i = 0; i < n; i++)                                       \
+      if (hy[i] != hx[i] * 1.5f) {                                     \
+        fprintf(stderr, "demo: %s wrong at %ld\n", name, i);           \
+        exit(1);                                                       \
+      }                                                                \
+    CK(cu->cuMemcpyHtoD(args.x, hx, n * 4));                           \
+  } while (0)
+  CHECK_DEMO("ref-block", launch_ref, &rb);
+  double t0 = time_median(launch_ref, &rb);
+  CHECK_DEMO("ref-persist", launch_ref, &rp);
+  double t1 = time_median(launch_ref, &rp);
+  double best = t0 < t1 ? t0 : t1;
+  emit("demo", "1KiB", 1, "ref-block", t0, best / t0, 0);
+  emit("demo", "1KiB", 1, "ref-persist", t1, best / t1, 0);
+  for (int c = 0; c < k_ncontenders; c++) {
+    lctx lc = {.k = reg2(k_demo_tile, "demo_tile", "DemoArgs", k_contenders[c].sched, k_contenders[c].grid, 1, NULL,
+                         k_contenders[c].define),
+               .args = &args,
+               .args_size = sizeof args,
+               .ntiles = ntiles};
+    CHECK_DEMO(k_contenders[c].name, launch_clcrt, &lc);
+    double t = time_median(launch_clcrt, &lc);
+    emit("demo", "1KiB", 1, k_contenders[c].name, t, best / t, 0);
+  }
+#undef CHECK_DEMO
+  cu->cuLibraryUnload(lib);
+  cu->cuMemFree(args.x);
+  free(hx), free(hy);
+}
+
+/* ---- back-to-back short runs --------------------------------------------------------- */
+
+static void bench_backtoback(void) {
+  enum { RUNS = 500, TILES = 1024 };
+  const unsigned long long n4 = (unsigned long long)TILES * 256; /* one float4 per thread: 4 KiB tiles */
+  struct {
+    CUdeviceptr x, y;
+    unsigned long long n4;
+    float a;
+  } args = {0, 0, n4, 1.25f};
+  CK(cu->cuMemAlloc(&args.x, n4 * 16));
+  CK(cu->cuMemAlloc(&args.y, n4 * 16));
+  float *hx = malloc(n4 * 16), *hy = malloc(n4 * 16);
+  unsigned long long seed = 11;
+  for (unsigned long long i = 0; i < n4 * 4; i++) hx[i] = (float)bench_urand(&seed);
+  CK(cu->cuMemcpyHtoD(args.x, hx, n4 * 16));
+  printf("\nbacktoback: %d runs on one stream, %d tiles of 4 KiB each (y = a*x); time of all %d runs\n", RUNS, TILES,
+         RUNS);
+  CUlibrary lib = compile_ref(k_scale_ref, "-DPER=1", "scale");
+  lctx rb = {.fn = lib_fn(lib, "ref_block"), .grid = TILES, .args = &args, .ntiles = TILES};
+  lctx rp = {.fn = lib_fn(lib, "ref_persist"), .args = &args, .ntiles = TILES};
+  rp.grid = (unsigned)(occupancy_blocks(rp.fn, 256, 0) * rt->num_sms);
+  if (rp.grid > TILES) rp.grid = TILES;
+#define CHECK_B2B(name, launch, ctx)                                     \
+  do {                                                                   \
+    CK(cu->cuMemsetD32Async(args.y, 0x7fc00000u, n4 * 4, cs));            \
+    for (int r = 0; r < 3; r++) launch(ctx);                             \
+    CK(cu->cuStreamSynchronize(cs));                                     \
+    CK(cu->cuMemcpyDtoH(hy, args.y, n4 * 16));                           \
+    for (unsigned long long i = 0; i < n4 * 4; i++)                      \
+      if (hy[i] != 1.25f * hx[i]) {                                      \
+        fprintf(stderr, "backtoback: %s wrong at %llu\n", name, i);      \
+        exit(1);                                                         \
+      }                                                                  \
+  } while (0)
+  CHECK_B2B("ref-block", launch_ref, &rb);
+  double t0 = time_batch(launch_ref, &rb, RUNS, 7);
+  CHECK_B2B("ref-persist", launch_ref, &rp);
+  double t1 = time_batch(launch_ref, &rp, RUNS, 7);
+  double best = t0 < t1 ? t0 : t1;
+  emit("backtoback", "500x1024", 1, "ref-block", t0, best / t0, 0);
+  emit("backtoback", "500x1024", 1, "ref-persist", t1, best / t1, 0);
+  for (int c = 0; c < k_ncontenders; c++) {
+    lctx lc = {.k = reg2(k_scale_src, "scale_tile", "ScaleArgs", k_contenders[c].sched, k_contenders[c].grid, 1,
+                         "-DPER=1", k_contenders[c].define),
+               .args = &args,
+               .args_size = sizeof args,
+               .ntiles = TILES};
+    CHECK_B2B(k_contenders[c].name, launch_clcrt, &lc);
+    double t = time_batch(launch_clcrt, &lc, RUNS, 7);
+    emit("backtoback", "500x1024", 1, k_contenders[c].name, t, best / t, 0);
+  }
+#undef CHECK_B2B
+  cu->cuLibraryUnload(lib);
+  cu->cuMemFree(args.x), cu->cuMemFree(args.y);
+  free(hx), free(hy);
+}
+
+/* ---- a per-CTA table built by the prologue ----------------------------------------------- */
+
+#define TABLE_COMMON                                                                           \
+  "struct TabArgs { const float *x; float *y; unsigned long long n; };\n"                      \
+  "__device__ __forceinline__ void build_table(float *tab) {\n"                               \
+  "  for (unsigned k = threadIdx.x; k < 8192; k += blockDim.x) {\n"                            \
+  "    float v = 0.f;\n"                                                                       \
+  "    for (int j = 1; j <= 8; j++) v += __sinf(k * 0.0007f * j) / j;\n"                        \
+  "    tab[k] = v;\n"                                                                          \
+  "  }\n"                                                                                      \
+  "  __syncthreads();\n"                                                                       \
+  "}\n"                                                                                        \
+  "__device__ __forceinline__ void table_body(unsigned long long tile, const TabArgs &a, const float *tab) {\n" \
+  "  unsigned long long base = tile * 4096ull + threadIdx.x;\n"                                \
+  "#pragma unroll\n"                                                                           \
+  "  for (int j = 0; j < 16; j++) { unsigned long long i = base + j * 256ull;\n"               \
+  "    if (i < a.n) a.y[i] = a.x[i] * tab[(unsigned)(i * 2654435761u) & 8191u]; }\n"           \
+  "}\n"
+static const char *k_table_tile =
+    TABLE_COMMON
+    "struct TabState { const float *tab; };\n"
+    "__device__ void table_prologue(const TabArgs &a, TabState &s) {\n"
+    "  float *tab = (float *)clcrt::smem(); build_table(tab); s.tab = tab;\n"
+    "}\n"
+    "__device__ void table_tile(const clcrt::Tile &t, const TabArgs &a, TabState &s) { table_body(t.linear, a, s.tab); }\n";
+static const char *k_table_ref =
+    TABLE_COMMON
+    "extern \"C\" __global__ void __launch_bounds__(256) ref_block(const __grid_constant__ TabArgs a) {\n"
+    "  extern __shared__ float tab[]; build_table(tab); table_body(blockIdx.x, a, tab);\n"
+    "}\n"
+    "extern \"C\" __global__ void __launch_bounds__(256) ref_persist(const __grid_constant__ TabArgs a, unsigned "
+    "long long ntiles) {\n"
+    "  extern __shared__ float tab[]; build_table(tab);\n"
+    "  for (unsigned long long t = blockIdx.x; t < ntiles; t += gridDim.x) table_body(t, a, tab);\n"
+    "}\n";
+
+static float table_value(unsigned k) {
+  float v = 0.f;
+  for (int j = 1; j <= 8; j++) v += sinf(k * 0.0007f * j) / j;
+  return v;
+}
+
+static void bench_prologue(void) {
+  const unsigned long long ntiles = quick ? 16384 : 65536, n = ntiles * 4096;
+  struct {
+    CUdeviceptr x, y;
+    unsigned long long n;
+  } args = {0, 0, n};
+  CK(cu->cuMemAlloc(&args.x, n * 4));
+  CK(cu->cuMemAlloc(&args.y, n * 4));
+  float *hx = malloc(n * 4), *hy = malloc(n * 4);
+  unsigned long long seed = 13;
+  for (unsigned long long i = 0; i < n; i++) hx[i] = (float)bench_urand(&seed);
+  CK(cu->cuMemcpyHtoD(args.x, hx, n * 4));
+  printf("\nprologue: %llu tiles of 16 KiB, each CTA needs a 32 KiB table (8192 sums of 8 sines) in shared memory\n",
+         ntiles);
+  CUlibrary lib = compile_ref(k_table_ref, NULL, "table");
+  lctx rb = {.fn = lib_fn(lib, "ref_block"), .grid = (unsigned)ntiles, .smem = 32768, .args = &args, .ntiles = ntiles};
+  lctx rp = {.fn = lib_fn(lib, "ref_persist"), .smem = 32768, .args = &args, .ntiles = ntiles};
+  occupancy_blocks(rb.fn, 256, 32768);
+  rp.grid = (unsigned)(occupancy_blocks(rp.fn, 256, 32768) * rt->num_sms);
+  /* The table is computed with __sinf on the device: compare with a tolerance. */
+#define CHECK_TAB(name, launch, ctx)                                                       \
+  do {                                                                                     \
+    CK(cu->cuMemsetD32Async(args.y, 0x7fc00000u, n, cs));                                   \
+    launch(ctx);                                                                           \
+    CK(cu->cuStreamSynchronize(cs));                                                       \
+    CK(cu->cuMemcpyDtoH(hy, args.y, n * 4));                                               \
+    for (unsigned long long i = 0; i < n; i++) {                                           \
+      float want = hx[i] * table_value((unsigned)(i * 2654435761u) & 8191u);              \
+      if (!(fabsf(hy[i] - want) <= 2e-3f * (1.f + fabsf(want)))) {                         \
+        fprintf(stderr, "prologue: %s wrong at %llu: %g, want %g\n", name, i, hy[i], want); \
+        exit(1);                                                                           \
+      }                                                                                    \
+      i += i % 7; /* a sample: sines on the CPU are slow */                                \
+    }                                                                                      \
+  } while (0)
+  CHECK_TAB("ref-block", launch_ref, &rb);
+  double t0 = time_median(launch_ref, &rb);
+  CHECK_TAB("ref-persist", launch_ref, &rp);
+  double t1 = time_median(launch_ref, &rp);
+  double best = t0 < t1 ? t0 : t1;
+  emit("prologue", "32KiB", 1, "ref-block", t0, best / t0, 0);
+  emit("prologue", "32KiB", 1, "ref-persist", t1, best / t1, 0);
+  for (int c = 0; c < k_ncontenders; c++) {
+    clcrt_tile_desc d = CLCRT_TILE_DESC_INIT;
+    d.source = k_table_tile, d.tile_fn = "table_tile", d.args_type = "TabArgs";
+    d.state_type = "TabState", d.prologue_fn = "table_prologue";
+    d.block = (clcrt_dim3){256, 1, 1};
+    d.smem_bytes = 32768;
+    d.sched = k_contenders[c].sched, d.grid = k_contenders[c].grid;
+    const char *opts[1] = {k_contenders[c].define};
+    d.options = opts, d.num_options = k_contenders[c].define ? 1 : 0;
+    lctx lc = {.k = reg_desc(&d, "table_tile"), .args = &args, .args_size = sizeof args, .ntiles = ntiles};
+    CHECK_TAB(k_contenders[c].name, launch_clcrt, &lc);
+    double t = time_median(launch_clcrt, &lc);
+    emit("prologue", "32KiB", 1, k_contenders[c].name, t, best / t, 0);
+  }
+#undef CHECK_TAB
+  cu->cuLibraryUnload(lib);
+  cu->cuMemFree(args.x), cu->cuMemFree(args.y);
+  free(hx), free(hy);
+}
+
+void bench_classes(void) {
+  bench_demo();
+  bench_backtoback();
+  bench_prologue();
+}

@@ -1,0 +1,196 @@
+/* Section "work": compute tiles of unequal cost. Each tile is 256 threads running a chain of
+ * dependent FMAs whose length comes from a per-tile cost table, so every class of workload
+ * runs the same code:
+ *   skew       about 5% of the tiles cost 50x the others (expert loads, early exits);
+ *   ramp       tile i costs in proportion to i;
+ *   lognormal  heavy-tailed random costs, lognormal with sigma 1 (skewed expert loads);
+ *   triangle   causal-attention rows: row r costs r + 1, fewer and longer tiles;
+ *   uniform    equal costs (FIXED against the hand-written kernel: code generation);
+ * at cluster sizes 1, 2 and 4 where the class is about clusters. The references are the same
+ * tile body as a hand-written one-block-per-tile kernel and a grid-stride persistent kernel.
+ * Outputs are checked against the CPU on a sample of tiles (every tile is checked for NaN:
+ * the output is poisoned first). */
+#include <math.h>
+#include <string.h>
+
+#include "bench.h"
+
+#define WORK_COMMON                                                                              \
+  "struct WorkArgs { float *out; const unsigned *cost; unsigned long long ntiles; };\n"          \
+  "__device__ __forceinline__ void work_body(unsigned long long i, const WorkArgs &a) {\n"       \
+  "  unsigned n = a.cost[i];\n"                                                                  \
+  "  float v = __fadd_rn(__fmul_rn((float)threadIdx.x, 1e-3f), (float)(i % 1024));\n"            \
+  "#pragma unroll 8\n"                                                                           \
+  "  for (unsigned k = 0; k < n; k++) v = fmaf(v, 0.99990f, 0.00013f);\n"                         \
+  "  a.out[i * blockDim.x + threadIdx.x] = v;\n"                                                 \
+  "}\n"
+
+static const char *k_work_tile =
+    WORK_COMMON "__device__ void work_tile(const clcrt::Tile &t, const WorkArgs &a) { work_body(t.linear, a); }\n";
+static const char *k_work_ref =
+    WORK_COMMON
+    "extern \"C\" __global__ void __launch_bounds__(256) ref_block(const __grid_constant__ WorkArgs a) {\n"
+    "  work_body(blockIdx.x, a);\n"
+    "}\n"
+    "extern \"C\" __global__ void __launch_bounds__(256) ref_persist(const __grid_constant__ WorkArgs a, unsigned "
+    "long long ntiles) {\n"
+    "  for (unsigned long long t = blockIdx.x; t < ntiles; t += gridDim.x) work_body(t, a);\n"
+    "}\n";
+
+typedef struct {
+  CUdeviceptr out, cost;
+  unsigned long long ntiles;
+} WorkArgs;
+
+static float work_value(unsigned long long i, unsigned tid, unsigned n) {
+  float v = tid * 1e-3f + (float)(i % 1024);
+  for (unsigned k = 0; k < n; k++) v = fmaf(v, 0.99990f, 0.00013f);
+  return v;
+}
+
+enum { SKEW, RAMP, LOGNORMAL, TRIANGLE, UNIFORM, NCLASSES };
+static const char *const k_class_names[NCLASSES] = {"skew", "ramp", "lognormal", "triangle", "uniform"};
+
+/* The cost table of a class: FMAs per thread for each tile. */
+static unsigned *make_costs(int cls, unsigned long long n, unsigned base) {
+  unsigned *c = malloc(n * sizeof *c);
+  unsigned long long seed = 0x9E3779B97F4A7C15ull + (unsigned long long)cls;
+  for (unsigned long long i = 0; i < n; i++) {
+    double v = base;
+    switch (cls) {
+      case SKEW: {
+        unsigned h = (unsigned)i * 2654435761u;
+        h ^= h >> 15;
+        v = (h % 20u == 0) ? 50.0 * base : base;
+        break;
+      }
+      case RAMP:
+      case TRIANGLE: v = 2.0 * base * (double)(i + 1) / (double)n; break;
+      case LOGNORMAL: {
+        /* exp(sigma z - sigma^2 / 2): mean 1 */
+        double u1 = bench_urand(&seed), u2 = bench_urand(&seed);
+        double z = sqrt(-2.0 * log(u1 + 1e-300)) * cos(6.283185307179586 * u2);
+        v = base * exp(z - 0.5);
+        break;
+      }
+      default: break;
+    }
+    c[i] = v < 1 ? 1u : v > 4e8 ? 400000000u : (unsigned)v;
+  }
+  return c;
+}
+
+static void run_class(int cls, unsigned long long ntiles, unsigned base, const unsigned *clusters, int nclusters) {
+  unsigned *hc = make_costs(cls, ntiles, base);
+  unsigned long long total = 0;
+  unsigned cmax = 0;
+  for (unsigned long long i = 0; i < ntiles; i++) total += hc[i], cmax = hc[i] > cmax ? hc[i] : cmax;
+  printf("\n%s: %llu tiles x 256 threads, mean %.0f dependent FMAs per thread, max %u\n", k_class_names[cls], ntiles,
+         (double)total / (double)ntiles, cmax);
+  float *hy = malloc(ntiles * 256 * 4);
+  WorkArgs args = {0, 0, ntiles};
+  CK(cu->cuMemAlloc(&args.out, ntiles * 256 * 4));
+  CK(cu->cuMemAlloc(&args.cost, ntiles * 4));
+  CK(cu->cuMemcpyHtoD(args.cost, hc, ntiles * 4));
+  CUlibrary lib = compile_ref(k_work_ref, NULL, "work");
+  lctx rb = {.fn = lib_fn(lib, "ref_block"), .grid = (unsigned)ntiles, .args = &args, .ntiles = ntiles};
+  lctx rp = {.fn = lib_fn(lib, "ref_persist"), .args = &args, .ntiles = ntiles};
+  rp.grid = (unsigned)(occupancy_blocks(rp.fn, 256, 0) * rt->num_sms);
+  const char *who = k_class_names[cls];
+  /* Checks the output of the launch just made: NaN anywhere, or a sampled value wrong. */
+#define CHECK_OUTPUT(name)                                                                               \
+  do {                                                                                                   \
+    CK(cu->cuStreamSynchronize(cs));                                                                     \
+    CK(cu->cuMemcpyDtoH(hy, args.out, ntiles * 256 * 4));                                                \
+    for (unsigned long long i = 0; i < ntiles; i++)                                                      \
+      for (unsigned t = 0; t < 256; t += 51)                                                             \
+        if (!(hy[i * 256 + t] == hy[i * 256 + t]) ||                                                     \
+            (i % 97 == 0 && t == 51 && hy[i * 256 + t] != work_value(i, t, hc[i]))) {                   \
+          fprintf(stderr, "%s: %s wrong at tile %llu\n", who, name, i);                                  \
+          exit(1);                                                                                       \
+        }                                                                                                \
+  } while (0)
+  lctx *refs[2] = {&rb, &rp};
+  const char *ref_names[2] = {"ref-block", "ref-persist"};
+  double tref[2];
+  for (int r = 0; r < 2; r++) {
+    CK(cu->cuMemsetD32Async(args.out, 0x7fc00000u, ntiles * 256, cs));
+    launch_ref(refs[r]);
+    CHECK_OUTPUT(ref_names[r]);
+    tref[r] = time_median(launch_ref, refs[r]);
+  }
+  double best = tref[0] < tref[1] ? tref[0] : tref[1];
+  emit(who, "-", 1, "ref-block", tref[0], best / tref[0], 0);
+  emit(who, "-", 1, "ref-persist", tref[1], best / tref[1], 0);
+  for (int ci = 0; ci < nclusters; ci++)
+    for (int c = 0; c < k_ncontenders; c++) {
+      unsigned cl = clusters[ci];
+      lctx lc = {.k = reg2(k_work_tile, "work_tile", "WorkArgs", k_contenders[c].sched, k_contenders[c].grid, cl, NULL,
+                           k_contenders[c].define),
+                 .args = &args,
+                 .args_size = sizeof args,
+                 .ntiles = ntiles};
+      CK(cu->cuMemsetD32Async(args.out, 0x7fc00000u, ntiles * 256, cs));
+      launch_clcrt(&lc);
+      CHECK_OUTPUT(k_contenders[c].name);
+      double t = time_median(launch_clcrt, &lc);
+      emit(who, "-", cl, k_contenders[c].name, t, best / t, 0);
+    }
+#undef CHECK_OUTPUT
+  cu->cuLibraryUnload(lib);
+  cu->cuMemFree(args.out);
+  cu->cuMemFree(args.cost);
+  free(hy);
+  free(hc);
+}
+
+void bench_work(void) {
+  const unsigned long long n = quick ? 4000 : 20000;
+  static const unsigned c124[] = {1, 2, 4}, c12[] = {1, 2}, c1[] = {1};
+  printf("\ncompute tiles of unequal cost (ratio: best hand-written reference / contender)\n");
+  run_class(SKEW, n, 1000, c124, 3);
+  run_class(RAMP, n, 1000, c124, 3);
+  run_class(LOGNORMAL, n, 1000, c12, 2);
+  run_class(TRIANGLE, quick ? 2048 : 4096, 4000, c1, 1);
+  run_class(UNIFORM, n, 1000, c1, 1);
+}
+
+/* Section "armed": what it costs that STEAL runs may be preempted when nothing urgent comes.
+ * The same workloads with STEAL as AUTO chooses it, first with no stream of higher priority
+ * (a persistent grid), then while one exists (a full grid that checks the preemption words
+ * between claims); the ratio is the first time over the second. */
+void bench_armed(void) {
+  static const int classes[] = {UNIFORM, SKEW, LOGNORMAL};
+  const unsigned long long n = quick ? 4000 : 20000;
+  printf("\narmed: STEAL with no stream of higher priority, and with one (nothing runs on it)\n");
+  int least = 0, greatest = 0;
+  CK(cu->cuCtxGetStreamPriorityRange(&least, &greatest));
+  for (size_t ci = 0; ci < sizeof classes / sizeof classes[0]; ci++) {
+    int cls = classes[ci];
+    unsigned *hc = make_costs(cls, n, 1000);
+    WorkArgs args = {0, 0, n};
+    CK(cu->cuMemAlloc(&args.out, n * 256 * 4));
+    CK(cu->cuMemAlloc(&args.cost, n * 4));
+    CK(cu->cuMemcpyHtoD(args.cost, hc, n * 4));
+    lctx lc = {.k = reg2(k_work_tile, "work_tile", "WorkArgs", CLCRT_SCHED_AUTO, CLCRT_GRID_AUTO, 1, NULL, NULL),
+               .args = &args,
+               .args_size = sizeof args,
+               .ntiles = n};
+    double t_off = time_median(launch_clcrt, &lc);
+    CUstream chi;
+    clcrt_stream *hi;
+    CK(cu->cuStreamCreateWithPriority(&chi, CU_STREAM_NON_BLOCKING, greatest));
+    if (clcrt_stream_create(rt, chi, &hi) != CLCRT_OK) exit(1);
+    double t_on = time_median(launch_clcrt, &lc);
+    clcrt_stream_destroy(hi);
+    cu->cuStreamDestroy(chi);
+    double t_off2 = time_median(launch_clcrt, &lc);
+    double off = t_off < t_off2 ? t_off : t_off2;
+    printf("  armed     %-9s not armed %8.4f ms (again %8.4f)  armed %8.4f ms  armed / not armed %.3fx\n",
+           k_class_names[cls], t_off, t_off2, t_on, off / t_on);
+    emit_json("\"workload\":\"armed\",\"class\":\"%s\",\"off_ms\":%.5f,\"off2_ms\":%.5f,\"on_ms\":%.5f",
+              k_class_names[cls], t_off, t_off2, t_on);
+    cu->cuMemFree(args.out), cu->cuMemFree(args.cost);
+    free(hc);
+  }
+}
