@@ -37,13 +37,33 @@ static void sb_add(sbuf *b, const char *s, size_t n) {
 static void sb_puts(sbuf *b, const char *s) { sb_add(b, s, strlen(s)); }
 static void sb_printf(sbuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static void sb_printf(sbuf *b, const char *fmt, ...) {
-  char tmp[1024];
+  /* Formats straight into the buffer, growing it first when the text does not fit: names
+   * in the generated entry may be long, and a cut one would garble the translation unit. */
   va_list ap;
   va_start(ap, fmt);
-  int n = vsnprintf(tmp, sizeof tmp, fmt, ap);
+  int n = vsnprintf(NULL, 0, fmt, ap);
   va_end(ap);
-  if (n < 0) return;
-  sb_add(b, tmp, (size_t)n < sizeof tmp ? (size_t)n : sizeof tmp - 1);
+  if (n < 0 || b->oom) {
+    b->oom = 1;
+    return;
+  }
+  sb_add(b, "", 0); /* makes sure there is a buffer */
+  if (b->oom) return;
+  if (b->len + (size_t)n + 1 > b->cap) {
+    size_t cap = b->cap;
+    while (cap < b->len + (size_t)n + 1) cap *= 2;
+    char *p = clcrt__realloc(b->p, cap);
+    if (!p) {
+      b->oom = 1;
+      return;
+    }
+    b->p = p;
+    b->cap = cap;
+  }
+  va_start(ap, fmt);
+  vsnprintf(b->p + b->len, (size_t)n + 1, fmt, ap);
+  va_end(ap);
+  b->len += (size_t)n;
 }
 
 /* ---- validation ---- */
@@ -211,6 +231,12 @@ clcrt_status clcrt__build_prepare(clcrt_runtime *rt, const clcrt_tile_desc *d, c
   memset(b, 0, sizeof *b);
   clcrt_status st = validate(rt, d, b);
   if (st != CLCRT_OK) return st;
+  /* cuda_home comes from the options or the environment: refuse one that would not fit
+   * rather than pass NVRTC a cut path (and silently compile without the toolkit headers). */
+  if (strlen(rt->opts.cuda_home) > 1000)
+    return clcrt__fail(rt, CLCRT_E_INVALID,
+                       "the CUDA toolkit path (opts.cuda_home or CUDA_HOME) is %zu characters long: at most 1000",
+                       strlen(rt->opts.cuda_home));
 
   sbuf name = {0};
   sb_printf(&name, "clcrt_%s_", clcrt__sched_name(b->sched));

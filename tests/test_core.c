@@ -451,6 +451,44 @@ START_TEST(test_bad_names) {
 }
 END_TEST
 
+/* Long names reach the generated entry whole (the formatter once cut at 1024 bytes and
+ * garbled the #line and the entry), and a toolkit path too long to pass whole is refused. */
+START_TEST(test_long_names_and_paths) {
+  clcrt_runtime *rt = rt_new("sm_90a");
+  char fn[1301], *src = malloc(4096);
+  memset(fn, 'f', 1300);
+  fn[0] = 'l', fn[1300] = 0;
+  snprintf(src, 4096,
+           "struct ScaleArgs { float *x; long n; float alpha; };\n"
+           "__device__ void %s(const clcrt::Tile &t, const ScaleArgs &a) {\n"
+           "  long i = (long)t.linear * blockDim.x + threadIdx.x;\n"
+           "  if (i < a.n) a.x[i] *= a.alpha;\n"
+           "}\n",
+           fn);
+  clcrt_tile_desc d = scale_desc();
+  d.source = src;
+  d.tile_fn = fn;
+  clcrt_kernel *k = NULL;
+  clcrt_status st = clcrt_register(rt, &d, &k);
+  ck_assert_msg(st == CLCRT_OK, "a 1300-character tile function name: %s", clcrt_errmsg(rt));
+  clcrt_runtime_destroy(rt);
+  free(src);
+
+  char home[1200];
+  memset(home, 'h', sizeof home - 1);
+  home[0] = '/', home[sizeof home - 1] = 0;
+  clcrt_runtime_opts o = CLCRT_RUNTIME_OPTS_INIT;
+  o.target_arch = "sm_90a";
+  o.cache_dir = "";
+  o.cuda_home = home;
+  ck_assert_int_eq(clcrt_runtime_create(&rt, &o), CLCRT_OK);
+  d = scale_desc();
+  ck_assert_int_eq(clcrt_register(rt, &d, &k), CLCRT_E_INVALID);
+  ck_assert_msg(strstr(clcrt_errmsg(rt), "1199 characters"), "message: %s", clcrt_errmsg(rt));
+  clcrt_runtime_destroy(rt);
+}
+END_TEST
+
 /* A tile function of the wrong signature fails in the generated entry, with the hint. */
 START_TEST(test_wrong_signature) {
   clcrt_runtime *rt = rt_new("sm_90a");
@@ -792,6 +830,7 @@ static Suite *core_suite(void) {
   tcase_add_test(tc, test_bad_source);
   tcase_add_test(tc, test_syntax_error_line);
   tcase_add_test(tc, test_bad_names);
+  tcase_add_test(tc, test_long_names_and_paths);
   tcase_add_test(tc, test_wrong_signature);
   tcase_add_test(tc, test_bad_block);
   tcase_add_test(tc, test_bad_cluster);
