@@ -15,13 +15,27 @@
  * runs after WARMUP. TFLOP/s = 2 M N K / time; ratio = cuBLAS time / contender time (above 1
  * is faster). Also the cold compile time of the tile function and a disk-cache hit.
  *
- * Usage: bench_gemm [--json FILE] [--quick] [--only compile|dense] [--variants NAME,...]
+ * Grouped (mixture-of-experts layers): G experts share N and K; the routed rows of all experts
+ * lie one expert after another in A (T x K) and D (T x N), the weights stacked (G*N x K), the
+ * rows per expert (int32) in device memory. Contenders: clcrt's grouped tile function (every
+ * group in one clcrt_run, the tiles found on the device from the counts) under STEAL, STATIC
+ * and FIXED; a loop of one cublasGemmEx per non-empty expert; cublasGemmGroupedBatchedEx
+ * (one problem per non-empty expert; if it refuses bf16 in and out with fp32 compute, the
+ * combinations it takes are tried and reported). Both cuBLAS paths need the counts on the
+ * host, which clcrt does not (that copy is not timed). Routing: Mixtral-like (8 experts,
+ * N 14336, K 4096, 8192 tokens top-2), DeepSeek-like (32 experts, N 4096, K 7168, 4096 tokens
+ * top-8, some experts never chosen), each Zipf-skewed (s = 1.2) and uniform, and a decode
+ * step (8 tokens top-8: 64 rows over 32 experts). The loop's output is the reference (itself
+ * checked on a sample against fp64).
+ *
+ * Usage: bench_gemm [--json FILE] [--quick] [--only compile|dense|grouped] [--variants NAME,...]
  *                   [--shape MxNxK]... [--reps N] */
 /* cublasLt.h declares cublasLtLoggerForceDisable() without a prototype. */
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wstrict-prototypes"
 #include <cublasLt.h>
 #pragma GCC diagnostic pop
+#include <cublas_v2.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -417,6 +431,310 @@ static void bench_dense_shape(const dshape *sh, int idx) {
   free(hd), free(hr);
 }
 
+
+/* ---------------- grouped ---------------- */
+
+typedef struct gshape {
+  const char *name, *routing;
+  unsigned experts, n, k, tokens, topk;
+  double zipf;      /* 0: uniform */
+  unsigned never;   /* experts no token is routed to */
+  int skewed;       /* counts as skewed routing for the targets */
+} gshape;
+
+static const gshape GROUPED_SHAPES[] = {
+    {"mixtral", "zipf 1.2", 8, 14336, 4096, 8192, 2, 1.2, 0, 1},
+    {"mixtral", "uniform", 8, 14336, 4096, 8192, 2, 0.0, 0, 0},
+    {"deepseek", "zipf 1.2, 4 unused", 32, 4096, 7168, 4096, 8, 1.2, 4, 1},
+    {"deepseek", "uniform", 32, 4096, 7168, 4096, 8, 0.0, 0, 0},
+    {"decode", "uniform", 32, 4096, 7168, 8, 8, 0.0, 0, 0},
+};
+static const gshape QUICK_GROUPED[] = {
+    {"deepseek", "zipf 1.2, 4 unused", 32, 4096, 7168, 4096, 8, 1.2, 4, 1},
+    {"decode", "uniform", 32, 4096, 7168, 8, 8, 0.0, 0, 0},
+};
+
+/* Rows per expert: each token picks topk distinct experts, expert e with weight (r_e + 1)^-s
+ * for a fixed random rank r_e (s = 0: uniform); `never` experts get weight 0. */
+static void route(const gshape *g, uint64_t seed, unsigned *rows) {
+  double w[1024];
+  unsigned rank[1024];
+  uint64_t s = seed * 0x9E3779B97F4A7C15ull + 7;
+#define NEXT() (s ^= s << 13, s ^= s >> 7, s ^= s << 17, s)
+  for (unsigned e = 0; e < g->experts; e++) rank[e] = e;
+  for (unsigned e = g->experts - 1; e > 0; e--) { /* a random ranking of the experts */
+    unsigned j = (unsigned)(NEXT() % (e + 1)), tmp = rank[e];
+    rank[e] = rank[j], rank[j] = tmp;
+  }
+  for (unsigned e = 0; e < g->experts; e++) {
+    w[e] = g->zipf > 0 ? pow((double)rank[e] + 1.0, -g->zipf) : 1.0;
+    if (rank[e] >= g->experts - g->never) w[e] = 0;
+    rows[e] = 0;
+  }
+  for (unsigned t = 0; t < g->tokens; t++) {
+    double left[1024], total = 0;
+    for (unsigned e = 0; e < g->experts; e++) left[e] = w[e], total += w[e];
+    for (unsigned c = 0; c < g->topk; c++) {
+      double x = (double)(NEXT() >> 11) / 9007199254740992.0 * total;
+      unsigned e = g->experts, last = 0;
+      for (unsigned i = 0; i < g->experts && e == g->experts; i++) {
+        if (left[i] <= 0) continue;
+        last = i;
+        if (x < left[i]) e = i;
+        x -= left[i];
+      }
+      if (e == g->experts) e = last; /* rounding ran past the end: the last expert still free */
+      rows[e]++;
+      total -= left[e];
+      left[e] = 0;
+    }
+  }
+#undef NEXT
+}
+
+static cublasHandle_t blas;
+
+typedef struct loop_ctx {
+  unsigned groups, n, k;
+  const unsigned *rows;
+  CUdeviceptr A, B, D;
+} loop_ctx;
+
+/* One cublasGemmEx per non-empty expert (D_g = A_g . B_g^T, see lt_setup for the layout). */
+static void loop_launch(void *p) {
+  loop_ctx *c = p;
+  const float one = 1.0f, zero = 0.0f;
+  size_t row0 = 0;
+  for (unsigned g = 0; g < c->groups; g++) {
+    if (c->rows[g])
+      CKB(cublasGemmEx(blas, CUBLAS_OP_T, CUBLAS_OP_N, (int)c->n, (int)c->rows[g], (int)c->k, &one,
+                       (const void *)(c->B + (size_t)g * c->n * c->k * 2), CUDA_R_16BF, (int)c->k,
+                       (const void *)(c->A + row0 * c->k * 2), CUDA_R_16BF, (int)c->k, &zero,
+                       (void *)(c->D + row0 * c->n * 2), CUDA_R_16BF, (int)c->n, CUBLAS_COMPUTE_32F,
+                       CUBLAS_GEMM_DEFAULT));
+    row0 += c->rows[g];
+  }
+}
+
+typedef struct gb_ctx {
+  int count;
+  cublasOperation_t *ta, *tb;
+  int *m, *n, *k, *lda, *ldb, *ldc, *size;
+  float *alpha, *beta;
+  CUdeviceptr pa, pb, pc; /* device arrays of pointers */
+  cudaDataType_t ctype;
+  cublasComputeType_t compute;
+} gb_ctx;
+
+static cublasStatus_t gb_call(gb_ctx *c) {
+  return cublasGemmGroupedBatchedEx(blas, c->ta, c->tb, c->m, c->n, c->k, c->alpha, (const void *const *)c->pa,
+                                    CUDA_R_16BF, c->lda, (const void *const *)c->pb, CUDA_R_16BF, c->ldb, c->beta,
+                                    (void *const *)c->pc, c->ctype, c->ldc, c->count, c->size, c->compute);
+}
+static void gb_launch(void *p) { CKB(gb_call(p)); }
+
+typedef struct gsummary {
+  char name[64];
+  int skewed;
+  double loop_tflops, gb_tflops, best[NUM_SCHEDS];
+  const char *best_variant[NUM_SCHEDS];
+} gsummary;
+static gsummary gsums[16];
+static int num_gsums;
+
+static void bench_grouped_shape(const gshape *g, int idx) {
+  unsigned rows[1024];
+  route(g, 1000 + (uint64_t)idx, rows);
+  unsigned total = 0, used = 0, max_rows = 0;
+  for (unsigned e = 0; e < g->experts; e++) {
+    total += rows[e];
+    used += rows[e] > 0;
+    if (rows[e] > max_rows) max_rows = rows[e];
+  }
+  const double flop = 2.0 * total * g->n * g->k;
+  const size_t na = (size_t)total * g->k, nb = (size_t)g->experts * g->n * g->k, nd = (size_t)total * g->n;
+  size_t oa = pool_window(na, 77 + 2 * (uint64_t)idx), ob = pool_window(nb, 78 + 2 * (uint64_t)idx);
+  CUdeviceptr A = pool_d + oa * 2, B = pool_d + ob * 2, D, R, S, DF = 0;
+  CK(cu->cuMemAlloc(&D, nd * 2));
+  CK(cu->cuMemAlloc(&R, nd * 2));
+  CK(cu->cuMemAlloc(&S, g->experts * 4));
+  int sizes[1024];
+  for (unsigned e = 0; e < g->experts; e++) sizes[e] = (int)rows[e];
+  CK(cu->cuMemcpyHtoD(S, sizes, g->experts * 4));
+  uint16_t *hd = malloc(nd * 2), *hr = malloc(nd * 2);
+  if (!hd || !hr) {
+    fprintf(stderr, "out of host memory\n");
+    exit(1);
+  }
+  gsummary *sum = &gsums[num_gsums++];
+  memset(sum, 0, sizeof *sum);
+  snprintf(sum->name, sizeof sum->name, "%s %s", g->name, g->routing);
+  sum->skewed = g->skewed;
+  char rows_txt[160] = "";
+  if (g->experts <= 8) {
+    for (unsigned e = 0, o = 0; e < g->experts && o < sizeof rows_txt - 12; e++)
+      o += (unsigned)snprintf(rows_txt + o, sizeof rows_txt - o, "%s%u", e ? " " : "", rows[e]);
+  } else {
+    snprintf(rows_txt, sizeof rows_txt, "largest %u, %u of %u experts used", max_rows, used, g->experts);
+  }
+  printf("\ngrouped %s (%s): %u experts, N %u, K %u, %u tokens top-%u = %u rows (%s)\n", g->name, g->routing,
+         g->experts, g->n, g->k, g->tokens, g->topk, total, rows_txt);
+
+  /* The per-expert loop: the reference output and a contender. */
+  loop_ctx lc = {g->experts, g->n, g->k, rows, A, B, R};
+  CK(cu->cuMemsetD8Async(R, 0xff, nd * 2, cs));
+  loop_launch(&lc);
+  CK(cu->cuStreamSynchronize(cs));
+  CK(cu->cuMemcpyDtoH(hr, R, nd * 2));
+  int bad = 0;
+  uint64_t s = 0x777 + (uint64_t)idx;
+  for (int t = 0; t < 32 && total; t++) {
+    s ^= s << 13, s ^= s >> 7, s ^= s << 17;
+    size_t i = (size_t)(s % total), j = (size_t)((s >> 32) % g->n), e = 0, r0 = 0;
+    while (i >= r0 + rows[e]) r0 += rows[e], e++;
+    double ref = 0, mag = 0;
+    for (size_t q = 0; q < g->k; q++) {
+      double pr = (double)gemm_bf2f(pool_h[oa + i * g->k + q]) * gemm_bf2f(pool_h[ob + (e * g->n + j) * g->k + q]);
+      ref += pr, mag += fabs(pr);
+    }
+    double got = gemm_bf2f(hr[i * g->n + j]);
+    if (!(fabs(got - ref) <= 8e-3 * fabs(ref) + 1e-4 * mag + 1e-6)) bad++;
+  }
+  if (bad) {
+    printf("  the cuBLAS loop disagrees with fp64 on %d of 32 sampled elements\n", bad);
+    failures++;
+  }
+  double t_loop = time_median(loop_launch, &lc);
+  sum->loop_tflops = flop / (t_loop * 1e9);
+  printf("  %-24s %9.4f ms %7.1f TFLOP/s  (%u calls)\n", "cuBLAS loop (GemmEx)", t_loop, sum->loop_tflops, used);
+  json_row("{\"section\":\"grouped\",\"shape\":\"%s\",\"routing\":\"%s\",\"skewed\":%s,\"experts\":%u,\"n\":%u,"
+           "\"k\":%u,\"rows\":%u,\"contender\":\"cublas-loop\",\"variant\":\"cublasGemmEx\",\"median_ms\":%.5f,"
+           "\"tflops\":%.2f,\"ratio_to_loop\":1.0,\"rel_err\":0,\"ok\":%s}",
+           sum->name, g->routing, g->skewed ? "true" : "false", g->experts, g->n, g->k, total, t_loop,
+           sum->loop_tflops, bad ? "false" : "true");
+
+  /* cublasGemmGroupedBatchedEx: one problem per non-empty expert. */
+  gb_ctx gb;
+  memset(&gb, 0, sizeof gb);
+  gb.count = (int)used;
+  gb.ta = malloc(used * sizeof *gb.ta), gb.tb = malloc(used * sizeof *gb.tb);
+  gb.m = malloc(used * sizeof(int)), gb.n = malloc(used * sizeof(int)), gb.k = malloc(used * sizeof(int));
+  gb.lda = malloc(used * sizeof(int)), gb.ldb = malloc(used * sizeof(int)), gb.ldc = malloc(used * sizeof(int));
+  gb.size = malloc(used * sizeof(int)), gb.alpha = malloc(used * sizeof(float)), gb.beta = malloc(used * sizeof(float));
+  uint64_t *pa = malloc(used * 8), *pb = malloc(used * 8), *pc = malloc(used * 8), *pcf = malloc(used * 8);
+  CK(cu->cuMemAlloc(&DF, nd * 4));
+  size_t row0 = 0;
+  for (unsigned e = 0, i = 0; e < g->experts; e++) {
+    if (rows[e]) {
+      gb.ta[i] = CUBLAS_OP_T, gb.tb[i] = CUBLAS_OP_N;
+      gb.m[i] = (int)g->n, gb.n[i] = (int)rows[e], gb.k[i] = (int)g->k;
+      gb.lda[i] = (int)g->k, gb.ldb[i] = (int)g->k, gb.ldc[i] = (int)g->n;
+      gb.size[i] = 1, gb.alpha[i] = 1.0f, gb.beta[i] = 0.0f;
+      pa[i] = B + (size_t)e * g->n * g->k * 2, pb[i] = A + row0 * g->k * 2, pc[i] = D + row0 * g->n * 2;
+      pcf[i] = DF + row0 * g->n * 4;
+      i++;
+    }
+    row0 += rows[e];
+  }
+  CK(cu->cuMemAlloc(&gb.pa, used * 8 + 8));
+  CK(cu->cuMemAlloc(&gb.pb, used * 8 + 8));
+  CK(cu->cuMemAlloc(&gb.pc, used * 8 + 8));
+  CK(cu->cuMemcpyHtoD(gb.pa, pa, used * 8));
+  CK(cu->cuMemcpyHtoD(gb.pb, pb, used * 8));
+  CK(cu->cuMemcpyHtoD(gb.pc, pc, used * 8));
+  /* bf16 in and out with fp32 compute first; then what else it may take. */
+  static const struct {
+    cudaDataType_t ctype;
+    cublasComputeType_t compute;
+    const char *what;
+  } tries[] = {{CUDA_R_16BF, CUBLAS_COMPUTE_32F, "bf16 in, bf16 out, fp32 compute"},
+               {CUDA_R_32F, CUBLAS_COMPUTE_32F, "bf16 in, fp32 out, fp32 compute"}};
+  int took = -1;
+  cublasStatus_t first = CUBLAS_STATUS_SUCCESS;
+  for (int ti = 0; ti < 2 && took < 0; ti++) {
+    gb.ctype = tries[ti].ctype, gb.compute = tries[ti].compute;
+    if (ti == 1) CK(cu->cuMemcpyHtoD(gb.pc, pcf, used * 8));
+    cublasStatus_t r = used ? gb_call(&gb) : CUBLAS_STATUS_SUCCESS;
+    if (ti == 0) first = r;
+    if (r == CUBLAS_STATUS_SUCCESS) took = ti;
+  }
+  CK(cu->cuStreamSynchronize(cs));
+  if (took < 0) {
+    printf("  cublasGemmGroupedBatchedEx: refused %s (status %d) and %s\n", tries[0].what, (int)first, tries[1].what);
+  } else {
+    if (took > 0)
+      printf("  cublasGemmGroupedBatchedEx refused %s (status %d); it took %s\n", tries[0].what, (int)first,
+             tries[took].what);
+    double err = 0;
+    if (took == 0) {
+      CK(cu->cuMemsetD8Async(D, 0xff, nd * 2, cs));
+      gb_launch(&gb);
+      CK(cu->cuStreamSynchronize(cs));
+      CK(cu->cuMemcpyDtoH(hd, D, nd * 2));
+      err = rel_error(hd, hr, nd);
+    }
+    int ok = err >= 0 && err <= 1e-2;
+    if (!ok) failures++;
+    double t = time_median(gb_launch, &gb);
+    sum->gb_tflops = flop / (t * 1e9);
+    printf("  %-24s %9.4f ms %7.1f TFLOP/s %6.3fx loop  %s%s\n", "cublasGemmGroupedBatched", t, sum->gb_tflops,
+           t_loop / t, took == 0 ? "" : "(fp32 out, not checked) ", ok ? "" : "WRONG");
+    json_row("{\"section\":\"grouped\",\"shape\":\"%s\",\"routing\":\"%s\",\"skewed\":%s,\"experts\":%u,\"n\":%u,"
+             "\"k\":%u,\"rows\":%u,\"contender\":\"cublas-grouped\",\"variant\":\"%s\",\"median_ms\":%.5f,"
+             "\"tflops\":%.2f,\"ratio_to_loop\":%.4f,\"rel_err\":%.3e,\"ok\":%s}",
+             sum->name, g->routing, g->skewed ? "true" : "false", g->experts, g->n, g->k, total, tries[took].what, t,
+             sum->gb_tflops, t_loop / t, err, ok ? "true" : "false");
+  }
+
+  /* clcrt: every expert in one run, the tiles found on the device from the counts. */
+  for (int v = 0; v < GEMM_NUM_VARIANTS; v++) {
+    if (!variant_on[v]) continue;
+    const gemm_variant *var = &GEMM_VARIANTS[v];
+    run_ctx c;
+    CKC(gemm_grouped_args(rt, var, &c.a, A, B, D, total, g->n, g->k, g->experts, S));
+    c.tiles = gemm_grouped_tiles(var, &c.a);
+    for (int si = 0; si < NUM_SCHEDS; si++) {
+      c.k = kernel_for(v, si, 1);
+      CK(cu->cuMemsetD8Async(D, 0xff, nd * 2, cs));
+      clcrt_launch(&c);
+      CK(cu->cuStreamSynchronize(cs));
+      CK(cu->cuMemcpyDtoH(hd, D, nd * 2));
+      double err = rel_error(hd, hr, nd);
+      int ok = err >= 0 && err <= 1e-2;
+      if (!ok) failures++;
+      double t = time_median(clcrt_launch, &c);
+      double tf = flop / (t * 1e9);
+      printf("  %-10s %-7s %9.4f ms %7.1f TFLOP/s %6.3fx loop %6.3fx grouped  err %.2e%s\n", var->name,
+             clcrt__sched_name(SCHEDS[si]), t, tf, t_loop / t, sum->gb_tflops > 0 ? tf / sum->gb_tflops : 0, err,
+             ok ? "" : "  WRONG");
+      json_row("{\"section\":\"grouped\",\"shape\":\"%s\",\"routing\":\"%s\",\"skewed\":%s,\"experts\":%u,\"n\":%u,"
+               "\"k\":%u,\"rows\":%u,\"contender\":\"%s\",\"variant\":\"%s\",\"launched_tiles\":%u,\"median_ms\":%.5f,"
+               "\"tflops\":%.2f,\"ratio_to_loop\":%.4f,\"rel_err\":%.3e,\"ok\":%s}",
+               sum->name, g->routing, g->skewed ? "true" : "false", g->experts, g->n, g->k, total,
+               clcrt__sched_name(SCHEDS[si]), var->name, c.tiles.x, t, tf, t_loop / t, err, ok ? "true" : "false");
+      if (ok && tf > sum->best[si]) sum->best[si] = tf, sum->best_variant[si] = var->name;
+    }
+  }
+  cu->cuMemFree(gb.pa), cu->cuMemFree(gb.pb), cu->cuMemFree(gb.pc), cu->cuMemFree(DF);
+  free(gb.ta), free(gb.tb), free(gb.m), free(gb.n), free(gb.k), free(gb.lda), free(gb.ldb), free(gb.ldc);
+  free(gb.size), free(gb.alpha), free(gb.beta), free(pa), free(pb), free(pc), free(pcf);
+  cu->cuMemFree(D), cu->cuMemFree(R), cu->cuMemFree(S);
+  free(hd), free(hr);
+}
+
+static void print_grouped_summary(void) {
+  if (!num_gsums) return;
+  printf("\ngrouped summary: TFLOP/s; clcrt = best variant per scheduler; x loop / x grouped = STEAL's speed-up\n");
+  printf("  %-30s %8s %8s %8s %8s %8s  %7s %9s %12s\n", "problem", "loop", "grouped", "STEAL", "STATIC", "FIXED",
+         "x loop", "x grouped", "STEAL/STATIC");
+  for (int i = 0; i < num_gsums; i++) {
+    gsummary *s = &gsums[i];
+    printf("  %-30s %8.1f %8.1f %8.1f %8.1f %8.1f  %7.3f %9.3f %12.3f\n", s->name, s->loop_tflops, s->gb_tflops,
+           s->best[0], s->best[1], s->best[2], s->loop_tflops > 0 ? s->best[0] / s->loop_tflops : 0,
+           s->gb_tflops > 0 ? s->best[0] / s->gb_tflops : 0, s->best[1] > 0 ? s->best[0] / s->best[1] : 0);
+  }
+}
+
 static void print_summary(void) {
   if (!num_summaries) return;
   printf("\nsummary: best variant per scheduler, ratio = cuBLAS time / clcrt time (above 1 is faster)\n");
@@ -467,7 +785,7 @@ int main(int argc, char **argv) {
       quick = 1;
     else {
       fprintf(stderr,
-              "usage: bench_gemm [--json FILE] [--quick] [--only compile|dense] [--variants NAME,...] "
+              "usage: bench_gemm [--json FILE] [--quick] [--only compile|dense|grouped] [--variants NAME,...] "
               "[--shape MxNxK]... [--reps N]\n");
       return 2;
     }
@@ -512,20 +830,40 @@ int main(int argc, char **argv) {
          name, rt->arch, rt->num_sms, date, cublasLtGetVersion(), reps, WARMUP);
 
   if (!only || !strcmp(only, "compile")) bench_compile();
-  if (!only || !strcmp(only, "dense")) {
-    const dshape *shapes = ncustom ? custom : quick ? QUICK_SHAPES : DENSE_SHAPES;
-    int ns = ncustom ? ncustom
-                     : quick ? (int)(sizeof QUICK_SHAPES / sizeof QUICK_SHAPES[0])
-                             : (int)(sizeof DENSE_SHAPES / sizeof DENSE_SHAPES[0]);
-    size_t need = 0;
-    for (int i = 0; i < ns; i++) {
-      size_t a = (size_t)shapes[i].m * shapes[i].k, b = (size_t)shapes[i].n * shapes[i].k;
-      if (a > need) need = a;
-      if (b > need) need = b;
-    }
-    pool_make(need + (need >> 3) + 4096);
+  const int do_dense = !only || !strcmp(only, "dense"), do_grouped = !only || !strcmp(only, "grouped");
+  const dshape *shapes = ncustom ? custom : quick ? QUICK_SHAPES : DENSE_SHAPES;
+  int ns = ncustom ? ncustom
+                   : quick ? (int)(sizeof QUICK_SHAPES / sizeof QUICK_SHAPES[0])
+                           : (int)(sizeof DENSE_SHAPES / sizeof DENSE_SHAPES[0]);
+  const gshape *gshapes = quick ? QUICK_GROUPED : GROUPED_SHAPES;
+  int ngs = ncustom ? 0
+                    : quick ? (int)(sizeof QUICK_GROUPED / sizeof QUICK_GROUPED[0])
+                            : (int)(sizeof GROUPED_SHAPES / sizeof GROUPED_SHAPES[0]);
+  /* One pool of random inputs, as large as the largest operand of the sections that run. */
+  size_t need = 0;
+  for (int i = 0; do_dense && i < ns; i++) {
+    size_t a = (size_t)shapes[i].m * shapes[i].k, b = (size_t)shapes[i].n * shapes[i].k;
+    if (a > need) need = a;
+    if (b > need) need = b;
+  }
+  for (int i = 0; do_grouped && i < ngs; i++) {
+    size_t a = (size_t)gshapes[i].tokens * gshapes[i].topk * gshapes[i].k;
+    size_t b = (size_t)gshapes[i].experts * gshapes[i].n * gshapes[i].k;
+    if (a > need) need = a;
+    if (b > need) need = b;
+  }
+  if (need) pool_make(need + (need >> 3) + 4096);
+  if (do_dense) {
     for (int i = 0; i < ns; i++) bench_dense_shape(&shapes[i], i);
     print_summary();
+  }
+  if (do_grouped && ngs) {
+    CKB(cublasCreate(&blas));
+    CKB(cublasSetStream(blas, cs));
+    CKB(cublasSetWorkspace(blas, (void *)lt_ws, LT_WS_BYTES));
+    for (int i = 0; i < ngs; i++) bench_grouped_shape(&gshapes[i], i);
+    print_grouped_summary();
+    cublasDestroy(blas);
   }
   if (json) {
     fprintf(json, "\n]}\n");

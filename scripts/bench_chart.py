@@ -1,8 +1,10 @@
 #!/usr/bin/env python3
 """Draws the benchmark JSON (bench --json FILE) as a PNG: one panel per workload, bars of
 each contender's ratio to the best reference kernel (above 1 is faster), grouped by tile
-size / cluster size. Usage: scripts/bench_chart.py BENCH.json OUT.png (needs matplotlib)."""
+size / cluster size. Usage: scripts/bench_chart.py BENCH.json OUT.png (needs matplotlib).
+GEMM files (bench_gemm --json, "bench": "gemm") are drawn by scripts/bench_gemm_chart.py."""
 import json
+import os
 import sys
 
 import matplotlib
@@ -13,6 +15,12 @@ import matplotlib.pyplot as plt  # noqa: E402
 
 def main():
     data = json.load(open(sys.argv[1]))
+    if data.get("bench") == "gemm":
+        sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+        import bench_gemm_chart
+
+        bench_gemm_chart.draw(data, sys.argv[2])
+        return
     rows = [r for r in data["results"] if r.get("contender") and r["contender"] != "copy"]
     panels = []
     for r in rows:

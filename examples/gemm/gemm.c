@@ -1,0 +1,130 @@
+/* A bf16 GEMM through clcrt, as a user writes it: D = A . B^T with A (M x K) and B (N x K)
+ * row-major, fp32 accumulation, bf16 output. The tile function is examples/gemm/gemm.cu
+ * (embedded into this program); examples/gemm/gemm.h builds its tensor maps and Args.
+ *
+ *   gemm [M N K]        default 4096 4096 4096; K a multiple of 8
+ *
+ * Prints the kernel's resources and compile time, checks 256 elements against a CPU fp64
+ * dot product, and times 20 runs with events. Device memory and events go through the
+ * runtime's driver table (internal.h), like examples/demo.c. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "clcrt.h"
+#include "gemm.h"
+#include "internal.h"
+
+#define CHECK_CU(x)                                                                          \
+  do {                                                                                       \
+    CUresult r_ = (x);                                                                       \
+    if (r_ != CUDA_SUCCESS) {                                                                \
+      fprintf(stderr, "%s failed: %s\n", #x, clcrt__cu_name(rt, r_));                       \
+      return 1;                                                                              \
+    }                                                                                        \
+  } while (0)
+#define CHECK(x)                                                  \
+  do {                                                            \
+    if ((x) != CLCRT_OK) {                                        \
+      fprintf(stderr, "%s failed: %s\n", #x, clcrt_errmsg(rt)); \
+      return 1;                                                   \
+    }                                                             \
+  } while (0)
+
+static uint64_t rng = 0x9E3779B97F4A7C15ull;
+static float urand(void) { /* [-1, 1) */
+  rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17;
+  return (float)((double)(rng >> 11) / 9007199254740992.0 * 2.0 - 1.0);
+}
+
+int main(int argc, char **argv) {
+  unsigned m = 4096, n = 4096, k = 4096;
+  if (argc == 4) m = (unsigned)atoi(argv[1]), n = (unsigned)atoi(argv[2]), k = (unsigned)atoi(argv[3]);
+  if (m == 0 || n == 0 || k == 0 || k % 8) {
+    fprintf(stderr, "usage: gemm [M N K] (K a multiple of 8)\n");
+    return 2;
+  }
+  clcrt_runtime *rt = NULL;
+  if (clcrt_runtime_create(&rt, NULL) != CLCRT_OK) {
+    printf("gemm: no GPU: %s\n", clcrt_errmsg(rt));
+    clcrt_runtime_destroy(rt);
+    return 0;
+  }
+  const clcrt__driver *cu = rt->cu;
+  CHECK_CU(cu->cuCtxSetCurrent(rt->ctx));
+
+  const gemm_variant *v = &GEMM_VARIANTS[0];
+  clcrt_kernel *kern = NULL;
+  CHECK(gemm_register(rt, v, CLCRT_SCHED_STEAL, 0, &kern));
+  clcrt_kernel_info info = CLCRT_KERNEL_INFO_INIT;
+  CHECK(clcrt_kernel_info_get(kern, &info));
+  printf("%s (%s): %d registers, %d bytes stack, %u + %u bytes shared memory, compiled in %.0f ms%s\n", info.name,
+         v->name, info.registers, info.stack_bytes, info.static_smem, info.dynamic_smem, info.compile_ms,
+         info.from_cache ? " (from the cache)" : "");
+
+  size_t na = (size_t)m * k, nb = (size_t)n * k, nd = (size_t)m * n;
+  uint16_t *ha = malloc(na * 2), *hb = malloc(nb * 2), *hd = malloc(nd * 2);
+  if (!ha || !hb || !hd) return 1;
+  for (size_t i = 0; i < na; i++) ha[i] = gemm_f2bf(urand());
+  for (size_t i = 0; i < nb; i++) hb[i] = gemm_f2bf(urand());
+  CUdeviceptr A, B, D, ws = 0, ctr = 0;
+  CHECK_CU(cu->cuMemAlloc(&A, na * 2));
+  CHECK_CU(cu->cuMemAlloc(&B, nb * 2));
+  CHECK_CU(cu->cuMemAlloc(&D, nd * 2));
+  CHECK_CU(cu->cuMemcpyHtoD(A, ha, na * 2));
+  CHECK_CU(cu->cuMemcpyHtoD(B, hb, nb * 2));
+  CHECK_CU(cu->cuMemsetD8(D, 0xff, nd * 2)); /* NaN: every element must be written */
+
+  gemm_args a;
+  unsigned splits = gemm_pick_splits(v, m, n, k, rt->num_sms);
+  CHECK(gemm_dense_args(rt, v, &a, A, B, D, m, n, k, splits, 0, 0));
+  if (a.splits > 1) {
+    CHECK_CU(cu->cuMemAlloc(&ws, gemm_ws_bytes(v, &a)));
+    CHECK_CU(cu->cuMemAlloc(&ctr, gemm_ctr_bytes(v, &a)));
+    CHECK_CU(cu->cuMemsetD8(ctr, 0, gemm_ctr_bytes(v, &a)));
+    a.ws = ws, a.ctr = ctr;
+  }
+  clcrt_stream *s = NULL;
+  CHECK(clcrt_stream_create(rt, NULL, &s));
+  clcrt_dim3 tiles = gemm_dense_tiles(v, &a);
+  CHECK(clcrt_run(s, kern, tiles, &a, sizeof a));
+  CHECK(clcrt_stream_sync(s));
+  CHECK_CU(cu->cuMemcpyDtoH(hd, D, nd * 2));
+
+  /* 256 elements against fp64: bf16 output, so within a few bf16 ulps of the exact sum. */
+  int bad = 0;
+  for (int t = 0; t < 256; t++) {
+    size_t i = (size_t)((urand() * 0.5f + 0.5f) * (m - 1)), j = (size_t)((urand() * 0.5f + 0.5f) * (n - 1));
+    double ref = 0, mag = 0;
+    for (size_t q = 0; q < k; q++) {
+      double p = (double)gemm_bf2f(ha[i * k + q]) * gemm_bf2f(hb[j * k + q]);
+      ref += p;
+      mag += fabs(p);
+    }
+    double got = gemm_bf2f(hd[i * n + j]);
+    if (!(fabs(got - ref) <= 1e-2 * fabs(ref) + 1e-3 * mag + 1e-6)) {
+      if (bad++ < 5) printf("  D[%zu][%zu] = %g, expected %g\n", i, j, got, ref);
+    }
+  }
+  printf("check: %s (256 elements against fp64, %u split%s)\n", bad ? "FAILED" : "ok", a.splits,
+         a.splits > 1 ? "s" : "");
+
+  CUevent e0, e1;
+  CHECK_CU(cu->cuEventCreate(&e0, 0));
+  CHECK_CU(cu->cuEventCreate(&e1, 0));
+  CHECK_CU(cu->cuEventRecord(e0, clcrt_stream_cu(s)));
+  for (int r = 0; r < 20; r++) CHECK(clcrt_run(s, kern, tiles, &a, sizeof a));
+  CHECK_CU(cu->cuEventRecord(e1, clcrt_stream_cu(s)));
+  CHECK_CU(cu->cuEventSynchronize(e1));
+  float ms = 0;
+  CHECK_CU(cu->cuEventElapsedTime(&ms, e0, e1));
+  printf("%u x %u x %u: %.3f ms per run, %.1f TFLOP/s\n", m, n, k, ms / 20, 2.0 * m * n * k / (ms / 20 * 1e9));
+
+  cu->cuEventDestroy(e0), cu->cuEventDestroy(e1);
+  clcrt_stream_destroy(s);
+  cu->cuMemFree(A), cu->cuMemFree(B), cu->cuMemFree(D);
+  if (ws) cu->cuMemFree(ws), cu->cuMemFree(ctr);
+  free(ha), free(hb), free(hd);
+  clcrt_runtime_destroy(rt);
+  return bad ? 1 : 0;
+}

@@ -1,0 +1,629 @@
+// bf16 GEMM tile functions for clcrt on Hopper (sm_90a): user code, built only on the public
+// API and the device headers. Compiled at run time by clcrt (examples/gemm/gemm.h registers
+// it; the macros below pick a variant).
+//
+//   gemm_tile          dense   D[M x N] = A[M x K] . B[N x K]^T   (both "K-major": the TN layout)
+//   gemm_grouped_tile  grouped D_g = A_g . B_g^T for G groups (mixture-of-experts layers): the
+//                      groups' rows one after another in A and D (group g has M_g rows, the
+//                      counts in device memory), the weights B_g stacked as one (G*N) x K matrix.
+// bf16 in, fp32 accumulation, bf16 out. M, N, K need not be multiples of the tile: TMA fills
+// what lies outside A and B with zeros and the stores are guarded. K must be a multiple of 8
+// (TMA needs 16-byte row strides); any M, N >= 1.
+//
+// How a CTA works (BM x BN tile, BK = 64):
+//   - warps 0 .. 4*NWG-1 are NWG consumer warpgroups (NWG = BM / 64); warpgroup w computes
+//     rows [64w, 64w + 64) of the tile with wgmma.mma_async m64nBNk16 (A and B from shared
+//     memory, 128-byte swizzled, fp32 accumulators in registers);
+//   - the last warp is the producer: its lane 0 issues the TMA loads (cp.async.bulk.tensor)
+//     of each k-block into a ring of STAGES stages. It is also the lane that claims the next
+//     tile for the cluster under STEAL (clcrt's leader is lane 0 of the last warp), so the
+//     claim is made as soon as the current tile's loads are issued;
+//   - full[s] (one arrival: the producer's expect_tx, then the bytes) and empty[s] (one
+//     arrival per consumer warpgroup of every CTA that reads the stage) mbarriers per stage.
+//     The ring position (stage, phase) lives in the per-CTA State and carries over from tile
+//     to tile: clcrt puts no barrier between tiles, so the producer runs ahead into the next
+//     tile (up to STAGES k-blocks) while the consumers finish the current one and store it.
+//   - consumers keep one k-block of wgmma in flight (wait_group 1) and release a stage as
+//     soon as the wgmma that read it is done.
+// 1 + 4*NWG warps and no register reallocation: with 288 threads (BM = 128) every thread may
+// hold 224 registers, enough for 128 accumulators; setmaxnreg would need the roles in one
+// if/else at kernel level, which a tile function called per tile is not.
+//
+// Clusters (GEMM_CM = 2): the two CTAs of a cluster take vertically adjacent tiles (same n,
+// m and m+1) and share B: each loads half of the B tile and multicasts it to both
+// (.multicast::cluster), and each consumer warpgroup releases a stage in both CTAs.
+//
+// Split-K (dense, Args.splits > 1): unit u is (tile u / splits, split u % splits); each split
+// runs its share of the k-blocks; every consumer warp writes its fp32 partial to the
+// workspace and counts itself in on the tile's counter (per warp: no barrier across warps);
+// the last to arrive adds the others' partials, writes the bf16 tile and sets the counter
+// back to 0 for the next run. Nobody waits for another CTA.
+#include "clcrt_tilemap.cuh"
+
+#ifndef GEMM_BM
+#define GEMM_BM 128
+#endif
+#ifndef GEMM_BN
+#define GEMM_BN 256
+#endif
+#ifndef GEMM_CM
+#define GEMM_CM 1
+#endif
+#ifndef GEMM_STAGES  // as many 64-deep k-blocks as fit in about 200 KiB
+#define GEMM_STAGES ((200u * 1024u) / ((GEMM_BM + GEMM_BN) * 128u) < 8u ? (200u * 1024u) / ((GEMM_BM + GEMM_BN) * 128u) : 8u)
+#endif
+#ifndef GEMM_MAX_GROUPS
+#define GEMM_MAX_GROUPS 1024
+#endif
+
+namespace gemm {
+
+constexpr unsigned BM = GEMM_BM, BN = GEMM_BN, BK = 64, STAGES = GEMM_STAGES, CM = GEMM_CM;
+constexpr unsigned NWG = BM / 64;              // consumer warpgroups
+constexpr unsigned NCW = NWG * 4;              // consumer warps
+constexpr unsigned THREADS = NWG * 128 + 32;   // + the producer warp
+constexpr unsigned A_BYTES = BM * BK * 2, B_BYTES = BN * BK * 2, STAGE_BYTES = A_BYTES + B_BYTES;
+constexpr unsigned B_PART = BN / CM;           // rows of the B tile one CTA loads
+constexpr unsigned BAR_OFF = STAGES * STAGE_BYTES;       // full[STAGES], then empty[STAGES]
+constexpr unsigned MAP_OFF = BAR_OFF + 16 * STAGES;      // grouped: the prefix sums
+static_assert(BM % 64 == 0 && BM >= 64 && BM <= 256, "BM: 64, 128, 192 or 256 (one consumer warpgroup per 64 rows)");
+static_assert(BN % 64 == 0 && BN >= 64 && BN <= 256, "BN: 64, 128, 192 or 256");
+static_assert(CM == 1 || CM == 2, "GEMM_CM: 1 or 2");
+static_assert(B_PART % 8 == 0, "each CTA's part of B must be whole 8-row swizzle atoms");
+static_assert(STAGES >= 2 && MAP_OFF + 1024 <= 227 * 1024, "stages do not fit in shared memory");
+
+}  // namespace gemm
+
+// Host mirror: gemm_args in examples/gemm/gemm.h (same fields, same order).
+struct alignas(64) TensorMap {
+  unsigned long long v[16];
+};
+struct GemmArgs {
+  TensorMap a;                // A: rows x K bf16, box 64 x BM, 128B swizzle
+  TensorMap b;                // B: rows x K bf16, box 64 x BN / CM, 128B swizzle
+  unsigned short *d;          // D: bf16, row-major
+  unsigned long long ldd;     // elements between rows of D
+  float *ws;                  // split-K partials (splits > 1)
+  unsigned *ctr;              // split-K counters, zero before the first run (they restore themselves)
+  const int *group_sizes;     // grouped: rows per group, device memory
+  unsigned m, n, k;           // dense: the problem; grouped: m = rows of the token buffer (a bound)
+  unsigned tm, tn;            // tiles along M and N (dense)
+  unsigned swizzle, along_n;  // tile order (clcrt_tilemap.cuh)
+  unsigned splits;            // split-K factor, >= 1 (dense)
+  unsigned groups;            // grouped: number of groups
+  unsigned reserved;
+};
+
+struct GemmState {
+  unsigned base;          // shared address of the 1024-aligned ring
+  unsigned stage, phase;  // ring position of this thread's role, carried from tile to tile
+};
+
+namespace gemm {
+
+// ---- PTX wrappers --------------------------------------------------------------------------
+
+__device__ __forceinline__ unsigned smem_u32(const void *p) {
+  unsigned a;
+  asm("{ .reg .u64 t; cvta.to.shared.u64 t, %1; cvt.u32.u64 %0, t; }" : "=r"(a) : "l"(p));
+  return a;
+}
+// The generic address of shared address `addr` (for ordinary C++ accesses).
+__device__ __forceinline__ void *smem_ptr(unsigned addr) {
+  void *p;
+  asm("{ .reg .u64 t; cvt.u64.u32 t, %1; cvta.shared.u64 %0, t; }" : "=l"(p) : "r"(addr));
+  return p;
+}
+__device__ __forceinline__ void mbar_init(unsigned bar, unsigned count) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(bar), "r"(count) : "memory");
+}
+__device__ __forceinline__ void mbar_wait(unsigned bar, unsigned parity) {
+  asm volatile(
+      "{\n\t.reg .pred p;\n"
+      "W%=:\n\tmbarrier.try_wait.parity.shared::cta.b64 p, [%0], %1;\n\t@!p bra W%=;\n}" ::"r"(bar),
+      "r"(parity)
+      : "memory");
+}
+__device__ __forceinline__ void mbar_expect_tx(unsigned bar, unsigned bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(bar), "r"(bytes) : "memory");
+}
+__device__ __forceinline__ void mbar_arrive(unsigned bar) {
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(bar) : "memory");
+}
+// Arrive on the barrier at the same offset in the cluster's CTA `rank`.
+__device__ __forceinline__ void mbar_arrive_cluster(unsigned bar, unsigned rank) {
+  asm volatile(
+      "{\n\t.reg .b32 r;\n\tmapa.shared::cluster.u32 r, %0, %1;\n\tmbarrier.arrive.shared::cluster.b64 _, [r];\n}" ::"r"(
+          bar),
+      "r"(rank)
+      : "memory");
+}
+__device__ __forceinline__ void tma_prefetch(const void *map) {
+  asm volatile("prefetch.tensormap [%0];" ::"l"(map) : "memory");
+}
+// One box of a 2-D tensor map (x = column, y = row) into this CTA's shared memory.
+__device__ __forceinline__ void tma_load(unsigned dst, const void *map, unsigned x, unsigned y, unsigned bar) {
+  asm volatile(
+      "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];" ::"r"(
+          dst),
+      "l"(map), "r"(x), "r"(y), "r"(bar)
+      : "memory");
+}
+// The same box into the same offset of every CTA in `mask`, completing bytes on each one's
+// barrier at the offset of `bar`.
+__device__ __forceinline__ void tma_load_multicast(unsigned dst, const void *map, unsigned x, unsigned y, unsigned bar,
+                                                   unsigned short mask) {
+  asm volatile(
+      "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster [%0], [%1, {%2, "
+      "%3}], [%4], %5;" ::"r"(dst),
+      "l"(map), "r"(x), "r"(y), "r"(bar), "h"(mask)
+      : "memory");
+}
+__device__ __forceinline__ void cluster_sync() {
+  asm volatile("barrier.cluster.arrive.release.aligned;\n\tbarrier.cluster.wait.acquire.aligned;" ::: "memory");
+}
+__device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;" ::: "memory"); }
+__device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory"); }
+template <int N>
+__device__ __forceinline__ void wgmma_wait() {
+  asm volatile("wgmma.wait_group.sync.aligned %0;" ::"n"(N) : "memory");
+}
+// Matrix descriptor of a K-major tile in shared memory written by TMA with 128-byte swizzle:
+// rows of 64 bf16 (128 bytes), 8-row atoms of 1024 bytes (stride byte offset), the leading
+// byte offset unused for swizzled K-major layouts (1 by convention), swizzle mode 1 (128B).
+// Tiles start at 1024-byte boundaries, so the base offset field is 0; the k-th 16-wide slice
+// of a 64-wide k-block starts 32 bytes further: + 2 in the address field.
+__device__ __forceinline__ unsigned long long smem_desc(unsigned addr) {
+  return (unsigned long long)((addr & 0x3FFFFu) >> 4) | (1ull << 16) | (64ull << 32) | (1ull << 62);
+}
+__device__ __forceinline__ unsigned pack_bf16(float lo, float hi) {
+  unsigned r;
+  asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
+  return r;
+}
+__device__ __forceinline__ void st_u32(void *p, unsigned v) {
+  asm volatile("st.global.b32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
+}
+__device__ __forceinline__ void st_u16(void *p, unsigned short v) {
+  asm volatile("st.global.b16 [%0], %1;" ::"l"(p), "h"(v) : "memory");
+}
+__device__ __forceinline__ void st_f32x4(float *p, float a, float b, float c, float d) {
+  asm volatile("st.global.v4.f32 [%0], {%1, %2, %3, %4};" ::"l"(p), "f"(a), "f"(b), "f"(c), "f"(d) : "memory");
+}
+__device__ __forceinline__ float4 ld_f32x4_gpu(const float *p) {
+  float4 v;
+  asm volatile("ld.relaxed.gpu.global.v4.f32 {%0, %1, %2, %3}, [%4];"
+               : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w)
+               : "l"(p)
+               : "memory");
+  return v;
+}
+__device__ __forceinline__ unsigned atom_add_acq_rel_gpu(unsigned *p, unsigned v) {
+  unsigned r;
+  asm volatile("atom.acq_rel.gpu.global.add.u32 %0, [%1], %2;" : "=r"(r) : "l"(p), "r"(v) : "memory");
+  return r;
+}
+__device__ __forceinline__ void st_relaxed_gpu(unsigned *p, unsigned v) {
+  asm volatile("st.relaxed.gpu.global.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
+}
+
+// wgmma.mma_async m64nBNk16, bf16 x bf16 -> f32, A and B K-major from shared memory;
+// scale_d 0 starts the accumulators from zero.
+#if GEMM_BN == 64
+__device__ __forceinline__ void wgmma_n64(float *d, unsigned long long da, unsigned long long db, unsigned scale_d) {
+  asm volatile(
+      "{\n\t.reg .pred p;\n\tsetp.ne.b32 p, %34, 0;\n\t"
+      "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 {"
+      "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+      "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31"
+      "}, %32, %33, p, 1, 1, 0, 0;\n}"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+        "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+        "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+        "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+      : "l"(da), "l"(db), "r"(scale_d));
+}
+#endif
+#if GEMM_BN == 128
+__device__ __forceinline__ void wgmma_n128(float *d, unsigned long long da, unsigned long long db, unsigned scale_d) {
+  asm volatile(
+      "{\n\t.reg .pred p;\n\tsetp.ne.b32 p, %66, 0;\n\t"
+      "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {"
+      "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+      "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
+      "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "
+      "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63"
+      "}, %64, %65, p, 1, 1, 0, 0;\n}"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+        "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+        "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+        "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]),
+        "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]),
+        "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
+        "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
+        "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+      : "l"(da), "l"(db), "r"(scale_d));
+}
+#endif
+#if GEMM_BN == 192
+__device__ __forceinline__ void wgmma_n192(float *d, unsigned long long da, unsigned long long db, unsigned scale_d) {
+  asm volatile(
+      "{\n\t.reg .pred p;\n\tsetp.ne.b32 p, %98, 0;\n\t"
+      "wgmma.mma_async.sync.aligned.m64n192k16.f32.bf16.bf16 {"
+      "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+      "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
+      "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "
+      "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, "
+      "%64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, "
+      "%80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95"
+      "}, %96, %97, p, 1, 1, 0, 0;\n}"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+        "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+        "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+        "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]),
+        "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]),
+        "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
+        "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
+        "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63]),
+        "+f"(d[64]), "+f"(d[65]), "+f"(d[66]), "+f"(d[67]), "+f"(d[68]), "+f"(d[69]), "+f"(d[70]), "+f"(d[71]),
+        "+f"(d[72]), "+f"(d[73]), "+f"(d[74]), "+f"(d[75]), "+f"(d[76]), "+f"(d[77]), "+f"(d[78]), "+f"(d[79]),
+        "+f"(d[80]), "+f"(d[81]), "+f"(d[82]), "+f"(d[83]), "+f"(d[84]), "+f"(d[85]), "+f"(d[86]), "+f"(d[87]),
+        "+f"(d[88]), "+f"(d[89]), "+f"(d[90]), "+f"(d[91]), "+f"(d[92]), "+f"(d[93]), "+f"(d[94]), "+f"(d[95])
+      : "l"(da), "l"(db), "r"(scale_d));
+}
+#endif
+#if GEMM_BN == 256
+__device__ __forceinline__ void wgmma_n256(float *d, unsigned long long da, unsigned long long db, unsigned scale_d) {
+  asm volatile(
+      "{\n\t.reg .pred p;\n\tsetp.ne.b32 p, %130, 0;\n\t"
+      "wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16 {"
+      "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+      "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
+      "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "
+      "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, "
+      "%64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, "
+      "%80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95, "
+      "%96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111, "
+      "%112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127"
+      "}, %128, %129, p, 1, 1, 0, 0;\n}"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+        "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+        "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+        "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]),
+        "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]),
+        "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
+        "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
+        "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63]),
+        "+f"(d[64]), "+f"(d[65]), "+f"(d[66]), "+f"(d[67]), "+f"(d[68]), "+f"(d[69]), "+f"(d[70]), "+f"(d[71]),
+        "+f"(d[72]), "+f"(d[73]), "+f"(d[74]), "+f"(d[75]), "+f"(d[76]), "+f"(d[77]), "+f"(d[78]), "+f"(d[79]),
+        "+f"(d[80]), "+f"(d[81]), "+f"(d[82]), "+f"(d[83]), "+f"(d[84]), "+f"(d[85]), "+f"(d[86]), "+f"(d[87]),
+        "+f"(d[88]), "+f"(d[89]), "+f"(d[90]), "+f"(d[91]), "+f"(d[92]), "+f"(d[93]), "+f"(d[94]), "+f"(d[95]),
+        "+f"(d[96]), "+f"(d[97]), "+f"(d[98]), "+f"(d[99]), "+f"(d[100]), "+f"(d[101]), "+f"(d[102]), "+f"(d[103]),
+        "+f"(d[104]), "+f"(d[105]), "+f"(d[106]), "+f"(d[107]), "+f"(d[108]), "+f"(d[109]), "+f"(d[110]), "+f"(d[111]),
+        "+f"(d[112]), "+f"(d[113]), "+f"(d[114]), "+f"(d[115]), "+f"(d[116]), "+f"(d[117]), "+f"(d[118]), "+f"(d[119]),
+        "+f"(d[120]), "+f"(d[121]), "+f"(d[122]), "+f"(d[123]), "+f"(d[124]), "+f"(d[125]), "+f"(d[126]), "+f"(d[127])
+      : "l"(da), "l"(db), "r"(scale_d));
+}
+#endif
+__device__ __forceinline__ void mma(float *d, unsigned long long da, unsigned long long db, unsigned scale_d) {
+#if GEMM_BN == 64
+  wgmma_n64(d, da, db, scale_d);
+#elif GEMM_BN == 128
+  wgmma_n128(d, da, db, scale_d);
+#elif GEMM_BN == 192
+  wgmma_n192(d, da, db, scale_d);
+#else
+  wgmma_n256(d, da, db, scale_d);
+#endif
+}
+
+__device__ __forceinline__ unsigned full_bar(const GemmState &s, unsigned st) { return s.base + BAR_OFF + st * 8; }
+__device__ __forceinline__ unsigned empty_bar(const GemmState &s, unsigned st) {
+  return s.base + BAR_OFF + (STAGES + st) * 8;
+}
+__device__ __forceinline__ void advance(GemmState &s) {
+  if (++s.stage == STAGES) {
+    s.stage = 0;
+    s.phase ^= 1;
+  }
+}
+
+// The producer warp: the k-blocks [kb0, kb1) of A rows a_row.. and B rows b_row.. into the
+// ring. All lanes walk the ring (so the warp stays converged for the scheduler); lane 0 issues.
+__device__ __forceinline__ void produce(const GemmArgs &a, GemmState &s, unsigned a_row, unsigned b_row, unsigned kb0,
+                                        unsigned kb1, unsigned rank) {
+  const bool issuer = (threadIdx.x & 31) == 0;
+#pragma unroll 1
+  for (unsigned kb = kb0; kb < kb1; kb++) {
+    const unsigned st = s.stage, full = full_bar(s, st);
+    const unsigned sa = s.base + st * STAGE_BYTES, sb = sa + A_BYTES;
+    // Free once every consumer warpgroup (of every CTA the stage is multicast to) released
+    // the stage's previous use; a fresh barrier counts as released (parity trick).
+    mbar_wait(empty_bar(s, st), s.phase ^ 1);
+    if (issuer) {
+      mbar_expect_tx(full, STAGE_BYTES);  // our A, and all of B (each CTA's part lands here)
+      tma_load(sa, &a.a, kb * BK, a_row, full);
+      if (CM == 1)
+        tma_load(sb, &a.b, kb * BK, b_row, full);
+      else
+        tma_load_multicast(sb + rank * (B_PART * 128), &a.b, kb * BK, b_row + rank * B_PART, full,
+                           (unsigned short)((1u << CM) - 1u));
+    }
+    __syncwarp();
+    advance(s);
+  }
+}
+
+// A consumer warpgroup: the k-blocks [kb0, kb1) into acc (rows 64 wg .. of the tile).
+__device__ __forceinline__ void consume(GemmState &s, float *acc, unsigned wg, unsigned kb0, unsigned kb1) {
+  const bool releaser = (threadIdx.x & 127) == 0;
+  unsigned prev = 0;
+#pragma unroll 1
+  for (unsigned kb = kb0; kb < kb1; kb++) {
+    const unsigned st = s.stage;
+    mbar_wait(full_bar(s, st), s.phase);
+    const unsigned sa = s.base + st * STAGE_BYTES + wg * (64 * 128), sb = s.base + st * STAGE_BYTES + A_BYTES;
+    const unsigned long long da = smem_desc(sa), db = smem_desc(sb);
+    wgmma_fence();
+#pragma unroll
+    for (unsigned k = 0; k < BK / 16; k++) mma(acc, da + 2 * k, db + 2 * k, (kb != kb0 || k != 0) ? 1u : 0u);
+    wgmma_commit();
+    if (kb != kb0) {
+      wgmma_wait<1>();  // the previous k-block's wgmma are done: its stage may be refilled
+      if (releaser) {
+#pragma unroll
+        for (unsigned c = 0; c < CM; c++) {
+          if (CM == 1)
+            mbar_arrive(empty_bar(s, prev));
+          else
+            mbar_arrive_cluster(empty_bar(s, prev), c);
+        }
+      }
+    }
+    prev = st;
+    advance(s);
+  }
+  wgmma_wait<0>();
+  if (releaser) {
+#pragma unroll
+    for (unsigned c = 0; c < CM; c++) {
+      if (CM == 1)
+        mbar_arrive(empty_bar(s, prev));
+      else
+        mbar_arrive_cluster(empty_bar(s, prev), c);
+    }
+  }
+}
+
+// Stores one 8-column slice j of the warp's 16 x BN part of the tile: bf16 pairs v0 (row r0)
+// and v1 (row r0 + 8) at column c. wgmma's D layout: lane l holds rows l/4 and l/4 + 8,
+// columns 8j + 2(l%4) + {0,1}. Rows at or past row_end and columns at or past n are not
+// written; odd row strides or a last odd column take 2-byte stores.
+__device__ __forceinline__ void store_pair(const GemmArgs &a, unsigned short *p0, unsigned short *p1, unsigned c,
+                                           unsigned v0, unsigned v1, bool ok0, bool ok1) {
+  if ((a.ldd & 1) == 0 && c + 1 < a.n) {
+    if (ok0) st_u32(p0, v0);
+    if (ok1) st_u32(p1, v1);
+  } else {
+    if (ok0 && c < a.n) st_u16(p0, (unsigned short)v0);
+    if (ok1 && c < a.n) st_u16(p1, (unsigned short)v1);
+    if (ok0 && c + 1 < a.n) st_u16(p0 + 1, (unsigned short)(v0 >> 16));
+    if (ok1 && c + 1 < a.n) st_u16(p1 + 1, (unsigned short)(v1 >> 16));
+  }
+}
+
+// Writes the warp's 16 x BN part of the tile from the accumulators (rows r0, r0 + 8).
+__device__ __forceinline__ void store_tile(const GemmArgs &a, const float *acc, unsigned r0, unsigned row_end,
+                                           unsigned c_base, unsigned lane) {
+  const unsigned c0 = c_base + 2 * (lane & 3);
+  unsigned short *p0 = a.d + (unsigned long long)r0 * a.ldd + c0;
+  unsigned short *p1 = p0 + 8ull * a.ldd;
+  const bool ok0 = r0 < row_end, ok1 = r0 + 8 < row_end;
+  if ((a.ldd & 1) == 0 && c_base + BN <= a.n) {  // the common case: whole 4-byte pairs, no column guard
+#pragma unroll
+    for (unsigned j = 0; j < BN / 8; j++) {
+      if (ok0) st_u32(p0 + 8 * j, pack_bf16(acc[4 * j], acc[4 * j + 1]));
+      if (ok1) st_u32(p1 + 8 * j, pack_bf16(acc[4 * j + 2], acc[4 * j + 3]));
+    }
+    return;
+  }
+#pragma unroll
+  for (unsigned j = 0; j < BN / 8; j++)
+    store_pair(a, p0 + 8 * j, p1 + 8 * j, c0 + 8 * j, pack_bf16(acc[4 * j], acc[4 * j + 1]),
+               pack_bf16(acc[4 * j + 2], acc[4 * j + 3]), ok0, ok1);
+}
+
+// Split-K. Workspace: per (tile, split, consumer warp) a region of BN/2 x 32 floats, laid out
+// so that each 16-byte access of the warp is contiguous.
+__device__ __forceinline__ float *split_region(const GemmArgs &a, unsigned tile, unsigned split, unsigned warp,
+                                               unsigned lane) {
+  return a.ws + ((unsigned long long)(tile * a.splits + split) * NCW + warp) * (BN / 2 * 32) + lane * 4;
+}
+
+// Writes this warp's partial and counts it in on the tile's counter; true for the last split
+// of the tile to arrive, which then owns every split's partial (split_store).
+__device__ __forceinline__ bool split_arrive(const GemmArgs &a, const float *acc, unsigned tile, unsigned split,
+                                             unsigned warp, unsigned lane) {
+  float *mine = split_region(a, tile, split, warp, lane);
+#pragma unroll
+  for (unsigned j = 0; j < BN / 8; j++)
+    st_f32x4(mine + j * 128, acc[4 * j], acc[4 * j + 1], acc[4 * j + 2], acc[4 * j + 3]);
+  // The warp's stores before lane 0's release (acq_rel atomic); lane 0's acquire before the
+  // warp's loads (split_store), ordered for the other lanes by __syncwarp.
+  __syncwarp();
+  unsigned *ctr = a.ctr + (unsigned long long)tile * NCW + warp;
+  unsigned seen = lane == 0 ? atom_add_acq_rel_gpu(ctr, 1u) : 0u;
+  seen = __shfl_sync(0xffffffffu, seen, 0);
+  if (seen != a.splits - 1) return false;
+  __syncwarp();
+  if (lane == 0) st_relaxed_gpu(ctr, 0u);  // every split arrived: ready for the next run
+  return true;
+}
+
+// The last split sums every split's partial (its own included, read back from L2) slice by
+// slice and stores the bf16 tile: the accumulators are dead by then, so this costs no registers.
+__device__ __forceinline__ void split_store(const GemmArgs &a, unsigned tile, unsigned warp, unsigned lane,
+                                            unsigned r0, unsigned row_end, unsigned c_base) {
+  const unsigned c0 = c_base + 2 * (lane & 3);
+  unsigned short *p0 = a.d + (unsigned long long)r0 * a.ldd + c0;
+  unsigned short *p1 = p0 + 8ull * a.ldd;
+  const bool ok0 = r0 < row_end, ok1 = r0 + 8 < row_end;
+  const float *base = split_region(a, tile, 0, warp, lane);
+  const unsigned long long split_stride = (unsigned long long)NCW * (BN / 2 * 32);
+#pragma unroll 1
+  for (unsigned j = 0; j < BN / 8; j++) {
+    float4 v = make_float4(0.f, 0.f, 0.f, 0.f);
+#pragma unroll 1
+    for (unsigned sp = 0; sp < a.splits; sp++) {
+      float4 w = ld_f32x4_gpu(base + sp * split_stride + j * 128);
+      v.x += w.x;
+      v.y += w.y;
+      v.z += w.z;
+      v.w += w.w;
+    }
+    store_pair(a, p0 + 8 * j, p1 + 8 * j, c0 + 8 * j, pack_bf16(v.x, v.y), pack_bf16(v.z, v.w), ok0, ok1);
+  }
+}
+
+// Where a unit's tile lies in the problem.
+struct Where {
+  unsigned a_row, b_row;     // first rows of the A and B boxes
+  unsigned kb0, kb1;         // k-blocks [kb0, kb1)
+  unsigned row_end, c_base;  // output rows [a_row, row_end) are written, columns from c_base
+  unsigned split_tile, split;
+  bool valid, inside;        // a unit at all (grouped upper bound); a tile of the grid
+};
+
+template <bool GROUPED>
+__device__ __forceinline__ Where locate(unsigned unit, unsigned rank, const GemmArgs &a, const GemmState &s) {
+  Where w;
+  const unsigned nk = (a.k + BK - 1) / BK;
+  if (GROUPED) {
+    clcrt::GroupedMap map;
+    const unsigned *p = (const unsigned *)smem_ptr(s.base + MAP_OFF);
+    map.unit_start = p;
+    map.row_start = p + a.groups + 1;
+    map.groups = a.groups;
+    map.bm = BM;
+    map.cm = CM;
+    map.un = a.tn;
+    map.swizzle = a.swizzle;
+    map.along_n = a.along_n != 0;
+    const clcrt::GroupTile g = clcrt::grouped_map_find(map, unit, rank);
+    w.valid = g.valid;
+    w.inside = g.inside;
+    w.a_row = g.row0 + g.m * BM;
+    w.b_row = g.group * a.n + g.n * BN;  // the weights are stacked: group g's rows start at g * N
+    w.kb0 = 0;
+    w.kb1 = nk;
+    w.row_end = min(g.row0 + g.rows, a.m);
+    w.c_base = g.n * BN;
+    w.split_tile = w.split = 0;
+  } else {
+    unsigned u = unit, split = 0;
+    if (a.splits > 1) {
+      split = u % a.splits;
+      u /= a.splits;
+    }
+    clcrt::TileMap2D map(a.tm, a.tn, a.swizzle, a.along_n != 0, CM, 1);
+    const clcrt::TileCoord c = map.get(u, rank);
+    w.valid = true;
+    w.inside = c.inside;
+    w.a_row = c.m * BM;
+    w.b_row = c.n * BN;
+    w.kb0 = (unsigned)((unsigned long long)nk * split / a.splits);
+    w.kb1 = (unsigned)((unsigned long long)nk * (split + 1) / a.splits);
+    w.row_end = a.m;
+    w.c_base = c.n * BN;
+    w.split_tile = c.m + c.n * a.tm;
+    w.split = split;
+  }
+  return w;
+}
+
+template <bool GROUPED>
+__device__ __forceinline__ void run_tile(const clcrt::Tile &t, const GemmArgs &a, GemmState &s) {
+  const unsigned warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const Where w = locate<GROUPED>(t.unit, t.cta_rank, a, s);
+  if (!w.valid) return;  // past the total: the launch was an upper bound
+  if (warp == NCW) {
+    produce(a, s, w.a_row, w.b_row, w.kb0, w.kb1, t.cta_rank);
+    return;
+  }
+  const unsigned wg = warp >> 2;
+  float acc[BN / 2];
+  if (w.kb0 < w.kb1) {
+    consume(s, acc, wg, w.kb0, w.kb1);
+  } else {  // an empty k-range (more splits than k-blocks): the ring is not touched
+#pragma unroll
+    for (unsigned i = 0; i < BN / 2; i++) acc[i] = 0.0f;
+  }
+  // The epilogue's coordinates are found again rather than kept in registers through the
+  // mainloop, where the 128 accumulators need them (the opaque copy stops the compiler from
+  // reusing the values computed above).
+  unsigned unit = t.unit;
+  asm volatile("" : "+r"(unit));
+  const Where e = locate<GROUPED>(unit, t.cta_rank, a, s);
+  if (!e.inside) return;
+  const unsigned r0 = e.a_row + wg * 64 + (warp & 3) * 16 + lane / 4;
+  if (!GROUPED && a.splits > 1) {
+    if (split_arrive(a, acc, e.split_tile, e.split, warp, lane))
+      split_store(a, e.split_tile, warp, lane, r0, e.row_end, e.c_base);
+    return;
+  }
+  store_tile(a, acc, r0, e.row_end, e.c_base, lane);
+}
+
+__device__ __forceinline__ void prologue(const GemmArgs &a, GemmState &s) {
+  if (blockDim.x * blockDim.y * blockDim.z != THREADS) __trap();  // desc.block must be THREADS
+  const unsigned raw = smem_u32(clcrt::smem());
+  s.base = (raw + 1023u) & ~1023u;  // 128B-swizzled TMA tiles and wgmma want 1024-byte atoms
+  s.stage = 0;
+  s.phase = 0;
+  if (threadIdx.x == 0) {
+    for (unsigned i = 0; i < STAGES; i++) {
+      mbar_init(full_bar(s, i), 1);
+      mbar_init(empty_bar(s, i), NWG * CM);
+    }
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+  }
+  if (threadIdx.x == NCW * 32) {
+    tma_prefetch(&a.a);
+    tma_prefetch(&a.b);
+  }
+}
+
+// The barriers (and, grouped, the map) must be ready in every CTA of the cluster before any
+// CTA loads into or arrives on them.
+__device__ __forceinline__ void prologue_sync() {
+  if (CM > 1)
+    cluster_sync();
+  else
+    __syncthreads();
+}
+
+}  // namespace gemm
+
+// ---- dense -----------------------------------------------------------------------------------
+
+__device__ void gemm_prologue(const GemmArgs &a, GemmState &s) {
+  gemm::prologue(a, s);
+  gemm::prologue_sync();
+}
+
+__device__ void gemm_tile(const clcrt::Tile &t, const GemmArgs &a, GemmState &s) { gemm::run_tile<false>(t, a, s); }
+
+// ---- grouped -----------------------------------------------------------------------------------
+
+__device__ void gemm_grouped_prologue(const GemmArgs &a, GemmState &s) {
+  gemm::prologue(a, s);
+  if (a.groups > GEMM_MAX_GROUPS) __trap();  // the host checks this; the map would not fit
+  // Synchronises the CTA; the cluster barrier below then covers the peer's barriers.
+  clcrt::grouped_map_build(a.group_sizes, a.groups, gemm::BM, a.tn, a.swizzle, a.along_n != 0,
+                           gemm::smem_ptr(s.base + gemm::MAP_OFF), gemm::CM);
+  if (gemm::CM > 1) gemm::cluster_sync();
+}
+
+__device__ void gemm_grouped_tile(const clcrt::Tile &t, const GemmArgs &a, GemmState &s) {
+  gemm::run_tile<true>(t, a, s);
+}

@@ -1,0 +1,208 @@
+/* Host side of the bf16 GEMM tile functions in examples/gemm/gemm.cu: the variants, the
+ * registration options, the Args mirror, tensor maps, the tile grid and split-K. Header-only
+ * (static inline) so that the example, the benchmark and the tests share it.
+ *
+ * Dense:   D[M x N] = A[M x K] . B[N x K]^T, bf16 row-major, fp32 accumulation.
+ * Grouped: G groups sharing N and K; group g has M_g rows (counts in device memory, int32),
+ *          the groups' rows one after another in A (T x K) and D (T x N), the weights B_g
+ *          stacked as one (G*N) x K matrix. The launch is an upper bound of the tiles; the
+ *          kernel finds the real ones from the counts on the device.
+ * K must be a multiple of 8 (TMA needs rows of a multiple of 16 bytes); any M, N >= 1.
+ *
+ * Needs -Iruntime for embedded.h (the embedded gemm.cu, linked from user_src.o). */
+#ifndef CLCRT_EXAMPLES_GEMM_H
+#define CLCRT_EXAMPLES_GEMM_H
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "../../nvrtc_src/clcrt_tilemap.cuh" /* its portable core: the grouped upper bound */
+#include "clcrt.h"
+#include "embedded.h"
+
+/* One compiled shape of the tile function. */
+typedef struct gemm_variant {
+  const char *name;
+  unsigned bm, bn; /* tile: bm rows (bm / 64 consumer warpgroups) x bn columns */
+  unsigned cm;     /* CTAs per cluster along M sharing B by TMA multicast: 1 or 2 */
+  unsigned stages; /* 64-deep k-blocks in the shared-memory ring */
+} gemm_variant;
+
+/* The variants the benchmark measures; the first is the default. Stages: as many as fit in
+ * about 200 KiB, so that loads run up to 4-8 k-blocks ahead of the tensor cores. */
+static const gemm_variant GEMM_VARIANTS[] = {
+    {"128x256", 128, 256, 1, 4},
+    {"128x256c2", 128, 256, 2, 4},
+    {"128x128", 128, 128, 1, 6},
+    {"128x128c2", 128, 128, 2, 6},
+    {"128x64", 128, 64, 1, 8},
+};
+#define GEMM_NUM_VARIANTS ((int)(sizeof GEMM_VARIANTS / sizeof GEMM_VARIANTS[0]))
+#define GEMM_MAX_GROUPS 1024u /* groups a grouped kernel's shared-memory map holds */
+#define GEMM_BK 64u
+
+/* Mirrors GemmArgs in gemm.cu: same fields, same order, same size (clcrt_run checks it). */
+typedef struct gemm_args {
+  clcrt_tensor_map a, b;
+  uint64_t d, ldd, ws, ctr, group_sizes;
+  uint32_t m, n, k, tm, tn, swizzle, along_n, splits, groups, reserved;
+} gemm_args;
+
+static inline unsigned gemm_cdiv(uint64_t a, uint64_t b) { return (unsigned)((a + b - 1) / b); }
+static inline unsigned gemm_threads(const gemm_variant *v) { return v->bm / 64 * 128 + 32; }
+static inline unsigned gemm_smem_bytes(const gemm_variant *v, int grouped) {
+  return 1024u /* alignment */ + v->stages * (v->bm + v->bn) * GEMM_BK * 2u + 16u * v->stages +
+         (grouped ? 8u * (GEMM_MAX_GROUPS + 1u) : 0u);
+}
+
+/* The embedded source (examples/gemm/gemm.cu), or NULL when the program was linked without it. */
+static inline const char *gemm_source(void) {
+  for (const clcrt__embedded_file *f = clcrt__user_src; f->name; f++)
+    if (strcmp(f->name, "gemm.cu") == 0) return f->text;
+  return NULL;
+}
+
+/* Compiles (or finds in the cache) the variant's dense or grouped tile function. extra: one
+ * more NVRTC option or NULL. */
+static inline clcrt_status gemm_register_opt(clcrt_runtime *rt, const gemm_variant *v, clcrt_sched sched, int grouped,
+                                             const char *extra, clcrt_kernel **out) {
+  *out = NULL;
+  const char *src = gemm_source();
+  if (!src) {
+    fprintf(stderr, "gemm: gemm.cu is not embedded in this program (link user_src.o)\n");
+    return CLCRT_E_NOT_FOUND;
+  }
+  char o[5][48];
+  snprintf(o[0], sizeof o[0], "-DGEMM_BM=%u", v->bm);
+  snprintf(o[1], sizeof o[1], "-DGEMM_BN=%u", v->bn);
+  snprintf(o[2], sizeof o[2], "-DGEMM_CM=%u", v->cm);
+  snprintf(o[3], sizeof o[3], "-DGEMM_STAGES=%u", v->stages);
+  snprintf(o[4], sizeof o[4], "-DGEMM_MAX_GROUPS=%u", GEMM_MAX_GROUPS);
+  const char *opts[6] = {o[0], o[1], o[2], o[3], o[4], extra};
+  clcrt_tile_desc d = CLCRT_TILE_DESC_INIT;
+  d.source = src;
+  d.tile_fn = grouped ? "gemm_grouped_tile" : "gemm_tile";
+  d.args_type = "GemmArgs";
+  d.state_type = "GemmState";
+  d.prologue_fn = grouped ? "gemm_grouped_prologue" : "gemm_prologue";
+  d.block = (clcrt_dim3){gemm_threads(v), 1, 1};
+  d.cluster = (clcrt_dim3){v->cm, 1, 1};
+  d.smem_bytes = gemm_smem_bytes(v, grouped);
+  d.sched = sched;
+  d.options = opts;
+  d.num_options = extra ? 6 : 5;
+  return clcrt_register(rt, &d, out);
+}
+static inline clcrt_status gemm_register(clcrt_runtime *rt, const gemm_variant *v, clcrt_sched sched, int grouped,
+                                         clcrt_kernel **out) {
+  return gemm_register_opt(rt, v, sched, grouped, NULL, out);
+}
+
+/* Tile order: swizzle 8 (bands of 8 tiles), rastering along the longer side of the tile grid
+ * so that a band's tiles share its 8 rows (or columns) of one operand while they sweep the
+ * other. */
+static inline void gemm_order(unsigned tm, unsigned tn, uint32_t *swizzle, uint32_t *along_n) {
+  *swizzle = 8;
+  *along_n = tm <= tn;
+}
+
+/* Split-K factor for a dense problem: only when the tiles leave most SMs idle, enough splits
+ * to fill them, each split keeping at least 8 k-blocks. */
+static inline unsigned gemm_pick_splits(const gemm_variant *v, unsigned m, unsigned n, unsigned k, int num_sms) {
+  unsigned tiles = gemm_cdiv(m, v->bm) * gemm_cdiv(n, v->bn), nk = gemm_cdiv(k, GEMM_BK);
+  if (tiles == 0 || tiles * 2 > (unsigned)num_sms) return 1;
+  unsigned s = (unsigned)num_sms / tiles;
+  if (s > nk / 8) s = nk / 8;
+  if (s > 16) s = 16;
+  return s ? s : 1;
+}
+
+/* Bytes of split-K workspace and counters a dense problem needs (0 without split-K). The
+ * counters must be zero before the first run; the kernel leaves them zero. */
+static inline size_t gemm_ws_bytes(const gemm_variant *v, const gemm_args *a) {
+  return a->splits > 1 ? (size_t)a->tm * a->tn * a->splits * v->bm * v->bn * 4u : 0;
+}
+static inline size_t gemm_ctr_bytes(const gemm_variant *v, const gemm_args *a) {
+  return a->splits > 1 ? (size_t)a->tm * a->tn * (v->bm / 64 * 4) * 4u : 0;
+}
+
+static inline clcrt_status gemm_maps(clcrt_runtime *rt, const gemm_variant *v, gemm_args *a, uint64_t A,
+                                     uint64_t a_rows, uint64_t B, uint64_t b_rows, unsigned k) {
+  clcrt_status st = clcrt_tensor_map_2d(rt, &a->a, CLCRT_DTYPE_BF16, A, a_rows, k, (uint64_t)k * 2, v->bm, GEMM_BK,
+                                        CLCRT_SWIZZLE_128B);
+  if (st != CLCRT_OK) return st;
+  return clcrt_tensor_map_2d(rt, &a->b, CLCRT_DTYPE_BF16, B, b_rows, k, (uint64_t)k * 2, v->bn / v->cm, GEMM_BK,
+                             CLCRT_SWIZZLE_128B);
+}
+
+/* Args of a dense problem. splits: the split-K factor (gemm_pick_splits; 0 or 1: none; at most
+ * the k-blocks); ws/ctr: the workspace when splits > 1 (gemm_ws_bytes, gemm_ctr_bytes), else 0. */
+static inline clcrt_status gemm_dense_args(clcrt_runtime *rt, const gemm_variant *v, gemm_args *a, uint64_t A,
+                                           uint64_t B, uint64_t D, unsigned m, unsigned n, unsigned k,
+                                           unsigned splits, uint64_t ws, uint64_t ctr) {
+  memset(a, 0, sizeof *a);
+  clcrt_status st = gemm_maps(rt, v, a, A, m, B, n, k);
+  if (st != CLCRT_OK) return st;
+  a->d = D, a->ldd = n;
+  a->m = m, a->n = n, a->k = k;
+  a->tm = gemm_cdiv(m, v->bm), a->tn = gemm_cdiv(n, v->bn);
+  gemm_order(a->tm, a->tn, &a->swizzle, &a->along_n);
+  unsigned nk = gemm_cdiv(k, GEMM_BK);
+  a->splits = splits ? splits : 1;
+  if (a->splits > nk) a->splits = nk;
+  a->ws = ws, a->ctr = ctr;
+  a->groups = 0;
+  return CLCRT_OK;
+}
+
+/* The tile grid of a dense problem: the clusters' units (ceil(tm / cm) x tn) times the splits,
+ * cm tiles each. */
+static inline clcrt_dim3 gemm_dense_tiles(const gemm_variant *v, const gemm_args *a) {
+  return (clcrt_dim3){gemm_cdiv(a->tm, v->cm) * a->tn * a->splits * v->cm, 1, 1};
+}
+
+/* Args of a grouped problem: `total_rows` rows of A and D (the sum of the group sizes must
+ * not exceed it), `groups` groups (at most GEMM_MAX_GROUPS) whose int32 sizes are at
+ * device address `sizes`, weights stacked as (groups * n) x k. */
+static inline clcrt_status gemm_grouped_args(clcrt_runtime *rt, const gemm_variant *v, gemm_args *a, uint64_t A,
+                                             uint64_t B, uint64_t D, unsigned total_rows, unsigned n, unsigned k,
+                                             unsigned groups, uint64_t sizes) {
+  memset(a, 0, sizeof *a);
+  if (groups == 0 || groups > GEMM_MAX_GROUPS) {
+    fprintf(stderr, "gemm: %u groups: 1..%u\n", groups, GEMM_MAX_GROUPS);
+    return CLCRT_E_INVALID;
+  }
+  clcrt_status st = gemm_maps(rt, v, a, A, total_rows ? total_rows : 1, B, (uint64_t)groups * n, k);
+  if (st != CLCRT_OK) return st;
+  a->d = D, a->ldd = n;
+  a->m = total_rows, a->n = n, a->k = k;
+  a->tm = gemm_cdiv(total_rows, v->bm), a->tn = gemm_cdiv(n, v->bn);
+  /* Inside a group the m-tiles are few: raster along N in bands of 8 m-tiles, so the tiles
+   * running together share a group's rows of A while they sweep its weights. */
+  a->swizzle = 8, a->along_n = 1;
+  a->splits = 1;
+  a->group_sizes = sizes, a->groups = groups;
+  return CLCRT_OK;
+}
+
+/* The launch of a grouped problem: an upper bound of its units (the sizes are on the
+ * device), cm tiles each. Units past the real total return at once. */
+static inline clcrt_dim3 gemm_grouped_tiles(const gemm_variant *v, const gemm_args *a) {
+  return (clcrt_dim3){(unsigned)(clcrt_tm_group_units_bound(a->m, a->groups, v->bm, v->cm, a->tn) * v->cm), 1, 1};
+}
+
+/* bf16 <-> float on the host (round to nearest even; NaN kept NaN). */
+static inline uint16_t gemm_f2bf(float f) {
+  uint32_t u;
+  memcpy(&u, &f, 4);
+  if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40u);
+  u += 0x7fffu + ((u >> 16) & 1u);
+  return (uint16_t)(u >> 16);
+}
+static inline float gemm_bf2f(uint16_t b) {
+  uint32_t u = (uint32_t)b << 16;
+  float f;
+  memcpy(&f, &u, 4);
+  return f;
+}
+#endif

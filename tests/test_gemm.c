@@ -1,0 +1,434 @@
+/* CPU suite for the GEMM pieces (issues 10 and 11), no GPU or driver needed:
+ *   - clcrt_tensor_map_2d: every bad argument with its status and message; a compile-only
+ *     runtime refuses to encode;
+ *   - the tile maps' portable core (nvrtc_src/clcrt_tilemap.cuh, included here as C): the
+ *     swizzled raster against a brute-force walk of its definition, the grouped map's group
+ *     search and upper bound against a host reference on random group lists (empty groups,
+ *     groups smaller than a tile, one group, a thousand tiny groups);
+ *   - the GEMM tile functions (examples/gemm/gemm.cu) compile for sm_90a in compile-only
+ *     mode, every variant, dense and grouped, under STEAL, STATIC and FIXED, with ptxas
+ *     warnings as errors, no stack and no spills (from the cubin), the instructions they
+ *     are about in the PTX (wgmma, TMA, multicast), and the host mirror of Args laid out
+ *     exactly like the device struct (checked by NVRTC with static_asserts);
+ *   - the clcrt tool compiles and inspects one of them and reports no spills. */
+#include <check.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "../examples/gemm/gemm.h"
+#include "../nvrtc_src/clcrt_tilemap.cuh"
+#include "clcrt.h"
+#include "cubin.h"
+#include "internal.h"
+
+static clcrt_runtime *rt_sm90(void) {
+  clcrt_runtime_opts o = CLCRT_RUNTIME_OPTS_INIT;
+  o.target_arch = "sm_90a";
+  o.cache_dir = "";
+  clcrt_runtime *rt = NULL;
+  clcrt_status st = clcrt_runtime_create(&rt, &o);
+  ck_assert_msg(st == CLCRT_OK, "runtime: %s", clcrt_errmsg(rt));
+  return rt;
+}
+
+static uint64_t rng_state;
+static uint32_t rnd(uint32_t n) { /* uniform-ish in [0, n) */
+  rng_state ^= rng_state << 13, rng_state ^= rng_state >> 7, rng_state ^= rng_state << 17;
+  return n ? (uint32_t)((rng_state >> 11) % n) : 0;
+}
+
+/* ---- clcrt_tensor_map_2d ---- */
+
+typedef struct tm_case {
+  const char *what;
+  clcrt_dtype dtype;
+  unsigned long long base;
+  uint64_t rows, cols, stride;
+  uint32_t box_rows, box_cols;
+  clcrt_swizzle swz;
+  clcrt_status want;
+  const char *msg;
+} tm_case;
+
+#define GOOD_BASE 0x7f0000000000ull
+static const tm_case TM_CASES[] = {
+    {"dtype", (clcrt_dtype)7, GOOD_BASE, 64, 64, 128, 64, 64, CLCRT_SWIZZLE_128B, CLCRT_E_INVALID, "dtype 7"},
+    {"dtype<0", (clcrt_dtype)-1, GOOD_BASE, 64, 64, 128, 64, 64, CLCRT_SWIZZLE_128B, CLCRT_E_INVALID, "dtype -1"},
+    {"swizzle", CLCRT_DTYPE_BF16, GOOD_BASE, 64, 64, 128, 64, 64, (clcrt_swizzle)9, CLCRT_E_INVALID, "swizzle 9"},
+    {"base 0", CLCRT_DTYPE_BF16, 0, 64, 64, 128, 64, 64, CLCRT_SWIZZLE_128B, CLCRT_E_INVALID, "base is 0"},
+    {"base align", CLCRT_DTYPE_BF16, GOOD_BASE + 8, 64, 64, 128, 64, 64, CLCRT_SWIZZLE_128B, CLCRT_E_INVALID,
+     "not 16-byte aligned"},
+    {"rows 0", CLCRT_DTYPE_BF16, GOOD_BASE, 0, 64, 128, 64, 64, CLCRT_SWIZZLE_128B, CLCRT_E_INVALID, "0 rows"},
+    {"cols 0", CLCRT_DTYPE_BF16, GOOD_BASE, 64, 0, 128, 64, 64, CLCRT_SWIZZLE_128B, CLCRT_E_INVALID, "0 cols"},
+    {"rows 2^32", CLCRT_DTYPE_BF16, GOOD_BASE, 1ull << 32, 64, 128, 64, 64, CLCRT_SWIZZLE_128B, CLCRT_E_INVALID,
+     "less than 2^32"},
+    {"cols 2^32", CLCRT_DTYPE_U8, GOOD_BASE, 4, 1ull << 32, 1ull << 33, 64, 64, CLCRT_SWIZZLE_NONE, CLCRT_E_INVALID,
+     "less than 2^32"},
+    {"stride %16", CLCRT_DTYPE_BF16, GOOD_BASE, 64, 60, 120, 64, 64, CLCRT_SWIZZLE_128B, CLCRT_E_INVALID,
+     "multiple of 8 elements"},
+    {"stride 2^40", CLCRT_DTYPE_U8, GOOD_BASE, 4, 64, 1ull << 40, 64, 64, CLCRT_SWIZZLE_NONE, CLCRT_E_INVALID,
+     "less than 2^40"},
+    {"stride < row", CLCRT_DTYPE_F32, GOOD_BASE, 64, 64, 128, 32, 32, CLCRT_SWIZZLE_128B, CLCRT_E_INVALID,
+     "less than a row (64 f32 elements = 256 bytes)"},
+    {"box rows 0", CLCRT_DTYPE_BF16, GOOD_BASE, 64, 64, 128, 0, 64, CLCRT_SWIZZLE_128B, CLCRT_E_INVALID, "1..256"},
+    {"box rows 257", CLCRT_DTYPE_BF16, GOOD_BASE, 64, 64, 128, 257, 64, CLCRT_SWIZZLE_128B, CLCRT_E_INVALID,
+     "box 257 rows"},
+    {"box cols 0", CLCRT_DTYPE_BF16, GOOD_BASE, 64, 64, 128, 64, 0, CLCRT_SWIZZLE_128B, CLCRT_E_INVALID, "1..256"},
+    {"box cols 512", CLCRT_DTYPE_U8, GOOD_BASE, 64, 1024, 1024, 64, 512, CLCRT_SWIZZLE_NONE, CLCRT_E_INVALID,
+     "1..256"},
+    {"box 16B", CLCRT_DTYPE_BF16, GOOD_BASE, 64, 64, 128, 64, 12, CLCRT_SWIZZLE_NONE, CLCRT_E_INVALID,
+     "a multiple of 8"},
+    {"span 128", CLCRT_DTYPE_BF16, GOOD_BASE, 64, 256, 512, 64, 128, CLCRT_SWIZZLE_128B, CLCRT_E_INVALID,
+     "128-byte swizzle span: at most 64 columns"},
+    {"span 64", CLCRT_DTYPE_F32, GOOD_BASE, 64, 64, 256, 64, 32, CLCRT_SWIZZLE_64B, CLCRT_E_INVALID,
+     "64-byte swizzle span: at most 16 columns"},
+    {"span 32", CLCRT_DTYPE_U8, GOOD_BASE, 64, 64, 64, 64, 48, CLCRT_SWIZZLE_32B, CLCRT_E_INVALID,
+     "32-byte swizzle span: at most 32 columns"},
+    /* Valid descriptions: only the missing driver stops them. */
+    {"valid bf16", CLCRT_DTYPE_BF16, GOOD_BASE, 8192, 8192, 16384, 128, 64, CLCRT_SWIZZLE_128B, CLCRT_E_UNSUPPORTED,
+     "compile-only"},
+    {"valid edge", CLCRT_DTYPE_BF16, GOOD_BASE, 1, 8, 16, 256, 64, CLCRT_SWIZZLE_128B, CLCRT_E_UNSUPPORTED,
+     "compile-only"},
+    {"valid f32", CLCRT_DTYPE_F32, GOOD_BASE, 3, 5, 32, 1, 4, CLCRT_SWIZZLE_NONE, CLCRT_E_UNSUPPORTED,
+     "compile-only"},
+};
+#define NUM_TM_CASES ((int)(sizeof TM_CASES / sizeof TM_CASES[0]))
+
+START_TEST(test_tensor_map_args) {
+  clcrt_runtime *rt = rt_sm90();
+  for (int i = 0; i < NUM_TM_CASES; i++) {
+    const tm_case *c = &TM_CASES[i];
+    clcrt_tensor_map m;
+    memset(&m, 0xab, sizeof m);
+    clcrt_status st =
+        clcrt_tensor_map_2d(rt, &m, c->dtype, c->base, c->rows, c->cols, c->stride, c->box_rows, c->box_cols, c->swz);
+    const char *msg = clcrt_errmsg(rt);
+    ck_assert_msg(st == c->want, "%s: got %s, want %s: %s", c->what, clcrt_status_name(st), clcrt_status_name(c->want),
+                  msg);
+    ck_assert_msg(strstr(msg, c->msg) != NULL, "%s: message lacks \"%s\": %s", c->what, c->msg, msg);
+    ck_assert_msg(strstr(msg, "clcrt_tensor_map_2d") != NULL, "%s: message does not name the call: %s", c->what, msg);
+    unsigned char poison[sizeof m];
+    memset(poison, 0xab, sizeof poison);
+    ck_assert_msg(memcmp(&m, poison, sizeof m) == 0, "%s: a failed call must leave *out alone", c->what);
+  }
+  clcrt_tensor_map m;
+  ck_assert_int_eq(clcrt_tensor_map_2d(rt, NULL, CLCRT_DTYPE_BF16, GOOD_BASE, 64, 64, 128, 64, 64, CLCRT_SWIZZLE_128B),
+                   CLCRT_E_INVALID);
+  ck_assert_ptr_nonnull(strstr(clcrt_errmsg(rt), "out is NULL"));
+  ck_assert_int_eq(clcrt_tensor_map_2d(NULL, &m, CLCRT_DTYPE_BF16, GOOD_BASE, 64, 64, 128, 64, 64, CLCRT_SWIZZLE_128B),
+                   CLCRT_E_INVALID);
+  ck_assert_ptr_nonnull(strstr(clcrt_errmsg(NULL), "rt is NULL"));
+  ck_assert_int_eq(_Alignof(clcrt_tensor_map), 64);
+  ck_assert_int_eq(sizeof(clcrt_tensor_map), 128);
+  clcrt_runtime_destroy(rt);
+}
+END_TEST
+
+/* ---- the swizzled raster ---- */
+
+/* The order by its definition: bands of s along the major dimension, in order; inside a
+ * band, each position along the minor dimension in turn, the band's h tiles at each. */
+static void raster_reference(unsigned tm, unsigned tn, unsigned s, int along_n, unsigned *om, unsigned *on) {
+  unsigned major = along_n ? tm : tn, minor = along_n ? tn : tm, t = 0;
+  for (unsigned b0 = 0; b0 < major; b0 += s)
+    for (unsigned j = 0; j < minor; j++)
+      for (unsigned i = b0; i < b0 + s && i < major; i++, t++) {
+        om[t] = along_n ? i : j;
+        on[t] = along_n ? j : i;
+      }
+}
+
+START_TEST(test_raster) {
+  rng_state = 0x1234567ull;
+  static const unsigned swz[] = {0, 1, 2, 3, 4, 8, 16};
+  unsigned *om = malloc(4096 * sizeof *om), *on = malloc(4096 * sizeof *on);
+  unsigned char *seen = malloc(4096);
+  ck_assert(om && on && seen);
+  for (int iter = 0; iter < 600; iter++) {
+    unsigned tm = 1 + rnd(iter < 300 ? 12 : 64), tn = 1 + rnd(iter < 300 ? 12 : 64);
+    unsigned s = swz[rnd(7)];
+    int along_n = (int)rnd(2);
+    raster_reference(tm, tn, s ? s : 1, along_n, om, on);
+    memset(seen, 0, tm * tn);
+    for (unsigned t = 0; t < tm * tn; t++) {
+      unsigned m, n;
+      clcrt_tm_swizzle(t, tm, tn, s, along_n, &m, &n);
+      ck_assert_msg(m == om[t] && n == on[t], "tm %u tn %u swizzle %u along_n %d: index %u -> (%u,%u), want (%u,%u)",
+                    tm, tn, s, along_n, t, m, n, om[t], on[t]);
+      ck_assert(m < tm && n < tn && !seen[m * tn + n]);
+      seen[m * tn + n] = 1;
+    }
+  }
+  /* The worked example of the header's comment. */
+  static const unsigned want[5][4] = {{0, 2, 4, 6}, {1, 3, 5, 7}, {8, 10, 12, 14}, {9, 11, 13, 15}, {16, 17, 18, 19}};
+  for (unsigned t = 0; t < 20; t++) {
+    unsigned m, n;
+    clcrt_tm_swizzle(t, 5, 4, 2, 1, &m, &n);
+    ck_assert_uint_eq(want[m][n], t);
+  }
+  free(om), free(on), free(seen);
+}
+END_TEST
+
+/* ---- the grouped map ---- */
+
+/* One random group list of a kind: 0 mixed (empty groups among others), 1 every group smaller
+ * than a tile, 2 one group, 3 a thousand tiny groups, 4 all empty, 5 large skewed groups. */
+static unsigned group_list(int kind, unsigned *sizes) {
+  unsigned g = 0;
+  switch (kind) {
+    case 0:
+      g = 2 + rnd(40);
+      for (unsigned i = 0; i < g; i++) sizes[i] = rnd(3) == 0 ? 0 : rnd(700);
+      break;
+    case 1:
+      g = 1 + rnd(64);
+      for (unsigned i = 0; i < g; i++) sizes[i] = 1 + rnd(127);
+      break;
+    case 2:
+      g = 1;
+      sizes[0] = 1 + rnd(5000);
+      break;
+    case 3:
+      g = 1000;
+      for (unsigned i = 0; i < g; i++) sizes[i] = rnd(4);
+      break;
+    case 4:
+      g = 1 + rnd(10);
+      for (unsigned i = 0; i < g; i++) sizes[i] = 0;
+      break;
+    default:
+      g = 8 + rnd(25);
+      for (unsigned i = 0; i < g; i++) sizes[i] = rnd(4) == 0 ? 0 : 4096u >> rnd(10);
+      break;
+  }
+  return g;
+}
+
+START_TEST(test_grouped_map) {
+  rng_state = 0xfeedbeefull + (uint64_t)_i;
+  unsigned *sizes = malloc(1024 * sizeof *sizes), *start = malloc(1025 * sizeof *start);
+  ck_assert(sizes && start);
+  static const unsigned bms[] = {64, 128, 256};
+  for (int iter = 0; iter < 200; iter++) {
+    int kind = iter % 6;
+    unsigned g = group_list(kind, sizes);
+    unsigned bm = bms[rnd(3)], cm = 1 + rnd(2), un = 1 + rnd(60);
+    /* The prefix sums the device builds (grouped_map_build), made here the plain way. */
+    unsigned long long rows = 0;
+    start[0] = 0;
+    for (unsigned i = 0; i < g; i++) {
+      unsigned units = clcrt_tm_group_units(sizes[i], bm, cm, un);
+      unsigned want_units = ((sizes[i] + bm - 1) / bm + cm - 1) / cm * un;
+      ck_assert_uint_eq(units, want_units);
+      start[i + 1] = start[i] + units;
+      rows += sizes[i];
+    }
+    unsigned total = start[g];
+    ck_assert_msg(clcrt_tm_group_units_bound(rows, g, bm, cm, un) >= total,
+                  "kind %d: bound %llu < %u units (%u groups, bm %u cm %u)", kind,
+                  clcrt_tm_group_units_bound(rows, g, bm, cm, un), total, g, bm, cm);
+    /* Every unit finds the group that owns it: a linear scan is the reference. */
+    for (unsigned u = 0; u < total; u++) {
+      unsigned want = 0;
+      while (!(start[want] <= u && u < start[want + 1])) want++;
+      unsigned got = clcrt_tm_group_find(start, g, u);
+      ck_assert_msg(got == want, "kind %d: unit %u in group %u, found %u", kind, u, want, got);
+      ck_assert(sizes[got] > 0);
+    }
+  }
+  free(sizes), free(start);
+}
+END_TEST
+
+/* ---- the tile functions, compile-only ---- */
+
+static const clcrt_sched SCHEDS[] = {CLCRT_SCHED_STEAL, CLCRT_SCHED_STATIC, CLCRT_SCHED_FIXED};
+
+/* One test per (variant, dense or grouped, scheduler). */
+START_TEST(test_compile) {
+  const gemm_variant *v = &GEMM_VARIANTS[_i / 6];
+  int grouped = (_i / 3) % 2;
+  clcrt_sched sched = SCHEDS[_i % 3];
+  clcrt_runtime *rt = rt_sm90();
+  clcrt_kernel *k = NULL;
+  /* ptxas warnings are errors here: a serialised wgmma (C7510) or an ignored setmaxnreg (C7508)
+   * would fail this test with ptxas's own words in the message. */
+  clcrt_status st = gemm_register_opt(rt, v, sched, grouped, "--ptxas-options=--warning-as-error", &k);
+  ck_assert_msg(st == CLCRT_OK, "%s %s %s: %s", v->name, grouped ? "grouped" : "dense", clcrt__sched_name(sched),
+                clcrt_errmsg(rt));
+  clcrt_kernel_info info = CLCRT_KERNEL_INFO_INIT;
+  ck_assert_int_eq(clcrt_kernel_info_get(k, &info), CLCRT_OK);
+  const char *what = info.name;
+  ck_assert_msg(info.stack_bytes == 0, "%s %s: %d bytes of stack", what, v->name, info.stack_bytes);
+  /* 9+ warps put three on one SM sub-partition: 16384 / (3 * 32) registers each at most. */
+  ck_assert_msg(info.registers > 0 && info.registers <= 168, "%s %s: %d registers", what, v->name, info.registers);
+  ck_assert_uint_eq(info.block.x, gemm_threads(v));
+  ck_assert_uint_eq(info.cluster.x, v->cm);
+  ck_assert_msg(info.static_smem + info.dynamic_smem <= 227 * 1024, "%s: %u + %u bytes of shared memory", what,
+                info.static_smem, info.dynamic_smem);
+
+  const void *cubin;
+  size_t size;
+  ck_assert_int_eq(clcrt_kernel_cubin(k, &cubin, &size), CLCRT_OK);
+  clcrt__cubin c;
+  char err[256];
+  ck_assert_int_eq(clcrt__cubin_parse(cubin, size, &c, err, sizeof err), 0);
+  ck_assert_uint_eq(c.num_kernels, 1);
+  ck_assert_msg(c.kernels[0].spill_stores <= 0 && c.kernels[0].spill_loads <= 0, "%s: %d spill stores, %d loads", what,
+                c.kernels[0].spill_stores, c.kernels[0].spill_loads);
+  ck_assert_msg(!c.kernels[0].reg_reconfig, "%s: setmaxnreg is not used by design", what);
+  clcrt__cubin_free(&c);
+
+  const char *ptx = NULL;
+  ck_assert_int_eq(clcrt_kernel_ptx(k, &ptx), CLCRT_OK);
+  char want[96];
+  snprintf(want, sizeof want, "wgmma.mma_async.sync.aligned.m64n%uk16.f32.bf16.bf16", v->bn);
+  ck_assert_msg(strstr(ptx, want), "%s: no %s in the PTX", what, want);
+  ck_assert_msg(strstr(ptx, "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes"),
+                "%s: no TMA load in the PTX", what);
+  ck_assert_msg((strstr(ptx, ".multicast::cluster") != NULL) == (v->cm > 1), "%s: multicast in the PTX: want %s", what,
+                v->cm > 1 ? "yes" : "no");
+  ck_assert_msg(strstr(ptx, "wgmma.wait_group.sync.aligned 1"), "%s: the mainloop must keep a wgmma group in flight",
+                what);
+  printf("test_gemm: %-28s %-10s %3d registers, %6u bytes shared, cold compile %4.0f ms\n", what, v->name,
+         info.registers, info.static_smem + info.dynamic_smem, info.compile_ms);
+  clcrt_runtime_destroy(rt);
+}
+END_TEST
+
+/* The host mirror of Args against the device struct. NVRTC has no constant offsetof, so a
+ * probe kernel compiled with the tile function stores every offset as a constant, each
+ * encoded as value * 1000 + index so that the PTX's immediates name themselves. */
+#define NUM_LAYOUT 18
+
+START_TEST(test_args_layout) {
+  const unsigned long long host[NUM_LAYOUT] = {
+      sizeof(gemm_args),          _Alignof(gemm_args),         offsetof(gemm_args, b),
+      offsetof(gemm_args, d),     offsetof(gemm_args, ldd),    offsetof(gemm_args, ws),
+      offsetof(gemm_args, ctr),   offsetof(gemm_args, group_sizes), offsetof(gemm_args, m),
+      offsetof(gemm_args, n),     offsetof(gemm_args, k),      offsetof(gemm_args, tm),
+      offsetof(gemm_args, tn),    offsetof(gemm_args, swizzle), offsetof(gemm_args, along_n),
+      offsetof(gemm_args, splits), offsetof(gemm_args, groups), offsetof(gemm_args, reserved)};
+  const char *probe =
+      "\nextern \"C\" __global__ void gemm_layout_probe(unsigned long long *out) {\n"
+      "  const GemmArgs *p = (const GemmArgs *)0x10000;\n"
+      "#define OFF(f) ((unsigned long long)((const char *)&p->f - (const char *)p))\n"
+      "#define PUT(i, v) out[i] = (unsigned long long)(v) * 1000ull + i\n"
+      "  PUT(0, sizeof(GemmArgs)); PUT(1, alignof(GemmArgs)); PUT(2, OFF(b)); PUT(3, OFF(d)); PUT(4, OFF(ldd));\n"
+      "  PUT(5, OFF(ws)); PUT(6, OFF(ctr)); PUT(7, OFF(group_sizes)); PUT(8, OFF(m)); PUT(9, OFF(n));\n"
+      "  PUT(10, OFF(k)); PUT(11, OFF(tm)); PUT(12, OFF(tn)); PUT(13, OFF(swizzle)); PUT(14, OFF(along_n));\n"
+      "  PUT(15, OFF(splits)); PUT(16, OFF(groups)); PUT(17, OFF(reserved));\n"
+      "}\n";
+  clcrt_runtime *rt = rt_sm90();
+  const char *src = gemm_source();
+  ck_assert_ptr_nonnull(src);
+  char *full = malloc(strlen(src) + strlen(probe) + 1);
+  ck_assert_ptr_nonnull(full);
+  strcpy(full, src);
+  strcat(full, probe);
+  clcrt_tile_desc d = CLCRT_TILE_DESC_INIT;
+  d.source = full;
+  d.tile_fn = "gemm_tile";
+  d.args_type = "GemmArgs";
+  d.state_type = "GemmState";
+  d.prologue_fn = "gemm_prologue";
+  d.block = (clcrt_dim3){288, 1, 1};
+  d.smem_bytes = gemm_smem_bytes(&GEMM_VARIANTS[0], 0);
+  d.sched = CLCRT_SCHED_FIXED;
+  clcrt_kernel *k = NULL;
+  clcrt_status st = clcrt_register(rt, &d, &k);
+  ck_assert_msg(st == CLCRT_OK, "%s", clcrt_errmsg(rt));
+  const char *ptx = NULL;
+  ck_assert_int_eq(clcrt_kernel_ptx(k, &ptx), CLCRT_OK);
+  const char *body = strstr(ptx, ".entry gemm_layout_probe");
+  ck_assert_ptr_nonnull(body);
+  unsigned long long dev[NUM_LAYOUT];
+  int found[NUM_LAYOUT] = {0};
+  for (const char *q = strstr(body, "mov.u64"); q; q = strstr(q + 1, "mov.u64")) {
+    const char *comma = strchr(q, ',');
+    if (!comma) break;
+    char *end;
+    unsigned long long v = strtoull(comma + 1, &end, 10);
+    if (end == comma + 1 || v < 1000) continue; /* not one of the probe's immediates */
+    unsigned i = (unsigned)(v % 1000);
+    if (i < NUM_LAYOUT) dev[i] = v / 1000, found[i] = 1;
+  }
+  static const char *names[NUM_LAYOUT] = {"sizeof", "alignof", "b", "d", "ldd", "ws", "ctr", "group_sizes", "m",
+                                          "n", "k", "tm", "tn", "swizzle", "along_n", "splits", "groups", "reserved"};
+  for (int i = 0; i < NUM_LAYOUT; i++) {
+    ck_assert_msg(found[i], "the probe's value for %s is not in the PTX", names[i]);
+    ck_assert_msg(dev[i] == host[i], "GemmArgs.%s: device %llu, host mirror gemm_args %llu", names[i], dev[i],
+                  host[i]);
+  }
+  free(full);
+  clcrt_runtime_destroy(rt);
+}
+END_TEST
+
+/* The tool on one GEMM kernel, as a user would check it: compile, then inspect --json. */
+START_TEST(test_tool_inspect) {
+  const char *tool = getenv("CLCRT_TEST_TOOL");
+  if (!tool || !*tool) tool = "build/clcrt";
+  if (access(tool, X_OK) != 0) {
+    printf("test_gemm: %s not built, tool check skipped\n", tool);
+    return;
+  }
+  char dir[] = "/tmp/clcrt-test-gemm-XXXXXX";
+  ck_assert_ptr_nonnull(mkdtemp(dir));
+  char src[128], cubin[128], out[128], cmd[2048];
+  snprintf(src, sizeof src, "%s/gemm.cu", dir);
+  snprintf(cubin, sizeof cubin, "%s/gemm.cubin", dir);
+  snprintf(out, sizeof out, "%s/inspect.json", dir);
+  FILE *f = fopen(src, "w");
+  ck_assert_ptr_nonnull(f);
+  fputs(gemm_source(), f);
+  fclose(f);
+  const gemm_variant *v = &GEMM_VARIANTS[1]; /* 2-CTA clusters: the most registers */
+  snprintf(cmd, sizeof cmd,
+           "%s compile --arch sm_90a --fn gemm_tile --args GemmArgs --state GemmState --prologue gemm_prologue "
+           "--sched steal --block %u --cluster %u --smem %u -X -DGEMM_BM=%u -X -DGEMM_BN=%u -X -DGEMM_CM=%u "
+           "-X -DGEMM_STAGES=%u --no-cache -q -o %s %s && %s inspect --json %s > %s",
+           tool, gemm_threads(v), v->cm, gemm_smem_bytes(v, 0), v->bm, v->bn, v->cm, v->stages, cubin, src, tool,
+           cubin, out);
+  int rc = system(cmd);
+  ck_assert_msg(WIFEXITED(rc) && WEXITSTATUS(rc) == 0, "failed: %s", cmd);
+  f = fopen(out, "r");
+  ck_assert_ptr_nonnull(f);
+  char buf[16384];
+  size_t n = fread(buf, 1, sizeof buf - 1, f);
+  buf[n] = 0;
+  fclose(f);
+  ck_assert_msg(strstr(buf, "\"spills\": {\"loads\": 0, \"stores\": 0"), "inspect reports spills:\n%s", buf);
+  ck_assert_msg(strstr(buf, "clcrt_steal_gemm_tile"), "inspect output lacks the kernel:\n%s", buf);
+  snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+  ck_assert_int_eq(system(cmd), 0);
+}
+END_TEST
+
+static Suite *gemm_suite(void) {
+  Suite *s = suite_create("gemm");
+  TCase *tc = tcase_create("host");
+  tcase_add_test(tc, test_tensor_map_args);
+  tcase_add_test(tc, test_raster);
+  tcase_add_loop_test(tc, test_grouped_map, 0, 3);
+  suite_add_tcase(s, tc);
+  TCase *tk = tcase_create("kernels");
+  tcase_set_timeout(tk, 240);
+  tcase_add_loop_test(tk, test_compile, 0, GEMM_NUM_VARIANTS * 6);
+  tcase_add_test(tk, test_args_layout);
+  tcase_add_test(tk, test_tool_inspect);
+  suite_add_tcase(s, tk);
+  return s;
+}
+
+int main(void) {
+  SRunner *sr = srunner_create(gemm_suite());
+  srunner_run_all(sr, CK_NORMAL);
+  int failed = srunner_ntests_failed(sr);
+  srunner_free(sr);
+  return failed ? 1 : 0;
+}
