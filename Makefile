@@ -52,7 +52,7 @@ BENCH_LIB_OBJS := $(patsubst %.c,$(BUILD)/%.o,$(sort $(wildcard bench/lib/*.c)))
 # embedded as C strings like the template: clcrt__user_src[] in $(BUILD)/gen/user_src.o.
 USER_CU := $(sort $(wildcard examples/*/*.cu))
 USER_SRC_OBJ := $(BUILD)/gen/user_src.o
-EXAMPLES := $(patsubst examples/%.c,$(BUILD)/examples/%,$(sort $(wildcard examples/*.c)))
+EXAMPLES := $(patsubst examples/%.c,$(BUILD)/examples/%,$(sort $(wildcard examples/*.c examples/*/*.c)))
 
 .PHONY: all deps lib tool test test-cpu test-asan test-gpu sanitize-gpu demo bench bench-gemm benches examples install clean fuzz-smoke
 
@@ -85,7 +85,7 @@ $(DEPS_STAMP):
 lib: $(BUILD)/libclcrt.a $(BUILD)/libclcrt.so
 tool: $(BUILD)/clcrt
 
-$(BUILD)/%.o: %.c $(wildcard include/*.h runtime/*.h tests/common/*.h tools/*.h bench/lib/*.h) | $(DEPS_STAMP)
+$(BUILD)/%.o: %.c $(wildcard include/*.h runtime/*.h tests/common/*.h tools/*.h bench/lib/*.h examples/*/*.h) | $(DEPS_STAMP)
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) $(CFLAGS) -c $< -o $@
 

@@ -86,7 +86,8 @@ struct Params {
   unsigned div2_mul, div2_shr; // fast division by units[1]
   unsigned guide_mul, guide_shr; // fast division by 2 * active
   unsigned early_min;        // claim ahead only while more than this many units remain
-  unsigned reserved[3];
+  unsigned claim_base;       // STEAL: units below are the clusters' own (cluster c's first is c); claims start here
+  unsigned reserved[2];
 };
 
 enum { SCHED_CLC = 1, SCHED_STEAL = 2, SCHED_STATIC = 3, SCHED_FIXED = 4 };
@@ -396,6 +397,7 @@ struct Scheduler {
 
   const Params &p;
   Ring *ring;
+  unsigned rbase;    // ring's shared-memory address
   unsigned tid, rank;
   uint3 rcoord;      // this CTA's coordinate in its cluster
   unsigned k;        // responses consumed so far by this CTA
@@ -403,6 +405,7 @@ struct Scheduler {
   bool leader;       // the one thread of the cluster that makes requests
 
   __device__ __forceinline__ Scheduler(const Params &params, Ring *r) : p(params), ring(r), k(0), units_run(0) {
+    rbase = r ? ptx::smem_addr(r) : 0;
     tid = threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z);
     if (CS > 1) {
       rank = ptx::sreg_cluster_ctarank();
@@ -415,12 +418,26 @@ struct Scheduler {
   }
 
   __device__ __forceinline__ unsigned cluster_id() const { return CS > 1 ? ptx::sreg_clusterid_x() : blockIdx.x; }
+  // STEAL on a persistent grid: cluster c starts with unit c (no claim, as FIXED and CLC do),
+  // and claims hand out the units from claim_base = the number of clusters on. On a full
+  // grid (which may yield) every unit is claimed, so clusters not yet started can be
+  // stolen from.
+  __device__ __forceinline__ bool own_first() const { return SCHED == SCHED_STEAL && p.claim_base != 0; }
+  __device__ __forceinline__ bool claims() const { return SCHED != SCHED_STEAL || p.claim_base < p.num_units; }
+  // The lanes of this thread's warp: a block whose size is not a multiple of 32 has a
+  // partial last warp.
+  __device__ __forceinline__ unsigned warp_mask() const {
+    return NTHREADS % 32 == 0 || tid / 32 < NWARPS - 1 ? 0xffffffffu : (1u << (NTHREADS % 32)) - 1u;
+  }
   __device__ __forceinline__ bool thread0() const { return threadIdx.x == 0 && threadIdx.y == 0 && threadIdx.z == 0; }
 
 
-  __device__ __forceinline__ unsigned slot_addr(unsigned s) const { return ptx::smem_addr(&ring->slot[s]); }
-  __device__ __forceinline__ unsigned full_addr(unsigned s) const { return ptx::smem_addr(&ring->full[s]); }
-  __device__ __forceinline__ unsigned empty_addr(unsigned s) const { return ptx::smem_addr(&ring->empty[s]); }
+  // Shared-memory addresses of the ring's parts, from its 32-bit base (a generic pointer
+  // converted on every use costs a dozen instructions per unit in every warp). Ring is
+  // slot[NSLOT] (16 bytes each), then full[NSLOT] and empty[NSLOT] (8 bytes each).
+  __device__ __forceinline__ unsigned slot_addr(unsigned s) const { return rbase + 16 * s; }
+  __device__ __forceinline__ unsigned full_addr(unsigned s) const { return rbase + 16 * NSLOT + 8 * s; }
+  __device__ __forceinline__ unsigned empty_addr(unsigned s) const { return rbase + 24 * NSLOT + 8 * s; }
 
   // Barriers initialised and every slot's first phase armed in every CTA before any
   // request can be made: a cluster barrier orders it. STEAL's leader finds the run's
@@ -429,13 +446,22 @@ struct Scheduler {
   // barrier. Returns whether the cluster has work to look for.
   __device__ __forceinline__ bool init() {
     if (!REQUESTS) return true;
+    if (SCHED == SCHED_STEAL && !claims()) {
+      // Every unit is some cluster's own: nothing to claim, no ring. The stream's counter for
+      // the next run is still zeroed (locate_state).
+      if (leader && !(p.flags & FLAG_GRAPH)) locate_state();
+      return true;
+    }
     if (SCHED == SCHED_STEAL && leader) {
       ring->slot_state = nullptr;
       ring->pub = ring->remaining = ring->t_unit = ring->exhausted = 0;
       locate_state();
       // A cluster of several CTAs learns it the ordinary way (a failed first claim): its
-      // other CTAs' shared memory may not be written before the cluster barrier.
-      if (CS == 1) ring->late = ring->exhausted = ptx::ld_relaxed_gpu(ring->ctr) >= p.num_units ? 1u : 0u;
+      // other CTAs' shared memory may not be written before the cluster barrier. A cluster
+      // with a unit of its own is never late.
+      if (CS == 1)
+        ring->late = ring->exhausted =
+            !own_first() && ptx::ld_relaxed_gpu(ring->ctr) >= p.num_units - p.claim_base ? 1u : 0u;
     }
     if (tid == 0) {
 #pragma unroll
@@ -499,10 +525,10 @@ struct Scheduler {
     return make_uint2(ptx::atom_add_relaxed_gpu(ring->ctr, want), want);
   }
   __device__ __forceinline__ uint2 result(uint2 c) {
-    if (c.x >= p.num_units) return make_uint2(0, 0);
-    unsigned got = min(c.y, p.num_units - c.x);
-    ring->remaining = p.num_units - c.x - got;
-    return make_uint2(c.x, got);
+    if (c.x == NONE || c.x >= p.num_units - p.claim_base) return make_uint2(0, 0);
+    unsigned u = c.x + p.claim_base, got = min(c.y, p.num_units - u);
+    ring->remaining = p.num_units - u - got;
+    return make_uint2(u, got);
   }
 
   // STEAL: the leader publishes response number pub (the run of units r) to every CTA.
@@ -529,6 +555,16 @@ struct Scheduler {
   // broadcasts the decoded run of units, so all lanes of all warps decode the same response.
   __device__ __forceinline__ uint2 consume() {
     unsigned s = k % NSLOT, start = 0, count = 0;
+    if (!TX) {
+      // The leader wrote the slot with an ordinary store: every lane waits and reads it (one
+      // broadcast load), and lane 0 hands the slot back once the whole warp has read it.
+      ptx::wait_parity(full_addr(s), (k / NSLOT) & 1);
+      uint4 v = ptx::ld_shared_v4(slot_addr(s));
+      __syncwarp(warp_mask());
+      if ((tid & 31) == 0) ptx::arrive_local(empty_addr(s));
+      k++;
+      return make_uint2(v.x, v.y | v.z | v.w);
+    }
     if ((tid & 31) == 0) {
       ptx::wait_parity(full_addr(s), (k / NSLOT) & 1);
       uint4 v = ptx::ld_shared_v4(slot_addr(s));
@@ -551,10 +587,7 @@ struct Scheduler {
 #endif
     }
     k++;
-    // A block whose size is not a multiple of 32 has a partial last warp.
-    const unsigned mask =
-        NTHREADS % 32 == 0 || tid / 32 < NWARPS - 1 ? 0xffffffffu : (1u << (NTHREADS % 32)) - 1u;
-    return make_uint2(__shfl_sync(mask, start, 0), __shfl_sync(mask, count, 0));
+    return make_uint2(__shfl_sync(warp_mask(), start, 0), __shfl_sync(warp_mask(), count, 0));
   }
 
   // Whether the leader claims ahead: the claim is issued before the current units run and
@@ -587,6 +620,41 @@ struct Scheduler {
   }
 #endif
 
+  // One unit: this CTA's tile of it, unless padded. Returns 1 when the tile function ran.
+  template <class Body>
+  __device__ __forceinline__ unsigned run_unit(unsigned u, bool one_d, bool traced, Body &body) {
+    unsigned ux = u, uy = 0, uz = 0;
+    if (!one_d) {
+      unsigned t = fastdiv(u, p.div1_mul, p.div1_shr);
+      ux = u - t * p.units[0];
+      uz = fastdiv(t, p.div2_mul, p.div2_shr);
+      uy = t - uz * p.units[1];
+    }
+    Tile tile;
+    tile.coord = make_uint3(ux * CX + rcoord.x, uy * CY + rcoord.y, uz * CZ + rcoord.z);
+    tile.cta_rank = rank;
+    tile.unit = u;
+    tile.iteration = units_run++;
+    // Padded tiles exist only when the grid does not divide by the cluster shape.
+    if (CS > 1 && !(tile.coord.x < p.tiles[0] && tile.coord.y < p.tiles[1] && tile.coord.z < p.tiles[2])) return 0;
+    unsigned long long linear = tile.coord.x;
+    if (!one_d)
+      linear += (unsigned long long)p.tiles[0] * (tile.coord.y + (unsigned long long)p.tiles[1] * tile.coord.z);
+    tile.linear = linear;
+    // Thread 0 keeps the start time in the ring's shared memory where there is one (not in
+    // a register every thread would hold while the tile function runs).
+    unsigned long long t0 = 0;
+    if (traced) {
+      t0 = ptx::globaltimer();
+      if (REQUESTS) ring->trace_t0 = t0;
+    }
+    body(tile);
+    if (traced)
+      trace_record(p, REQUESTS ? ring->trace_t0 : t0, ptx::globaltimer(), tile.linear, u, cluster_id(), rank,
+                   tile.iteration > 0);
+    return 1;
+  }
+
   template <class Body>
   __device__ __forceinline__ void run(Body &&body) {
     if (!init()) {
@@ -595,9 +663,18 @@ struct Scheduler {
     }
     unsigned tiles_here = 0;  // differs from units_run only where clusters have padded tiles
     const bool one_d = p.tiles[1] == 1 && p.tiles[2] == 1;
+    const bool traced = p.trace && thread0();
+    if (SCHED == SCHED_FIXED) {
+      // One unit per cluster: no loop around the tile function, as in a hand-written kernel.
+      const unsigned u = cluster_id();
+      if (u < p.num_units) tiles_here = run_unit(u, one_d, traced, body);
+      if (p.stats && thread0()) record(tiles_here);
+      finish();
+      return;
+    }
     uint2 r = make_uint2(0, 0);
-    bool need = SCHED == SCHED_STEAL;  // the next step reads a response
-    if (SCHED != SCHED_STEAL) r = own();
+    bool need = SCHED == SCHED_STEAL && !own_first();  // the next step reads a response
+    if (!need) r = own();
 #pragma unroll 1
     for (;;) {
       if (SCHED == SCHED_STEAL && need) {
@@ -612,7 +689,7 @@ struct Scheduler {
       if (SCHED == SCHED_CLC && leader) clc_request();
 #endif
       uint2 ahead = make_uint2(NONE, 0);  // a STEAL claim in flight while the units run
-      if (SCHED == SCHED_STEAL && leader) {
+      if (SCHED == SCHED_STEAL && leader && claims()) {
         if (claim_ahead()) ahead = issue();
         ring->t0 = clock64();
       }
@@ -621,47 +698,14 @@ struct Scheduler {
       // uniform registers (as blockIdx does in a hand-written kernel), so the tile
       // function's index arithmetic runs on the uniform datapath.
 #pragma unroll 1
-      for (unsigned i = 0; i < r.y; i++) {
-        unsigned u = r.x + i, ux = u, uy = 0, uz = 0;
-        if (!one_d) {
-          unsigned t = fastdiv(u, p.div1_mul, p.div1_shr);
-          ux = u - t * p.units[0];
-          uz = fastdiv(t, p.div2_mul, p.div2_shr);
-          uy = t - uz * p.units[1];
-        }
-        Tile tile;
-        tile.coord = make_uint3(ux * CX + rcoord.x, uy * CY + rcoord.y, uz * CZ + rcoord.z);
-        tile.cta_rank = rank;
-        tile.unit = u;
-        tile.iteration = units_run;
-        // Padded tiles exist only when the grid does not divide by the cluster shape.
-        if (CS == 1 || (tile.coord.x < p.tiles[0] && tile.coord.y < p.tiles[1] && tile.coord.z < p.tiles[2])) {
-          unsigned long long linear = tile.coord.x;
-          if (!one_d)
-            linear += (unsigned long long)p.tiles[0] * (tile.coord.y + (unsigned long long)p.tiles[1] * tile.coord.z);
-          tile.linear = linear;
-          // Thread 0 keeps the start time in the ring's shared memory where there is one (not
-          // in a register every thread would hold while the tile function runs).
-          unsigned long long t0 = 0;
-          if (p.trace && thread0()) {
-            t0 = ptx::globaltimer();
-            if (REQUESTS) ring->trace_t0 = t0;
-          }
-          body(tile);
-          if (p.trace && thread0())
-            trace_record(p, REQUESTS ? ring->trace_t0 : t0, ptx::globaltimer(), tile.linear, u, cluster_id(), rank,
-                         units_run > 0);
-          if (CS > 1) tiles_here++;
-        }
-        units_run++;
-      }
-      if (SCHED == SCHED_STEAL && leader) {
+      for (unsigned i = 0; i < r.y; i++) tiles_here += run_unit(r.x + i, one_d, traced, body);
+      if (SCHED == SCHED_STEAL && leader && claims()) {
         // The leader's own view of how long a unit takes, for the size of its next claims.
         unsigned per = (unsigned)min(clock64() - ring->t0, 0x7fffffffll) / r.y, t = ring->t_unit;
         ring->t_unit = t ? (t + per + 1) / 2 : max(per, 1u);
         if (ahead.x != NONE || ahead.y != 0) publish(result(ahead));
       }
-      if (SCHED == SCHED_FIXED) break;
+      if (SCHED == SCHED_FIXED || (SCHED == SCHED_STEAL && !claims())) break;
       if (SCHED == SCHED_STATIC) {
         unsigned n = r.x + (CS > 1 ? ptx::sreg_nclusterid_x() : gridDim.x);
         r = make_uint2(n, n < p.num_units && n > r.x ? 1u : 0u);
@@ -675,15 +719,18 @@ struct Scheduler {
 #endif
       }
     }
-    if (p.stats && thread0()) record(CS > 1 ? tiles_here : units_run);
+    if (p.stats && thread0()) record(tiles_here);
     finish();
   }
 
-  // The last CTA of a cluster must not leave while others may still arrive on its
-  // barriers; a graph run's clusters count themselves out of their table slot.
+  // No CTA of a cluster leaves while another may still reach into its shared memory: the
+  // scheduler's barriers, and whatever the tile function shares across the cluster (a
+  // pipeline's barriers, multicast loads), under every scheduler. A graph run's clusters
+  // count themselves out of their table slot.
   __device__ __forceinline__ void finish() {
-    if (SCHED == SCHED_STEAL && leader && ring->slot_state) ptx::red_add_release_gpu_u64(ring->slot_state, 1ull);
-    if (REQUESTS && CS > 1) ptx::cluster_sync();
+    if (SCHED == SCHED_STEAL && claims() && leader && ring->slot_state)
+      ptx::red_add_release_gpu_u64(ring->slot_state, 1ull);
+    if (CS > 1) ptx::cluster_sync();
   }
 
   __device__ __forceinline__ void record(unsigned tiles_here) {

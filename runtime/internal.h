@@ -35,7 +35,8 @@ typedef struct clcrt__params {
   uint32_t div2_mul, div2_shr;   /* fast division by units[1] */
   uint32_t guide_mul, guide_shr; /* fast division by 2 * active */
   uint32_t early_min;    /* claim ahead only while more than this many units remain */
-  uint32_t reserved[3];
+  uint32_t claim_base;   /* STEAL: units below are the clusters' own (persistent grids); claims start here */
+  uint32_t reserved[2];
 } clcrt__params;
 
 _Static_assert(sizeof(clcrt__params) == 128, "clcrt__params must mirror clcrt::Params in nvrtc_src/clcrt.cuh");

@@ -141,6 +141,11 @@ clcrt_status clcrt_run(clcrt_stream *s, const clcrt_kernel *kc, clcrt_dim3 tiles
     p.chunk_cycles = CLCRT__CHUNK_CYCLES;
     fastdiv(2 * resident, &p.guide_mul, &p.guide_shr);
     p.early_min = 2 * resident;
+    /* A persistent grid's clusters start with a unit of their own, claimed by no one (a
+     * run with as many clusters as units claims nothing at all); a full grid claims every
+     * unit, so that the clusters that have started can take the work of those that have not
+     * (and yield it back). */
+    p.claim_base = grid == CLCRT_GRID_PERSISTENT ? clusters : 0;
     if (preemptible && grid == CLCRT_GRID_FULL) p.yield = rt->devstate->yield;
     /* Captured into a graph, the run may be replayed anywhere, any number of times at
      * once: it claims from its own slot of the context's table instead of the stream's
