@@ -384,8 +384,9 @@ struct Scheduler {
     uint4 slot[NSLOT];
     unsigned long long full[NSLOT];
     unsigned long long empty[NSLOT];
-    unsigned *ctr;                  // the run's claim counter
-    unsigned long long *slot_state; // graph runs: the table slot's {clusters that left, clusters}
+    // Read and written by the leader alone (see lead_ready for how other warps skip them).
+    unsigned * ctr;                  // the run's claim counter
+    unsigned long long * slot_state; // graph runs: the table slot's {clusters that left, clusters}
     long long t0;                   // clock64 when the current units started
     unsigned long long trace_t0;    // trace: %globaltimer when thread 0 called the tile function
     unsigned pub;                   // responses published
@@ -403,6 +404,7 @@ struct Scheduler {
   unsigned k;        // responses consumed so far by this CTA
   unsigned units_run;
   bool leader;       // the one thread of the cluster that makes requests
+  bool leader_warp;  // its warp (the same for every lane: a uniform branch skips the leader's work)
 
   __device__ __forceinline__ Scheduler(const Params &params, Ring *r) : p(params), ring(r), k(0), units_run(0) {
     rbase = r ? ptx::smem_addr(r) : 0;
@@ -415,6 +417,7 @@ struct Scheduler {
       rcoord = make_uint3(0, 0, 0);
     }
     leader = rank == 0 && tid == LEADER_TID;
+    leader_warp = rank == 0 && tid / 32 == NWARPS - 1;
   }
 
   __device__ __forceinline__ unsigned cluster_id() const { return CS > 1 ? ptx::sreg_clusterid_x() : blockIdx.x; }
@@ -524,6 +527,13 @@ struct Scheduler {
     }
     return make_uint2(ptx::atom_add_relaxed_gpu(ring->ctr, want), want);
   }
+  __device__ __forceinline__ bool ahead_pending(uint2 a) const { return a.x != NONE || a.y != 0; }
+  // Whether the leader must claim for the next response (nothing published ahead, nothing
+  // exhausted). Volatile loads: the compiler would otherwise hoist them out of the leader's
+  // branch into every warp's path, for every unit.
+  __device__ __forceinline__ bool lead_ready() const {
+    return *(volatile unsigned *)&ring->exhausted == 0 && *(volatile unsigned *)&ring->pub == k;
+  }
   __device__ __forceinline__ uint2 result(uint2 c) {
     if (c.x == NONE || c.x >= p.num_units - p.claim_base) return make_uint2(0, 0);
     unsigned u = c.x + p.claim_base, got = min(c.y, p.num_units - u);
@@ -622,14 +632,13 @@ struct Scheduler {
 
   // One unit: this CTA's tile of it, unless padded. Returns 1 when the tile function ran.
   template <class Body>
-  __device__ __forceinline__ unsigned run_unit(unsigned u, bool one_d, bool traced, Body &body) {
-    unsigned ux = u, uy = 0, uz = 0;
-    if (!one_d) {
-      unsigned t = fastdiv(u, p.div1_mul, p.div1_shr);
-      ux = u - t * p.units[0];
-      uz = fastdiv(t, p.div2_mul, p.div2_shr);
-      uy = t - uz * p.units[1];
-    }
+  __device__ __forceinline__ unsigned run_unit(unsigned u, bool traced, Body &body) {
+    // No branch for 1-D grids: the general decomposition costs a few multiplications, less
+    // than the instructions a branch's predicated other side issues anyway.
+    unsigned t = fastdiv(u, p.div1_mul, p.div1_shr);
+    unsigned ux = u - t * p.units[0];
+    unsigned uz = fastdiv(t, p.div2_mul, p.div2_shr);
+    unsigned uy = t - uz * p.units[1];
     Tile tile;
     tile.coord = make_uint3(ux * CX + rcoord.x, uy * CY + rcoord.y, uz * CZ + rcoord.z);
     tile.cta_rank = rank;
@@ -637,10 +646,8 @@ struct Scheduler {
     tile.iteration = units_run++;
     // Padded tiles exist only when the grid does not divide by the cluster shape.
     if (CS > 1 && !(tile.coord.x < p.tiles[0] && tile.coord.y < p.tiles[1] && tile.coord.z < p.tiles[2])) return 0;
-    unsigned long long linear = tile.coord.x;
-    if (!one_d)
-      linear += (unsigned long long)p.tiles[0] * (tile.coord.y + (unsigned long long)p.tiles[1] * tile.coord.z);
-    tile.linear = linear;
+    tile.linear =
+        tile.coord.x + (unsigned long long)p.tiles[0] * (tile.coord.y + (unsigned long long)p.tiles[1] * tile.coord.z);
     // Thread 0 keeps the start time in the ring's shared memory where there is one (not in
     // a register every thread would hold while the tile function runs).
     unsigned long long t0 = 0;
@@ -662,16 +669,19 @@ struct Scheduler {
       return;
     }
     unsigned tiles_here = 0;  // differs from units_run only where clusters have padded tiles
-    const bool one_d = p.tiles[1] == 1 && p.tiles[2] == 1;
     const bool traced = p.trace && thread0();
     if (SCHED == SCHED_FIXED) {
-      // One unit per cluster: no loop around the tile function, as in a hand-written kernel.
-      const unsigned u = cluster_id();
-      if (u < p.num_units) tiles_here = run_unit(u, one_d, traced, body);
+      // One unit per cluster (the grid has one cluster per unit): no loop around the tile
+      // function, as in a hand-written kernel.
+      tiles_here = run_unit(cluster_id(), traced, body);
       if (p.stats && thread0()) record(tiles_here);
       finish();
       return;
     }
+    // Kept in a register: the compiler would otherwise reload the parameters behind them for
+    // every unit.
+    unsigned flags = traced ? 1u : 0u;
+    asm volatile("" : "+r"(flags));
     uint2 r = make_uint2(0, 0);
     bool need = SCHED == SCHED_STEAL && !own_first();  // the next step reads a response
     if (!need) r = own();
@@ -679,7 +689,7 @@ struct Scheduler {
     for (;;) {
       if (SCHED == SCHED_STEAL && need) {
         // The first response, or (with nothing claimed ahead) the next one: claim now.
-        if (leader && !ring->exhausted && ring->pub == k) publish(result(issue()));
+        if (leader_warp && leader && lead_ready()) publish(result(issue()));
         r = consume();
         need = false;
         continue;
@@ -689,23 +699,21 @@ struct Scheduler {
       if (SCHED == SCHED_CLC && leader) clc_request();
 #endif
       uint2 ahead = make_uint2(NONE, 0);  // a STEAL claim in flight while the units run
-      if (SCHED == SCHED_STEAL && leader && claims()) {
+      if (SCHED == SCHED_STEAL && leader_warp && leader && claims()) {
         if (claim_ahead()) ahead = issue();
         ring->t0 = clock64();
       }
       // Not unrolled: the optimiser would copy the tile function into every unrolled path,
-      // multiplying NVRTC's time and the code. The unit index of FIXED and STATIC stays in
-      // uniform registers (as blockIdx does in a hand-written kernel), so the tile
-      // function's index arithmetic runs on the uniform datapath.
+      // multiplying NVRTC's time and the code.
 #pragma unroll 1
-      for (unsigned i = 0; i < r.y; i++) tiles_here += run_unit(r.x + i, one_d, traced, body);
-      if (SCHED == SCHED_STEAL && leader && claims()) {
+      for (unsigned i = 0; i < r.y; i++) tiles_here += run_unit(r.x + i, flags & 1u, body);
+      if (SCHED == SCHED_STEAL && leader_warp && leader && claims()) {
         // The leader's own view of how long a unit takes, for the size of its next claims.
         unsigned per = (unsigned)min(clock64() - ring->t0, 0x7fffffffll) / r.y, t = ring->t_unit;
         ring->t_unit = t ? (t + per + 1) / 2 : max(per, 1u);
-        if (ahead.x != NONE || ahead.y != 0) publish(result(ahead));
+        if (ahead_pending(ahead)) publish(result(ahead));
       }
-      if (SCHED == SCHED_FIXED || (SCHED == SCHED_STEAL && !claims())) break;
+      if (SCHED == SCHED_STEAL && !claims()) break;
       if (SCHED == SCHED_STATIC) {
         unsigned n = r.x + (CS > 1 ? ptx::sreg_nclusterid_x() : gridDim.x);
         r = make_uint2(n, n < p.num_units && n > r.x ? 1u : 0u);

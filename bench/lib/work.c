@@ -147,12 +147,15 @@ static void run_class(int cls, unsigned long long ntiles, unsigned base, const u
 void bench_work(void) {
   const unsigned long long n = quick ? 4000 : 20000;
   static const unsigned c124[] = {1, 2, 4}, c12[] = {1, 2}, c1[] = {1};
+  const char *only = getenv("CLCRT_BENCH_CLASS"); /* one class (profiling runs) */
   printf("\ncompute tiles of unequal cost (ratio: best hand-written reference / contender)\n");
-  run_class(SKEW, n, 1000, c124, 3);
-  run_class(RAMP, n, 1000, c124, 3);
-  run_class(LOGNORMAL, n, 1000, c12, 2);
-  run_class(TRIANGLE, quick ? 2048 : 4096, 4000, c1, 1);
-  run_class(UNIFORM, n, 1000, c1, 1);
+#define CLASS(c) (!only || !strcmp(only, k_class_names[c]))
+  if (CLASS(SKEW)) run_class(SKEW, n, 1000, c124, 3);
+  if (CLASS(RAMP)) run_class(RAMP, n, 1000, c124, 3);
+  if (CLASS(LOGNORMAL)) run_class(LOGNORMAL, n, 1000, c12, 2);
+  if (CLASS(TRIANGLE)) run_class(TRIANGLE, quick ? 2048 : 4096, 4000, c1, 1);
+  if (CLASS(UNIFORM)) run_class(UNIFORM, n, 1000, c1, 1);
+#undef CLASS
 }
 
 /* Section "armed": what it costs that STEAL runs may be preempted when nothing urgent comes.
