@@ -1,5 +1,6 @@
 /* clcrt: compile tile functions ahead of time, inspect and compare cubins, manage the
- * compile cache. The manual is docs/tool.md; `clcrt COMMAND --help` prints each command's. */
+ * compile cache, summarise and draw timeline traces. The manual is docs/tool.md; `clcrt
+ * COMMAND --help` prints each command's. */
 #include <stdio.h>
 #include <string.h>
 
@@ -14,13 +15,15 @@ static const char usage[] =
     "  inspect   show a cubin's architecture and each kernel's resources\n"
     "  diff      compare two cubins kernel by kernel; fail a CI check when resources grow\n"
     "  cache     list, describe or clear the compile cache\n"
+    "  trace     summarise a timeline trace (JSON) or draw it as a PNG or SVG picture\n"
     "\n"
     "Options:\n"
     "  -h, --help     this text (COMMAND --help: that command's)\n"
     "  --version      the clcrt version\n"
     "\n"
     "Exit codes: 0 success; 1 diff --fail-on found growth; 2 usage error; 3 bad or\n"
-    "unreadable input file; 4 compile error; 5 a needed external tool (nvdisasm) is missing.\n";
+    "unreadable input file (or an output that cannot be written); 4 compile error; 5 a\n"
+    "needed external tool (nvdisasm) is missing.\n";
 
 int tool_wants_help(int argc, char **argv) {
   for (int i = 1; i < argc; i++) {
@@ -48,6 +51,7 @@ int main(int argc, char **argv) {
   if (strcmp(cmd, "inspect") == 0) return cmd_inspect(argc - 1, argv + 1);
   if (strcmp(cmd, "diff") == 0) return cmd_diff(argc - 1, argv + 1);
   if (strcmp(cmd, "cache") == 0) return cmd_cache(argc - 1, argv + 1);
+  if (strcmp(cmd, "trace") == 0) return cmd_trace(argc - 1, argv + 1);
   fprintf(stderr, "clcrt: unknown command '%s'\n\n%s", cmd, usage);
   return TOOL_USAGE;
 }

@@ -1,11 +1,12 @@
 /* The clcrt command-line tool: shared declarations. Each subcommand lives in its own file
- * (compile.c, inspect.c, diff.c, cache.c); clcrt.c dispatches. docs/tool.md is the manual. */
+ * (compile.c, inspect.c, diff.c, cache.c, trace.c); clcrt.c dispatches. docs/tool.md is the manual. */
 #ifndef CLCRT_TOOL_H
 #define CLCRT_TOOL_H
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 
+#include "clcrt.h"
 #include "cubin.h"
 
 /* Exit codes, documented in docs/tool.md; scripts depend on them, so they never change. */
@@ -63,4 +64,22 @@ int cmd_compile(int argc, char **argv);
 int cmd_inspect(int argc, char **argv);
 int cmd_diff(int argc, char **argv);
 int cmd_cache(int argc, char **argv);
+int cmd_trace(int argc, char **argv);
+
+/* clcrt trace draw (trace_draw.c): the timeline as a PNG or an SVG picture. */
+typedef struct tool_draw_opts {
+  const char *out;  /* *.png or *.svg */
+  int svg;
+  int width, height;
+  long long run;    /* the run drawn, -1: all runs on one time axis */
+} tool_draw_opts;
+/* TOOL_OK, or TOOL_BADINPUT with the reason in err (the output could not be written). */
+int tool_trace_draw(const clcrt_trace *t, const clcrt_trace_summary *s, const tool_draw_opts *o, char *err,
+                    size_t errlen);
+
+/* The picture font (trace_font.c): TOOL_FONT_H strings of TOOL_FONT_W characters, '#' for
+ * ink, for a code point (U+00B5 is 'µ'; others outside printable ASCII draw as '?'). */
+#define TOOL_FONT_W 5
+#define TOOL_FONT_H 7
+const char *const *tool_font_glyph(unsigned cp);
 #endif
