@@ -1,20 +1,24 @@
-/* Traces as Chrome/Perfetto trace-event JSON: clcrt_trace_save_json and
- * clcrt_trace_load_json.
+/* Traces as Chrome/Perfetto trace-event JSON: clcrt_trace_save_json (trace_load.c reads
+ * the files back).
  *
  * The file:
  *   {"displayTimeUnit":"ns",
  *    "otherData":{"clcrt_trace_version":1,"records":N,"dropped":D,"runs":R,"t0_ns":T},
  *    "traceEvents":[
  *     {"ph":"M","pid":1,"tid":6,"ts":0,"name":"process_name","args":{"name":"run 0"}},
- *     {"ph":"M","pid":1,"tid":6,"ts":0,"name":"thread_name","args":{"name":"SM 5"}}, ...
+ *     {"ph":"M","pid":1,"tid":6,"ts":0,"name":"thread_name","args":{"name":"SM 5"}},
+ *     {"ph":"M","pid":1,"tid":1030,"ts":0,"name":"thread_name","args":{"name":"SM 5 lane 1"}}, ...
  *     {"ph":"X","pid":1,"tid":6,"ts":0.250,"dur":1.125,"name":"tile 12","cat":"stolen",
  *      "args":{"tile":12,"unit":3,"cluster":2,"cta_rank":0,"sm":5,"stolen":true,
  *              "start_ns":1732000000000000250,"end_ns":1732000000000001375,"run":0}}, ...]}
  *
- *   - One process per run, one thread (track) per SM of that run, one complete event per
- *     tile. pid is run + 1 and tid is sm + 1: Perfetto treats pid 0 and tid 0 as the
- *     kernel's idle task (its maintainers ask synthetic traces to start at 1). The names
- *     ("run 0", "SM 5") and the sort indices carry the real numbers.
+ *   - One process per run, one complete event per tile, and per SM as many threads
+ *     (tracks) as it ran tiles at once, since Perfetto drops complete events that overlap
+ *     on a track without nesting (see assign_lanes). pid is run + 1 and tid is
+ *     1 + sm + 1024 * lane, so an SM whose tiles never overlap is tid sm + 1: Perfetto
+ *     treats pid 0 and tid 0 as the kernel's idle task (its maintainers ask synthetic
+ *     traces to start at 1). Names ("run 0", "SM 5", "SM 5 lane 1") and sort indices carry
+ *     the real numbers.
  *   - ts and dur are microseconds with three decimals (exact nanoseconds), ts counted from
  *     the trace's first start (t0_ns): %globaltimer values near 1.7e18 ns do not survive a
  *     double, small offsets do. The records' own fields are in args as integers, and
@@ -23,7 +27,7 @@
  *   - Events carry no arrays: Perfetto's tokenizer refuses arrays at an event's top level.
  *
  * The writer formats every number itself into a 1 MiB buffer (no printf per field): a
- * trace of a million tiles is about 240 MB of JSON, and the target is a second. */
+ * trace of a million tiles is about 245 MB of JSON, and the target is a second. */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdint.h>
@@ -97,16 +101,121 @@ static inline void wus(wbuf *w, uint64_t ns) {
   wput(w, t, 4);
 }
 
-/* Distinct (run, sm) pairs, sorted, for the process and thread names. An open-addressing
- * set sized for the most pairs there can be (a run has at most CLCRT_TRACE_MAX_SMS). */
+/* Tracks. Perfetto drops a complete event that overlaps another on its track without
+ * nesting in it, and the CTAs sharing an SM overlap all the time; so each SM gets as many
+ * tracks ("lanes") as it ran tiles at once: a tile takes the lowest-numbered lane free at
+ * its start (lane 0 is "SM k", the others "SM k lane j"). tid = 1 + sm + 1024 * lane. */
+#define MAX_LANE ((1u << 20) - 1) /* tids stay below 2^30; a deeper SM shares its last lane */
+
+typedef struct busy {
+  uint64_t end;
+  uint32_t lane;
+} busy;
+
+static int busy_less(busy a, busy b) { return a.end < b.end || (a.end == b.end && a.lane < b.lane); }
+
+static void busy_push(busy *h, size_t *n, busy v) {
+  size_t i = (*n)++;
+  for (; i && busy_less(v, h[(i - 1) / 2]); i = (i - 1) / 2) h[i] = h[(i - 1) / 2];
+  h[i] = v;
+}
+
+static busy busy_pop(busy *h, size_t *n) {
+  busy top = h[0], v = h[--*n];
+  size_t i = 0;
+  for (;;) {
+    size_t c = 2 * i + 1;
+    if (c >= *n) break;
+    if (c + 1 < *n && busy_less(h[c + 1], h[c])) c++;
+    if (!busy_less(h[c], v)) break;
+    h[i] = h[c];
+    i = c;
+  }
+  h[i] = v;
+  return top;
+}
+
+static void lane_push(uint32_t *h, size_t *n, uint32_t v) {
+  size_t i = (*n)++;
+  for (; i && v < h[(i - 1) / 2]; i = (i - 1) / 2) h[i] = h[(i - 1) / 2];
+  h[i] = v;
+}
+
+static uint32_t lane_pop(uint32_t *h, size_t *n) {
+  uint32_t top = h[0], v = h[--*n];
+  size_t i = 0;
+  for (;;) {
+    size_t c = 2 * i + 1;
+    if (c >= *n) break;
+    if (c + 1 < *n && h[c + 1] < h[c]) c++;
+    if (h[c] >= v) break;
+    h[i] = h[c];
+    i = c;
+  }
+  h[i] = v;
+  return top;
+}
+
+/* Each record's lane, SM by SM in start order (a heap of busy lanes by end, a heap of
+ * free lanes by number: O(n log lanes)). NULL when memory runs out. */
+static uint32_t *assign_lanes(const clcrt_trace *t, uint32_t *max_lane) {
+  size_t n = t->count, maxc = 1;
+  uint32_t *first = clcrt__calloc(CLCRT_TRACE_MAX_SMS + 1, sizeof *first);
+  uint32_t *order = clcrt__malloc((n ? n : 1) * sizeof *order);
+  uint32_t *lane = clcrt__malloc((n ? n : 1) * sizeof *lane);
+  busy *bh = NULL;
+  uint32_t *fh = NULL;
+  *max_lane = 0;
+  if (!first || !order || !lane) goto fail;
+  /* Records grouped by SM, in start order within each (a counting sort). */
+  for (size_t i = 0; i < n; i++) first[t->rec[i].sm + 1]++;
+  for (unsigned sm = 0; sm < CLCRT_TRACE_MAX_SMS; sm++) {
+    if (first[sm + 1] > maxc) maxc = first[sm + 1];
+    first[sm + 1] += first[sm];
+  }
+  for (size_t i = 0; i < n; i++) order[first[t->rec[i].sm]++] = (uint32_t)i;
+  if (!(bh = clcrt__malloc(maxc * sizeof *bh)) || !(fh = clcrt__malloc(maxc * sizeof *fh))) goto fail;
+  size_t k = 0;
+  for (unsigned sm = 0; sm < CLCRT_TRACE_MAX_SMS; sm++) {
+    size_t nb = 0, nf = 0;
+    uint32_t lanes = 0;
+    for (; k < first[sm]; k++) { /* first[sm] is now the end of SM sm's records */
+      const clcrt_trace_record *r = &t->rec[order[k]];
+      while (nb && bh[0].end <= r->start_ns) lane_push(fh, &nf, busy_pop(bh, &nb).lane);
+      uint32_t l = nf ? lane_pop(fh, &nf) : lanes++;
+      busy_push(bh, &nb, (busy){r->end_ns, l});
+      lane[order[k]] = l;
+      if (l > *max_lane) *max_lane = l;
+    }
+  }
+  clcrt__free(first);
+  clcrt__free(order);
+  clcrt__free(bh);
+  clcrt__free(fh);
+  return lane;
+fail:
+  clcrt__free(first);
+  clcrt__free(order);
+  clcrt__free(lane);
+  clcrt__free(bh);
+  clcrt__free(fh);
+  return NULL;
+}
+
+static uint64_t tid_of(const clcrt_trace_record *r, uint32_t lane) {
+  return 1 + (uint64_t)r->sm + 1024ull * (lane < MAX_LANE ? lane : MAX_LANE);
+}
+
 static int u64_cmp(const void *a, const void *b) {
   uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
   return x < y ? -1 : x > y;
 }
 
-static uint64_t *track_pairs(const clcrt_trace *t, size_t *npairs) {
-  size_t bound = t->runs * (size_t)CLCRT_TRACE_MAX_SMS;
-  if (bound > t->count) bound = t->count;
+/* Distinct (run, tid) pairs, sorted, for the process and thread names: an open-addressing
+ * set sized for the most tracks there can be. */
+static uint64_t *track_keys(const clcrt_trace *t, const uint32_t *lane, uint32_t max_lane, size_t *nkeys) {
+  size_t bound = t->count, per_run = (size_t)CLCRT_TRACE_MAX_SMS * ((size_t)max_lane + 1);
+  if (t->runs && per_run <= SIZE_MAX / t->runs && t->runs * per_run < bound) bound = t->runs * per_run;
   size_t cap = 16;
   while (cap < 2 * bound) cap *= 2;
   uint64_t *set = clcrt__calloc(cap, sizeof *set);
@@ -117,26 +226,27 @@ static uint64_t *track_pairs(const clcrt_trace *t, size_t *npairs) {
     return NULL;
   }
   size_t n = 0;
-  uint64_t prev = UINT64_MAX;
+  uint64_t prev = 0;
   for (size_t i = 0; i < t->count; i++) {
-    uint64_t key = ((uint64_t)t->rec[i].run << 16 | t->rec[i].sm) + 1; /* 0 marks an empty slot */
+    uint64_t key = (uint64_t)t->rec[i].run << 32 | tid_of(&t->rec[i], lane[i]); /* never 0: tid >= 1 */
     if (key == prev) continue;
     prev = key;
     size_t h = (size_t)((key * 0x9E3779B97F4A7C15ull) >> 20) & (cap - 1);
     while (set[h] && set[h] != key) h = (h + 1) & (cap - 1);
     if (!set[h]) {
       set[h] = key;
-      list[n++] = key - 1;
+      list[n++] = key;
     }
   }
   clcrt__free(set);
   qsort(list, n, sizeof *list, u64_cmp);
-  *npairs = n;
+  *nkeys = n;
   return list;
 }
 
+/* A metadata event: args {argkey: value}, or {argkey: "prefix<value>[ lane <lane>]"}. */
 static void write_meta(wbuf *w, uint64_t pid, uint64_t tid, const char *name, const char *argkey, const char *prefix,
-                       uint64_t value, int *first) {
+                       uint64_t value, uint64_t lane, int *first) {
   if (!*first) WLIT(w, ",\n");
   *first = 0;
   WLIT(w, "{\"ph\":\"M\",\"pid\":");
@@ -152,6 +262,10 @@ static void write_meta(wbuf *w, uint64_t pid, uint64_t tid, const char *name, co
     WLIT(w, "\"");
     wput(w, prefix, strlen(prefix));
     wu64(w, value);
+    if (lane) {
+      WLIT(w, " lane ");
+      wu64(w, lane);
+    }
     WLIT(w, "\"}}");
   } else {
     wu64(w, value);
@@ -160,7 +274,7 @@ static void write_meta(wbuf *w, uint64_t pid, uint64_t tid, const char *name, co
   wmaybe(w);
 }
 
-static void write_trace(wbuf *w, const clcrt_trace *t, const uint64_t *pairs, size_t npairs) {
+static void write_trace(wbuf *w, const clcrt_trace *t, const uint32_t *lane, const uint64_t *keys, size_t nkeys) {
   uint64_t t0 = t->count ? t->rec[0].start_ns : 0;
   WLIT(w, "{\"displayTimeUnit\":\"ns\",\n\"otherData\":{\"clcrt_trace_version\":");
   wu64(w, CLCRT__TRACE_JSON_VERSION);
@@ -174,15 +288,15 @@ static void write_trace(wbuf *w, const clcrt_trace *t, const uint64_t *pairs, si
   wu64(w, t0);
   WLIT(w, "},\n\"traceEvents\":[\n");
   int first = 1;
-  for (size_t i = 0; i < npairs; i++) {
-    uint64_t run = pairs[i] >> 16, sm = pairs[i] & 0xffff;
-    if (i == 0 || run != pairs[i - 1] >> 16) {
-      /* A process's name event goes on a track that exists, its first SM's. */
-      write_meta(w, run + 1, sm + 1, "process_name", "name", "run ", run, &first);
-      write_meta(w, run + 1, sm + 1, "process_sort_index", "sort_index", NULL, run, &first);
+  for (size_t i = 0; i < nkeys; i++) {
+    uint64_t run = keys[i] >> 32, tid = keys[i] & 0xffffffffu, sm = (tid - 1) % 1024, ln = (tid - 1) / 1024;
+    if (i == 0 || run != keys[i - 1] >> 32) {
+      /* A process's name event goes on a track that exists, its first. */
+      write_meta(w, run + 1, tid, "process_name", "name", "run ", run, 0, &first);
+      write_meta(w, run + 1, tid, "process_sort_index", "sort_index", NULL, run, 0, &first);
     }
-    write_meta(w, run + 1, sm + 1, "thread_name", "name", "SM ", sm, &first);
-    write_meta(w, run + 1, sm + 1, "thread_sort_index", "sort_index", NULL, sm, &first);
+    write_meta(w, run + 1, tid, "thread_name", "name", "SM ", sm, ln, &first);
+    write_meta(w, run + 1, tid, "thread_sort_index", "sort_index", NULL, sm * 1024 + (ln < 1024 ? ln : 1023), 0, &first);
   }
   for (size_t i = 0; i < t->count && !w->err; i++) {
     const clcrt_trace_record *r = &t->rec[i];
@@ -192,7 +306,7 @@ static void write_trace(wbuf *w, const clcrt_trace *t, const uint64_t *pairs, si
     WLIT(w, "{\"ph\":\"X\",\"pid\":");
     wu64(w, (uint64_t)r->run + 1);
     WLIT(w, ",\"tid\":");
-    wu64(w, (uint64_t)r->sm + 1);
+    wu64(w, tid_of(r, lane[i]));
     WLIT(w, ",\"ts\":");
     wus(w, r->start_ns - t0);
     WLIT(w, ",\"dur\":");
@@ -237,10 +351,11 @@ clcrt_status clcrt_trace_save_json(const clcrt_trace *t, const char *path) {
   clcrt_status st = CLCRT_OK;
   wbuf w = {.fd = -1};
   char *tmp = NULL;
-  size_t npairs = 0;
-  uint64_t *pairs = track_pairs(t, &npairs);
+  size_t nkeys = 0;
+  uint32_t max_lane = 0, *lane = assign_lanes(t, &max_lane);
+  uint64_t *keys = lane ? track_keys(t, lane, max_lane, &nkeys) : NULL;
   w.buf = clcrt__malloc(WBUF_CAP);
-  if (!pairs || !w.buf) {
+  if (!keys || !w.buf) {
     st = clcrt__fail_norts(CLCRT_E_NOMEM, "clcrt_trace_save_json: out of memory");
     goto done;
   }
@@ -262,7 +377,7 @@ clcrt_status clcrt_trace_save_json(const clcrt_trace *t, const char *path) {
     st = clcrt__fail_norts(CLCRT_E_IO, "clcrt_trace_save_json: cannot create %s: %s", tmp ? tmp : path, strerror(errno));
     goto done;
   }
-  write_trace(&w, t, pairs, npairs);
+  write_trace(&w, t, lane, keys, nkeys);
   if (close(w.fd) != 0 && !w.err) w.err = errno;
   w.fd = -1;
   if (w.err) {
@@ -280,6 +395,7 @@ done:
   if (tmp) unlink(tmp);
   clcrt__free(tmp);
   clcrt__free(w.buf);
-  clcrt__free(pairs);
+  clcrt__free(keys);
+  clcrt__free(lane);
   return st;
 }

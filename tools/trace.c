@@ -22,7 +22,7 @@ static const char help[] =
     "         idle time is blank. PNG or SVG, chosen by the name given to -o\n"
     "  -o FILE      the picture (required)\n"
     "  --width W    pixels across (default 1200, 160 to 16384)\n"
-    "  --height H   pixels down (default 800, 120 to 16384)\n"
+    "  --height H   pixels down (default 800, 120 to 16384; at most 2^26 pixels in all)\n"
     "both\n"
     "  --run N      only run N (runs are numbered on their stream from 0); by default all runs\n"
     "               share one time axis\n"
@@ -185,6 +185,8 @@ int cmd_trace(int argc, char **argv) {
   if (optind != argc - 1) return usage("%s", optind >= argc ? "no FILE.json given" : "one FILE.json only");
   const char *path = argv[optind];
   if (draw && json) return usage("%s", "--json is for summary");
+  if (width * height > (1ll << 26)) /* 192 MB of pixels; a bigger picture is a typo more often than a wish */
+    return usage("%s", "--width times --height may be at most 67108864 pixels");
   if (!draw && out) return usage("%s", "-o is for draw");
   if (!draw && (width != 1200 || height != 800)) return usage("%s", "--width and --height are for draw");
   int svg = 0;
