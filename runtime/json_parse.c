@@ -128,9 +128,14 @@ int clcrt__jp_string(clcrt__jp *j, clcrt__jp_span *out) {
     escaped = 1;
     if (p + 1 >= e) return clcrt__jp_fail_at(j, open, "a string that starts here never ends");
     switch (p[1]) {
-    case '"': case '\\': case '/': case 'b': case 'f': case 'n': case 'r': case 't':
-      p += 2;
-      break;
+    case '"':
+    case '\\':
+    case '/':
+    case 'b':
+    case 'f':
+    case 'n':
+    case 'r':
+    case 't': p += 2; break;
     case 'u':
       for (int k = 2; k < 6; k++)
         if (p + k >= e || hex_val(p[k]) < 0) {
@@ -139,9 +144,7 @@ int clcrt__jp_string(clcrt__jp *j, clcrt__jp_span *out) {
         }
       p += 6;
       break;
-    default:
-      j->p = p;
-      return clcrt__jp_fail(j, "invalid escape in a string");
+    default: j->p = p; return clcrt__jp_fail(j, "invalid escape in a string");
     }
   }
   out->s = open + 1;
@@ -194,11 +197,13 @@ int clcrt__jp_number(clcrt__jp *j, clcrt__jp_span *out) {
 
 int clcrt__jp_literal(clcrt__jp *j, clcrt__jp_type *out) {
   clcrt__jp_type t = clcrt__jp_peek(j);
-  const char *word = t == CLCRT__JP_TRUE ? "true" : t == CLCRT__JP_FALSE ? "false" : t == CLCRT__JP_NULL ? "null" : NULL;
+  const char *word = t == CLCRT__JP_TRUE    ? "true"
+                     : t == CLCRT__JP_FALSE ? "false"
+                     : t == CLCRT__JP_NULL  ? "null"
+                                            : NULL;
   if (!word) return clcrt__jp_fail(j, "expected true, false or null");
   size_t n = strlen(word);
-  if ((size_t)(j->end - j->p) < n || memcmp(j->p, word, n) != 0)
-    return clcrt__jp_fail(j, "expected %s", word);
+  if ((size_t)(j->end - j->p) < n || memcmp(j->p, word, n) != 0) return clcrt__jp_fail(j, "expected %s", word);
   j->p += n;
   *out = t;
   return 0;
@@ -206,8 +211,7 @@ int clcrt__jp_literal(clcrt__jp *j, clcrt__jp_type *out) {
 
 static int enter(clcrt__jp *j, clcrt__jp_type want) {
   if (clcrt__jp_peek(j) != want) return clcrt__jp_fail(j, "expected %s", clcrt__jp_type_name(want));
-  if (j->depth >= CLCRT__JP_MAX_DEPTH)
-    return clcrt__jp_fail(j, "values nested more than %d deep", CLCRT__JP_MAX_DEPTH);
+  if (j->depth >= CLCRT__JP_MAX_DEPTH) return clcrt__jp_fail(j, "values nested more than %d deep", CLCRT__JP_MAX_DEPTH);
   j->depth++;
   j->p++;
   return 0;
@@ -227,15 +231,18 @@ int clcrt__jp_object_next(clcrt__jp *j, clcrt__jp_span *key, int *first) {
   }
   char b[16];
   if (!*first) {
-    if (*j->p != ',') return clcrt__jp_fail(j, "expected ',' or '}' after an object member, found %s", describe(j, b, sizeof b));
+    if (*j->p != ',')
+      return clcrt__jp_fail(j, "expected ',' or '}' after an object member, found %s", describe(j, b, sizeof b));
     j->p++;
     skip_ws(j);
   }
   *first = 0;
-  if (j->p >= j->end || *j->p != '"') return clcrt__jp_fail(j, "expected a key (a string), found %s", describe(j, b, sizeof b));
+  if (j->p >= j->end || *j->p != '"')
+    return clcrt__jp_fail(j, "expected a key (a string), found %s", describe(j, b, sizeof b));
   if (clcrt__jp_string(j, key) != 0) return -1;
   skip_ws(j);
-  if (j->p >= j->end || *j->p != ':') return clcrt__jp_fail(j, "expected ':' after a key, found %s", describe(j, b, sizeof b));
+  if (j->p >= j->end || *j->p != ':')
+    return clcrt__jp_fail(j, "expected ':' after a key, found %s", describe(j, b, sizeof b));
   j->p++;
   return 1;
 }
@@ -251,7 +258,8 @@ int clcrt__jp_array_next(clcrt__jp *j, int *first) {
   }
   if (!*first) {
     char b[16];
-    if (*j->p != ',') return clcrt__jp_fail(j, "expected ',' or ']' after an array element, found %s", describe(j, b, sizeof b));
+    if (*j->p != ',')
+      return clcrt__jp_fail(j, "expected ',' or ']' after an array element, found %s", describe(j, b, sizeof b));
     j->p++;
   }
   *first = 0;

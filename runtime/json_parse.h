@@ -48,7 +48,7 @@ const char *clcrt__jp_type_name(clcrt__jp_type t); /* "an object", "a string", .
 int clcrt__jp_string(clcrt__jp *j, clcrt__jp_span *out);
 int clcrt__jp_number(clcrt__jp *j, clcrt__jp_span *out);
 int clcrt__jp_literal(clcrt__jp *j, clcrt__jp_type *out); /* true, false or null */
-int clcrt__jp_skip(clcrt__jp *j);                          /* any value, checked */
+int clcrt__jp_skip(clcrt__jp *j);                         /* any value, checked */
 
 /* Objects: clcrt__jp_object_begin consumes '{'; then each clcrt__jp_object_next returns 1
  * with the next key read and its ':' consumed (the caller takes or skips the value), 0

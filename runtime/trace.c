@@ -99,8 +99,8 @@ clcrt_status clcrt__trace_build(clcrt_trace_record *recs, size_t n, unsigned lon
       goto fail;
     }
     if (recs[i].sm >= CLCRT_TRACE_MAX_SMS) {
-      st = clcrt__fail_norts(bad, "trace: record %zu has SM id %u; SM ids must be below CLCRT_TRACE_MAX_SMS (%d)",
-                             i, (unsigned)recs[i].sm, CLCRT_TRACE_MAX_SMS);
+      st = clcrt__fail_norts(bad, "trace: record %zu has SM id %u; SM ids must be below CLCRT_TRACE_MAX_SMS (%d)", i,
+                             (unsigned)recs[i].sm, CLCRT_TRACE_MAX_SMS);
       goto fail;
     }
     recs[i].reserved = 0;
@@ -179,7 +179,8 @@ typedef struct sm_acc {
 } sm_acc;
 
 clcrt_status clcrt_trace_summarize(const clcrt_trace *t, clcrt_trace_summary *out) {
-  if (!t || !out) return clcrt__fail_norts(CLCRT_E_INVALID, "clcrt_trace_summarize: %s is NULL", t ? "out" : "the trace");
+  if (!t || !out)
+    return clcrt__fail_norts(CLCRT_E_INVALID, "clcrt_trace_summarize: %s is NULL", t ? "out" : "the trace");
   if (out->size < sizeof(size_t) || out->size > sizeof *out)
     return clcrt__fail_norts(CLCRT_E_INVALID,
                              "clcrt_trace_summarize: out->size is %zu; set it to sizeof(clcrt_trace_summary) (%zu)",

@@ -13,7 +13,7 @@ struct clcrt_trace {
   clcrt_trace_record *rec; /* NULL when count is 0 */
   size_t count;
   unsigned long long dropped;
-  size_t runs;             /* distinct run numbers among the records */
+  size_t runs; /* distinct run numbers among the records */
 };
 
 /* For stream.c: a trace from records copied off the device. Takes ownership of `records`
@@ -28,8 +28,8 @@ clcrt_status clcrt__trace_adopt(clcrt_trace_record *records, size_t count, unsig
 /* The same for trace_json.c and clcrt_trace_create: `bad` is the status a record that
  * breaks the rules above gets (CLCRT_E_INVALID for the caller's records), and holes are
  * kept unless drop_holes. */
-clcrt_status clcrt__trace_build(clcrt_trace_record *records, size_t count, unsigned long long dropped,
-                                int drop_holes, clcrt_status bad, clcrt_trace **out);
+clcrt_status clcrt__trace_build(clcrt_trace_record *records, size_t count, unsigned long long dropped, int drop_holes,
+                                clcrt_status bad, clcrt_trace **out);
 
 /* The JSON trace format's version, written as otherData.clcrt_trace_version. */
 #define CLCRT__TRACE_JSON_VERSION 1

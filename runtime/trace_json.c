@@ -296,7 +296,8 @@ static void write_trace(wbuf *w, const clcrt_trace *t, const uint32_t *lane, con
       write_meta(w, run + 1, tid, "process_sort_index", "sort_index", NULL, run, 0, &first);
     }
     write_meta(w, run + 1, tid, "thread_name", "name", "SM ", sm, ln, &first);
-    write_meta(w, run + 1, tid, "thread_sort_index", "sort_index", NULL, sm * 1024 + (ln < 1024 ? ln : 1023), 0, &first);
+    write_meta(w, run + 1, tid, "thread_sort_index", "sort_index", NULL, sm * 1024 + (ln < 1024 ? ln : 1023), 0,
+               &first);
   }
   for (size_t i = 0; i < t->count && !w->err; i++) {
     const clcrt_trace_record *r = &t->rec[i];
@@ -344,7 +345,8 @@ static void write_trace(wbuf *w, const clcrt_trace *t, const uint32_t *lane, con
 
 /* A regular file (or a new one) is written under a temporary name and renamed, so a
  * failed save never leaves a half-written trace where a good one was; anything else (a
- * device, a FIFO, a symbolic link) is written in place. */
+ * device, a FIFO, a symbolic link), or a file whose directory we may not write, is
+ * written in place. */
 clcrt_status clcrt_trace_save_json(const clcrt_trace *t, const char *path) {
   if (!t || !path)
     return clcrt__fail_norts(CLCRT_E_INVALID, "clcrt_trace_save_json: %s is NULL", t ? "path" : "the trace");
@@ -372,9 +374,16 @@ clcrt_status clcrt_trace_save_json(const clcrt_trace *t, const char *path) {
     }
     snprintf(tmp, n, "%s.tmp-%ld-%lu", path, (long)getpid(), __atomic_add_fetch(&counter, 1, __ATOMIC_RELAXED));
     w.fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+    if (w.fd < 0 && errno == EACCES && access(path, W_OK) == 0) {
+      /* A writable file in a directory we may not create files in: write it in place. */
+      clcrt__free(tmp);
+      tmp = NULL;
+      w.fd = open(path, O_WRONLY | O_TRUNC | O_CLOEXEC);
+    }
   }
   if (w.fd < 0) {
-    st = clcrt__fail_norts(CLCRT_E_IO, "clcrt_trace_save_json: cannot create %s: %s", tmp ? tmp : path, strerror(errno));
+    st =
+        clcrt__fail_norts(CLCRT_E_IO, "clcrt_trace_save_json: cannot create %s: %s", tmp ? tmp : path, strerror(errno));
     goto done;
   }
   write_trace(&w, t, lane, keys, nkeys);

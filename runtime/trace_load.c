@@ -46,12 +46,18 @@ static const struct field {
   unsigned bit;
   uint64_t max;
 } fields[] = {
-#define FIELD(name, bit, max) {name, sizeof(name) - 1, bit, max}
-    FIELD("tile", F_TILE, UINT64_MAX),      FIELD("unit", F_UNIT, UINT32_MAX),
-    FIELD("cluster", F_CLUSTER, UINT32_MAX), FIELD("cta_rank", F_RANK, UINT8_MAX),
-    FIELD("sm", F_SM, CLCRT_TRACE_MAX_SMS - 1), FIELD("stolen", F_STOLEN, 1),
-    FIELD("start_ns", F_START, UINT64_MAX),  FIELD("end_ns", F_END, UINT64_MAX),
-    FIELD("run", F_RUN, UINT32_MAX),         FIELD("flags", F_FLAGS, UINT8_MAX),
+#define FIELD(name, bit, max)                                                                                          \
+  { name, sizeof(name) - 1, bit, max }
+    FIELD("tile", F_TILE, UINT64_MAX),
+    FIELD("unit", F_UNIT, UINT32_MAX),
+    FIELD("cluster", F_CLUSTER, UINT32_MAX),
+    FIELD("cta_rank", F_RANK, UINT8_MAX),
+    FIELD("sm", F_SM, CLCRT_TRACE_MAX_SMS - 1),
+    FIELD("stolen", F_STOLEN, 1),
+    FIELD("start_ns", F_START, UINT64_MAX),
+    FIELD("end_ns", F_END, UINT64_MAX),
+    FIELD("run", F_RUN, UINT32_MAX),
+    FIELD("flags", F_FLAGS, UINT8_MAX),
 #undef FIELD
 };
 #define NFIELDS (sizeof fields / sizeof fields[0])
@@ -74,13 +80,12 @@ typedef struct loader {
   int ctx;         /* what is being read, for messages: CTX_* */
 } loader;
 
-enum { CTX_OTHER, CTX_EVENT, CTX_ARGS, CTX_DOC };
+enum { CTX_OTHER, CTX_EVENT, CTX_ARGS };
 
 /* Names what is being read ("traceEvents[12].args"); only formatted when something failed. */
 static const char *ctx_name(const loader *l, char *buf, size_t n) {
   switch (l->ctx) {
   case CTX_OTHER: return "otherData";
-  case CTX_DOC: return "the document";
   default: snprintf(buf, n, "traceEvents[%zu]%s", l->event, l->ctx == CTX_ARGS ? ".args" : ""); return buf;
   }
 }
@@ -104,8 +109,7 @@ static int read_uint(loader *l, const char *name, uint64_t max, uint64_t *v) {
                              s.n > 40 ? "..." : "", why);
   if (*v > max)
     return clcrt__jp_fail_at(j, at, "%s.%s = %llu is out of range (at most %llu)", ctx_name(l, where, sizeof where),
-                             name, (unsigned long long)*v,
-                             (unsigned long long)max);
+                             name, (unsigned long long)*v, (unsigned long long)max);
   return 0;
 }
 
@@ -199,8 +203,9 @@ static int read_event(loader *l) {
       name = KEY(key, "ts") ? "ts" : "dur";
       if (t != CLCRT__JP_NUMBER) want = "a number";
       else if (clcrt__jp_number(j, &s)) return -1;
-      else if (name[0] == 'd' && s.s[0] == '-') /* "-0" and "-0.000" are no negative durations */
-        for (size_t i = 1; i < s.n && !neg_dur && s.s[i] != 'e' && s.s[i] != 'E'; i++) neg_dur = s.s[i] >= '1' && s.s[i] <= '9';
+      else if (name[0] == 'd' && s.s[0] == '-') /* "-0" and "-0.000e5" are no negative durations */
+        for (size_t i = 1; i < s.n && !neg_dur && s.s[i] != 'e' && s.s[i] != 'E'; i++)
+          neg_dur = s.s[i] >= '1' && s.s[i] <= '9';
     } else if (KEY(key, "pid") || KEY(key, "tid")) {
       name = KEY(key, "pid") ? "pid" : "tid";
       if (t != CLCRT__JP_NUMBER && t != CLCRT__JP_STRING) want = "a number or a string";
@@ -227,8 +232,8 @@ static int read_event(loader *l) {
   if (neg_dur) return clcrt__jp_fail_at(j, at, "%s: negative dur", ctx_name(l, where, sizeof where));
   if (r.end_ns < r.start_ns)
     return clcrt__jp_fail_at(j, at, "%s: negative duration (args.end_ns %llu is before args.start_ns %llu)",
-                             ctx_name(l, where, sizeof where),
-                             (unsigned long long)r.end_ns, (unsigned long long)r.start_ns);
+                             ctx_name(l, where, sizeof where), (unsigned long long)r.end_ns,
+                             (unsigned long long)r.start_ns);
   return push(l, &r);
 }
 
@@ -258,6 +263,7 @@ static int read_other(loader *l) {
   if (clcrt__jp_object_begin(j)) return -1;
   while ((rc = clcrt__jp_object_next(j, &key, &first)) == 1) {
     uint64_t v;
+    clcrt__jp_peek(j); /* past the whitespace, so that `at` is the value's place */
     const char *at = j->p;
     if (KEY(key, "clcrt_trace_version")) {
       if (read_uint(l, "clcrt_trace_version", UINT64_MAX, &v)) return -1;
@@ -302,8 +308,9 @@ static int read_doc(loader *l) {
   }
   if (clcrt__jp_finish(j)) return -1;
   if (!l->n && !l->have_version)
-    return clcrt__jp_fail_at(j, j->base, "no clcrt tile events (\"ph\":\"X\" with clcrt's args) and no "
-                                         "otherData.clcrt_trace_version: not a trace written by clcrt_trace_save_json");
+    return clcrt__jp_fail_at(j, j->base,
+                             "no clcrt tile events (\"ph\":\"X\" with clcrt's args) and no "
+                             "otherData.clcrt_trace_version: not a trace written by clcrt_trace_save_json");
   if (l->have_count && l->count != l->n)
     return clcrt__jp_fail_at(j, j->base, "otherData.records says %llu tile events, the file holds %zu (cut or edited?)",
                              (unsigned long long)l->count, l->n);

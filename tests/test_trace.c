@@ -258,7 +258,7 @@ START_TEST(summary_by_hand) {
   ck_assert_double_eq_tol(s.busy_fraction[3], 0.2, 1e-12);
   ck_assert_double_eq_tol(s.busy_mean, (1.0 + 0.6 + 0.2) / 3, 1e-12);
   ck_assert_double_eq_tol(s.imbalance, 100.0 / (180.0 / 3), 1e-12);
-  ck_assert_double_eq(s.tail_ns, 100 - 60); /* SM 3 stopped first, at 60 */
+  ck_assert_double_eq(s.tail_ns, 100 - 60);   /* SM 3 stopped first, at 60 */
   ck_assert_double_eq(s.busy_fraction[4], 0); /* beyond num_sms: zero, not left as it was */
   clcrt_trace_destroy(t);
 
@@ -321,13 +321,16 @@ static const char perfetto_check[] =
     "        for k in ('tile', 'unit', 'cluster', 'cta_rank', 'sm', 'start_ns', 'end_ns', 'run'):\n"
     "            assert type(a[k]) is int and a[k] >= 0, (k, e)\n"
     "        assert type(a['stolen']) is bool and e['cat'] == ('stolen' if a['stolen'] else 'own'), e\n"
-    "        assert e['pid'] == a['run'] + 1 and (e['tid'] - 1) % 1024 == a['sm'] and e['name'] == 'tile %d' % a['tile'], e\n"
+    "        assert e['pid'] == a['run'] + 1 and (e['tid'] - 1) % 1024 == a['sm'], e\n"
+    "        assert e['name'] == 'tile %d' % a['tile'], e\n"
     "        assert round(e['ts'] * 1000) == a['start_ns'] - od['t0_ns'], e\n"
     "        assert round(e['dur'] * 1000) == a['end_ns'] - a['start_ns'], e\n"
-    "        used.add((e['pid'], e['tid'])); tracks.setdefault((e['pid'], e['tid']), []).append((a['start_ns'], a['end_ns']))\n"
+    "        used.add((e['pid'], e['tid']))\n"
+    "        tracks.setdefault((e['pid'], e['tid']), []).append((a['start_ns'], a['end_ns']))\n"
     "    elif e['ph'] == 'M':\n"
     "        assert isinstance(e['args'], dict), e\n"
-    "        if e['name'] == 'process_name': procs.add(e['pid']); assert e['args']['name'] == 'run %d' % (e['pid'] - 1)\n"
+    "        if e['name'] == 'process_name':\n"
+    "            procs.add(e['pid']); assert e['args']['name'] == 'run %d' % (e['pid'] - 1)\n"
     "        elif e['name'] == 'thread_name':\n"
     "            threads.add((e['pid'], e['tid'])); sm, lane = (e['tid'] - 1) % 1024, (e['tid'] - 1) // 1024\n"
     "            assert e['args']['name'] == ('SM %d lane %d' % (sm, lane) if lane else 'SM %d' % sm), e\n"
@@ -498,8 +501,9 @@ static const hostile hostiles[] = {
     {"negative dur", DOC("{\"ph\":\"X\",\"dur\":-1.5,\"args\":{" OK_ARGS ",\"start_ns\":10,\"end_ns\":20}}"),
      "negative dur"},
     {"missing end_ns", DOC(EV(OK_ARGS ",\"start_ns\":10")), "a tile event without args.end_ns"},
-    {"missing sm", DOC(EV("\"tile\":1,\"unit\":1,\"cluster\":0,\"cta_rank\":0,\"stolen\":false,\"run\":0,"
-                          "\"start_ns\":1,\"end_ns\":2")),
+    {"missing sm",
+     DOC(EV("\"tile\":1,\"unit\":1,\"cluster\":0,\"cta_rank\":0,\"stolen\":false,\"run\":0,"
+            "\"start_ns\":1,\"end_ns\":2")),
      "without args.sm"},
     {"records mismatch", "{\"otherData\":{\"clcrt_trace_version\":1,\"records\":2},\"traceEvents\":[" GOOD "]}",
      "says 2 tile events, the file holds 1"},
@@ -516,8 +520,8 @@ static const hostile hostiles[] = {
     {"missing colon", "{\"traceEvents\" []}", "expected ':' after a key"},
     {"bare word", DOC("{\"foo\":tru}"), "expected true"},
     {"a second traceEvents", "{\"traceEvents\":[],\"traceEvents\":[]}", "a second traceEvents"},
-    {"a huge number", NULL, "does not fit in 64 bits"},  /* built below: 100000 digits */
-    {"deep nesting", NULL, "nested more than 64 deep"},  /* built below */
+    {"a huge number", NULL, "does not fit in 64 bits"}, /* built below: 100000 digits */
+    {"deep nesting", NULL, "nested more than 64 deep"}, /* built below */
     {"NUL in a string", NULL, "byte 0x00 inside a string"},
     {"NUL between values", NULL, "byte 0x00"},
 };
@@ -545,7 +549,7 @@ static char *hostile_text(size_t i, size_t *n) {
     memset(b + k, '[', 100000);
     *n = k + 100000;
   } else if (strcmp(h->what, "NUL in a string") == 0) {
-    *n = (size_t)sprintf(b, "{\"traceEvents\":[{\"name\":\"ab") ;
+    *n = (size_t)sprintf(b, "{\"traceEvents\":[{\"name\":\"ab");
     b[(*n)++] = 0;
     *n += (size_t)sprintf(b + *n, "c\"}]}");
   } else {
@@ -691,7 +695,8 @@ static int run(const char *fmt, ...) {
   err_text = slurp(tpath("err"), &n);
   ck_assert_msg(out_text && err_text, "could not read the output of: %s", cmd);
   ck_assert_msg(WIFEXITED(st), "killed: %s", cmd);
-  if (WEXITSTATUS(st) && getenv("CLCRT_TEST_VERBOSE")) fprintf(stderr, "%s: exit %d:\n%s", cmd, WEXITSTATUS(st), err_text);
+  if (WEXITSTATUS(st) && getenv("CLCRT_TEST_VERBOSE"))
+    fprintf(stderr, "%s: exit %d:\n%s", cmd, WEXITSTATUS(st), err_text);
   return WEXITSTATUS(st);
 }
 

@@ -147,9 +147,12 @@ static void print_json(const char *path, long long run, const clcrt_trace_summar
 }
 
 int cmd_trace(int argc, char **argv) {
-  static const struct option opts[] = {{"json", no_argument, NULL, 'j'},        {"run", required_argument, NULL, 'r'},
-                                       {"width", required_argument, NULL, 'W'}, {"height", required_argument, NULL, 'H'},
-                                       {"output", required_argument, NULL, 'o'}, {"help", no_argument, NULL, 'h'},
+  static const struct option opts[] = {{"json", no_argument, NULL, 'j'},
+                                       {"run", required_argument, NULL, 'r'},
+                                       {"width", required_argument, NULL, 'W'},
+                                       {"height", required_argument, NULL, 'H'},
+                                       {"output", required_argument, NULL, 'o'},
+                                       {"help", no_argument, NULL, 'h'},
                                        {0, 0, 0, 0}};
   if (argc < 2 || strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "--help") == 0) {
     fputs(help, argc < 2 ? stderr : stdout);
@@ -178,8 +181,7 @@ int cmd_trace(int argc, char **argv) {
       if (parse_num(optarg, 120, 16384, &height)) return usage("--height wants 120 to 16384 pixels, not '%s'", optarg);
       break;
     case 'h': fputs(help, stdout); return TOOL_OK;
-    default:
-      return usage("unknown option or missing value: '%s'", argv[optind - 1]);
+    default: return usage("unknown option or missing value: '%s'", argv[optind - 1]);
     }
   }
   if (optind != argc - 1) return usage("%s", optind >= argc ? "no FILE.json given" : "one FILE.json only");

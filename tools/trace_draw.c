@@ -23,10 +23,11 @@
 #define SVG_EXACT_MAX 20000
 
 /* 20 colours, strong ones then light ones, so clusters next to each other differ. */
-static const uint8_t palette[20][3] = {
-    {31, 119, 180},  {255, 127, 14},  {44, 160, 44},   {214, 39, 40},   {148, 103, 189}, {140, 86, 75},   {227, 119, 194},
-    {127, 127, 127}, {188, 189, 34},  {23, 190, 207},  {174, 199, 232}, {255, 187, 120}, {152, 223, 138}, {255, 152, 150},
-    {197, 176, 213}, {196, 156, 148}, {247, 182, 210}, {199, 199, 199}, {219, 219, 141}, {158, 218, 229}};
+static const uint8_t palette[20][3] = {{31, 119, 180},  {255, 127, 14},  {44, 160, 44},   {214, 39, 40},
+                                       {148, 103, 189}, {140, 86, 75},   {227, 119, 194}, {127, 127, 127},
+                                       {188, 189, 34},  {23, 190, 207},  {174, 199, 232}, {255, 187, 120},
+                                       {152, 223, 138}, {255, 152, 150}, {197, 176, 213}, {196, 156, 148},
+                                       {247, 182, 210}, {199, 199, 199}, {219, 219, 141}, {158, 218, 229}};
 static const uint8_t ink[3] = {40, 40, 40}, grid[3] = {232, 232, 232}, axis[3] = {110, 110, 110};
 
 typedef struct layout {
@@ -36,11 +37,11 @@ typedef struct layout {
   unsigned nsm;           /* rows */
   double row_h;
   uint8_t lanes[CLCRT_TRACE_MAX_SMS];
-  uint8_t *lane;          /* each record's lane */
-  double step, unit_ns;   /* ticks */
+  uint8_t *lane;        /* each record's lane */
+  double step, unit_ns; /* ticks */
   const char *unit;
   int decimals;
-  unsigned sm_step;       /* label every sm_step-th SM */
+  unsigned sm_step; /* label every sm_step-th SM */
   char title[320];
 } layout;
 
@@ -164,8 +165,9 @@ static int plan(const clcrt_trace *t, const clcrt_trace_summary *sum, const tool
   fmt_time(tail_s, sizeof tail_s, sum->tail_ns);
   int k = snprintf(L->title, sizeof L->title,
                    "%llu tile%s on %u SMs, span %s, tail %s (%.1f%%), imbalance %.2f, busy %.1f%%, %llu stolen",
-                   sum->tiles, sum->tiles == 1 ? "" : "s", sum->num_sms, span_s, tail_s, sum->span_ns > 0 ? 100 * sum->tail_ns / sum->span_ns : 0.0,
-                   sum->imbalance, 100 * sum->busy_mean, sum->steals);
+                   sum->tiles, sum->tiles == 1 ? "" : "s", sum->num_sms, span_s, tail_s,
+                   sum->span_ns > 0 ? 100 * sum->tail_ns / sum->span_ns : 0.0, sum->imbalance, 100 * sum->busy_mean,
+                   sum->steals);
   if (k > 0 && (size_t)k < sizeof L->title && o->run >= 0)
     k += snprintf(L->title + k, sizeof L->title - (size_t)k, ", run %lld", o->run);
   else if (k > 0 && (size_t)k < sizeof L->title && sum->runs > 1)
@@ -356,12 +358,13 @@ static int draw_svg(const clcrt_trace *t, const layout *L, const char *out, char
       double x0 = x_at(L, r[i].start_ns), wd = x_at(L, r[i].end_ns) - x0;
       const uint8_t *c = palette[r[i].cluster % 20];
       fmt_time(b, sizeof b, (double)(r[i].end_ns - r[i].start_ns));
-      fprintf(f,
-              "<rect x=\"%.2f\" y=\"%d\" width=\"%.2f\" height=\"%d\" fill=\"#%02x%02x%02x\" stroke=\"#%02x%02x%02x\" "
-              "stroke-width=\"0.3\"><title>tile %llu, unit %u, cluster %u, rank %u, SM %u, run %u%s, %s</title></rect>\n",
-              x0, y0, wd < 0.5 ? 0.5 : wd, y1 - y0, c[0], c[1], c[2], c[0] * 3 / 5, c[1] * 3 / 5, c[2] * 3 / 5,
-              (unsigned long long)r[i].tile, r[i].unit, r[i].cluster, r[i].cta_rank, r[i].sm, r[i].run,
-              r[i].flags & CLCRT_TRACE_STOLEN ? ", stolen" : "", b);
+      fprintf(
+          f,
+          "<rect x=\"%.2f\" y=\"%d\" width=\"%.2f\" height=\"%d\" fill=\"#%02x%02x%02x\" stroke=\"#%02x%02x%02x\" "
+          "stroke-width=\"0.3\"><title>tile %llu, unit %u, cluster %u, rank %u, SM %u, run %u%s, %s</title></rect>\n",
+          x0, y0, wd < 0.5 ? 0.5 : wd, y1 - y0, c[0], c[1], c[2], c[0] * 3 / 5, c[1] * 3 / 5, c[2] * 3 / 5,
+          (unsigned long long)r[i].tile, r[i].unit, r[i].cluster, r[i].cta_rank, r[i].sm, r[i].run,
+          r[i].flags & CLCRT_TRACE_STOLEN ? ", stolen" : "", b);
     }
   } else if (svg_raster(f, r, n, L)) {
     snprintf(err, errlen, "out of memory");
