@@ -31,6 +31,10 @@ clcrt_status clcrt__trace_adopt(clcrt_trace_record *records, size_t count, unsig
 clcrt_status clcrt__trace_build(clcrt_trace_record *records, size_t count, unsigned long long dropped, int drop_holes,
                                 clcrt_status bad, clcrt_trace **out);
 
+/* clcrt_trace_load_json's parser on text in memory (n bytes, no NUL needed; `name` is
+ * the file's name in messages): the entry point for a fuzzer. */
+clcrt_status clcrt__trace_parse_json(const char *text, size_t n, const char *name, clcrt_trace **out);
+
 /* The JSON trace format's version, written as otherData.clcrt_trace_version. */
 #define CLCRT__TRACE_JSON_VERSION 1
 #endif

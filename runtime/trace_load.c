@@ -364,6 +364,23 @@ done:
   return st;
 }
 
+clcrt_status clcrt__trace_parse_json(const char *text, size_t n, const char *name, clcrt_trace **out) {
+  *out = NULL;
+  if (!n) return clcrt__fail_norts(CLCRT_E_CORRUPT, "clcrt_trace_load_json: %s: the file is empty", name);
+  loader l;
+  memset(&l, 0, sizeof l);
+  l.st = CLCRT_E_CORRUPT;
+  clcrt__jp_init(&l.j, text, n);
+  if (read_doc(&l) != 0) {
+    char where[96];
+    clcrt__jp_where(&l.j, l.j.err_at, where, sizeof where);
+    clcrt__free(l.rec);
+    return clcrt__fail_norts(l.st, "clcrt_trace_load_json: %s: %s: %s", name, where, l.j.err);
+  }
+  /* Already checked record by record, so only memory can fail here. */
+  return clcrt__trace_build(l.rec, l.n, l.dropped, 0, CLCRT_E_CORRUPT, out);
+}
+
 clcrt_status clcrt_trace_load_json(const char *path, clcrt_trace **out) {
   if (!path || !out)
     return clcrt__fail_norts(CLCRT_E_INVALID, "clcrt_trace_load_json: %s is NULL", path ? "out" : "path");
@@ -372,23 +389,7 @@ clcrt_status clcrt_trace_load_json(const char *path, clcrt_trace **out) {
   size_t size = 0;
   clcrt_status st = read_file(path, &data, &size);
   if (st != CLCRT_OK) return st;
-  if (!size) {
-    clcrt__free(data);
-    return clcrt__fail_norts(CLCRT_E_CORRUPT, "clcrt_trace_load_json: %s: the file is empty", path);
-  }
-  loader l;
-  memset(&l, 0, sizeof l);
-  l.st = CLCRT_E_CORRUPT;
-  clcrt__jp_init(&l.j, data, size);
-  if (read_doc(&l) != 0) {
-    char where[96];
-    clcrt__jp_where(&l.j, l.j.err_at, where, sizeof where);
-    st = clcrt__fail_norts(l.st, "clcrt_trace_load_json: %s: %s: %s", path, where, l.j.err);
-    clcrt__free(l.rec);
-    clcrt__free(data);
-    return st;
-  }
+  st = clcrt__trace_parse_json(data, size, path, out);
   clcrt__free(data);
-  /* Already checked record by record, so only memory can fail here. */
-  return clcrt__trace_build(l.rec, l.n, l.dropped, 0, CLCRT_E_CORRUPT, out);
+  return st;
 }
