@@ -1,6 +1,7 @@
 /* GPU suite for the bf16 GEMM tile functions (examples/gemm/gemm.cu) against cuBLAS, on
  * shapes that are awkward for a 128 x 256 x 64 tile: M, N, K not multiples of the tile, K
- * smaller than one k-block, M = 1, N = 8, odd N, split-K with uneven k-ranges, one CTA's tile
+ * smaller than one k-block, M = 1, N = 8, odd N, N even but not a multiple of 8 (no 16-byte
+ * stores), split-K with uneven k-ranges, one CTA's tile
  * of a 2-CTA cluster past the edge; then the grouped GEMM on awkward group lists (empty
  * groups, groups smaller than a tile, one group, a thousand tiny groups, all empty, a token
  * buffer longer than the groups' rows). Every variant under STEAL, STATIC and FIXED.
@@ -118,6 +119,9 @@ static const shape SHAPES[] = {
     {257, 520, 2048, 3},  /* split-K forced, uneven k-ranges, edge tiles */
     {64, 256, 128, 5},    /* more splits than fit: clamped to the k-blocks (2) */
     {1536, 2304, 1024, 0},
+    {200, 1002, 136, 0},  /* even N, not a multiple of 8: no 16-byte stores (the 4-byte path) */
+    {130, 998, 4096, 4},  /* split-K with the same: the last split writes element by element */
+    {96, 4104, 512, 0},   /* N a multiple of 8 past the tile: a 16-byte group alone in its chunk */
 };
 #define NUM_SHAPES ((int)(sizeof SHAPES / sizeof SHAPES[0]))
 
@@ -137,6 +141,7 @@ static void run_dense(ctx *c, clcrt_kernel *k, const gemm_variant *v, const shap
     ws = gpu_alloc(gemm_ws_bytes(v, &a));
     ctr = gpu_alloc(gemm_ctr_bytes(v, &a));
     gpu_fill_u8(ctr, 0, gemm_ctr_bytes(v, &a));
+    gpu_fill_u8(ws, 0, gemm_ws_bytes(v, &a));
     a.ws = ws, a.ctr = ctr;
   }
   char what[160];
@@ -153,12 +158,18 @@ static void run_dense(ctx *c, clcrt_kernel *k, const gemm_variant *v, const shap
     compare(hd, hr, m, n, what);
     sample_fp64(hd, n, ha, hb, 0, 0, m, n, kk, what);
   }
-  if (a.splits > 1) { /* the counters are back at zero for the next run */
+  if (a.splits > 1) { /* the counters and the workspace are back at zero for the next run */
     unsigned *h = malloc(gemm_ctr_bytes(v, &a));
     ck_assert_ptr_nonnull(h);
     gpu_get(h, ctr, gemm_ctr_bytes(v, &a));
     for (size_t i = 0; i < gemm_ctr_bytes(v, &a) / 4; i++) ck_assert_msg(h[i] == 0, "%s: counter %zu = %u", what, i, h[i]);
     free(h);
+    unsigned *w = malloc(gemm_ws_bytes(v, &a));
+    ck_assert_ptr_nonnull(w);
+    gpu_get(w, ws, gemm_ws_bytes(v, &a));
+    for (size_t i = 0; i < gemm_ws_bytes(v, &a) / 4; i++)
+      ck_assert_msg(w[i] == 0, "%s: workspace word %zu = 0x%08x", what, i, w[i]);
+    free(w);
   }
   gpu_free(A), gpu_free(B), gpu_free(D), gpu_free(R), gpu_free(ws), gpu_free(ctr);
   free(ha), free(hb), free(hd), free(hr);
@@ -211,6 +222,7 @@ START_TEST(test_dense_back_to_back) {
     if (a[i].splits > 1) {
       ws[i] = gpu_alloc(gemm_ws_bytes(v, &a[i])), ctr[i] = gpu_alloc(gemm_ctr_bytes(v, &a[i]));
       gpu_fill_u8(ctr[i], 0, gemm_ctr_bytes(v, &a[i]));
+      gpu_fill_u8(ws[i], 0, gemm_ws_bytes(v, &a[i]));
       a[i].ws = ws[i], a[i].ctr = ctr[i];
     }
     ref_gemm(&c, A[i], B[i], R[i], (int)sh[i].m, (int)sh[i].n, (int)sh[i].k, (int)sh[i].n);

@@ -8,7 +8,8 @@
  *   - the GEMM tile functions (examples/gemm/gemm.cu) compile for sm_90a in compile-only
  *     mode, every variant, dense and grouped, under STEAL, STATIC and FIXED, with ptxas
  *     warnings as errors, no stack and no spills (from the cubin), the instructions they
- *     are about in the PTX (wgmma, TMA, multicast), and the host mirror of Args laid out
+ *     are about in the PTX (wgmma, TMA, multicast, stmatrix, vector reductions), and the
+ *     host mirror of Args laid out
  *     exactly like the device struct (checked by NVRTC with static_asserts);
  *   - the clcrt tool compiles and inspects one of them and reports no spills. */
 #include <check.h>
@@ -294,6 +295,12 @@ START_TEST(test_compile) {
                 v->cm > 1 ? "yes" : "no");
   ck_assert_msg(strstr(ptx, "wgmma.wait_group.sync.aligned 1"), "%s: the mainloop must keep a wgmma group in flight",
                 what);
+  /* The staged epilogue (stmatrix, 16-byte stores) where the variant asks for it; split-K
+   * (dense) adds its partials with vector reductions at the L2. */
+  ck_assert_msg((strstr(ptx, "stmatrix.sync.aligned.m8n8.x4.shared.b16") != NULL) == (v->epi != 0),
+                "%s %s: stmatrix in the PTX: want %s", what, v->name, v->epi ? "yes" : "no");
+  ck_assert_msg((strstr(ptx, "red.relaxed.gpu.global.add.v4.f32") != NULL) == !grouped,
+                "%s %s: split-K's vector reduction in the PTX: want %s", what, v->name, grouped ? "no" : "yes");
   printf("test_gemm: %-28s %-10s %3d registers, %6u bytes shared, cold compile %4.0f ms\n", what, v->name,
          info.registers, info.static_smem + info.dynamic_smem, info.compile_ms);
   clcrt_runtime_destroy(rt);

@@ -82,6 +82,7 @@ int main(int argc, char **argv) {
     CHECK_CU(cu->cuMemAlloc(&ws, gemm_ws_bytes(v, &a)));
     CHECK_CU(cu->cuMemAlloc(&ctr, gemm_ctr_bytes(v, &a)));
     CHECK_CU(cu->cuMemsetD8(ctr, 0, gemm_ctr_bytes(v, &a)));
+    CHECK_CU(cu->cuMemsetD8(ws, 0, gemm_ws_bytes(v, &a)));
     a.ws = ws, a.ctr = ctr;
   }
   clcrt_stream *s = NULL;

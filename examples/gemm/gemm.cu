@@ -24,7 +24,9 @@
 //     to tile: clcrt puts no barrier between tiles, so the producer runs ahead into the next
 //     tile (up to STAGES k-blocks) while the consumers finish the current one and store it.
 //   - consumers keep one k-block of wgmma in flight (wait_group 1) and release a stage as
-//     soon as the wgmma that read it is done.
+//     soon as the wgmma that read it is done;
+//   - the epilogue (GEMM_EPI 1) goes through 2 KiB of shared memory per consumer warp:
+//     stmatrix, then whole 128-byte rows of D with 16-byte stores (store_chunk).
 // 1 + 4*NWG warps and no register reallocation: with 288 threads (BM = 128) every thread may
 // hold 224 registers, enough for 128 accumulators; setmaxnreg would need the roles in one
 // if/else at kernel level, which a tile function called per tile is not.
@@ -34,10 +36,10 @@
 // (.multicast::cluster), and each consumer warpgroup releases a stage in both CTAs.
 //
 // Split-K (dense, Args.splits > 1): unit u is (tile u / splits, split u % splits); each split
-// runs its share of the k-blocks; every consumer warp writes its fp32 partial to the
-// workspace and counts itself in on the tile's counter (per warp: no barrier across warps);
-// the last to arrive adds the others' partials, writes the bf16 tile and sets the counter
-// back to 0 for the next run. Nobody waits for another CTA.
+// runs its share of the k-blocks; every consumer warp adds its fp32 partial into the tile's
+// fp32 workspace with vector reductions at the L2 and counts itself in on the tile's counter
+// (per warp: no barrier across warps); the last to arrive reads the sum, writes the bf16 tile
+// and sets workspace and counter back to 0 for the next run. Nobody waits for another CTA.
 #include "clcrt_tilemap.cuh"
 
 #ifndef GEMM_BM
@@ -55,6 +57,9 @@
 #ifndef GEMM_MAX_GROUPS
 #define GEMM_MAX_GROUPS 1024
 #endif
+#ifndef GEMM_EPI  // 1: staged epilogue (stmatrix, 16-byte coalesced stores); 0: 4-byte stores from registers
+#define GEMM_EPI 1
+#endif
 
 namespace gemm {
 
@@ -65,12 +70,18 @@ constexpr unsigned THREADS = NWG * 128 + 32;   // + the producer warp
 constexpr unsigned A_BYTES = BM * BK * 2, B_BYTES = BN * BK * 2, STAGE_BYTES = A_BYTES + B_BYTES;
 constexpr unsigned B_PART = BN / CM;           // rows of the B tile one CTA loads
 constexpr unsigned BAR_OFF = STAGES * STAGE_BYTES;       // full[STAGES], then empty[STAGES]
-constexpr unsigned MAP_OFF = BAR_OFF + 16 * STAGES;      // grouped: the prefix sums
+constexpr unsigned EPI_WARP = 16 * 128;                  // a consumer warp's staging: 16 rows x 64 bf16
+constexpr unsigned EPI_OFF = (BAR_OFF + 16 * STAGES + 127u) & ~127u;
+constexpr unsigned EPI_BYTES = GEMM_EPI ? NCW * EPI_WARP : 0u;
+constexpr unsigned MAP_OFF = EPI_OFF + EPI_BYTES;        // grouped: the prefix sums
 static_assert(BM % 64 == 0 && BM >= 64 && BM <= 256, "BM: 64, 128, 192 or 256 (one consumer warpgroup per 64 rows)");
 static_assert(BN % 64 == 0 && BN >= 64 && BN <= 256, "BN: 64, 128, 192 or 256");
 static_assert(CM == 1 || CM == 2, "GEMM_CM: 1 or 2");
 static_assert(B_PART % 8 == 0, "each CTA's part of B must be whole 8-row swizzle atoms");
-static_assert(STAGES >= 2 && MAP_OFF + 1024 <= 227 * 1024, "stages do not fit in shared memory");
+// The ring, the staging, the grouped map, 1 KiB of alignment slack and the scheduler's static
+// shared memory (about 1.2 KiB) within the 227 KiB a CTA may have.
+static_assert(STAGES >= 2 && MAP_OFF + 8u * (GEMM_MAX_GROUPS + 1u) + 1024u + 2048u <= 227u * 1024u,
+              "stages do not fit in shared memory");
 
 }  // namespace gemm
 
@@ -83,8 +94,8 @@ struct GemmArgs {
   TensorMap b;                // B: rows x K bf16, box 64 x BN / CM, 128B swizzle
   unsigned short *d;          // D: bf16, row-major
   unsigned long long ldd;     // elements between rows of D
-  float *ws;                  // split-K partials (splits > 1)
-  unsigned *ctr;              // split-K counters, zero before the first run (they restore themselves)
+  float *ws;                  // split-K: one fp32 tile per output tile, zero before the first run
+  unsigned *ctr;              // split-K counters, zero before the first run (both restore themselves)
   const int *group_sizes;     // grouped: rows per group, device memory
   unsigned m, n, k;           // dense: the problem; grouped: m = rows of the token buffer (a bound)
   unsigned tm, tn;            // tiles along M and N (dense)
@@ -205,6 +216,29 @@ __device__ __forceinline__ unsigned atom_add_acq_rel_gpu(unsigned *p, unsigned v
 }
 __device__ __forceinline__ void st_relaxed_gpu(unsigned *p, unsigned v) {
   asm volatile("st.relaxed.gpu.global.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
+}
+// Adds four floats into global memory at the L2 (sm_90: vector reductions of f32).
+__device__ __forceinline__ void red_add_f32x4(float *p, float a, float b, float c, float d) {
+  asm volatile("red.relaxed.gpu.global.add.v4.f32 [%0], {%1, %2, %3, %4};" ::"l"(p), "f"(a), "f"(b), "f"(c), "f"(d)
+               : "memory");
+}
+// Four 8x8 matrices of b16 into shared memory, each lane holding one 32-bit pair of each in
+// the mma/wgmma accumulator layout (row lane/4, columns 2(lane%4), +1); lanes 8i..8i+7 give the
+// addresses of matrix i's eight rows.
+__device__ __forceinline__ void stmatrix_x4(unsigned addr, unsigned r0, unsigned r1, unsigned r2, unsigned r3) {
+  asm volatile("stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1, %2, %3, %4};" ::"r"(addr), "r"(r0), "r"(r1),
+               "r"(r2), "r"(r3)
+               : "memory");
+}
+__device__ __forceinline__ uint4 ld_shared_v4(unsigned addr) {
+  uint4 v;
+  asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4];" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "r"(addr)
+               : "memory");
+  return v;
+}
+__device__ __forceinline__ void st_v4(void *p, uint4 v) {
+  asm volatile("st.global.v4.b32 [%0], {%1, %2, %3, %4};" ::"l"(p), "r"(v.x), "r"(v.y), "r"(v.z), "r"(v.w)
+               : "memory");
 }
 
 // wgmma.mma_async m64nBNk16, bf16 x bf16 -> f32, A and B K-major from shared memory;
@@ -433,23 +467,91 @@ __device__ __forceinline__ void store_tile(const GemmArgs &a, const float *acc, 
                pack_bf16(acc[4 * j + 2], acc[4 * j + 3]), ok0, ok1);
 }
 
-// Split-K. Workspace: per (tile, split, consumer warp) a region of BN/2 x 32 floats, laid out
-// so that each 16-byte access of the warp is contiguous.
-__device__ __forceinline__ float *split_region(const GemmArgs &a, unsigned tile, unsigned split, unsigned warp,
-                                               unsigned lane) {
-  return a.ws + ((unsigned long long)(tile * a.splits + split) * NCW + warp) * (BN / 2 * 32) + lane * 4;
+// The staged epilogue (GEMM_EPI 1). Each consumer warp owns 16 rows x 64 bf16 of shared
+// memory (EPI_WARP bytes, rows of 128 bytes) and writes its 16 x BN part of the tile 64
+// columns (a chunk: 8 accumulator slices) at a time:
+//   - 4 stmatrix.x4 put the chunk's 16 x 64 bf16 into the staging rows, the 16-byte column
+//     group g of row r at byte r * 128 + ((g ^ (r & 7)) * 16): the eight rows one stmatrix
+//     matrix covers, and the eight 16-byte reads of one row, land on distinct banks;
+//   - each lane reads 16 bytes back, and the warp stores 4 whole rows of 128 contiguous bytes
+//     per instruction (16 st.global.v4 per warp and tile, against 128 scattered 4-byte stores
+//     from the accumulators, each touching 8 rows).
+// Only the warp's own lanes touch its staging, so __syncwarp orders it. Rows at or past
+// row_end and columns at or past n are not written; a group of 8 columns crossing n is
+// written element by element. Needs ldd a multiple of 8 and D 16-byte aligned (staged_ok).
+__device__ __forceinline__ bool staged_ok(const GemmArgs &a) {
+  return GEMM_EPI && (a.ldd & 7) == 0 && ((unsigned long long)a.d & 15) == 0;
 }
 
-// Writes this warp's partial and counts it in on the tile's counter; true for the last split
-// of the tile to arrive, which then owns every split's partial (split_store).
-__device__ __forceinline__ bool split_arrive(const GemmArgs &a, const float *acc, unsigned tile, unsigned split,
-                                             unsigned warp, unsigned lane) {
-  float *mine = split_region(a, tile, split, warp, lane);
+// v: the chunk's 32 accumulators in the wgmma layout, v[4s + e] for its slice s (8 columns):
+// e = 0, 1 row lane/4, columns 2(lane%4) + {0, 1}; e = 2, 3 the same eight rows further.
+// row0: the warp's first row of D; col0: the chunk's first column.
+__device__ __forceinline__ void store_chunk(const GemmArgs &a, unsigned stage, const float *v, unsigned row0,
+                                            unsigned row_end, unsigned col0, unsigned lane) {
+  const unsigned mi = lane >> 3, r = lane & 7;
+  const unsigned srow = stage + ((mi & 1) * 8 + r) * 128;
+#pragma unroll
+  for (unsigned q = 0; q < 4; q++) {
+    // Matrix mi of instruction q: slice 2q + (mi >> 1), rows 8 (mi & 1) ...
+    const unsigned g = 2 * q + (mi >> 1);
+    stmatrix_x4(srow + ((g ^ r) << 4), pack_bf16(v[8 * q + 0], v[8 * q + 1]), pack_bf16(v[8 * q + 2], v[8 * q + 3]),
+                pack_bf16(v[8 * q + 4], v[8 * q + 5]), pack_bf16(v[8 * q + 6], v[8 * q + 7]));
+  }
+  __syncwarp();
+  const unsigned g = lane & 7, col = col0 + 8 * g;
+  uint4 w[4];
+#pragma unroll
+  for (unsigned p = 0; p < 4; p++) {
+    const unsigned row = 4 * p + (lane >> 3);
+    w[p] = ld_shared_v4(stage + row * 128 + ((g ^ (row & 7)) << 4));
+  }
+  __syncwarp();  // the staging may be written again
+#pragma unroll
+  for (unsigned p = 0; p < 4; p++) {
+    const unsigned row = row0 + 4 * p + (lane >> 3);
+    if (row >= row_end || col >= a.n) continue;
+    unsigned short *dst = a.d + (unsigned long long)row * a.ldd + col;
+    if (col + 8 <= a.n) {
+      st_v4(dst, w[p]);
+    } else {
+      const unsigned e[4] = {w[p].x, w[p].y, w[p].z, w[p].w};
+#pragma unroll
+      for (unsigned i = 0; i < 8; i++)
+        if (col + i < a.n) st_u16(dst + i, (unsigned short)(e[i / 2] >> (16 * (i & 1))));
+    }
+  }
+}
+
+__device__ __forceinline__ void store_tile_staged(const GemmArgs &a, const float *acc, unsigned stage, unsigned row0,
+                                                  unsigned row_end, unsigned c_base, unsigned lane) {
+#pragma unroll
+  for (unsigned c = 0; c < BN / 64; c++) store_chunk(a, stage, acc + 32 * c, row0, row_end, c_base + 64 * c, lane);
+}
+
+// Split-K. One fp32 workspace tile per output tile, zero between runs: every split adds its
+// partial into it with vector reductions at the L2 (red.add.v4.f32, fire and forget, so no
+// split waits and the adds of all splits run in parallel on all their SMs), then counts itself
+// in on the tile's counter (per consumer warp: no barrier across warps). The last to arrive
+// reads the sum once (its own part included), writes the bf16 tile, and sets the workspace and
+// the counter back to zero for the next run. Nobody waits for another CTA, and the last
+// arriver reads one partial, not one per split (the reduction used to stream every split's
+// partial through the last CTA, one dependent load at a time: 8 and 16 splits collapsed).
+// Layout: per (tile, consumer warp) a region of BN/2 x 32 floats; the lane's 4 floats of slice j
+// at (j * 32 + lane) * 4, so every 16-byte access of the warp is contiguous.
+__device__ __forceinline__ float *split_region(const GemmArgs &a, unsigned tile, unsigned warp, unsigned lane) {
+  return a.ws + ((unsigned long long)tile * NCW + warp) * (BN / 2 * 32) + lane * 4;
+}
+
+// Adds this warp's partial and counts it in; true for the last split of the tile to arrive.
+// A split with an empty k-range (more splits than k-blocks) adds its zeros like the others.
+__device__ __forceinline__ bool split_arrive(const GemmArgs &a, const float *acc, unsigned tile, unsigned warp,
+                                             unsigned lane) {
+  float *mine = split_region(a, tile, warp, lane);
 #pragma unroll
   for (unsigned j = 0; j < BN / 8; j++)
-    st_f32x4(mine + j * 128, acc[4 * j], acc[4 * j + 1], acc[4 * j + 2], acc[4 * j + 3]);
-  // The warp's stores before lane 0's release (acq_rel atomic); lane 0's acquire before the
-  // warp's loads (split_store), ordered for the other lanes by __syncwarp.
+    red_add_f32x4(mine + j * 128, acc[4 * j], acc[4 * j + 1], acc[4 * j + 2], acc[4 * j + 3]);
+  // The warp's reductions before lane 0's release (acq_rel atomic); lane 0's acquire before
+  // the warp's loads (split_store), ordered for the other lanes by __syncwarp.
   __syncwarp();
   unsigned *ctr = a.ctr + (unsigned long long)tile * NCW + warp;
   unsigned seen = lane == 0 ? atom_add_acq_rel_gpu(ctr, 1u) : 0u;
@@ -460,28 +562,39 @@ __device__ __forceinline__ bool split_arrive(const GemmArgs &a, const float *acc
   return true;
 }
 
-// The last split sums every split's partial (its own included, read back from L2) slice by
-// slice and stores the bf16 tile: the accumulators are dead by then, so this costs no registers.
+// The last split: the sum of the partials, chunk by chunk (8 independent 16-byte loads in
+// flight per lane), zeroed behind it, stored as bf16. The accumulators are dead by then.
 __device__ __forceinline__ void split_store(const GemmArgs &a, unsigned tile, unsigned warp, unsigned lane,
-                                            unsigned r0, unsigned row_end, unsigned c_base) {
-  const unsigned c0 = c_base + 2 * (lane & 3);
-  unsigned short *p0 = a.d + (unsigned long long)r0 * a.ldd + c0;
-  unsigned short *p1 = p0 + 8ull * a.ldd;
-  const bool ok0 = r0 < row_end, ok1 = r0 + 8 < row_end;
-  const float *base = split_region(a, tile, 0, warp, lane);
-  const unsigned long long split_stride = (unsigned long long)NCW * (BN / 2 * 32);
+                                            unsigned stage, unsigned row0, unsigned r0, unsigned row_end,
+                                            unsigned c_base) {
+  float *base = split_region(a, tile, warp, lane);
+  const bool staged = staged_ok(a);
+  const float4 zero = make_float4(0.f, 0.f, 0.f, 0.f);
 #pragma unroll 1
-  for (unsigned j = 0; j < BN / 8; j++) {
-    float4 v = make_float4(0.f, 0.f, 0.f, 0.f);
-#pragma unroll 1
-    for (unsigned sp = 0; sp < a.splits; sp++) {
-      float4 w = ld_f32x4_gpu(base + sp * split_stride + j * 128);
-      v.x += w.x;
-      v.y += w.y;
-      v.z += w.z;
-      v.w += w.w;
+  for (unsigned c = 0; c < BN / 64; c++) {
+    float v[32];
+#pragma unroll
+    for (unsigned s = 0; s < 8; s++) {
+      float4 w = ld_f32x4_gpu(base + (8 * c + s) * 128);
+      v[4 * s] = w.x, v[4 * s + 1] = w.y, v[4 * s + 2] = w.z, v[4 * s + 3] = w.w;
     }
-    store_pair(a, p0 + 8 * j, p1 + 8 * j, c0 + 8 * j, pack_bf16(v.x, v.y), pack_bf16(v.z, v.w), ok0, ok1);
+#pragma unroll
+    for (unsigned s = 0; s < 8; s++) st_f32x4(base + (8 * c + s) * 128, zero.x, zero.y, zero.z, zero.w);
+    if (staged) {
+      store_chunk(a, stage, v, row0, row_end, c_base + 64 * c, lane);
+      continue;
+    }
+    // D not aligned for 16-byte stores: element by element (rows r0 and r0 + 8).
+#pragma unroll
+    for (unsigned i = 0; i < 32; i++) {
+      const unsigned row = r0 + 8 * ((i >> 1) & 1), col = c_base + 64 * c + 8 * (i >> 2) + 2 * (lane & 3) + (i & 1);
+      if (row < row_end && col < a.n) {
+        float x = v[i];
+        unsigned short h;
+        asm("cvt.rn.bf16.f32 %0, %1;" : "=h"(h) : "f"(x));
+        st_u16(a.d + (unsigned long long)row * a.ldd + col, h);
+      }
+    }
   }
 }
 
@@ -565,13 +678,17 @@ __device__ __forceinline__ void run_tile(const clcrt::Tile &t, const GemmArgs &a
   asm volatile("" : "+r"(unit));
   const Where e = locate<GROUPED>(unit, t.cta_rank, a, s);
   if (!e.inside) return;
-  const unsigned r0 = e.a_row + wg * 64 + (warp & 3) * 16 + lane / 4;
+  const unsigned row0 = e.a_row + wg * 64 + (warp & 3) * 16, r0 = row0 + lane / 4;
+  const unsigned stage = s.base + EPI_OFF + warp * EPI_WARP;
   if (!GROUPED && a.splits > 1) {
-    if (split_arrive(a, acc, e.split_tile, e.split, warp, lane))
-      split_store(a, e.split_tile, warp, lane, r0, e.row_end, e.c_base);
+    if (split_arrive(a, acc, e.split_tile, warp, lane))
+      split_store(a, e.split_tile, warp, lane, stage, row0, r0, e.row_end, e.c_base);
     return;
   }
-  store_tile(a, acc, r0, e.row_end, e.c_base, lane);
+  if (staged_ok(a))
+    store_tile_staged(a, acc, stage, row0, e.row_end, e.c_base, lane);
+  else
+    store_tile(a, acc, r0, e.row_end, e.c_base, lane);
 }
 
 __device__ __forceinline__ void prologue(const GemmArgs &a, GemmState &s) {

@@ -26,16 +26,16 @@ typedef struct gemm_variant {
   unsigned bm, bn; /* tile: bm rows (bm / 64 consumer warpgroups) x bn columns */
   unsigned cm;     /* CTAs per cluster along M sharing B by TMA multicast: 1 or 2 */
   unsigned stages; /* 64-deep k-blocks in the shared-memory ring */
+  unsigned epi;    /* epilogue: 1 staged through shared memory (stmatrix, 16-byte coalesced
+                      stores), 0 the first version's 4-byte stores straight from the registers */
 } gemm_variant;
 
 /* The variants the benchmark measures; the first is the default. Stages: as many as fit in
- * about 200 KiB, so that loads run up to 4-8 k-blocks ahead of the tensor cores. */
+ * about 200 KiB, so that loads run up to 4-8 k-blocks ahead of the tensor cores. The last is
+ * the default with the first version's epilogue, kept to measure what the epilogue costs. */
 static const gemm_variant GEMM_VARIANTS[] = {
-    {"128x256", 128, 256, 1, 4},
-    {"128x256c2", 128, 256, 2, 4},
-    {"128x128", 128, 128, 1, 6},
-    {"128x128c2", 128, 128, 2, 6},
-    {"128x64", 128, 64, 1, 8},
+    {"128x256", 128, 256, 1, 4, 1},   {"128x256c2", 128, 256, 2, 4, 1}, {"128x128", 128, 128, 1, 6, 1},
+    {"128x128c2", 128, 128, 2, 6, 1}, {"128x64", 128, 64, 1, 8, 1},     {"128x256e0", 128, 256, 1, 4, 0},
 };
 #define GEMM_NUM_VARIANTS ((int)(sizeof GEMM_VARIANTS / sizeof GEMM_VARIANTS[0]))
 #define GEMM_MAX_GROUPS 1024u /* groups a grouped kernel's shared-memory map holds */
@@ -50,8 +50,11 @@ typedef struct gemm_args {
 
 static inline unsigned gemm_cdiv(uint64_t a, uint64_t b) { return (unsigned)((a + b - 1) / b); }
 static inline unsigned gemm_threads(const gemm_variant *v) { return v->bm / 64 * 128 + 32; }
+/* The ring and its barriers (to 128 bytes), the staged epilogue's 2 KiB per consumer warp, the
+ * grouped map, and 1 KiB to align the ring (gemm.cu: BAR_OFF, EPI_OFF, MAP_OFF). */
 static inline unsigned gemm_smem_bytes(const gemm_variant *v, int grouped) {
-  return 1024u /* alignment */ + v->stages * (v->bm + v->bn) * GEMM_BK * 2u + 16u * v->stages +
+  unsigned ring = (v->stages * (v->bm + v->bn) * GEMM_BK * 2u + 16u * v->stages + 127u) & ~127u;
+  return 1024u /* alignment */ + ring + (v->epi ? v->bm / 64u * 4u * 2048u : 0u) +
          (grouped ? 8u * (GEMM_MAX_GROUPS + 1u) : 0u);
 }
 
@@ -72,13 +75,14 @@ static inline clcrt_status gemm_register_opt(clcrt_runtime *rt, const gemm_varia
     fprintf(stderr, "gemm: gemm.cu is not embedded in this program (link user_src.o)\n");
     return CLCRT_E_NOT_FOUND;
   }
-  char o[5][48];
+  char o[6][48];
   snprintf(o[0], sizeof o[0], "-DGEMM_BM=%u", v->bm);
   snprintf(o[1], sizeof o[1], "-DGEMM_BN=%u", v->bn);
   snprintf(o[2], sizeof o[2], "-DGEMM_CM=%u", v->cm);
   snprintf(o[3], sizeof o[3], "-DGEMM_STAGES=%u", v->stages);
   snprintf(o[4], sizeof o[4], "-DGEMM_MAX_GROUPS=%u", GEMM_MAX_GROUPS);
-  const char *opts[6] = {o[0], o[1], o[2], o[3], o[4], extra};
+  snprintf(o[5], sizeof o[5], "-DGEMM_EPI=%u", v->epi);
+  const char *opts[7] = {o[0], o[1], o[2], o[3], o[4], o[5], extra};
   clcrt_tile_desc d = CLCRT_TILE_DESC_INIT;
   d.source = src;
   d.tile_fn = grouped ? "gemm_grouped_tile" : "gemm_tile";
@@ -90,7 +94,7 @@ static inline clcrt_status gemm_register_opt(clcrt_runtime *rt, const gemm_varia
   d.smem_bytes = gemm_smem_bytes(v, grouped);
   d.sched = sched;
   d.options = opts;
-  d.num_options = extra ? 6 : 5;
+  d.num_options = extra ? 7 : 6;
   return clcrt_register(rt, &d, out);
 }
 static inline clcrt_status gemm_register(clcrt_runtime *rt, const gemm_variant *v, clcrt_sched sched, int grouped,
@@ -117,10 +121,11 @@ static inline unsigned gemm_pick_splits(const gemm_variant *v, unsigned m, unsig
   return s ? s : 1;
 }
 
-/* Bytes of split-K workspace and counters a dense problem needs (0 without split-K). The
- * counters must be zero before the first run; the kernel leaves them zero. */
+/* Bytes of split-K workspace (one fp32 tile per output tile, the splits add into it) and
+ * counters a dense problem needs (0 without split-K). Both must be zero before the first run;
+ * the kernel leaves them zero. */
 static inline size_t gemm_ws_bytes(const gemm_variant *v, const gemm_args *a) {
-  return a->splits > 1 ? (size_t)a->tm * a->tn * a->splits * v->bm * v->bn * 4u : 0;
+  return a->splits > 1 ? (size_t)a->tm * a->tn * v->bm * v->bn * 4u : 0;
 }
 static inline size_t gemm_ctr_bytes(const gemm_variant *v, const gemm_args *a) {
   return a->splits > 1 ? (size_t)a->tm * a->tn * (v->bm / 64 * 4) * 4u : 0;
@@ -136,7 +141,8 @@ static inline clcrt_status gemm_maps(clcrt_runtime *rt, const gemm_variant *v, g
 }
 
 /* Args of a dense problem. splits: the split-K factor (gemm_pick_splits; 0 or 1: none; at most
- * the k-blocks); ws/ctr: the workspace when splits > 1 (gemm_ws_bytes, gemm_ctr_bytes), else 0. */
+ * the k-blocks); ws/ctr: the workspace when splits > 1 (gemm_ws_bytes, gemm_ctr_bytes, both
+ * zeroed once before the first run), else 0. */
 static inline clcrt_status gemm_dense_args(clcrt_runtime *rt, const gemm_variant *v, gemm_args *a, uint64_t A,
                                            uint64_t B, uint64_t D, unsigned m, unsigned n, unsigned k,
                                            unsigned splits, uint64_t ws, uint64_t ctr) {
