@@ -2,7 +2,7 @@
 # One GEMM measurement round on the GPU machine, built on the build machine (the binaries
 # travel in BUILD, default build/). Usage: scripts/gemm_round.sh STEP...
 #   check    gpu_gemm (correctness on awkward shapes, every variant it covers)
-#   dense    bench_gemm dense, quick shapes, 1-CTA and 2-CTA 128x256 and the old epilogue
+#   dense    bench_gemm dense, quick shapes: 128x256 1-CTA, 2-CTA, old epilogue, 3 stages
 #   align16  the same kernels on 16-byte aligned operands (run 1's inputs) for two shapes
 #   splitk   M = 128 shapes with the split-K sweep (1, 2, 4, 8, 16)
 #   grouped  bench_gemm grouped, quick problems
@@ -28,7 +28,7 @@ for step in "$@"; do
       CK_FORK=yes CK_DEFAULT_TIMEOUT=200 timeout 230 $B/tests/gpu_gemm 2>&1 | tee "$OUT/gpu_gemm.log" | tail -20
       grep -E "Checks|Failures|Error" "$OUT/gpu_gemm.log" | tail -5 >> "$OUT/summary.txt" ;;
     dense)
-      timeout 180 $BG --only dense --quick --variants 128x256,128x256c2,128x256e0 --json "$OUT/dense.json" \
+      timeout 180 $BG --only dense --quick --variants 128x256,128x256c2,128x256e0,128x256s3 --json "$OUT/dense.json" \
         > "$OUT/dense.log" 2>&1
       echo "exit $?"; summ "$OUT/dense.log"; grep WRONG "$OUT/dense.log" | head ;;
     align16)

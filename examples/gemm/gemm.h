@@ -31,11 +31,13 @@ typedef struct gemm_variant {
 } gemm_variant;
 
 /* The variants the benchmark measures; the first is the default. Stages: as many as fit in
- * about 200 KiB, so that loads run up to 4-8 k-blocks ahead of the tensor cores. The last is
- * the default with the first version's epilogue, kept to measure what the epilogue costs. */
+ * about 200 KiB, so that loads run up to 4-8 k-blocks ahead of the tensor cores. The last two
+ * are experiments on the default: the first version's epilogue (what the epilogue costs), and
+ * one stage less (whether the mainloop waits on load latency or on bandwidth). */
 static const gemm_variant GEMM_VARIANTS[] = {
     {"128x256", 128, 256, 1, 4, 1},   {"128x256c2", 128, 256, 2, 4, 1}, {"128x128", 128, 128, 1, 6, 1},
     {"128x128c2", 128, 128, 2, 6, 1}, {"128x64", 128, 64, 1, 8, 1},     {"128x256e0", 128, 256, 1, 4, 0},
+    {"128x256s3", 128, 256, 1, 3, 1},
 };
 #define GEMM_NUM_VARIANTS ((int)(sizeof GEMM_VARIANTS / sizeof GEMM_VARIANTS[0]))
 #define GEMM_MAX_GROUPS 1024u /* groups a grouped kernel's shared-memory map holds */
