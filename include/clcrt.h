@@ -209,10 +209,16 @@ CLCRT_API int clcrt_stream_priority(const clcrt_stream *s); /* -1 for NULL */
 CLCRT_API clcrt_status clcrt_preempt_begin(clcrt_stream *s);
 CLCRT_API clcrt_status clcrt_preempt_end(clcrt_stream *s);
 
-/* Timeline tracing (off by default; when off the device does no work for it). While on,
- * every tile's run is recorded on the device into a buffer of `capacity` records split
- * evenly over the SMs; records that do not fit are counted, never written out of bounds.
- * Times are %globaltimer nanoseconds as thread 0 of the CTA saw them. */
+/* Timeline tracing (off by default; when off, the kernel skips one uniform branch per tile;
+ * -DCLCRT_TRACE=0 in a descriptor's options compiles even that out). While on, thread 0 of
+ * every CTA records each of its tiles on the device into a buffer of `capacity` records
+ * (48 bytes each): the first `capacity` are kept, however the tiles spread over the SMs, and
+ * the rest counted (clcrt_trace_dropped), never written out of bounds. Each record costs
+ * one atomic on a counter the device shares (what that costs: make bench, section trace).
+ * Times are %globaltimer nanoseconds as thread 0 of the CTA saw them (at the resolution the
+ * GPU updates that timer with). A run captured into a graph records into the buffer of the
+ * stream it was captured from, under the run number it had then: disable tracing while
+ * capturing graphs that outlive the buffer. */
 typedef struct clcrt_trace_record {
   uint64_t start_ns, end_ns; /* the tile function's call, as thread 0 saw it */
   uint64_t tile;             /* the tile's linear index */
@@ -229,33 +235,46 @@ typedef struct clcrt_trace_record {
 
 typedef struct clcrt_trace clcrt_trace; /* opaque: a set of records, owned by the caller */
 
-/* capacity 0 turns tracing off. Synchronises the stream when the buffer changes. */
+/* capacity 0 turns tracing off; a new capacity replaces the buffer (and its records).
+ * Synchronises the stream when the buffer changes. */
 CLCRT_API clcrt_status clcrt_stream_trace_enable(clcrt_stream *s, size_t capacity);
 /* Synchronises the stream, takes every record written since the last read (sorted by
  * start time) and empties the device buffer. Destroy the result with clcrt_trace_destroy. */
 CLCRT_API clcrt_status clcrt_stream_trace_read(clcrt_stream *s, clcrt_trace **out);
-/* A trace from records of your own (copied), e.g. to write or summarise them. */
+/* A trace from records of your own, copied and sorted by start_ns (ties: sm, then tile;
+ * otherwise in the order given). A record ending before it starts, or with
+ * sm >= CLCRT_TRACE_MAX_SMS, is refused (CLCRT_E_INVALID). reserved reads back 0. */
 CLCRT_API clcrt_status clcrt_trace_create(const clcrt_trace_record *records, size_t count,
                                           unsigned long long dropped, clcrt_trace **out);
 CLCRT_API void clcrt_trace_destroy(clcrt_trace *t); /* NULL is a no-op */
+/* Sorted by start_ns (ties: sm, then tile); valid until clcrt_trace_destroy; NULL when empty. */
 CLCRT_API const clcrt_trace_record *clcrt_trace_records(const clcrt_trace *t, size_t *count);
 CLCRT_API unsigned long long clcrt_trace_dropped(const clcrt_trace *t); /* records that did not fit */
-/* Chrome/Perfetto trace-event JSON: one process per run, one track per SM, one slice per
- * tile; clcrt_trace_load_json reads such a file back (hostile input is an error, never a
- * crash). */
+/* Chrome/Perfetto trace-event JSON (open it in ui.perfetto.dev): one process per run
+ * (pid = run + 1); per SM one track per tile it ran at once (tid = 1 + sm + 1024 * lane:
+ * Perfetto drops complete events that overlap on one track, and co-resident CTAs overlap);
+ * one complete event per tile with every record field as integers in args; ts/dur in us
+ * from the first start. clcrt_trace_load_json reads such files back exactly, and any
+ * trace-event file whose X events carry those args. Hostile input is an error with line,
+ * column and byte in clcrt_errmsg(NULL), never a crash. A regular file is written under a
+ * temporary name and renamed. */
 CLCRT_API clcrt_status clcrt_trace_save_json(const clcrt_trace *t, const char *path);
 CLCRT_API clcrt_status clcrt_trace_load_json(const char *path, clcrt_trace **out);
 
+/* A trace of several runs is one timeline: time between runs counts as idle. */
 typedef struct clcrt_trace_summary {
-  size_t size;
+  size_t size; /* sizeof(clcrt_trace_summary): use CLCRT_TRACE_SUMMARY_INIT */
   unsigned long long tiles, steals, runs, dropped;
-  unsigned num_sms;   /* 1 + the highest SM id that ran a tile */
+  unsigned num_sms;   /* 1 + the highest SM id that ran a tile (0 when empty) */
   double span_ns;     /* first start to last end */
-  double tail_ns;     /* from the moment the first SM went idle for good to the last end */
-  double imbalance;   /* max over mean of the busy time per SM (SMs that ran a tile) */
+  double tail_ns;     /* the last end minus the earliest, over SMs that ran a tile, of that SM's last end */
+  double imbalance;   /* max/mean busy time over SMs that ran a tile; 0 when none was busy */
   double busy_mean;   /* mean busy fraction of those SMs */
-  double busy_fraction[CLCRT_TRACE_MAX_SMS]; /* per SM: time with a tile running / span */
+  /* per SM: length of the union of its tile intervals (CTAs sharing an SM overlap) / span;
+   * 0 for SMs that ran none, when span is 0, and from num_sms on */
+  double busy_fraction[CLCRT_TRACE_MAX_SMS];
 } clcrt_trace_summary;
+#define CLCRT_TRACE_SUMMARY_INIT {sizeof(clcrt_trace_summary), 0, 0, 0, 0, 0, 0, 0, 0, 0, {0}}
 CLCRT_API clcrt_status clcrt_trace_summarize(const clcrt_trace *t, clcrt_trace_summary *out);
 
 /* Host helpers for tile functions. A 2-D tensor map for TMA loads and stores

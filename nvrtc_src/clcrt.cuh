@@ -54,6 +54,10 @@
 #ifndef CLCRT_STEAL_EARLY
 #define CLCRT_STEAL_EARLY 0
 #endif
+// -DCLCRT_TRACE=0 compiles the timeline trace's recording out of the kernel.
+#ifndef CLCRT_TRACE
+#define CLCRT_TRACE 1
+#endif
 
 namespace clcrt {
 
@@ -98,7 +102,7 @@ enum : unsigned {
   LINE_WORDS = 32,             // 128 bytes
   TABLE_SLOTS = 256,
   SLOT_WORDS = 2 * LINE_WORDS, // [0..1] gridid, [4..5] {clusters that left, clusters}; then the counter line
-  TRACE_HDR_WORDS = LINE_WORDS // trace: [0] records per SM region, [1] regions
+  TRACE_HDR_WORDS = LINE_WORDS // trace: [0] capacity; the counter on the next line
 };
 
 namespace ptx {
@@ -299,20 +303,21 @@ __device__ __forceinline__ unsigned fastdiv(unsigned n, unsigned mul, unsigned s
 }
 
 // One trace record (include/clcrt.h: clcrt_trace_record), written as three 16-byte stores.
+// The buffer (runtime/stream_trace.c): a header line ([0] capacity), the counter's line, then
+// the records. One counter for the whole device keeps exactly the first `capacity` records
+// however the tiles spread over SMs (per-SM counters cut busy SMs short, and a fallback pool
+// cost every kernel 8 registers per thread, traced or not); past the capacity a record is
+// only counted.
 __device__ __forceinline__ void trace_record(const Params &p, unsigned long long t0, unsigned long long t1,
                                             unsigned long long linear, unsigned unit, unsigned cluster,
                                             unsigned rank, bool stolen) {
   unsigned *hdr = (unsigned *)p.trace;
-  unsigned cap = hdr[0], regions = hdr[1];
-  unsigned sm = ptx::sreg_smid();
-  unsigned r = sm % regions;
-  unsigned idx = ptx::atom_add_relaxed_gpu(hdr + TRACE_HDR_WORDS + r * LINE_WORDS, 1u);
-  if (idx >= cap) return;  // counted, not written: the host reports count - cap as dropped
-  uint4 *rec = (uint4 *)(p.trace + 4ull * (TRACE_HDR_WORDS + regions * LINE_WORDS) +
-                         48ull * ((unsigned long long)r * cap + idx));
+  unsigned idx = ptx::atom_add_relaxed_gpu(hdr + TRACE_HDR_WORDS, 1u);
+  if (idx >= hdr[0]) return;  // counted, not written: the host reports count - capacity as dropped
+  uint4 *rec = (uint4 *)(p.trace + 8ull * TRACE_HDR_WORDS + 48ull * idx);
   rec[0] = make_uint4((unsigned)t0, (unsigned)(t0 >> 32), (unsigned)t1, (unsigned)(t1 >> 32));
   rec[1] = make_uint4((unsigned)linear, (unsigned)(linear >> 32), unit, cluster);
-  rec[2] = make_uint4(p.run, (sm & 0xffffu) | (rank << 16) | ((stolen ? 1u : 0u) << 24), 0u, 0u);
+  rec[2] = make_uint4(p.run, (ptx::sreg_smid() & 0xffffu) | (rank << 16) | ((stolen ? 1u : 0u) << 24), 0u, 0u);
 }
 
 // A graph run's slot in the context's table (runtime/sched_state.h), found by the launch's
@@ -669,7 +674,9 @@ struct Scheduler {
       return;
     }
     unsigned tiles_here = 0;  // differs from units_run only where clusters have padded tiles
-    const bool traced = p.trace && thread0();
+    // CLCRT_TRACE=0 (an NVRTC option) compiles tracing out; otherwise a run without a trace
+    // buffer pays one uniform branch per tile (measured by make bench's trace section).
+    const bool traced = CLCRT_TRACE && p.trace && thread0();
     if (SCHED == SCHED_FIXED) {
       // One unit per cluster (the grid has one cluster per unit): no loop around the tile
       // function, as in a hand-written kernel.

@@ -25,8 +25,7 @@ struct clcrt_stream {
 
   CUdeviceptr trace;      /* header, per-region counters, records; 0 when off */
   size_t trace_bytes;
-  unsigned trace_cap;     /* records per region */
-  unsigned trace_regions; /* SM regions */
+  unsigned trace_cap;     /* records the buffer holds */
   uint32_t trace_runs;    /* runs traced since tracing was enabled */
 };
 
