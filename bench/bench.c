@@ -5,7 +5,7 @@
  * per-CTA table built by the prologue), preempt (an urgent kernel's latency behind a long
  * run), armed (what being preemptible costs), trace (tracing's cost and what it shows) and
  * overhead (host cost of clcrt_run).
- * Usage: bench [--json FILE] [--quick] [--dump DIR] [--only SECTION[,SECTION...]] */
+ * Usage: bench [--json FILE] [--quick] [--dump DIR] [--traces DIR] [--only SECTION[,SECTION...]] */
 #include <stdio.h>
 #include <string.h>
 
@@ -28,10 +28,12 @@ int main(int argc, char **argv) {
       only = argv[++i];
     else if (!strcmp(argv[i], "--quick"))
       quick = 1;
+    else if (!strcmp(argv[i], "--traces") && i + 1 < argc)
+      trace_dir = argv[++i];
     else if (!strcmp(argv[i], "--dump") && i + 1 < argc)
       dump_dir = argv[++i];
     else {
-      fprintf(stderr, "usage: bench [--json FILE] [--quick] [--dump DIR] [--only "
+      fprintf(stderr, "usage: bench [--json FILE] [--quick] [--dump DIR] [--traces DIR] [--only "
                       "scale,work,classes,preempt,armed,trace,overhead]\n");
       return 2;
     }

@@ -47,6 +47,16 @@ typedef struct ctx {
   cublasHandle_t blas;
 } ctx;
 
+/* With CLCRT_TEST_PROGRESS set, each problem's name and the time since the process began
+ * (on stderr, unbuffered): where a slow or stuck run is. */
+static void progress(const char *what) {
+  static double t0 = -1;
+  if (!getenv("CLCRT_TEST_PROGRESS")) return;
+  double now = clcrt__now_ms();
+  if (t0 < 0) t0 = now;
+  fprintf(stderr, "gpu_gemm: %8.0f ms  %s\n", now - t0, what);
+}
+
 static void ctx_open(ctx *c) {
   c->rt = gpu_runtime();
   ck_assert_int_eq(clcrt_stream_create(c->rt, NULL, &c->s), CLCRT_OK);
@@ -146,6 +156,7 @@ static void run_dense(ctx *c, clcrt_kernel *k, const gemm_variant *v, const shap
   }
   char what[160];
   snprintf(what, sizeof what, "%s %u x %u x %u (%u split%s)", tag, m, n, kk, a.splits, a.splits > 1 ? "s" : "");
+  progress(what);
   ref_gemm(c, A, B, R, (int)m, (int)n, (int)kk, (int)n);
   ck_assert_int_eq(clcrt_stream_sync(c->s), CLCRT_OK);
   gpu_get(hr, R, nd * 2);
@@ -325,6 +336,7 @@ static void run_grouped(ctx *c, clcrt_kernel *k, const gemm_variant *v, const gl
   ck_assert_int_eq(gemm_grouped_args(c->rt, v, &a, A, B, D, total, n, kk, g->groups, S), CLCRT_OK);
   char what[160];
   snprintf(what, sizeof what, "%s, %s: %u groups, %u rows (+%u)", tag, g->name, g->groups, rows, g->extra_rows);
+  progress(what);
   for (int rep = 0; rep < 2; rep++) {
     gpu_fill_u8(D, 0xff, nd * 2);
     ck_assert_msg(clcrt_run(c->s, k, gemm_grouped_tiles(v, &a), &a, sizeof a) == CLCRT_OK, "%s: %s", what,

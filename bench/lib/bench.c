@@ -11,6 +11,8 @@ clcrt_stream *st;
 CUstream cs;
 FILE *json;
 const char *dump_dir;
+const char *trace_dir;
+double bench_host_us;
 int quick;
 static int json_first = 1;
 
@@ -73,13 +75,18 @@ double time_batch(launch_fn f, void *ctx, int inner, int reps) {
     for (int j = 0; j < inner; j++) f(ctx);
   float ms[64];
   if (reps > 64) reps = 64;
+  float host[64];
   for (int i = 0; i < reps; i++) {
     CK(cu->cuEventRecord(e0, cs));
+    double h0 = clcrt__now_ms();
     for (int j = 0; j < inner; j++) f(ctx);
+    host[i] = (float)((clcrt__now_ms() - h0) * 1e3 / inner);
     CK(cu->cuEventRecord(e1, cs));
     CK(cu->cuEventSynchronize(e1));
     CK(cu->cuEventElapsedTime(&ms[i], e0, e1));
   }
+  qsort(host, (size_t)reps, sizeof host[0], cmp_float);
+  bench_host_us = host[reps / 2];
   cu->cuEventDestroy(e0);
   cu->cuEventDestroy(e1);
   qsort(ms, (size_t)reps, sizeof ms[0], cmp_float);
@@ -196,12 +203,44 @@ void launch_copy(void *p) {
 
 void emit(const char *workload, const char *param, unsigned cl, const char *who, double ms, double ratio,
           double pct_copy) {
+  emit_traced(workload, param, cl, who, ms, ratio, pct_copy, NULL);
+}
+
+void emit_traced(const char *workload, const char *param, unsigned cl, const char *who, double ms, double ratio,
+                 double pct_copy, const clcrt_trace_summary *sum) {
   printf("  %-9s %-8s c%u %-16s %9.4f ms  %6.3fx", workload, param, cl, who, ms, ratio);
   if (pct_copy > 0) printf("  %5.1f%% of copy", pct_copy);
+  if (sum) printf("  tail %7.1f us  imbalance %.3f  busy %.3f", sum->tail_ns / 1e3, sum->imbalance, sum->busy_mean);
   printf("\n");
-  emit_json("\"workload\":\"%s\",\"param\":\"%s\",\"cluster\":%u,\"contender\":\"%s\",\"median_ms\":%.5f,"
-            "\"ratio_to_best_ref\":%.4f,\"pct_of_copy\":%.2f",
-            workload, param, cl, who, ms, ratio, pct_copy);
+  if (sum)
+    emit_json("\"workload\":\"%s\",\"param\":\"%s\",\"cluster\":%u,\"contender\":\"%s\",\"median_ms\":%.5f,"
+              "\"ratio_to_best_ref\":%.4f,\"pct_of_copy\":%.2f,\"tail_us\":%.2f,\"imbalance\":%.4f,"
+              "\"busy_mean\":%.4f,\"traced_span_us\":%.2f",
+              workload, param, cl, who, ms, ratio, pct_copy, sum->tail_ns / 1e3, sum->imbalance, sum->busy_mean,
+              sum->span_ns / 1e3);
+  else
+    emit_json("\"workload\":\"%s\",\"param\":\"%s\",\"cluster\":%u,\"contender\":\"%s\",\"median_ms\":%.5f,"
+              "\"ratio_to_best_ref\":%.4f,\"pct_of_copy\":%.2f",
+              workload, param, cl, who, ms, ratio, pct_copy);
+}
+
+int trace_once(void *p, clcrt_trace_summary *sum, const char *save_path) {
+  lctx *c = p;
+  clcrt_stream *s = c->s ? c->s : st;
+  clcrt_trace *tr = NULL;
+  int ok = clcrt_stream_trace_enable(s, (size_t)c->ntiles * 2 + 65536) == CLCRT_OK;
+  if (ok) {
+    launch_clcrt(c);
+    ok = clcrt_stream_trace_read(s, &tr) == CLCRT_OK && clcrt_trace_summarize(tr, sum) == CLCRT_OK;
+  }
+  if (ok && save_path && clcrt_trace_save_json(tr, save_path) != CLCRT_OK) {
+    fprintf(stderr, "trace: %s\n", clcrt_errmsg(NULL));
+    ok = 0;
+  }
+  if (!ok) fprintf(stderr, "trace: %s / %s\n", clcrt_errmsg(rt), clcrt_errmsg(NULL));
+  clcrt_trace_destroy(tr);
+  clcrt_stream_trace_enable(s, 0);
+  return ok;
 }
 
 void emit_json(const char *fmt, ...) {

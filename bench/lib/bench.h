@@ -22,6 +22,7 @@ extern CUstream cs;      /* its CUstream */
 extern FILE *json;       /* --json FILE, or NULL */
 extern const char *dump_dir; /* --dump DIR: every kernel's cubin is written there (for nvdisasm) */
 extern int quick;        /* --quick: smaller problems */
+extern const char *trace_dir; /* --traces DIR: the trace section's timelines are saved there as JSON */
 
 #define CK(x)                                                                                    \
   do {                                                                                           \
@@ -36,6 +37,9 @@ void bench_open(const char *json_path); /* runtime, stream, JSON header; exits 0
 void bench_close(void);
 
 typedef void (*launch_fn)(void *ctx);
+/* The median CPU time per launch call of the last time_batch/time_median, in us (the rate at
+ * which the host enqueued: above the GPU's time per run, the host is what was measured). */
+extern double bench_host_us;
 /* Median time in ms of REPS launches after WARMUP, with events around each. */
 double time_median(launch_fn f, void *ctx);
 /* The median of `reps` timings of `inner` launches each (events around the batch), in ms. */
@@ -74,6 +78,12 @@ void launch_copy(void *p);
  * reference (reference / contender: above 1 is faster), % of copy bandwidth (0: none). */
 void emit(const char *workload, const char *param, unsigned cl, const char *who, double ms, double ratio,
           double pct_copy);
+/* The same with a trace's tail, imbalance and mean busy fraction after the time. */
+void emit_traced(const char *workload, const char *param, unsigned cl, const char *who, double ms, double ratio,
+                 double pct_copy, const clcrt_trace_summary *sum);
+/* One traced launch of a clcrt launch context (an lctx) on its stream: its summary, and its
+ * JSON at save_path unless NULL. Tracing is off again afterwards. Returns 0 on failure. */
+int trace_once(void *lc, clcrt_trace_summary *sum, const char *save_path);
 /* A free-form JSON record (the caller's fields, without braces). */
 void emit_json(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
@@ -98,5 +108,10 @@ void bench_classes(void);
 void bench_preempt(void);
 void bench_armed(void);
 void bench_trace(void);
+void bench_trace_scale(void);
+void bench_trace_work(void);
+/* trace.c: prints and records tracing's cost for one workload and contender: `out` is the
+ * kernel compiled with -DCLCRT_TRACE=0, `in` the one compiled as usual, timed off and on. */
+void trace_overhead(const char *workload, const char *who, unsigned cl, lctx *out, lctx *in);
 void bench_overhead(void);
 #endif

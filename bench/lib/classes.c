@@ -125,9 +125,10 @@ static void bench_backtoback(void) {
       }                                                                  \
   } while (0)
   CHECK_B2B("ref-block", launch_ref, &rb);
-  double t0 = time_batch(launch_ref, &rb, RUNS, 7);
+  double t0 = time_batch(launch_ref, &rb, RUNS, 7), h0 = bench_host_us;
   CHECK_B2B("ref-persist", launch_ref, &rp);
-  double t1 = time_batch(launch_ref, &rp, RUNS, 7);
+  double t1 = time_batch(launch_ref, &rp, RUNS, 7), h1 = bench_host_us;
+  printf("  host per launch: ref-block %.2f us, ref-persist %.2f us\n", h0, h1);
   double best = t0 < t1 ? t0 : t1;
   emit("backtoback", "500x1024", 1, "ref-block", t0, best / t0, 0);
   emit("backtoback", "500x1024", 1, "ref-persist", t1, best / t1, 0);
@@ -138,8 +139,16 @@ static void bench_backtoback(void) {
                .args_size = sizeof args,
                .ntiles = TILES};
     CHECK_B2B(k_contenders[c].name, launch_clcrt, &lc);
-    double t = time_batch(launch_clcrt, &lc, RUNS, 7);
+    double t = time_batch(launch_clcrt, &lc, RUNS, 7), host = bench_host_us;
+    double one = time_median(launch_clcrt, &lc); /* one run alone, events around it */
     emit("backtoback", "500x1024", 1, k_contenders[c].name, t, best / t, 0);
+    clcrt_stream_stats ss = CLCRT_STREAM_STATS_INIT;
+    if (clcrt_stream_stats_enable(st, 1) != CLCRT_OK) exit(1);
+    launch_clcrt(&lc);
+    if (clcrt_stream_stats_read(st, &ss) != CLCRT_OK || clcrt_stream_stats_enable(st, 0) != CLCRT_OK) exit(1);
+    printf("  %-9s %-8s    %-16s host %.2f us per clcrt_run, GPU %.2f us per run in the batch, %.2f us alone; "
+           "%llu clusters (at most %d resident), at most %llu units per cluster\n",
+           "", "", "", host, t * 1e3 / RUNS, one * 1e3, ss.clusters, lc.k->max_clusters, ss.max_units_per_cluster);
   }
 #undef CHECK_B2B
   cu->cuLibraryUnload(lib);
@@ -252,7 +261,8 @@ static void bench_prologue(void) {
 }
 
 void bench_classes(void) {
-  bench_demo();
-  bench_backtoback();
-  bench_prologue();
+  const char *only = getenv("CLCRT_BENCH_CLASS"); /* one class (profiling runs) */
+  if (!only || !strcmp(only, "demo")) bench_demo();
+  if (!only || !strcmp(only, "backtoback")) bench_backtoback();
+  if (!only || !strcmp(only, "prologue")) bench_prologue();
 }

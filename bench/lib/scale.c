@@ -107,3 +107,38 @@ void bench_scale(void) {
   free(hx), free(hy);
 }
 
+
+/* Tracing's cost on the scale workload (trace.c): 16 KiB tiles with 1- and 4-CTA clusters,
+ * and 4 KiB tiles (four times the records per byte). */
+void bench_trace_scale(void) {
+  const size_t bytes = quick ? (256ull << 20) : (1ull << 30);
+  CUdeviceptr x, y;
+  CK(cu->cuMemAlloc(&x, bytes));
+  CK(cu->cuMemAlloc(&y, bytes));
+  CK(cu->cuMemsetD32Async(x, 0x3f800000u, bytes / 4, cs)); /* 1.0f: not zeros */
+  struct {
+    CUdeviceptr x, y;
+    unsigned long long n4;
+    float a;
+  } args = {x, y, bytes / 16, 1.75f};
+  static const clcrt_sched scheds[] = {CLCRT_SCHED_AUTO, CLCRT_SCHED_STATIC};
+  static const char *const names[] = {"steal", "static"};
+  static const struct { unsigned per, cl; const char *name; } cases[] = {
+      {4, 1, "scale16K"}, {4, 4, "scale16K"}, {1, 1, "scale4K"}};
+  for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++)
+    for (int i = 0; i < 2; i++) {
+      char define[32];
+      snprintf(define, sizeof define, "-DPER=%u", cases[c].per);
+      const unsigned cl = cases[c].cl;
+      lctx out = {.k = reg2(k_scale_src, "scale_tile", "ScaleArgs", scheds[i], CLCRT_GRID_AUTO, cl, define,
+                            "-DCLCRT_TRACE=0"),
+                  .args = &args,
+                  .args_size = sizeof args,
+                  .ntiles = bytes / 16 / (cases[c].per * 256)};
+      lctx in = out;
+      in.k = reg2(k_scale_src, "scale_tile", "ScaleArgs", scheds[i], CLCRT_GRID_AUTO, cl, define, NULL);
+      trace_overhead(cases[c].name, names[i], cl, &out, &in);
+    }
+  cu->cuMemFree(x);
+  cu->cuMemFree(y);
+}

@@ -6,7 +6,8 @@
  *   lognormal  heavy-tailed random costs, lognormal with sigma 1 (skewed expert loads);
  *   triangle   causal-attention rows: row r costs r + 1, fewer and longer tiles;
  *   uniform    equal costs (FIXED against the hand-written kernel: code generation);
- * at cluster sizes 1, 2 and 4 where the class is about clusters. The references are the same
+ * at cluster sizes 1, 2 and 4 where the class is about clusters. After its time, each clcrt
+ * contender's row shows the tail, imbalance and mean busy fraction of one traced run. The references are the same
  * tile body as a hand-written one-block-per-tile kernel and a grid-stride persistent kernel.
  * Outputs are checked against the CPU on a sample of tiles (every tile is checked for NaN:
  * the output is poisoned first). */
@@ -134,7 +135,8 @@ static void run_class(int cls, unsigned long long ntiles, unsigned base, const u
       launch_clcrt(&lc);
       CHECK_OUTPUT(k_contenders[c].name);
       double t = time_median(launch_clcrt, &lc);
-      emit(who, "-", cl, k_contenders[c].name, t, best / t, 0);
+      clcrt_trace_summary sum = CLCRT_TRACE_SUMMARY_INIT;
+      emit_traced(who, "-", cl, k_contenders[c].name, t, best / t, 0, trace_once(&lc, &sum, NULL) ? &sum : NULL);
     }
 #undef CHECK_OUTPUT
   cu->cuLibraryUnload(lib);
@@ -196,4 +198,36 @@ void bench_armed(void) {
     cu->cuMemFree(args.out), cu->cuMemFree(args.cost);
     free(hc);
   }
+}
+
+/* Tracing's cost on the skewed mix (trace.c), and the README's timelines: one traced run of
+ * the skewed mix under STEAL and under STATIC, saved as JSON in --traces DIR. */
+void bench_trace_work(void) {
+  const unsigned long long n = quick ? 4000 : 20000;
+  unsigned *hc = make_costs(SKEW, n, 1000);
+  WorkArgs args = {0, 0, n};
+  CK(cu->cuMemAlloc(&args.out, n * 256 * 4));
+  CK(cu->cuMemAlloc(&args.cost, n * 4));
+  CK(cu->cuMemcpyHtoD(args.cost, hc, n * 4));
+  static const clcrt_sched scheds[] = {CLCRT_SCHED_AUTO, CLCRT_SCHED_STATIC};
+  static const char *const names[] = {"steal", "static"};
+  for (int i = 0; i < 2; i++) {
+    lctx out = {.k = reg2(k_work_tile, "work_tile", "WorkArgs", scheds[i], CLCRT_GRID_AUTO, 1, "-DCLCRT_TRACE=0", NULL),
+                .args = &args,
+                .args_size = sizeof args,
+                .ntiles = n};
+    lctx in = out;
+    in.k = reg2(k_work_tile, "work_tile", "WorkArgs", scheds[i], CLCRT_GRID_AUTO, 1, NULL, NULL);
+    trace_overhead("skew", names[i], 1, &out, &in);
+    clcrt_trace_summary sum = CLCRT_TRACE_SUMMARY_INIT;
+    char path[512];
+    snprintf(path, sizeof path, "%s/trace_skew_%s.json", trace_dir ? trace_dir : ".", names[i]);
+    if (trace_once(&in, &sum, trace_dir ? path : NULL))
+      printf("  timeline  skew      c1 %-7s %llu tiles, %llu stolen, span %.1f us, tail %.1f us, imbalance %.3f, "
+             "busy %.3f%s%s\n",
+             names[i], sum.tiles, sum.steals, sum.span_ns / 1e3, sum.tail_ns / 1e3, sum.imbalance, sum.busy_mean,
+             trace_dir ? ", saved to " : "", trace_dir ? path : "");
+  }
+  cu->cuMemFree(args.out), cu->cuMemFree(args.cost);
+  free(hc);
 }

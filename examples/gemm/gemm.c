@@ -4,12 +4,16 @@
  *
  *   gemm [M N K]        default 4096 4096 4096; K a multiple of 8
  *
+ * GEMM_VARIANT (a name from GEMM_VARIANTS, default the first) and GEMM_SCHED (steal,
+ * static or fixed; default steal) pick the kernel.
+ *
  * Prints the kernel's resources and compile time, checks 256 elements against a CPU fp64
  * dot product, and times 20 runs with events. Device memory and events go through the
  * runtime's driver table (internal.h), like examples/demo.c. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "clcrt.h"
 #include "gemm.h"
@@ -54,8 +58,18 @@ int main(int argc, char **argv) {
   CHECK_CU(cu->cuCtxSetCurrent(rt->ctx));
 
   const gemm_variant *v = &GEMM_VARIANTS[0];
+  const char *want = getenv("GEMM_VARIANT"), *sname = getenv("GEMM_SCHED");
+  for (int i = 0; want && i < GEMM_NUM_VARIANTS; i++)
+    if (!strcmp(GEMM_VARIANTS[i].name, want)) v = &GEMM_VARIANTS[i];
+  if (want && strcmp(v->name, want)) {
+    fprintf(stderr, "gemm: no variant %s\n", want);
+    return 2;
+  }
+  clcrt_sched sched = CLCRT_SCHED_STEAL;
+  if (sname && !strcmp(sname, "static")) sched = CLCRT_SCHED_STATIC;
+  if (sname && !strcmp(sname, "fixed")) sched = CLCRT_SCHED_FIXED;
   clcrt_kernel *kern = NULL;
-  CHECK(gemm_register(rt, v, CLCRT_SCHED_STEAL, 0, &kern));
+  CHECK(gemm_register(rt, v, sched, 0, &kern));
   clcrt_kernel_info info = CLCRT_KERNEL_INFO_INIT;
   CHECK(clcrt_kernel_info_get(kern, &info));
   printf("%s (%s): %d registers, %d bytes stack, %u + %u bytes shared memory, compiled in %.0f ms%s\n", info.name,
