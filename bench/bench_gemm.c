@@ -136,6 +136,7 @@ static void pool_make(size_t n) {
   }
   CK(cu->cuMemAlloc(&pool_d, n * 2));
   CK(cu->cuMemcpyHtoD(pool_d, pool_h, n * 2));
+  CK(cu->cuStreamSynchronize(CU_STREAM_LEGACY)); /* the copy has landed */
 }
 /* Alignment in bytes of the operand windows (--align; at least 16, what TMA needs). 1024 by
  * default, like any allocator's: the first run used 16-byte aligned windows, whose 128-byte
@@ -571,6 +572,7 @@ static void bench_grouped_shape(const gshape *g, int idx) {
   int sizes[1024];
   for (unsigned e = 0; e < g->experts; e++) sizes[e] = (int)rows[e];
   CK(cu->cuMemcpyHtoD(S, sizes, g->experts * 4));
+  CK(cu->cuStreamSynchronize(CU_STREAM_LEGACY)); /* the copy has landed */
   uint16_t *hd = malloc(nd * 2), *hr = malloc(nd * 2);
   if (!hd || !hr) {
     fprintf(stderr, "out of host memory\n");
@@ -650,8 +652,11 @@ static void bench_grouped_shape(const gshape *g, int idx) {
   CK(cu->cuMemAlloc(&gb.pb, used * 8 + 8));
   CK(cu->cuMemAlloc(&gb.pc, used * 8 + 8));
   CK(cu->cuMemcpyHtoD(gb.pa, pa, used * 8));
+  CK(cu->cuStreamSynchronize(CU_STREAM_LEGACY)); /* the copy has landed */
   CK(cu->cuMemcpyHtoD(gb.pb, pb, used * 8));
+  CK(cu->cuStreamSynchronize(CU_STREAM_LEGACY)); /* the copy has landed */
   CK(cu->cuMemcpyHtoD(gb.pc, pc, used * 8));
+  CK(cu->cuStreamSynchronize(CU_STREAM_LEGACY)); /* the copy has landed */
   /* bf16 in and out with fp32 compute first; then what else it may take. */
   static const struct {
     cudaDataType_t ctype;
@@ -663,7 +668,10 @@ static void bench_grouped_shape(const gshape *g, int idx) {
   cublasStatus_t first = CUBLAS_STATUS_SUCCESS;
   for (int ti = 0; ti < 2 && took < 0; ti++) {
     gb.ctype = tries[ti].ctype, gb.compute = tries[ti].compute;
-    if (ti == 1) CK(cu->cuMemcpyHtoD(gb.pc, pcf, used * 8));
+    if (ti == 1) {
+      CK(cu->cuMemcpyHtoD(gb.pc, pcf, used * 8));
+      CK(cu->cuStreamSynchronize(CU_STREAM_LEGACY));
+    }
     cublasStatus_t r = used ? gb_call(&gb) : CUBLAS_STATUS_SUCCESS;
     if (ti == 0) first = r;
     if (r == CUBLAS_STATUS_SUCCESS) took = ti;

@@ -117,6 +117,7 @@ static int run_on_gpu(void) {
     clcrt_dim3 tiles = {(unsigned)((n + 255) / 256), 1, 1};
     /* Correctness: one run on fresh data against the CPU. */
     cu->cuMemcpyHtoD(dx, hx, (size_t)n * 4);
+    cu->cuStreamSynchronize(CU_STREAM_LEGACY); /* a pageable copy returns before it has landed */
     if (clcrt_run(s, k, tiles, &a, sizeof a) != CLCRT_OK || clcrt_stream_sync(s) != CLCRT_OK) {
       printf("  %-7s failed: %s\n", clcrt__sched_name(k_scheds[i]), clcrt_errmsg(rt));
       goto out;

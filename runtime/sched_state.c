@@ -10,12 +10,23 @@
 static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
 static clcrt__devstate *g_states;
 
+/* A copy from pageable host memory returns once the bytes are staged, before the DMA to the
+ * device has landed, and it runs on the legacy stream, which clcrt's non-blocking streams do
+ * not wait for: a run launched right after could read the old bytes (a stale claim counter
+ * loses tiles). Waiting for the legacy stream makes the copy complete. */
+clcrt_status clcrt__put_device(clcrt_runtime *rt, CUdeviceptr p, const void *src, size_t bytes) {
+  CU_CHECK(rt, cuMemcpyHtoD(p, src, bytes));
+  CU_CHECK(rt, cuStreamSynchronize(CU_STREAM_LEGACY));
+  return CLCRT_OK;
+}
+
 clcrt_status clcrt__zero_device(clcrt_runtime *rt, CUdeviceptr p, size_t bytes) {
   static const unsigned char zeros[4096];
   for (size_t off = 0; off < bytes; off += sizeof zeros) {
     size_t n = bytes - off < sizeof zeros ? bytes - off : sizeof zeros;
     CU_CHECK(rt, cuMemcpyHtoD(p + off, zeros, n));
   }
+  CU_CHECK(rt, cuStreamSynchronize(CU_STREAM_LEGACY)); /* see clcrt__put_device */
   return CLCRT_OK;
 }
 

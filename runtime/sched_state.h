@@ -54,4 +54,7 @@ int clcrt__devstate_higher(const clcrt__devstate *d, unsigned level);
 /* Zeroes device memory with a synchronous copy (not a memset on the legacy stream, which a
  * non-blocking stream would not be ordered after). For set-up only, never per run. */
 clcrt_status clcrt__zero_device(clcrt_runtime *rt, CUdeviceptr p, size_t bytes);
+/* Copies host bytes to the device and returns once they have landed (complete before any
+ * later launch on any stream). */
+clcrt_status clcrt__put_device(clcrt_runtime *rt, CUdeviceptr p, const void *src, size_t bytes);
 #endif

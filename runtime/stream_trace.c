@@ -49,8 +49,10 @@ clcrt_status clcrt_stream_trace_enable(clcrt_stream *s, size_t capacity) {
                        capacity, clcrt__cu_name(rt, r));
   }
   uint32_t cap = (uint32_t)capacity;
-  if ((st = clcrt__zero_device(rt, s->trace, TRACE_HDR_BYTES)) != CLCRT_OK) goto fail;
-  CU_CHECK_GOTO(rt, cuMemcpyHtoD(s->trace, &cap, sizeof cap), st, fail);
+  unsigned char hdr[TRACE_HDR_BYTES];
+  memset(hdr, 0, sizeof hdr);
+  memcpy(hdr, &cap, sizeof cap);
+  if ((st = clcrt__put_device(rt, s->trace, hdr, sizeof hdr)) != CLCRT_OK) goto fail;
   s->trace_bytes = bytes;
   s->trace_cap = cap;
   s->trace_runs = 0;

@@ -56,6 +56,7 @@ static void bench_demo(void) {
 #define CHECK_DEMO(name, launch, ctx)                                  \
   do {                                                                 \
     CK(cu->cuMemcpyHtoD(args.x, hx, n * 4));                           \
+    CK(cu->cuStreamSynchronize(CU_STREAM_LEGACY)); /* the copy has landed */ \
     launch(ctx);                                                       \
     CK(cu->cuStreamSynchronize(cs));                                   \
     CK(cu->cuMemcpyDtoH(hy, args.x, n * 4));                           \
@@ -65,6 +66,7 @@ static void bench_demo(void) {
         exit(1);                                                       \
       }                                                                \
     CK(cu->cuMemcpyHtoD(args.x, hx, n * 4));                           \
+    CK(cu->cuStreamSynchronize(CU_STREAM_LEGACY)); /* the copy has landed */ \
   } while (0)
   CHECK_DEMO("ref-block", launch_ref, &rb);
   double t0 = time_median(launch_ref, &rb);
@@ -105,6 +107,7 @@ static void bench_backtoback(void) {
   unsigned long long seed = 11;
   for (unsigned long long i = 0; i < n4 * 4; i++) hx[i] = (float)bench_urand(&seed);
   CK(cu->cuMemcpyHtoD(args.x, hx, n4 * 16));
+  CK(cu->cuStreamSynchronize(CU_STREAM_LEGACY)); /* the copy has landed */
   printf("\nbacktoback: %d runs on one stream, %d tiles of 4 KiB each (y = a*x); time of all %d runs\n", RUNS, TILES,
          RUNS);
   CUlibrary lib = compile_ref(k_scale_ref, "-DPER=1", "scale");
@@ -210,6 +213,7 @@ static void bench_prologue(void) {
   unsigned long long seed = 13;
   for (unsigned long long i = 0; i < n; i++) hx[i] = (float)bench_urand(&seed);
   CK(cu->cuMemcpyHtoD(args.x, hx, n * 4));
+  CK(cu->cuStreamSynchronize(CU_STREAM_LEGACY)); /* the copy has landed */
   printf("\nprologue: %llu tiles of 16 KiB, each CTA needs a 32 KiB table (8192 sums of 8 sines) in shared memory\n",
          ntiles);
   CUlibrary lib = compile_ref(k_table_ref, NULL, "table");

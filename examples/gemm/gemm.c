@@ -86,7 +86,9 @@ int main(int argc, char **argv) {
   CHECK_CU(cu->cuMemAlloc(&B, nb * 2));
   CHECK_CU(cu->cuMemAlloc(&D, nd * 2));
   CHECK_CU(cu->cuMemcpyHtoD(A, ha, na * 2));
+  CHECK_CU(cu->cuStreamSynchronize(CU_STREAM_LEGACY)); /* the copy has landed */
   CHECK_CU(cu->cuMemcpyHtoD(B, hb, nb * 2));
+  CHECK_CU(cu->cuStreamSynchronize(CU_STREAM_LEGACY)); /* the copy has landed */
   CHECK_CU(cu->cuMemsetD8(D, 0xff, nd * 2)); /* NaN: every element must be written */
 
   gemm_args a;

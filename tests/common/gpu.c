@@ -54,12 +54,15 @@ void gpu_free(CUdeviceptr p) {
 }
 void gpu_put(CUdeviceptr dst, const void *src, size_t bytes) {
   ck_assert_int_eq(g_cu->cuMemcpyHtoD(dst, src, bytes), CUDA_SUCCESS);
+  /* From pageable memory the copy returns before its DMA lands, on the legacy stream, which
+   * clcrt's non-blocking streams do not wait for: wait for it here (a poisoned output was
+   * seen overwriting a kernel's results). */
+  ck_assert_int_eq(g_cu->cuStreamSynchronize(CU_STREAM_LEGACY), CUDA_SUCCESS);
 }
 void gpu_get(void *dst, CUdeviceptr src, size_t bytes) {
   ck_assert_int_eq(g_cu->cuMemcpyDtoH(dst, src, bytes), CUDA_SUCCESS);
 }
-/* A synchronous copy: a memset on the legacy stream would not be ordered before work on
- * clcrt's non-blocking streams. */
+/* A copy that has landed when this returns (gpu_put). */
 void gpu_fill_u8(CUdeviceptr dst, unsigned char v, size_t bytes) {
   unsigned char *h = malloc(bytes ? bytes : 1);
   ck_assert_ptr_nonnull(h);
