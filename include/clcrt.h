@@ -230,7 +230,8 @@ typedef struct clcrt_trace_record {
   uint8_t flags;             /* CLCRT_TRACE_STOLEN */
   uint32_t reserved;
 } clcrt_trace_record;
-#define CLCRT_TRACE_STOLEN 1u /* the unit was not the cluster's first */
+#define CLCRT_TRACE_STOLEN 1u /* STEAL and CLC: the unit was claimed, not the cluster's first (never set
+                                 by STATIC, whose later units are its own, nor by FIXED) */
 #define CLCRT_TRACE_MAX_SMS 1024
 
 typedef struct clcrt_trace clcrt_trace; /* opaque: a set of records, owned by the caller */
