@@ -85,8 +85,8 @@ static void compare(const uint16_t *got, const uint16_t *ref, size_t rows, size_
   double num = 0, den = 0;
   for (size_t i = 0; i < rows * n; i++) {
     float g = gemm_bf2f(got[i]), r = gemm_bf2f(ref[i]);
-    ck_assert_msg(g == g, "%s: D[%zu][%zu] not written (NaN)", what, i / n, i % n);
-    ck_assert_msg(r == r, "%s: cuBLAS's D[%zu][%zu] is NaN", what, i / n, i % n);
+    GPU_CHECK(g == g, "%s: D[%zu][%zu] not written (NaN)", what, i / n, i % n);
+    GPU_CHECK(r == r, "%s: cuBLAS's D[%zu][%zu] is NaN", what, i / n, i % n);
     num += (double)(g - r) * (g - r);
     den += (double)r * r;
   }
@@ -173,13 +173,13 @@ static void run_dense(ctx *c, clcrt_kernel *k, const gemm_variant *v, const shap
     unsigned *h = malloc(gemm_ctr_bytes(v, &a));
     ck_assert_ptr_nonnull(h);
     gpu_get(h, ctr, gemm_ctr_bytes(v, &a));
-    for (size_t i = 0; i < gemm_ctr_bytes(v, &a) / 4; i++) ck_assert_msg(h[i] == 0, "%s: counter %zu = %u", what, i, h[i]);
+    for (size_t i = 0; i < gemm_ctr_bytes(v, &a) / 4; i++) GPU_CHECK(h[i] == 0, "%s: counter %zu = %u", what, i, h[i]);
     free(h);
     unsigned *w = malloc(gemm_ws_bytes(v, &a));
     ck_assert_ptr_nonnull(w);
     gpu_get(w, ws, gemm_ws_bytes(v, &a));
     for (size_t i = 0; i < gemm_ws_bytes(v, &a) / 4; i++)
-      ck_assert_msg(w[i] == 0, "%s: workspace word %zu = 0x%08x", what, i, w[i]);
+      GPU_CHECK(w[i] == 0, "%s: workspace word %zu = 0x%08x", what, i, w[i]);
     free(w);
   }
   gpu_free(A), gpu_free(B), gpu_free(D), gpu_free(R), gpu_free(ws), gpu_free(ctr);
@@ -345,7 +345,7 @@ static void run_grouped(ctx *c, clcrt_kernel *k, const gemm_variant *v, const gl
     gpu_get(hd, D, nd * 2);
     compare(hd, hr, rows, n, what);
     for (size_t i = (size_t)rows * n; i < (size_t)total * n; i++)
-      ck_assert_msg(hd[i] == 0xffff, "%s: row %zu past the groups was written", what, i / n);
+      GPU_CHECK(hd[i] == 0xffff, "%s: row %zu past the groups was written", what, i / n);
     row0 = 0;
     for (unsigned i = 0; i < g->groups; i++) {
       if (g->sizes[i] && (i % 97 == 0 || g->groups < 50))

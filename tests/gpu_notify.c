@@ -77,7 +77,7 @@ static void on_done(void *user, clcrt_status st, int check_data) {
    * right if the runs really finished before the callback. */
   float *y = malloc((size_t)c->n * sizeof *y);
   gpu_get(y, c->x, (size_t)c->n * sizeof *y);
-  for (long i = 0; i < c->n; i++) ck_assert_msg(y[i] == c->ref[i], "x[%ld] = %g, expected %g", i, y[i], c->ref[i]);
+  for (long i = 0; i < c->n; i++) GPU_CHECK(y[i] == c->ref[i], "x[%ld] = %g, expected %g", i, y[i], c->ref[i]);
   free(y);
 }
 static void on_done_data(void *user, clcrt_status st) { on_done(user, st, 1); }

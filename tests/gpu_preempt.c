@@ -61,7 +61,10 @@ START_TEST(test_yield_mechanism) {
   bufs_check(&b, cl, 1, 0, "after preempt_end");
   printf("gpu_preempt: after preempt_end: %llu clusters, at most %llu units per cluster\n", st.clusters,
          st.max_units_per_cluster);
-  ck_assert_uint_gt(st.max_units_per_cluster, 1);
+  /* Clusters that started early took the units of those not yet started: the run no longer
+   * yields. Under compute-sanitizer every cluster may start before any claims a second unit
+   * (the tool serialises and slows the kernel), so there it is printed, not checked. */
+  if (!gpu_under_sanitizer()) ck_assert_uint_gt(st.max_units_per_cluster, 1);
   bufs_free(&b);
   clcrt_stream_destroy(hi);
   clcrt_stream_destroy(lo);
@@ -218,7 +221,7 @@ START_TEST(test_two_runtimes) {
   bufs_reset_hits(&b);
   ck_assert_int_eq(clcrt_run(lo, k, t, &b.a, sizeof b.a), CLCRT_OK);
   ck_assert_int_eq(clcrt_stream_stats_read(lo, &st), CLCRT_OK);
-  ck_assert_uint_gt(st.max_units_per_cluster, 1);
+  if (!gpu_under_sanitizer()) ck_assert_uint_gt(st.max_units_per_cluster, 1); /* as in test_yield_mechanism */
   bufs_check(&b, (clcrt_dim3){1, 1, 1}, 1, 0, "after the urgent stream went");
   bufs_free(&b);
   clcrt_stream_destroy(lo);

@@ -41,31 +41,31 @@ static unsigned long long check_trace(const clcrt_trace *tr, clcrt_dim3 t, clcrt
   const unsigned ux = (t.x + cl.x - 1) / cl.x, uy = (t.y + cl.y - 1) / cl.y;
   unsigned long long stolen = 0;
   for (size_t i = 0; i < n; i++) {
-    if (i) ck_assert_msg(r[i - 1].start_ns <= r[i].start_ns, "%s: records not sorted by start", what);
-    ck_assert_msg(r[i].end_ns >= r[i].start_ns, "%s: record %zu ends before it starts", what, i);
-    ck_assert_msg(r[i].run >= first_run && r[i].run < first_run + runs, "%s: run %u", what, r[i].run);
-    ck_assert_msg(r[i].tile < ntiles, "%s: tile %llu of %zu", what, (unsigned long long)r[i].tile, ntiles);
-    ck_assert_msg(r[i].sm < num_sms, "%s: SM %u of %d", what, r[i].sm, num_sms);
-    ck_assert_uint_eq(r[i].reserved, 0);
+    if (i) GPU_CHECK(r[i - 1].start_ns <= r[i].start_ns, "%s: records not sorted by start", what);
+    GPU_CHECK(r[i].end_ns >= r[i].start_ns, "%s: record %zu ends before it starts", what, i);
+    GPU_CHECK(r[i].run >= first_run && r[i].run < first_run + runs, "%s: run %u", what, r[i].run);
+    GPU_CHECK(r[i].tile < ntiles, "%s: tile %llu of %zu", what, (unsigned long long)r[i].tile, ntiles);
+    GPU_CHECK(r[i].sm < num_sms, "%s: SM %u of %d", what, r[i].sm, num_sms);
+    GPU_CHECK(r[i].reserved == 0, "%s: reserved %u", what, r[i].reserved);
     size_t k = (size_t)(r[i].run - first_run) * ntiles + r[i].tile;
-    ck_assert_msg(!seen[k], "%s: tile %llu recorded twice in run %u", what, (unsigned long long)r[i].tile, r[i].run);
+    GPU_CHECK(!seen[k], "%s: tile %llu recorded twice in run %u", what, (unsigned long long)r[i].tile, r[i].run);
     seen[k] = 1;
     unsigned x = (unsigned)(r[i].tile % t.x), y = (unsigned)(r[i].tile / t.x % t.y),
              z = (unsigned)(r[i].tile / t.x / t.y);
     unsigned unit = x / cl.x + ux * (y / cl.y + uy * (z / cl.z));
     unsigned rank = x % cl.x + cl.x * (y % cl.y + cl.y * (z % cl.z));
-    ck_assert_msg(r[i].unit == unit, "%s: tile %llu in unit %u, expected %u", what, (unsigned long long)r[i].tile,
+    GPU_CHECK(r[i].unit == unit, "%s: tile %llu in unit %u, expected %u", what, (unsigned long long)r[i].tile,
                   r[i].unit, unit);
-    ck_assert_msg(r[i].cta_rank == rank, "%s: tile %llu at rank %u, expected %u", what,
+    GPU_CHECK(r[i].cta_rank == rank, "%s: tile %llu at rank %u, expected %u", what,
                   (unsigned long long)r[i].tile, r[i].cta_rank, rank);
-    if (sched == CLCRT_SCHED_FIXED) ck_assert_msg(r[i].cluster == unit, "%s: FIXED ran unit %u in cluster %u", what, unit, r[i].cluster);
-    ck_assert_uint_eq(r[i].flags & ~CLCRT_TRACE_STOLEN, 0);
+    if (sched == CLCRT_SCHED_FIXED) GPU_CHECK(r[i].cluster == unit, "%s: FIXED ran unit %u in cluster %u", what, unit, r[i].cluster);
+    GPU_CHECK((r[i].flags & ~CLCRT_TRACE_STOLEN) == 0, "%s: flags 0x%x", what, r[i].flags);
     stolen += r[i].flags & CLCRT_TRACE_STOLEN;
   }
-  for (size_t k = 0; k < ntiles * runs; k++) ck_assert_msg(seen[k], "%s: tile %zu of run %zu missing", what, k % ntiles, k / ntiles);
+  for (size_t k = 0; k < ntiles * runs; k++) GPU_CHECK(seen[k], "%s: tile %zu of run %zu missing", what, k % ntiles, k / ntiles);
   free(seen);
   /* Per CTA (run, cluster, rank): one tile after another, the first one not stolen, the rest
-   * stolen (no cluster here has padded tiles). */
+   * stolen under STEAL (no cluster here has padded tiles); STATIC's later units are its own. */
   clcrt_trace_record *c = malloc(n * sizeof *c);
   ck_assert_ptr_nonnull(c);
   memcpy(c, r, n * sizeof *c);
@@ -73,13 +73,14 @@ static unsigned long long check_trace(const clcrt_trace *tr, clcrt_dim3 t, clcrt
   for (size_t i = 0; i < n; i++) {
     int same = i && c[i - 1].run == c[i].run && c[i - 1].cluster == c[i].cluster && c[i - 1].cta_rank == c[i].cta_rank;
     if (same) {
-      ck_assert_msg(c[i].start_ns >= c[i - 1].end_ns, "%s: CTA (run %u cluster %u rank %u): a tile starts at %llu "
+      GPU_CHECK(c[i].start_ns >= c[i - 1].end_ns, "%s: CTA (run %u cluster %u rank %u): a tile starts at %llu "
                     "before the previous one ended at %llu", what, c[i].run, c[i].cluster, c[i].cta_rank,
                     (unsigned long long)c[i].start_ns, (unsigned long long)c[i - 1].end_ns);
-      ck_assert_msg(c[i].flags & CLCRT_TRACE_STOLEN, "%s: a later tile of a CTA not marked stolen", what);
-      ck_assert_msg(c[i].sm == c[i - 1].sm, "%s: a CTA moved from SM %u to %u", what, c[i - 1].sm, c[i].sm);
+      GPU_CHECK(!(c[i].flags & CLCRT_TRACE_STOLEN) == (sched != CLCRT_SCHED_STEAL),
+                "%s: a later tile of a CTA %s stolen", what, sched == CLCRT_SCHED_STEAL ? "not marked" : "marked");
+      GPU_CHECK(c[i].sm == c[i - 1].sm, "%s: a CTA moved from SM %u to %u", what, c[i - 1].sm, c[i].sm);
     } else {
-      ck_assert_msg(!(c[i].flags & CLCRT_TRACE_STOLEN), "%s: a CTA's first tile marked stolen", what);
+      GPU_CHECK(!(c[i].flags & CLCRT_TRACE_STOLEN), "%s: a CTA's first tile marked stolen", what);
     }
   }
   free(c);
@@ -204,8 +205,8 @@ START_TEST(test_overflow_counted) {
     ck_assert_uint_eq(n, cap); /* exactly the capacity, however the tiles spread */
     ck_assert_uint_eq(n + clcrt_trace_dropped(tr), t.x);
     for (size_t i = 0; i < n; i++) {
-      ck_assert_uint_lt(r[i].tile, t.x);
-      ck_assert_uint_eq(r[i].run, rep);
+      GPU_CHECK(r[i].tile < t.x, "overflow: tile %llu of %u", (unsigned long long)r[i].tile, t.x);
+      GPU_CHECK(r[i].run == rep, "overflow: run %u, expected %u", r[i].run, rep);
     }
     clcrt_trace_destroy(tr);
   }

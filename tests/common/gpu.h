@@ -21,6 +21,13 @@ void gpu_get(void *dst, CUdeviceptr src, size_t bytes);
 void gpu_fill_u8(CUdeviceptr dst, unsigned char v, size_t bytes);
 /* Deterministic pseudo-random floats in [-1, 1). */
 void fill_random(float *x, size_t n, uint64_t seed);
+/* An assertion for loops over many elements: a passing ck_assert writes a mark point to
+ * Check's pipe in fork mode (a system call each), which over millions of elements takes
+ * minutes; this one costs nothing until it fails. Needs <check.h>. */
+#define GPU_CHECK(cond, ...)                   \
+  do {                                         \
+    if (!(cond)) ck_abort_msg(__VA_ARGS__);    \
+  } while (0)
 /* 1 when running under compute-sanitizer (smaller problems, no fault test). */
 int gpu_under_sanitizer(void);
 #endif
