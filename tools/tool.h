@@ -72,6 +72,7 @@ typedef struct tool_draw_opts {
   int svg;
   int width, height;
   long long run;    /* the run drawn, -1: all runs on one time axis */
+  unsigned long long time_ns; /* 0, or the length of the time axis (longer traces keep their own) */
 } tool_draw_opts;
 /* TOOL_OK, or TOOL_BADINPUT with the reason in err (the output could not be written). */
 int tool_trace_draw(const clcrt_trace *t, const clcrt_trace_summary *s, const tool_draw_opts *o, char *err,

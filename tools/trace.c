@@ -9,7 +9,7 @@
 
 static const char help[] =
     "usage: clcrt trace summary [--json] [--run N] FILE.json\n"
-    "       clcrt trace draw [--run N] [--width W] [--height H] -o OUT.png|OUT.svg FILE.json\n"
+    "       clcrt trace draw [--run N] [--width W] [--height H] [--time-us T] -o OUT.png|OUT.svg FILE.json\n"
     "\n"
     "Reads a timeline trace written by clcrt_trace_save_json (Chrome/Perfetto trace-event\n"
     "JSON; open it in https://ui.perfetto.dev to browse it).\n"
@@ -23,6 +23,8 @@ static const char help[] =
     "  -o FILE      the picture (required)\n"
     "  --width W    pixels across (default 1200, 160 to 16384)\n"
     "  --height H   pixels down (default 800, 120 to 16384; at most 2^26 pixels in all)\n"
+    "  --time-us T  a time axis T microseconds long (1 to 10^9), so that pictures of two\n"
+    "               traces share one scale; a trace that lasts longer keeps its own\n"
     "both\n"
     "  --run N      only run N (runs are numbered on their stream from 0); by default all runs\n"
     "               share one time axis\n"
@@ -151,6 +153,7 @@ int cmd_trace(int argc, char **argv) {
                                        {"run", required_argument, NULL, 'r'},
                                        {"width", required_argument, NULL, 'W'},
                                        {"height", required_argument, NULL, 'H'},
+                                       {"time-us", required_argument, NULL, 'T'},
                                        {"output", required_argument, NULL, 'o'},
                                        {"help", no_argument, NULL, 'h'},
                                        {0, 0, 0, 0}};
@@ -162,7 +165,7 @@ int cmd_trace(int argc, char **argv) {
   int draw = strcmp(sub, "draw") == 0;
   if (!draw && strcmp(sub, "summary") != 0) return usage("unknown subcommand '%s'", sub);
   int json = 0, o;
-  long long run = -1, width = 1200, height = 800;
+  long long run = -1, width = 1200, height = 800, time_us = 0;
   const char *out = NULL;
   optind = 1;
   opterr = 0;
@@ -180,6 +183,10 @@ int cmd_trace(int argc, char **argv) {
     case 'H':
       if (parse_num(optarg, 120, 16384, &height)) return usage("--height wants 120 to 16384 pixels, not '%s'", optarg);
       break;
+    case 'T':
+      if (parse_num(optarg, 1, 1000000000ll, &time_us))
+        return usage("--time-us wants 1 to 1000000000 microseconds, not '%s'", optarg);
+      break;
     case 'h': fputs(help, stdout); return TOOL_OK;
     default: return usage("unknown option or missing value: '%s'", argv[optind - 1]);
     }
@@ -190,7 +197,7 @@ int cmd_trace(int argc, char **argv) {
   if (width * height > (1ll << 26)) /* 192 MB of pixels; a bigger picture is a typo more often than a wish */
     return usage("%s", "--width times --height may be at most 67108864 pixels");
   if (!draw && out) return usage("%s", "-o is for draw");
-  if (!draw && (width != 1200 || height != 800)) return usage("%s", "--width and --height are for draw");
+  if (!draw && (width != 1200 || height != 800 || time_us)) return usage("%s", "--width, --height and --time-us are for draw");
   int svg = 0;
   if (draw) {
     size_t n = out ? strlen(out) : 0;
@@ -221,7 +228,7 @@ int cmd_trace(int argc, char **argv) {
     else print_text(path, s, ran);
   } else {
     char err[512];
-    tool_draw_opts d = {out, svg, (int)width, (int)height, run};
+    tool_draw_opts d = {out, svg, (int)width, (int)height, run, (unsigned long long)time_us * 1000ull};
     if ((rc = tool_trace_draw(t, s, &d, err, sizeof err)) != TOOL_OK) fprintf(stderr, "clcrt: %s: %s\n", out, err);
   }
 done:

@@ -140,6 +140,7 @@ static int plan(const clcrt_trace *t, const clcrt_trace_summary *sum, const tool
     for (size_t i = 0; i < n; i++)
       if (r[i].end_ns > L->t1) L->t1 = r[i].end_ns;
   }
+  if (o->time_ns && L->t1 - L->t0 < o->time_ns) L->t1 = L->t0 + o->time_ns; /* a shared scale */
   if (L->t1 <= L->t0) L->t1 = L->t0 + 1;
   if (assign_lanes(r, n, L)) return -1;
   /* Ticks 1, 2 or 5 x 10^k apart, about one per 90 pixels of label room. */
