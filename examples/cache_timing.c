@@ -8,6 +8,13 @@
  * 3. memory hit (the same description registered again);
  * 4. eight variants compiled one after another, then with clcrt_register_async on a
  *    libuv loop.
+ *
+ *   build/examples/cache_timing --first
+ *
+ * measures only what a program pays at its start when the disk cache is cold: in this fresh
+ * process, clcrt_runtime_create (which starts NVRTC on a thread on a GPU machine unless
+ * CLCRT_WARMUP=0), then the first clcrt_register of the README example, disk cache off.
+ * Run it several times, as separate processes.
  * With a GPU, "load" is cuLibraryLoadData plus the kernel's attributes; without one the
  * runtime is compile-only (sm_90a) and "load" is parsing the cubin. Medians are printed. */
 #include <stdio.h>
@@ -91,7 +98,38 @@ static void on_registered(void *user, clcrt_status st, clcrt_kernel *k, const ch
   g_pending--;
 }
 
+/* One line: create, first register (of which NVRTC), in this fresh process. */
+static int first_compile(void) {
+  double t0 = now_ms();
+  clcrt_runtime *rt = NULL;
+  clcrt_runtime_opts o = CLCRT_RUNTIME_OPTS_INIT;
+  o.cache_dir = "";
+  if (clcrt_runtime_create(&rt, &o) != CLCRT_OK) {
+    clcrt_runtime_destroy(rt);
+    rt = NULL;
+    o.target_arch = "sm_90a";
+    t0 = now_ms();
+    if (clcrt_runtime_create(&rt, &o) != CLCRT_OK) return fprintf(stderr, "cache_timing: %s\n", clcrt_errmsg(rt)), 1;
+  }
+  double t1 = now_ms();
+  char opt[64];
+  const char *opts[1];
+  clcrt_tile_desc d = desc(-1, opt, opts);
+  clcrt_kernel *k = reg(rt, &d);
+  double t2 = now_ms();
+  clcrt_kernel_info info = CLCRT_KERNEL_INFO_INIT;
+  clcrt_kernel_info_get(k, &info);
+  const char *w = getenv("CLCRT_WARMUP");
+  printf("first compile in a fresh process (%s, warm-up %s): runtime create %.1f ms, first register %.1f ms "
+         "(NVRTC %.1f ms)\n",
+         clcrt_runtime_arch(rt), clcrt_runtime_compile_only(rt) ? "never (compile-only)" : (w && !strcmp(w, "0") ? "off" : "on"),
+         t1 - t0, t2 - t1, info.compile_ms);
+  clcrt_runtime_destroy(rt);
+  return 0;
+}
+
 int main(int argc, char **argv) {
+  if (argc > 1 && !strcmp(argv[1], "--first")) return first_compile();
   int runs = argc > 1 ? atoi(argv[1]) : 7;
   if (runs < 1) runs = 1;
   clcrt_runtime *probe = NULL;

@@ -21,14 +21,19 @@ def main():
 
         bench_gemm_chart.draw(data, sys.argv[2])
         return
-    rows = [r for r in data["results"] if r.get("contender") and r["contender"] != "copy"]
+    rows = [r for r in data["results"] if r.get("contender") not in (None, "copy") and "ratio_to_best_ref" in r]
     panels = []
     for r in rows:
         key = (r["workload"], r["param"])
         if key not in panels:
             panels.append(key)
-    fig, axes = plt.subplots(1, len(panels), figsize=(4 * len(panels), 4), sharey=True)
-    contenders = ["ref-block", "ref-persist", "steal-persist", "steal-full", "static", "fixed"]
+    ncols = min(4, len(panels))
+    nrows = (len(panels) + ncols - 1) // ncols
+    fig, axes = plt.subplots(nrows, ncols, figsize=(4.5 * ncols, 4.2 * nrows), sharey=True, squeeze=False)
+    axes = axes.flatten()
+    for ax in axes[len(panels):]:
+        ax.axis("off")
+    contenders = ["ref-block", "ref-persist", "steal", "steal-early", "steal-full", "static", "fixed"]
     for ax, (w, p) in zip(axes, panels):
         sub = [r for r in rows if r["workload"] == w and r["param"] == p]
         labels, vals = [], []
@@ -44,7 +49,8 @@ def main():
         ax.set_xticks(range(len(vals)))
         ax.set_xticklabels(labels, rotation=90, fontsize=7)
         ax.set_title(f"{w} {p}" if p != "-" else w)
-    axes[0].set_ylabel("best reference time / contender time")
+    for i in range(0, len(panels), ncols):
+        axes[i].set_ylabel("best reference time / contender time")
     fig.suptitle(f"clcrt schedulers on {data['device']} ({data['arch']}, {data['sms']} SMs)")
     fig.tight_layout()
     fig.savefig(sys.argv[2], dpi=110)
