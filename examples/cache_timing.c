@@ -9,11 +9,12 @@
  * 4. eight variants compiled one after another, then with clcrt_register_async on a
  *    libuv loop.
  *
- *   build/examples/cache_timing --first
+ *   build/examples/cache_timing --first [ARCH]
  *
  * measures only what a program pays at its start when the disk cache is cold: in this fresh
  * process, clcrt_runtime_create (which starts NVRTC on a thread on a GPU machine unless
  * CLCRT_WARMUP=0), then the first clcrt_register of the README example, disk cache off.
+ * With ARCH (e.g. sm_90a) the runtime is compile-only, as without a GPU.
  * Run it several times, as separate processes.
  * With a GPU, "load" is cuLibraryLoadData plus the kernel's attributes; without one the
  * runtime is compile-only (sm_90a) and "load" is parsing the cubin. Medians are printed. */
@@ -99,11 +100,12 @@ static void on_registered(void *user, clcrt_status st, clcrt_kernel *k, const ch
 }
 
 /* One line: create, first register (of which NVRTC), in this fresh process. */
-static int first_compile(void) {
+static int first_compile(const char *arch) {
   double t0 = now_ms();
   clcrt_runtime *rt = NULL;
   clcrt_runtime_opts o = CLCRT_RUNTIME_OPTS_INIT;
   o.cache_dir = "";
+  o.target_arch = arch;
   if (clcrt_runtime_create(&rt, &o) != CLCRT_OK) {
     clcrt_runtime_destroy(rt);
     rt = NULL;
@@ -129,7 +131,7 @@ static int first_compile(void) {
 }
 
 int main(int argc, char **argv) {
-  if (argc > 1 && !strcmp(argv[1], "--first")) return first_compile();
+  if (argc > 1 && !strcmp(argv[1], "--first")) return first_compile(argc > 2 ? argv[2] : NULL);
   int runs = argc > 1 ? atoi(argv[1]) : 7;
   if (runs < 1) runs = 1;
   clcrt_runtime *probe = NULL;

@@ -25,7 +25,9 @@
 //   empty[s]  in the leader CTA (rank 0), one arrival per warp of the cluster: lane 0 of
 //             a warp reads slot s (one 128-bit load), fences generic->async proxy, arrives,
 //             and broadcasts the response to its warp; the leader waits on empty[s] (and
-//             fences too) before the next request may write slot s again.
+//             fences too) before the next request may write slot s again. A kernel launched
+//             without clusters (1-CTA STEAL) has no async proxy in the way: every thread
+//             reads the slot and arrives itself (empty[s] counts every thread).
 // So a response is overwritten only after every warp of the cluster read it, no cluster-wide
 // barrier is needed per unit, and every warp decodes the same slot for the same request, so
 // all see the same end. After a failed request no thread issues another.
