@@ -102,7 +102,7 @@ clcrt_status clcrt__stream_preempt_write(clcrt_stream *s, unsigned value) {
 }
 
 static clcrt_status preempt_check(clcrt_stream *s, const char *fn) {
-  if (!s) return CLCRT_E_INVALID;
+  if (!s) return clcrt__fail_norts(CLCRT_E_INVALID, "%s: the stream is NULL", fn);
   if (s->level == 0)
     return clcrt__fail(s->rt, CLCRT_E_INVALID,
                        "%s: the stream has the device's lowest priority, so there is nothing it could preempt: "

@@ -787,6 +787,23 @@ START_TEST(test_compile_only_refuses_streams) {
 }
 END_TEST
 
+/* Preemption calls without a stream (a compile-only runtime has none): refused, explained in
+ * clcrt_errmsg(NULL), never a crash. */
+START_TEST(test_preempt_bad_input) {
+  ck_assert_int_eq(clcrt_preempt_begin(NULL), CLCRT_E_INVALID);
+  ck_assert_msg(strstr(clcrt_errmsg(NULL), "clcrt_preempt_begin: the stream is NULL"), "%s", clcrt_errmsg(NULL));
+  ck_assert_int_eq(clcrt_preempt_end(NULL), CLCRT_E_INVALID);
+  ck_assert_msg(strstr(clcrt_errmsg(NULL), "clcrt_preempt_end: the stream is NULL"), "%s", clcrt_errmsg(NULL));
+  ck_assert_int_eq(clcrt_stream_priority(NULL), -1);
+  clcrt_runtime *rt = rt_new("sm_90a");
+  clcrt_stream *s = NULL;
+  ck_assert_int_eq(clcrt_stream_create(rt, NULL, &s), CLCRT_E_UNSUPPORTED);
+  ck_assert_ptr_null(s);
+  ck_assert_int_eq(clcrt_preempt_begin(s), CLCRT_E_INVALID);
+  clcrt_runtime_destroy(rt);
+}
+END_TEST
+
 /* Not an assertion: the cold compile time of the README example, for the log. */
 START_TEST(test_cold_compile_time) {
   static const char *const archs[] = {"sm_90a", "sm_100a"};
@@ -849,6 +866,7 @@ static Suite *core_suite(void) {
   tcase_add_test(tc, test_no_driver_real);
   tcase_add_test(tc, test_status_table);
   tcase_add_test(tc, test_compile_only_refuses_streams);
+  tcase_add_test(tc, test_preempt_bad_input);
   tcase_add_test(tc, test_cold_compile_time);
   suite_add_tcase(s, tc);
   return s;
