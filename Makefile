@@ -168,7 +168,7 @@ bench-gemm: all $(BUILD)/bench/bench_gemm
 	  echo "no chart: scripts/bench_chart.py needs python3 with matplotlib"
 
 fuzz-smoke: all
-	@if [ -x scripts/fuzz.sh ]; then scripts/fuzz.sh smoke; fi
+	@if [ -x scripts/fuzz.sh ]; then CUDA_HOME="$(CUDA_HOME)" scripts/fuzz.sh smoke; fi
 
 install: all
 	install -d $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/lib/pkgconfig $(DESTDIR)$(PREFIX)/bin

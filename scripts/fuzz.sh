@@ -1,20 +1,23 @@
 #!/usr/bin/env bash
-# Builds and runs the libFuzzer target for the cubin parser (fuzz/fuzz_cubin.c).
-#   scripts/fuzz.sh smoke      build, then fuzz for a bounded time (FUZZ_SECONDS, default 60): CI
-#   scripts/fuzz.sh long N     build, then run N inputs (e.g. 1000000)
+# Builds and runs the libFuzzer targets: the cubin parser (fuzz/fuzz_cubin.c) and the trace
+# loader (fuzz/fuzz_trace.c).
+#   scripts/fuzz.sh smoke      build, then fuzz each for a bounded time (FUZZ_SECONDS, default 60,
+#                              for the cubin parser; FUZZ_TRACE_SECONDS, default 30, for traces): CI
+#   scripts/fuzz.sh long N     build, then run N inputs on each (e.g. 1000000)
 #   scripts/fuzz.sh build      build only
 # Needs clang with -fsanitize=fuzzer (clang 14 works). When it is missing, the script
 # installs clang with apt-get if it runs as root, and otherwise says why it skips and
 # exits 0, so that `make test` does not fail on a machine without clang.
 # Seeds: the committed fixture cubins in tests/data and any cubins the test suites made
-# under build*/; the growing corpus lives in fuzz/corpus (git-ignored), findings in
-# build/fuzz/findings.
+# under build*/; for traces, fuzz/trace_seeds. The growing corpora live in fuzz/corpus and
+# fuzz/corpus_trace (git-ignored), findings in build/fuzz/findings.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 mode=${1:-smoke}
 out=build/fuzz
 bin=$out/fuzz_cubin
+tbin=$out/fuzz_trace
 
 find_clang() {
   for c in "${CLANG:-}" clang-14 clang clang-15 clang-16 clang-17 clang-18; do
@@ -40,11 +43,18 @@ if ! cc=$(find_clang); then
   fi
 fi
 
-mkdir -p "$out" "$out/findings" fuzz/corpus "$out/seeds"
-"$cc" -g -O1 -std=c11 -D_GNU_SOURCE -Iinclude -Iruntime \
-  -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer \
-  fuzz/fuzz_cubin.c runtime/cubin.c runtime/alloc.c -o "$bin"
-[ "$mode" = build ] && { echo "fuzz.sh: built $bin"; exit 0; }
+mkdir -p "$out" "$out/findings" fuzz/corpus fuzz/corpus_trace "$out/seeds" "$out/trace_seeds"
+flags=(-g -O1 -std=c11 -D_GNU_SOURCE -Iinclude -Iruntime -fsanitize=fuzzer,address,undefined
+       -fno-sanitize-recover=undefined -fno-omit-frame-pointer)
+"$cc" "${flags[@]}" fuzz/fuzz_cubin.c runtime/cubin.c runtime/alloc.c -o "$bin"
+# The trace loader's headers include cuda.h (types only): the toolkit's include directory.
+cuda_home=${CUDA_HOME:-}
+if [ -z "$cuda_home" ] && nvcc_path=$(command -v nvcc 2>/dev/null); then cuda_home=$(dirname "$(dirname "$nvcc_path")"); fi
+cuda_inc=${cuda_home:-/usr/local/cuda}/include
+"$cc" "${flags[@]}" -I"$cuda_inc" fuzz/fuzz_trace.c runtime/trace_load.c runtime/json_parse.c runtime/trace.c \
+  runtime/errmsg.c runtime/alloc.c runtime/status.c -o "$tbin"
+[ "$mode" = build ] && { echo "fuzz.sh: built $bin and $tbin"; exit 0; }
+cp -f fuzz/trace_seeds/*.json "$out/trace_seeds/"
 
 # Seeds are copied so that libFuzzer never writes into tests/data.
 find tests/data build -name '*.cubin' -size -512k 2>/dev/null | head -200 | while read -r f; do
@@ -55,11 +65,15 @@ common=(-print_final_stats=1 -max_len=262144 -timeout=10 -rss_limit_mb=2048 -art
 case "$mode" in
   smoke)
     secs=${FUZZ_SECONDS:-60}
-    exec nice "$bin" "${common[@]}" -max_total_time="$secs" fuzz/corpus "$out/seeds"
+    nice "$bin" "${common[@]}" -max_total_time="$secs" fuzz/corpus "$out/seeds"
+    echo "fuzz.sh: the trace loader"
+    exec nice "$tbin" "${common[@]}" -max_total_time="${FUZZ_TRACE_SECONDS:-30}" fuzz/corpus_trace "$out/trace_seeds"
     ;;
   long)
     runs=${2:?usage: scripts/fuzz.sh long N}
-    exec nice "$bin" "${common[@]}" -runs="$runs" fuzz/corpus "$out/seeds"
+    nice "$bin" "${common[@]}" -runs="$runs" fuzz/corpus "$out/seeds"
+    echo "fuzz.sh: the trace loader"
+    exec nice "$tbin" "${common[@]}" -runs="$runs" fuzz/corpus_trace "$out/trace_seeds"
     ;;
   *)
     echo "usage: scripts/fuzz.sh smoke | long N | build" >&2
