@@ -122,6 +122,13 @@ static uint16_t *pool_h;
 static CUdeviceptr pool_d;
 static size_t pool_n;
 
+/* cuMemcpyHtoD that has landed when it returns (from pageable memory it returns before its
+ * DMA lands, on the legacy stream, which the benchmark's stream does not wait for). */
+static void put(CUdeviceptr dst, const void *src, size_t bytes) {
+  CK(cu->cuMemcpyHtoD(dst, src, bytes));
+  CK(cu->cuStreamSynchronize(CU_STREAM_LEGACY));
+}
+
 static void pool_make(size_t n) {
   pool_n = n;
   pool_h = malloc(n * 2);
@@ -135,8 +142,7 @@ static void pool_make(size_t n) {
     pool_h[i] = gemm_f2bf((float)((double)(s >> 11) / 9007199254740992.0 * 2.0 - 1.0));
   }
   CK(cu->cuMemAlloc(&pool_d, n * 2));
-  CK(cu->cuMemcpyHtoD(pool_d, pool_h, n * 2));
-  CK(cu->cuStreamSynchronize(CU_STREAM_LEGACY)); /* the copy has landed */
+  put(pool_d, pool_h, n * 2);
 }
 /* Alignment in bytes of the operand windows (--align; at least 16, what TMA needs). 1024 by
  * default, like any allocator's: the first run used 16-byte aligned windows, whose 128-byte
@@ -571,8 +577,7 @@ static void bench_grouped_shape(const gshape *g, int idx) {
   CK(cu->cuMemAlloc(&S, g->experts * 4));
   int sizes[1024];
   for (unsigned e = 0; e < g->experts; e++) sizes[e] = (int)rows[e];
-  CK(cu->cuMemcpyHtoD(S, sizes, g->experts * 4));
-  CK(cu->cuStreamSynchronize(CU_STREAM_LEGACY)); /* the copy has landed */
+  put(S, sizes, g->experts * 4);
   uint16_t *hd = malloc(nd * 2), *hr = malloc(nd * 2);
   if (!hd || !hr) {
     fprintf(stderr, "out of host memory\n");
@@ -651,12 +656,9 @@ static void bench_grouped_shape(const gshape *g, int idx) {
   CK(cu->cuMemAlloc(&gb.pa, used * 8 + 8));
   CK(cu->cuMemAlloc(&gb.pb, used * 8 + 8));
   CK(cu->cuMemAlloc(&gb.pc, used * 8 + 8));
-  CK(cu->cuMemcpyHtoD(gb.pa, pa, used * 8));
-  CK(cu->cuStreamSynchronize(CU_STREAM_LEGACY)); /* the copy has landed */
-  CK(cu->cuMemcpyHtoD(gb.pb, pb, used * 8));
-  CK(cu->cuStreamSynchronize(CU_STREAM_LEGACY)); /* the copy has landed */
-  CK(cu->cuMemcpyHtoD(gb.pc, pc, used * 8));
-  CK(cu->cuStreamSynchronize(CU_STREAM_LEGACY)); /* the copy has landed */
+  put(gb.pa, pa, used * 8);
+  put(gb.pb, pb, used * 8);
+  put(gb.pc, pc, used * 8);
   /* bf16 in and out with fp32 compute first; then what else it may take. */
   static const struct {
     cudaDataType_t ctype;
@@ -668,10 +670,7 @@ static void bench_grouped_shape(const gshape *g, int idx) {
   cublasStatus_t first = CUBLAS_STATUS_SUCCESS;
   for (int ti = 0; ti < 2 && took < 0; ti++) {
     gb.ctype = tries[ti].ctype, gb.compute = tries[ti].compute;
-    if (ti == 1) {
-      CK(cu->cuMemcpyHtoD(gb.pc, pcf, used * 8));
-      CK(cu->cuStreamSynchronize(CU_STREAM_LEGACY));
-    }
+    if (ti == 1) put(gb.pc, pcf, used * 8);
     cublasStatus_t r = used ? gb_call(&gb) : CUBLAS_STATUS_SUCCESS;
     if (ti == 0) first = r;
     if (r == CUBLAS_STATUS_SUCCESS) took = ti;

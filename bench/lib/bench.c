@@ -93,6 +93,11 @@ double time_batch(launch_fn f, void *ctx, int inner, int reps) {
   return reps % 2 ? ms[reps / 2] : (ms[reps / 2 - 1] + ms[reps / 2]) / 2;
 }
 
+void bench_put(CUdeviceptr dst, const void *src, size_t bytes) {
+  CK(cu->cuMemcpyHtoD(dst, src, bytes));
+  CK(cu->cuStreamSynchronize(CU_STREAM_LEGACY));
+}
+
 double time_median(launch_fn f, void *ctx) { return time_batch(f, ctx, 1, REPS); }
 
 CUlibrary compile_ref(const char *src, const char *define, const char *what) {

@@ -33,6 +33,10 @@ extern const char *trace_dir; /* --traces DIR: the trace section's timelines are
     }                                                                                            \
   } while (0)
 
+/* cuMemcpyHtoD that has landed when it returns: from pageable memory the copy returns before
+ * its DMA lands, on the legacy stream, which the benchmark's non-blocking stream does not wait
+ * for. */
+void bench_put(CUdeviceptr dst, const void *src, size_t bytes);
 void bench_open(const char *json_path); /* runtime, stream, JSON header; exits 0 with SKIP without a GPU */
 void bench_close(void);
 

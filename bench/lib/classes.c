@@ -55,8 +55,7 @@ static void bench_demo(void) {
    * (finite values: 1.5^35 times a number below 1 stays far from overflow). */
 #define CHECK_DEMO(name, launch, ctx)                                  \
   do {                                                                 \
-    CK(cu->cuMemcpyHtoD(args.x, hx, n * 4));                           \
-    CK(cu->cuStreamSynchronize(CU_STREAM_LEGACY)); /* the copy has landed */ \
+    bench_put(args.x, hx, n * 4);                                      \
     launch(ctx);                                                       \
     CK(cu->cuStreamSynchronize(cs));                                   \
     CK(cu->cuMemcpyDtoH(hy, args.x, n * 4));                           \
@@ -65,8 +64,7 @@ static void bench_demo(void) {
         fprintf(stderr, "demo: %s wrong at %ld\n", name, i);           \
         exit(1);                                                       \
       }                                                                \
-    CK(cu->cuMemcpyHtoD(args.x, hx, n * 4));                           \
-    CK(cu->cuStreamSynchronize(CU_STREAM_LEGACY)); /* the copy has landed */ \
+    bench_put(args.x, hx, n * 4);                                      \
   } while (0)
   CHECK_DEMO("ref-block", launch_ref, &rb);
   double t0 = time_median(launch_ref, &rb);
@@ -106,8 +104,7 @@ static void bench_backtoback(void) {
   float *hx = malloc(n4 * 16), *hy = malloc(n4 * 16);
   unsigned long long seed = 11;
   for (unsigned long long i = 0; i < n4 * 4; i++) hx[i] = (float)bench_urand(&seed);
-  CK(cu->cuMemcpyHtoD(args.x, hx, n4 * 16));
-  CK(cu->cuStreamSynchronize(CU_STREAM_LEGACY)); /* the copy has landed */
+  bench_put(args.x, hx, n4 * 16);
   printf("\nbacktoback: %d runs on one stream, %d tiles of 4 KiB each (y = a*x); time of all %d runs\n", RUNS, TILES,
          RUNS);
   CUlibrary lib = compile_ref(k_scale_ref, "-DPER=1", "scale");
@@ -212,8 +209,7 @@ static void bench_prologue(void) {
   float *hx = malloc(n * 4), *hy = malloc(n * 4);
   unsigned long long seed = 13;
   for (unsigned long long i = 0; i < n; i++) hx[i] = (float)bench_urand(&seed);
-  CK(cu->cuMemcpyHtoD(args.x, hx, n * 4));
-  CK(cu->cuStreamSynchronize(CU_STREAM_LEGACY)); /* the copy has landed */
+  bench_put(args.x, hx, n * 4);
   printf("\nprologue: %llu tiles of 16 KiB, each CTA needs a 32 KiB table (8192 sums of 8 sines) in shared memory\n",
          ntiles);
   CUlibrary lib = compile_ref(k_table_ref, NULL, "table");

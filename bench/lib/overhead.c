@@ -29,8 +29,7 @@ void bench_overhead(void) {
   CUdeviceptr counter;
   CK(cu->cuMemAlloc(&counter, 8192));
   static const unsigned char zeros[8192];
-  CK(cu->cuMemcpyHtoD(counter, zeros, sizeof zeros));
-  CK(cu->cuStreamSynchronize(CU_STREAM_LEGACY)); /* the copy has landed */
+  bench_put(counter, zeros, sizeof zeros);
   p.state = counter;
   const int batches = 41, per = 200;
   double bare[41], lib[41];

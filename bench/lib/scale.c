@@ -40,8 +40,7 @@ void bench_scale(void) {
   CUdeviceptr x, y;
   CK(cu->cuMemAlloc(&x, bytes));
   CK(cu->cuMemAlloc(&y, bytes));
-  CK(cu->cuMemcpyHtoD(x, hx, bytes));
-  CK(cu->cuStreamSynchronize(CU_STREAM_LEGACY)); /* the copy has landed */
+  bench_put(x, hx, bytes);
   lctx copy = {.src = x, .dst = y, .bytes = bytes};
   double copy_ms = time_median(launch_copy, &copy);
   printf("\nscale: y = a*x over %zu MiB float32; device-to-device copy of the same bytes: %.4f ms = %.0f GB/s "

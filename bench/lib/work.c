@@ -92,8 +92,7 @@ static void run_class(int cls, unsigned long long ntiles, unsigned base, const u
   WorkArgs args = {0, 0, ntiles};
   CK(cu->cuMemAlloc(&args.out, ntiles * 256 * 4));
   CK(cu->cuMemAlloc(&args.cost, ntiles * 4));
-  CK(cu->cuMemcpyHtoD(args.cost, hc, ntiles * 4));
-  CK(cu->cuStreamSynchronize(CU_STREAM_LEGACY)); /* the copy has landed */
+  bench_put(args.cost, hc, ntiles * 4);
   CUlibrary lib = compile_ref(k_work_ref, NULL, "work");
   lctx rb = {.fn = lib_fn(lib, "ref_block"), .grid = (unsigned)ntiles, .args = &args, .ntiles = ntiles};
   lctx rp = {.fn = lib_fn(lib, "ref_persist"), .args = &args, .ntiles = ntiles};
@@ -186,8 +185,7 @@ void bench_armed(void) {
     WorkArgs args = {0, 0, n};
     CK(cu->cuMemAlloc(&args.out, n * 256 * 4));
     CK(cu->cuMemAlloc(&args.cost, n * 4));
-    CK(cu->cuMemcpyHtoD(args.cost, hc, n * 4));
-    CK(cu->cuStreamSynchronize(CU_STREAM_LEGACY)); /* the copy has landed */
+    bench_put(args.cost, hc, n * 4);
     lctx lc = {.k = reg2(k_work_tile, "work_tile", "WorkArgs", CLCRT_SCHED_AUTO, CLCRT_GRID_AUTO, 1, NULL, NULL),
                .args = &args,
                .args_size = sizeof args,
@@ -219,8 +217,7 @@ void bench_trace_work(void) {
   WorkArgs args = {0, 0, n};
   CK(cu->cuMemAlloc(&args.out, n * 256 * 4));
   CK(cu->cuMemAlloc(&args.cost, n * 4));
-  CK(cu->cuMemcpyHtoD(args.cost, hc, n * 4));
-  CK(cu->cuStreamSynchronize(CU_STREAM_LEGACY)); /* the copy has landed */
+  bench_put(args.cost, hc, n * 4);
   static const clcrt_sched scheds[] = {CLCRT_SCHED_AUTO, CLCRT_SCHED_STATIC};
   static const char *const names[] = {"steal", "static"};
   for (int i = 0; i < 2; i++) {
