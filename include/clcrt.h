@@ -79,7 +79,10 @@ typedef enum clcrt_sched {
 
 /* How many clusters a STEAL kernel launches. FULL launches one cluster per work unit;
  * clusters that start after the work is gone leave at once. PERSISTENT launches as many
- * clusters as fit on the device at once. AUTO is PERSISTENT (see README: measured). */
+ * clusters as fit on the device at once. AUTO is PERSISTENT, except while a stream of
+ * higher priority exists on the device: then the clusters that fit at once plus
+ * $CLCRT_PREEMPT_WAVES (default 2) waves of reserve, so that the run can yield (see README:
+ * Preemption, measured). */
 typedef enum clcrt_grid {
   CLCRT_GRID_AUTO = 0,
   CLCRT_GRID_FULL,

@@ -87,17 +87,18 @@ struct Params {
   unsigned chunk_cycles;     // a claim takes units lasting about this long
   unsigned active;           // clusters that run at once
   unsigned prio;             // the run's priority level: it yields to any higher level
-  unsigned flags;            // 1: graph (state is the table)
+  unsigned flags;            // FLAG_GRAPH: state is the table; FLAG_GRID3: FIXED launched as a 3-D grid of units
   unsigned div1_mul, div1_shr; // fast division by units[0] (mul 0: divide by 1)
   unsigned div2_mul, div2_shr; // fast division by units[1]
   unsigned guide_mul, guide_shr; // fast division by 2 * active
   unsigned early_min;        // claim ahead only while more than this many units remain
   unsigned claim_base;       // STEAL: units below are the clusters' own (cluster c's first is c); claims start here
-  unsigned reserved[2];
+  unsigned yield_words;      // preemption words in use (a multiple of 4, at most 32)
+  unsigned reserved[1];
 };
 
 enum { SCHED_CLC = 1, SCHED_STEAL = 2, SCHED_STATIC = 3, SCHED_FIXED = 4 };
-enum : unsigned { NONE = 0xffffffffu, FLAG_GRAPH = 1u };
+enum : unsigned { NONE = 0xffffffffu, FLAG_GRAPH = 1u, FLAG_GRID3 = 2u };
 
 // Claim state layout (runtime/sched_state.h mirrors these numbers).
 enum : unsigned {
@@ -129,6 +130,13 @@ __device__ __forceinline__ uint3 sreg_cluster_ctaid() {
 __device__ __forceinline__ unsigned sreg_clusterid_x() {
   unsigned r;
   asm("mov.u32 %0, %%clusterid.x;" : "=r"(r));
+  return r;
+}
+__device__ __forceinline__ uint3 sreg_clusterid() {
+  uint3 r;
+  asm("mov.u32 %0, %%clusterid.x;" : "=r"(r.x));
+  asm("mov.u32 %0, %%clusterid.y;" : "=r"(r.y));
+  asm("mov.u32 %0, %%clusterid.z;" : "=r"(r.z));
   return r;
 }
 __device__ __forceinline__ unsigned sreg_nclusterid_x() {
@@ -225,6 +233,13 @@ __device__ __forceinline__ unsigned atom_add_relaxed_gpu(unsigned *p, unsigned v
 }
 __device__ __forceinline__ void st_relaxed_gpu(unsigned *p, unsigned v) {
   asm volatile("st.relaxed.gpu.global.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
+}
+// Zeroes a claim line's counter and its started count (words 0 and 1) in one store.
+__device__ __forceinline__ void zero_claims(unsigned *line) {
+  asm volatile("st.relaxed.gpu.global.u64 [%0], %1;" ::"l"(line), "l"(0ull) : "memory");
+}
+__device__ __forceinline__ void red_add_relaxed_gpu(unsigned *p, unsigned v) {
+  asm volatile("red.relaxed.gpu.global.add.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
 }
 __device__ __forceinline__ uint4 ld_relaxed_gpu_v4(const unsigned *p) {
   uint4 v;
@@ -360,7 +375,7 @@ __device__ __noinline__ unsigned *graph_slot(unsigned *table, unsigned num_clust
     }
     if (locked) {
       unsigned *s = free_slot;
-      ptx::st_relaxed_gpu(s + LINE_WORDS, 0u);
+      ptx::zero_claims(s + LINE_WORDS);
       *(volatile unsigned long long *)s = g;
       ptx::st_release_gpu_u64((unsigned long long *)(s + 4), (unsigned long long)num_clusters << 32);
       ptx::st_release_gpu(table, 0u);
@@ -428,11 +443,12 @@ struct Scheduler {
   }
 
   __device__ __forceinline__ unsigned cluster_id() const { return CS > 1 ? ptx::sreg_clusterid_x() : blockIdx.x; }
-  // STEAL on a persistent grid: cluster c starts with unit c (no claim, as FIXED and CLC do),
-  // and claims hand out the units from claim_base = the number of clusters on. On a full
-  // grid (which may yield) every unit is claimed, so clusters not yet started can be
-  // stolen from.
-  __device__ __forceinline__ bool own_first() const { return SCHED == SCHED_STEAL && p.claim_base != 0; }
+  // STEAL: cluster c < claim_base starts with unit c (no claim, as FIXED and CLC do), and
+  // claims hand out the units from claim_base on. A persistent grid's clusters all have a
+  // unit of their own (claim_base = clusters); a grid that may yield gives one to the
+  // clusters that fit at once, and its reserve clusters claim every unit they run, so the
+  // clusters not yet started can be stolen from. An explicitly full grid claims every unit.
+  __device__ __forceinline__ bool own_first() const { return SCHED == SCHED_STEAL && cluster_id() < p.claim_base; }
   __device__ __forceinline__ bool claims() const { return SCHED != SCHED_STEAL || p.claim_base < p.num_units; }
   // The lanes of this thread's warp: a block whose size is not a multiple of 32 has a
   // partial last warp.
@@ -472,6 +488,9 @@ struct Scheduler {
       if (CS == 1)
         ring->late = ring->exhausted =
             !own_first() && ptx::ld_relaxed_gpu(ring->ctr) >= p.num_units - p.claim_base ? 1u : 0u;
+      // A run that may yield counts the clusters that started with work left (the word after
+      // the counter; no result needed): see may_leave.
+      if (p.yield && !(CS == 1 && ring->late)) ptx::red_add_relaxed_gpu(ring->ctr + 1, 1u);
     }
     if (tid == 0) {
 #pragma unroll
@@ -505,29 +524,39 @@ struct Scheduler {
       ring->ctr = lines + (p.seq & 1u) * LINE_WORDS;
       // The previous run on this stream, which used the other counter, has finished; the
       // next one will use it. Any cluster may reset it at any time during this run.
-      if (cluster_id() == 0) ptx::st_relaxed_gpu(lines + ((p.seq + 1u) & 1u) * LINE_WORDS, 0u);
+      if (cluster_id() == 0) ptx::zero_claims(lines + ((p.seq + 1u) & 1u) * LINE_WORDS);
     }
   }
 
-  // Whether a higher priority than this run's is active on the device (preemption).
+  // Whether a higher priority than this run's is active on the device (preemption). Only
+  // the words handed out so far are read: one 16-byte load while at most four streams of
+  // higher priority were ever created (the usual case).
   __device__ __forceinline__ bool must_yield() const {
     unsigned hi = 0;
-#pragma unroll
-    for (unsigned i = 0; i < 32; i += 4) {
+#pragma unroll 1
+    for (unsigned i = 0; i < p.yield_words; i += 4) {
       uint4 v = ptx::ld_relaxed_gpu_v4(p.yield + i);
       hi = max(hi, max(max(v.x, v.y), max(v.z, v.w)));
     }
     return hi > p.prio;
   }
+  // Whether this cluster may leave: only while at least a wave of clusters (as many as run
+  // at once) has not started, so the units it leaves are picked up at full width. The last
+  // cluster to start with work left never leaves, so every unit is claimed by someone. (A
+  // cluster that started after every unit was claimed is not counted: nothing is left then,
+  // and nothing is ever left again.)
+  __device__ __forceinline__ bool may_leave() const {
+    return ptx::ld_relaxed_gpu(ring->ctr + 1) + p.active <= p.num_clusters;
+  }
 
-  // Claims the next run of units for the cluster. The cluster's first claim (pub == 0) is
-  // made even while the run is told to yield, so every cluster that starts does at least one
-  // unit and the clusters not yet started suffice for what is left.
+  // Claims the next run of units for the cluster. A cluster's first unit is run even while
+  // the run is told to yield (a unit of its own, or its first claim, pub == 0), so every
+  // cluster that starts does at least one unit.
   // In two halves so that a claim made ahead can be in flight while the leader runs its
   // units: issue() returns {counter value, units asked for} ({NONE, 0}: no claim), and
   // result() turns that into the response.
   __device__ __forceinline__ uint2 issue() {
-    if (ring->pub != 0 && p.yield && must_yield()) return make_uint2(NONE, 0);
+    if ((ring->pub != 0 || own_first()) && p.yield && must_yield() && may_leave()) return make_uint2(NONE, 0);
     unsigned want = 1, t_unit = ring->t_unit;
     if (t_unit) {
       want = min(p.chunk_cycles / t_unit, fastdiv(ring->remaining, p.guide_mul, p.guide_shr));
@@ -651,6 +680,12 @@ struct Scheduler {
     unsigned ux = u - t * p.units[0];
     unsigned uz = fastdiv(t, p.div2_mul, p.div2_shr);
     unsigned uy = t - uz * p.units[1];
+    return run_at(u, ux, uy, uz, traced, body);
+  }
+  // Unit u at unit coordinate (ux, uy, uz).
+  template <class Body>
+  __device__ __forceinline__ unsigned run_at(unsigned u, unsigned ux, unsigned uy, unsigned uz, bool traced,
+                                            Body &body) {
     Tile tile;
     tile.coord = make_uint3(ux * CX + rcoord.x, uy * CY + rcoord.y, uz * CZ + rcoord.z);
     tile.cta_rank = rank;
@@ -669,8 +704,8 @@ struct Scheduler {
     }
     body(tile);
     if (traced)
-      trace_record(p, REQUESTS ? ring->trace_t0 : t0, ptx::globaltimer(), tile.linear, u, cluster_id(), rank,
-                   REQUESTS && tile.iteration > 0);
+      trace_record(p, REQUESTS ? ring->trace_t0 : t0, ptx::globaltimer(), tile.linear, u,
+                   SCHED == SCHED_FIXED ? u : cluster_id(), rank, REQUESTS && tile.iteration > 0);
     return 1;
   }
 
@@ -687,7 +722,21 @@ struct Scheduler {
     if (SCHED == SCHED_FIXED) {
       // One unit per cluster (the grid has one cluster per unit): no loop around the tile
       // function, as in a hand-written kernel.
-      tiles_here = run_unit(cluster_id(), traced, body);
+      // Launched as a 3-D grid of units where it fits (FLAG_GRID3): the unit's coordinate is
+      // the cluster's, with no division, as in a hand-written kernel.
+      unsigned u, ux, uy, uz;
+      if (p.flags & FLAG_GRID3) {
+        uint3 c = CS > 1 ? ptx::sreg_clusterid() : blockIdx;
+        ux = c.x, uy = c.y, uz = c.z;
+        u = ux + p.units[0] * (uy + p.units[1] * uz);
+      } else {
+        u = cluster_id();
+        unsigned t = fastdiv(u, p.div1_mul, p.div1_shr);
+        ux = u - t * p.units[0];
+        uz = fastdiv(t, p.div2_mul, p.div2_shr);
+        uy = t - uz * p.units[1];
+      }
+      tiles_here = run_at(u, ux, uy, uz, traced, body);
       if (p.stats && thread0()) record(tiles_here);
       finish();
       return;

@@ -238,6 +238,9 @@ clcrt_status clcrt__cache_init(clcrt_runtime *rt) {
                "CLCRT_CACHE_MAX_BYTES=\"%.64s\" is not a size (digits with an optional K, M, G or T): the cap is %llu "
                "bytes",
                env->cache_max_bytes_bad, env->cache_max_bytes);
+  if (env->preempt_waves_bad)
+    clcrt__log(rt, CLCRT_LOG_WARN, "CLCRT_PREEMPT_WAVES=\"%.64s\" is not a count from 1 to %u: using %u",
+               env->preempt_waves_bad, CLCRT__PREEMPT_WAVES_MAX, env->preempt_waves);
   const char *why = NULL;
   char *dir;
   if (clcrt__dc_resolve_dir(rt->opts.cache_dir, &dir, &why) != CLCRT_OK)

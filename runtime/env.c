@@ -40,6 +40,19 @@ int clcrt__parse_bytes(const char *s, unsigned long long *out) {
   return 1;
 }
 
+int clcrt__parse_waves(const char *s, unsigned *out) {
+  if (!s || !*s) return 0;
+  unsigned v = 0;
+  for (const char *p = s; *p; p++) {
+    if (*p < '0' || *p > '9') return 0;
+    v = v * 10u + (unsigned)(*p - '0');
+    if (v > CLCRT__PREEMPT_WAVES_MAX) return 0;
+  }
+  if (v == 0) return 0;
+  *out = v;
+  return 1;
+}
+
 static void read_env(void) {
   g_env.cache_dir = getenv("CLCRT_CACHE_DIR"); /* "" is meaningful: no disk cache */
   g_env.xdg_cache_home = absolute(getenv("XDG_CACHE_HOME"));
@@ -53,6 +66,9 @@ static void read_env(void) {
   if (!g_env.cuda_home) g_env.cuda_home = nonempty(getenv("CUDA_PATH"));
   const char *w = getenv("CLCRT_WARMUP");
   g_env.warmup = !(w && strcmp(w, "0") == 0);
+  g_env.preempt_waves = CLCRT__PREEMPT_WAVES_DEFAULT;
+  const char *pw = nonempty(getenv("CLCRT_PREEMPT_WAVES"));
+  if (pw && !clcrt__parse_waves(pw, &g_env.preempt_waves)) g_env.preempt_waves_bad = pw;
 }
 
 const clcrt__env *clcrt__env_get(void) {

@@ -10,11 +10,18 @@ typedef struct clcrt__env {
   const char *cache_max_bytes_bad;    /* the text of CLCRT_CACHE_MAX_BYTES when it is not a size (then the default) */
   const char *cuda_home;       /* CUDA_HOME, else CUDA_PATH */
   int warmup;                  /* CLCRT_WARMUP: 0 turns off the NVRTC warm-up of device runtimes (warmup.c) */
+  unsigned preempt_waves;      /* CLCRT_PREEMPT_WAVES: reserve waves of a STEAL grid that may yield (launch.c) */
+  const char *preempt_waves_bad; /* its text when it is not a count from 1 to 64 (then the default) */
 } clcrt__env;
+#define CLCRT__PREEMPT_WAVES_DEFAULT 2u
+#define CLCRT__PREEMPT_WAVES_MAX 64u
 /* The values as first read; later changes to the environment are not seen. */
 const clcrt__env *clcrt__env_get(void);
 /* Parses a byte count: decimal digits with an optional K, M, G or T suffix (powers of
  * 1024; a trailing "B" or "iB" is allowed). Returns 0 and leaves *out alone for anything
  * else: a sign, spaces, a fraction, a value that does not fit in 64 bits. */
 int clcrt__parse_bytes(const char *s, unsigned long long *out);
+/* Parses CLCRT_PREEMPT_WAVES: decimal digits only, 1 to CLCRT__PREEMPT_WAVES_MAX. Returns 0
+ * and leaves *out alone for anything else. */
+int clcrt__parse_waves(const char *s, unsigned *out);
 #endif

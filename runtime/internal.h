@@ -36,12 +36,14 @@ typedef struct clcrt__params {
   uint32_t guide_mul, guide_shr; /* fast division by 2 * active */
   uint32_t early_min;    /* claim ahead only while more than this many units remain */
   uint32_t claim_base;   /* STEAL: units below are the clusters' own (persistent grids); claims start here */
-  uint32_t reserved[2];
+  uint32_t yield_words;  /* preemption words in use, a multiple of 4 (at most CLCRT__YIELD_SLOTS) */
+  uint32_t reserved[1];
 } clcrt__params;
 
 _Static_assert(sizeof(clcrt__params) == 128, "clcrt__params must mirror clcrt::Params in nvrtc_src/clcrt.cuh");
 
 #define CLCRT__PF_GRAPH 1u /* state is the runtime's table, keyed by %gridid (captured runs) */
+#define CLCRT__PF_GRID3 2u /* FIXED launched as a 3-D grid of units (y, z within 65535) */
 
 typedef enum { CLCRT__K_BUILDING = 0, CLCRT__K_READY, CLCRT__K_FAILED } clcrt__kstate;
 

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "checks.h"
+#include "env.h"
 #include "sched_state.h"
 #include "stream.h"
 
@@ -124,6 +125,16 @@ clcrt_status clcrt_run(clcrt_stream *s, const clcrt_kernel *kc, clcrt_dim3 tiles
     if ((st = max_clusters(rt, k, &mc)) != CLCRT_OK) return st;
     if ((unsigned)mc < resident) resident = (unsigned)mc;
     if (grid == CLCRT_GRID_PERSISTENT) clusters = resident;
+    /* AUTO's grid that may yield: the clusters that fit at once and CLCRT_PREEMPT_WAVES more
+     * waves of reserve, not one cluster per unit. A cluster leaves only while a whole wave
+     * has not started (clcrt.cuh, may_leave), so each of up to that many urgent episodes
+     * finds a full wave to take over; after them the run no longer yields. Reserve clusters
+     * that start after every unit was claimed leave at once: a few microseconds a wave,
+     * where one cluster per unit cost 1-5% of a compute-bound run (README, Preemption). */
+    if (preemptible && k->grid == CLCRT_GRID_AUTO) {
+      unsigned long long cap = (unsigned long long)resident * (1ull + clcrt__env_get()->preempt_waves);
+      if (cap < clusters) clusters = (unsigned)cap;
+    }
   }
   p.num_clusters = clusters;
   p.stats = s->stats;
@@ -142,11 +153,20 @@ clcrt_status clcrt_run(clcrt_stream *s, const clcrt_kernel *kc, clcrt_dim3 tiles
     fastdiv(2 * resident, &p.guide_mul, &p.guide_shr);
     p.early_min = 2 * resident;
     /* A persistent grid's clusters start with a unit of their own, claimed by no one (a
-     * run with as many clusters as units claims nothing at all); a full grid claims every
-     * unit, so that the clusters that have started can take the work of those that have not
-     * (and yield it back). */
+     * run with as many clusters as units claims nothing at all); an explicitly full grid
+     * claims every unit, so that the clusters that have started can take the work of those
+     * that have not (and yield it back). */
     p.claim_base = grid == CLCRT_GRID_PERSISTENT ? clusters : 0;
-    if (preemptible && grid == CLCRT_GRID_FULL) p.yield = rt->devstate->yield;
+    /* AUTO's grid that may yield: the clusters that fit at once start on a unit of their
+     * own, as on a persistent grid; only the reserve claims its first. */
+    if (preemptible && k->grid == CLCRT_GRID_AUTO) p.claim_base = resident < clusters ? resident : clusters;
+    if (preemptible && grid == CLCRT_GRID_FULL) {
+      p.yield = rt->devstate->yield;
+      /* Only the words handed out so far are read (slots are handed out in order). */
+      unsigned used = __atomic_load_n(&rt->devstate->next_slot, __ATOMIC_RELAXED);
+      if (used > CLCRT__YIELD_SLOTS) used = CLCRT__YIELD_SLOTS;
+      p.yield_words = (used + 3u) & ~3u;
+    }
     /* Captured into a graph, the run may be replayed anywhere, any number of times at
      * once: it claims from its own slot of the context's table instead of the stream's
      * sets (sched_state.h). */
@@ -171,6 +191,15 @@ clcrt_status clcrt_run(clcrt_stream *s, const clcrt_kernel *kc, clcrt_dim3 tiles
   cfg.gridDimX = clusters * k->cluster.x;
   cfg.gridDimY = k->cluster.y;
   cfg.gridDimZ = k->cluster.z;
+  /* FIXED as a 3-D grid of units where y and z fit (65535): the kernel reads its unit's
+   * coordinate from %ctaid / %clusterid instead of dividing (CLCRT__PF_GRID3). */
+  if (k->sched == CLCRT_SCHED_FIXED && (unsigned long long)p.units[1] * k->cluster.y <= 65535u &&
+      (unsigned long long)p.units[2] * k->cluster.z <= 65535u) {
+    cfg.gridDimX = p.units[0] * k->cluster.x;
+    cfg.gridDimY = p.units[1] * k->cluster.y;
+    cfg.gridDimZ = p.units[2] * k->cluster.z;
+    p.flags |= CLCRT__PF_GRID3;
+  }
   cfg.blockDimX = k->block.x;
   cfg.blockDimY = k->block.y;
   cfg.blockDimZ = k->block.z;

@@ -87,7 +87,7 @@ void clcrt__devstate_release(clcrt_runtime *rt) {
 
 unsigned clcrt__devstate_stream_add(clcrt__devstate *d, unsigned level) {
   pthread_mutex_lock(&g_lock);
-  unsigned slot = d->next_slot++ % CLCRT__YIELD_SLOTS;
+  unsigned slot = __atomic_fetch_add(&d->next_slot, 1u, __ATOMIC_RELAXED) % CLCRT__YIELD_SLOTS;
   __atomic_add_fetch(&d->live[level], 1, __ATOMIC_RELAXED);
   pthread_mutex_unlock(&g_lock);
   return slot;

@@ -48,7 +48,10 @@ START_TEST(test_matrix) {
     return;
   }
   int san = gpu_under_sanitizer();
-  clcrt_dim3 grids[] = {{1, 1, 1}, {7, 1, 1}, {1000, 1, 1}, {san ? 20011u : 100003u, 1, 1}, {37, 53, 1}, {5, 6, 7}};
+  /* {2, 66001, 1}: more units along y than a grid's y extent allows (65535), so FIXED falls
+   * back from its 3-D launch to the 1-D one. */
+  clcrt_dim3 grids[] = {{1, 1, 1}, {7, 1, 1},   {1000, 1, 1},  {san ? 20011u : 100003u, 1, 1},
+                        {37, 53, 1}, {5, 6, 7}, {2, 66001, 1}};
   clcrt_dim3 blocks[] = {{128, 1, 1}, {16, 8, 1}};
   clcrt_stream *s = NULL;
   ck_assert_int_eq(clcrt_stream_create(rt, NULL, &s), CLCRT_OK);

@@ -17,6 +17,7 @@
 
 #include "clcrt.h"
 #include "driver.h"
+#include "env.h"
 
 /* ---- sources ---- */
 
@@ -742,6 +743,29 @@ START_TEST(test_no_driver_real) {
 }
 END_TEST
 
+/* CLCRT_PREEMPT_WAVES: decimal 1..64 only; anything else leaves the default. */
+START_TEST(test_preempt_waves_parse) {
+  static const struct {
+    const char *text;
+    int ok;
+    unsigned v;
+  } cases[] = {{"1", 1, 1},     {"2", 1, 2},      {"64", 1, 64},   {"007", 1, 7},  {"0", 0, 0},    {"65", 0, 0},
+               {"", 0, 0},      {"-1", 0, 0},     {"+3", 0, 0},    {" 3", 0, 0},   {"3 ", 0, 0},   {"3x", 0, 0},
+               {"0x10", 0, 0},  {"1e1", 0, 0},    {"4294967299", 0, 0}, {"99999999999999999999", 0, 0}};
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    unsigned v = 12345;
+    int ok = clcrt__parse_waves(cases[i].text, &v);
+    ck_assert_msg(ok == cases[i].ok, "\"%s\": parsed %d, expected %d", cases[i].text, ok, cases[i].ok);
+    ck_assert_uint_eq(v, cases[i].ok ? cases[i].v : 12345u);
+  }
+  unsigned v = 5;
+  ck_assert_int_eq(clcrt__parse_waves(NULL, &v), 0);
+  ck_assert_uint_eq(v, 5);
+  ck_assert_uint_ge(clcrt__env_get()->preempt_waves, 1);
+  ck_assert_uint_le(clcrt__env_get()->preempt_waves, CLCRT__PREEMPT_WAVES_MAX);
+}
+END_TEST
+
 START_TEST(test_status_table) {
   static const clcrt_status all[] = {
 #define X(name, msg) CLCRT_##name,
@@ -865,6 +889,7 @@ static Suite *core_suite(void) {
   tcase_add_test(tc, test_no_driver);
   tcase_add_test(tc, test_no_driver_real);
   tcase_add_test(tc, test_status_table);
+  tcase_add_test(tc, test_preempt_waves_parse);
   tcase_add_test(tc, test_compile_only_refuses_streams);
   tcase_add_test(tc, test_preempt_bad_input);
   tcase_add_test(tc, test_cold_compile_time);
