@@ -16,7 +16,34 @@ double bench_host_us;
 int quick;
 static int json_first = 1;
 
+static const contender k_main[] = {
+    {"steal", CLCRT_SCHED_AUTO, CLCRT_GRID_AUTO, NULL},
+    {"steal-full", CLCRT_SCHED_STEAL, CLCRT_GRID_FULL, NULL},
+    {"static", CLCRT_SCHED_STATIC, CLCRT_GRID_AUTO, NULL},
+    {"fixed", CLCRT_SCHED_FIXED, CLCRT_GRID_AUTO, NULL},
+    {"steal-early", CLCRT_SCHED_STEAL, CLCRT_GRID_PERSISTENT, "-DCLCRT_STEAL_EARLY=1"},
+};
+/* CLCRT_BENCH_EXP=1 adds experiments: STATIC with a static shared-memory array in its tile
+ * function (scale and classes tiles: what shared memory alone costs a short run) and STEAL
+ * with tracing compiled out. */
+static const contender k_exp[] = {
+    {"steal", CLCRT_SCHED_AUTO, CLCRT_GRID_AUTO, NULL},
+    {"steal-full", CLCRT_SCHED_STEAL, CLCRT_GRID_FULL, NULL},
+    {"static", CLCRT_SCHED_STATIC, CLCRT_GRID_AUTO, NULL},
+    {"fixed", CLCRT_SCHED_FIXED, CLCRT_GRID_AUTO, NULL},
+    {"steal-early", CLCRT_SCHED_STEAL, CLCRT_GRID_PERSISTENT, "-DCLCRT_STEAL_EARLY=1"},
+    {"static-smem", CLCRT_SCHED_STATIC, CLCRT_GRID_AUTO, "-DEXP_SMEM=1"},
+    {"steal-notr", CLCRT_SCHED_AUTO, CLCRT_GRID_AUTO, "-DCLCRT_TRACE=0"},
+};
+const contender *k_contenders = k_main;
+int k_ncontenders = (int)(sizeof k_main / sizeof k_main[0]);
+
 void bench_open(const char *json_path) {
+  const char *exp = getenv("CLCRT_BENCH_EXP");
+  if (exp && !strcmp(exp, "1")) {
+    k_contenders = k_exp;
+    k_ncontenders = (int)(sizeof k_exp / sizeof k_exp[0]);
+  }
   clcrt_runtime_opts o = CLCRT_RUNTIME_OPTS_INIT;
   o.cache_dir = "";
   if (clcrt_runtime_create(&rt, &o) != CLCRT_OK) {
@@ -262,15 +289,6 @@ void emit_json(const char *fmt, ...) {
 /* The default (AUTO: STEAL with a persistent grid here, where no stream of higher priority
  * exists), the full grid, the two other schedulers, and STEAL claiming ahead on 1-CTA
  * clusters (CLCRT_STEAL_EARLY) to keep the choice of the default measured. */
-const contender k_contenders[] = {
-    {"steal", CLCRT_SCHED_AUTO, CLCRT_GRID_AUTO, NULL},
-    {"steal-full", CLCRT_SCHED_STEAL, CLCRT_GRID_FULL, NULL},
-    {"static", CLCRT_SCHED_STATIC, CLCRT_GRID_AUTO, NULL},
-    {"fixed", CLCRT_SCHED_FIXED, CLCRT_GRID_AUTO, NULL},
-    {"steal-early", CLCRT_SCHED_STEAL, CLCRT_GRID_PERSISTENT, "-DCLCRT_STEAL_EARLY=1"},
-};
-const int k_ncontenders = (int)(sizeof k_contenders / sizeof k_contenders[0]);
-
 unsigned long long bench_rand(unsigned long long *s) {
   *s ^= *s << 13, *s ^= *s >> 7, *s ^= *s << 17;
   return *s;

@@ -98,8 +98,8 @@ typedef struct contender {
   clcrt_grid grid;
   const char *define;
 } contender;
-extern const contender k_contenders[];
-extern const int k_ncontenders;
+extern const contender *k_contenders;
+extern int k_ncontenders;
 
 /* Deterministic pseudo-random numbers. */
 unsigned long long bench_rand(unsigned long long *s);
@@ -111,6 +111,9 @@ void bench_work(void);
 void bench_classes(void);
 void bench_preempt(void);
 void bench_armed(void);
+/* armed on memory-bound tiles (scale.c), and the measurement itself (work.c) */
+void bench_armed_scale(void);
+void armed_pair(const char *what, const char *param, lctx *lc);
 void bench_trace(void);
 void bench_trace_scale(void);
 void bench_trace_work(void);

@@ -20,7 +20,13 @@
   "}\n"
 
 const char *k_scale_src = SCALE_COMMON
-    "__device__ void scale_tile(const clcrt::Tile &t, const ScaleArgs &a) { scale_body(t.linear, a); }\n";
+    "__device__ void scale_tile(const clcrt::Tile &t, const ScaleArgs &a) {\n"
+    "#ifdef EXP_SMEM\n"
+    "  __shared__ unsigned exp_smem[32];\n"
+    "  if (a.n4 == 0) { exp_smem[threadIdx.x & 31] = 1; __syncwarp(); a.y[0].x = exp_smem[(threadIdx.x + 1) & 31]; }\n"
+    "#endif\n"
+    "  scale_body(t.linear, a);\n"
+    "}\n";
 
 const char *k_scale_ref = SCALE_COMMON
     "extern \"C\" __global__ void __launch_bounds__(256) ref_block(const __grid_constant__ ScaleArgs a) {\n"
@@ -141,4 +147,36 @@ void bench_trace_scale(void) {
     }
   cu->cuMemFree(x);
   cu->cuMemFree(y);
+}
+
+/* The armed section on memory-bound tiles: 1, 4 and 16 KiB tiles (the README demo's size
+ * and the scale section's smaller two) over 1 GiB, 1-CTA, 2-CTA and 4-CTA clusters. */
+void bench_armed_scale(void) {
+  const size_t bytes = quick ? (256ull << 20) : (1ull << 30);
+  const unsigned long long n4 = bytes / 16;
+  CUdeviceptr x, y;
+  CK(cu->cuMemAlloc(&x, bytes));
+  CK(cu->cuMemAlloc(&y, bytes));
+  CK(cu->cuMemsetD32Async(x, 0x3f800000u, bytes / 4, cs)); /* 1.0f: nothing is timed on zeros */
+  struct {
+    CUdeviceptr x, y;
+    unsigned long long n4;
+    float a;
+  } args = {x, y, n4, 1.75f};
+  static const struct {
+    const char *define, *name;
+    unsigned per4, cl; /* quarter-float4s per thread x 4 = tile KiB; cluster size */
+  } cases[] = {{"-DPER=1", "scale4K", 4, 1}, {"-DPER=4", "scale16K", 16, 2}, {"-DPER=4", "scale16K", 16, 4}};
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    unsigned long long ntiles = (n4 + cases[i].per4 / 4 * 256 - 1) / (cases[i].per4 / 4 * 256);
+    lctx lc = {.k = reg2(k_scale_src, "scale_tile", "ScaleArgs", CLCRT_SCHED_AUTO, CLCRT_GRID_AUTO, cases[i].cl,
+                         cases[i].define, NULL),
+               .args = &args,
+               .args_size = sizeof args,
+               .ntiles = ntiles};
+    char param[8];
+    snprintf(param, sizeof param, "c%u", cases[i].cl);
+    armed_pair(cases[i].name, param, &lc);
+  }
+  cu->cuMemFree(x), cu->cuMemFree(y);
 }
