@@ -16,17 +16,10 @@ double bench_host_us;
 int quick;
 static int json_first = 1;
 
-static const contender k_main[] = {
-    {"steal", CLCRT_SCHED_AUTO, CLCRT_GRID_AUTO, NULL},
-    {"steal-full", CLCRT_SCHED_STEAL, CLCRT_GRID_FULL, NULL},
-    {"static", CLCRT_SCHED_STATIC, CLCRT_GRID_AUTO, NULL},
-    {"fixed", CLCRT_SCHED_FIXED, CLCRT_GRID_AUTO, NULL},
-    {"steal-early", CLCRT_SCHED_STEAL, CLCRT_GRID_PERSISTENT, "-DCLCRT_STEAL_EARLY=1"},
-};
-/* CLCRT_BENCH_EXP=1 adds experiments: STATIC with a static shared-memory array in its tile
- * function (scale and classes tiles: what shared memory alone costs a short run) and STEAL
- * with tracing compiled out. */
-static const contender k_exp[] = {
+/* The contenders; CLCRT_BENCH_EXP=1 adds the last two, experiments: STATIC with a static
+ * shared-memory array in its tile function (scale and classes tiles: what shared memory alone
+ * costs a short run) and STEAL with tracing compiled out. */
+static const contender k_all[] = {
     {"steal", CLCRT_SCHED_AUTO, CLCRT_GRID_AUTO, NULL},
     {"steal-full", CLCRT_SCHED_STEAL, CLCRT_GRID_FULL, NULL},
     {"static", CLCRT_SCHED_STATIC, CLCRT_GRID_AUTO, NULL},
@@ -35,15 +28,13 @@ static const contender k_exp[] = {
     {"static-smem", CLCRT_SCHED_STATIC, CLCRT_GRID_AUTO, "-DEXP_SMEM=1"},
     {"steal-notr", CLCRT_SCHED_AUTO, CLCRT_GRID_AUTO, "-DCLCRT_TRACE=0"},
 };
-const contender *k_contenders = k_main;
-int k_ncontenders = (int)(sizeof k_main / sizeof k_main[0]);
+enum { N_EXPERIMENTS = 2 };
+const contender *k_contenders = k_all;
+int k_ncontenders = (int)(sizeof k_all / sizeof k_all[0]) - N_EXPERIMENTS;
 
 void bench_open(const char *json_path) {
   const char *exp = getenv("CLCRT_BENCH_EXP");
-  if (exp && !strcmp(exp, "1")) {
-    k_contenders = k_exp;
-    k_ncontenders = (int)(sizeof k_exp / sizeof k_exp[0]);
-  }
+  if (exp && !strcmp(exp, "1")) k_ncontenders = (int)(sizeof k_all / sizeof k_all[0]);
   clcrt_runtime_opts o = CLCRT_RUNTIME_OPTS_INIT;
   o.cache_dir = "";
   if (clcrt_runtime_create(&rt, &o) != CLCRT_OK) {
