@@ -249,6 +249,11 @@ __device__ __forceinline__ uint4 ld_relaxed_gpu_v4(const unsigned *p) {
                : "memory");
   return v;
 }
+__device__ __forceinline__ unsigned long long ld_relaxed_gpu_u64(const unsigned long long *p) {
+  unsigned long long v;
+  asm volatile("ld.relaxed.gpu.global.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
+  return v;
+}
 // The graph table's ownership protocol: acquire/release at GPU scope, once per cluster.
 __device__ __forceinline__ unsigned long long ld_acquire_gpu_u64(const unsigned long long *p) {
   unsigned long long v;
@@ -341,48 +346,76 @@ __device__ __forceinline__ void trace_record(const Params &p, unsigned long long
 // %gridid. %gridid tells apart the grids in flight (checked by tests/gpu_graph.c on every run
 // of the suite) but is reused by later launches (measured on an H100, driver 580), so a slot
 // belongs to the launch written in it only while that launch has clusters left to leave:
-// {left, clusters} in one 64-bit word, read at once. A cluster scans from the launch's hash
-// position up to the first never-used slot for its own live slot, checking the state before
-// and after the owner with acquire loads (other clusters leaving change the count, never the
-// owner, while it is live); a launch
-// not yet in the table takes the first free slot under the table's lock (held for a few
-// loads and stores by a running thread, so waiting for it never waits for a cluster to
-// start). There is always a free slot: a device runs at most 128 grids at once, the table
-// has 256 slots. Not inlined: it runs once per cluster.
+// {left, clusters} in one 64-bit word, read at once.
+//
+// A launch takes the first slot not live from its hash position (open addressing), under the
+// table's lock (word 0 of the table's first line, held for a few loads and stores by a running
+// thread, so waiting for it never waits for a cluster to start), and raises the table's reach
+// (word 1: the longest probe any launch ever needed) to its distance. So a launch's slot is
+// never further from its hash position than the reach, and a cluster looks only that far:
+// a few slots, where a scan to the first never-used slot crossed all 256 once they had all
+// been used (about 1.7 ms per graph run, measured on the H100). A cluster first looks without
+// the lock (relaxed loads; a candidate is checked with acquire loads: live before and after
+// the owner is read, so it cannot have changed hands in between, and this cluster's claims
+// and its count on leaving are ordered after the slot's setup); failing that, it takes the
+// lock and looks again (the reach read under the lock is current), and takes a slot if its
+// launch has none yet. A cluster that finds the lock held waits for it to be released and
+// looks again without it: the holder is usually a cluster of its own launch setting up the
+// slot, so the clusters of a launch do not queue on the lock one after another. There is
+// always a free slot: a device runs at most 128 grids at once, the table has 256 slots. Not
+// inlined: it runs once per cluster.
 __device__ __forceinline__ bool slot_live(unsigned long long st) { return (unsigned)st < (unsigned)(st >> 32); }
+
+__device__ __forceinline__ unsigned *table_slot(unsigned *table, unsigned i) {
+  return table + LINE_WORDS + (i & (TABLE_SLOTS - 1)) * SLOT_WORDS;
+}
+
+// The launch's live slot among the reach + 1 slots from h, or null.
+__device__ __forceinline__ unsigned *find_slot(unsigned *table, unsigned long long g, unsigned h, unsigned reach) {
+#pragma unroll 1
+  for (unsigned i = 0; i <= reach && i < TABLE_SLOTS; i++) {
+    unsigned *s = table_slot(table, h + i);
+    unsigned long long st = ptx::ld_relaxed_gpu_u64((const unsigned long long *)(s + 4));
+    unsigned long long owner = ptx::ld_relaxed_gpu_u64((const unsigned long long *)s);
+    if (slot_live(st) && owner == g && slot_live(ptx::ld_acquire_gpu_u64((const unsigned long long *)(s + 4))) &&
+        ptx::ld_acquire_gpu_u64((const unsigned long long *)s) == g &&
+        slot_live(ptx::ld_acquire_gpu_u64((const unsigned long long *)(s + 4))))
+      return s;
+    if (st == 0 && owner == 0) break;  // never used: no launch's probe went past it
+  }
+  return nullptr;
+}
 
 __device__ __noinline__ unsigned *graph_slot(unsigned *table, unsigned num_clusters) {
   const unsigned long long g = ptx::sreg_gridid();
   const unsigned h = (unsigned)(g * 0x9E3779B97F4A7C15ull >> 56);
   bool locked = false;
+#pragma unroll 1
   for (;;) {
-    unsigned *free_slot = nullptr;
-    for (unsigned i = 0; i < TABLE_SLOTS; i++) {
-      unsigned *s = table + LINE_WORDS + ((h + i) & (TABLE_SLOTS - 1)) * SLOT_WORDS;
-      unsigned long long st = ptx::ld_acquire_gpu_u64((const unsigned long long *)(s + 4));
-      unsigned long long owner = ptx::ld_acquire_gpu_u64((const unsigned long long *)s);
-      bool live = (unsigned)st < (unsigned)(st >> 32);
-      // Live before and after the owner was read: the slot cannot have changed hands in
-      // between (that needs every cluster of its launch, this one included if it is its
-      // own, to have left), and this cluster's claims and its count on leaving are ordered
-      // after the slot's setup.
-      if (live && owner == g && slot_live(ptx::ld_acquire_gpu_u64((const unsigned long long *)(s + 4)))) {
-        if (locked) ptx::st_release_gpu(table, 0u);
-        return s;
-      }
-      if (!live && !free_slot) free_slot = s;
-      if (st == 0 && owner == 0) break;  // never used: the launch's slot is not further on
-    }
-    if (locked) {
-      unsigned *s = free_slot;
+    // The reach is written only under the lock.
+    const unsigned reach = locked ? *(volatile unsigned *)(table + 1) : ptx::ld_acquire_gpu(table + 1);
+    unsigned *s = find_slot(table, g, h, reach);
+    if (!s && locked) {
+      unsigned i = 0;
+#pragma unroll 1
+      for (; i < TABLE_SLOTS - 1; i++)
+        if (!slot_live(ptx::ld_acquire_gpu_u64((const unsigned long long *)(table_slot(table, h + i) + 4)))) break;
+      s = table_slot(table, h + i);
       ptx::zero_claims(s + LINE_WORDS);
       *(volatile unsigned long long *)s = g;
       ptx::st_release_gpu_u64((unsigned long long *)(s + 4), (unsigned long long)num_clusters << 32);
-      ptx::st_release_gpu(table, 0u);
+      if (i > reach) *(volatile unsigned *)(table + 1) = i;
+    }
+    if (s) {
+      if (locked) ptx::st_release_gpu(table, 0u);
       return s;
     }
-    while (ptx::atom_cas_acquire_gpu(table, 0u, 1u) != 0u) ptx::nanosleep(64);
-    locked = true;
+    if (ptx::atom_cas_acquire_gpu(table, 0u, 1u) == 0u) {
+      locked = true;
+      continue;
+    }
+#pragma unroll 1
+    while (ptx::ld_relaxed_gpu(table) != 0u) ptx::nanosleep(64);
   }
 }
 
@@ -417,6 +450,13 @@ struct Scheduler {
     unsigned exhausted;             // a failed claim was published: never claim again
     unsigned late;                  // the cluster started after every unit was claimed
   };
+
+  // Where the launch gave it one (RING_BYTES after the tile function's dynamic shared
+  // memory): always for CLC; for STEAL only when the run claims (claims()) or is traced
+  // (trace_t0). A run whose units are all some cluster's own launches with no shared
+  // memory of the scheduler's: measured on the H100, shared memory in a kernel costs short
+  // back-to-back runs about 0.3 us each.
+  static constexpr unsigned RING_BYTES = 128;  // runtime/internal.h: CLCRT__RING_BYTES
 
   const Params &p;
   Ring *ring;
@@ -473,9 +513,11 @@ struct Scheduler {
   __device__ __forceinline__ bool init() {
     if (!REQUESTS) return true;
     if (SCHED == SCHED_STEAL && !claims()) {
-      // Every unit is some cluster's own: nothing to claim, no ring. The stream's counter for
-      // the next run is still zeroed (locate_state).
-      if (leader && !(p.flags & FLAG_GRAPH)) locate_state();
+      // Every unit is some cluster's own: nothing to claim, no ring (none was launched
+      // unless the run is traced). The stream's counter for the next run is still zeroed
+      // (as locate_state does).
+      if (leader && !(p.flags & FLAG_GRAPH) && cluster_id() == 0)
+        ptx::zero_claims((unsigned *)p.state + ((p.seq + 1u) & 1u) * LINE_WORDS);
       return true;
     }
     if (SCHED == SCHED_STEAL && leader) {
@@ -822,12 +864,14 @@ __device__ __forceinline__ void *smem() {
   return clcrt__dyn_smem;
 }
 
-template <int SCHED, unsigned CX, unsigned CY, unsigned CZ, unsigned NTHREADS, class Body>
+// RING_OFF: where STEAL's and CLC's response ring starts in dynamic shared memory, after the
+// tile function's smem_bytes (a constant, so that its addresses cost no registers).
+template <int SCHED, unsigned CX, unsigned CY, unsigned CZ, unsigned NTHREADS, unsigned RING_OFF, class Body>
 __device__ __forceinline__ void run(const Params &p, Body &&body) {
   using S = Scheduler<SCHED, CX, CY, CZ, NTHREADS>;
   if (SCHED == SCHED_STEAL || SCHED == SCHED_CLC) {
-    __shared__ __align__(16) typename S::Ring ring;
-    S s(p, &ring);
+    static_assert(sizeof(typename S::Ring) <= S::RING_BYTES, "the response ring outgrew CLCRT__RING_BYTES");
+    S s(p, (typename S::Ring *)((unsigned char *)smem() + RING_OFF));
     s.run(body);
   } else {
     S s(p, nullptr);

@@ -185,10 +185,14 @@ static clcrt_status validate(clcrt_runtime *rt, const clcrt_tile_desc *d, clcrt_
   }
 
   unsigned limit = rt->compile_only ? arch_smem_limit(rt->sm) : (unsigned)rt->max_smem_optin;
-  if (d->smem_bytes > limit)
+  /* STEAL's and CLC's response ring follows the tile function's shared memory (internal.h). */
+  unsigned ring = s == CLCRT_SCHED_STEAL || s == CLCRT_SCHED_CLC ? CLCRT__RING_BYTES + 15u : 0u;
+  if (d->smem_bytes > limit - ring)
     return clcrt__fail(rt, CLCRT_E_INVALID,
-                       "desc->smem_bytes is %u: %s%s allows at most %u bytes of dynamic shared memory per CTA",
-                       d->smem_bytes, rt->compile_only ? "" : "this device, ", rt->arch, limit);
+                       "desc->smem_bytes is %u: %s%s allows at most %u bytes of dynamic shared memory per CTA%s%u%s",
+                       d->smem_bytes, rt->compile_only ? "" : "this device, ", rt->arch, limit,
+                       ring ? ", and the scheduler's response ring needs up to " : "", ring,
+                       ring ? " of them" : "");
 
   if (d->num_options < 0 || (d->num_options > 0 && !d->options))
     return clcrt__fail(rt, CLCRT_E_INVALID, "desc->options/num_options: %d options at %p", d->num_options,
@@ -265,11 +269,11 @@ clcrt_status clcrt__build_prepare(clcrt_runtime *rt, const clcrt_tile_desc *d, c
             name.p ? name.p : "", d->args_type);
   if (d->state_type) {
     sb_printf(&tu, "  %s state;\n  %s(args, state);\n", d->state_type, d->prologue_fn);
-    sb_printf(&tu, "  clcrt::run<%d, %u, %u, %u, %u>(params, [&](const clcrt::Tile &t) { %s(t, args, state); });\n",
-              kind[b->sched], b->cluster.x, b->cluster.y, b->cluster.z, nt, d->tile_fn);
+    sb_printf(&tu, "  clcrt::run<%d, %u, %u, %u, %u, %u>(params, [&](const clcrt::Tile &t) { %s(t, args, state); });\n",
+              kind[b->sched], b->cluster.x, b->cluster.y, b->cluster.z, nt, CLCRT__RING_OFF(b->smem_bytes), d->tile_fn);
   } else {
-    sb_printf(&tu, "  clcrt::run<%d, %u, %u, %u, %u>(params, [&](const clcrt::Tile &t) { %s(t, args); });\n",
-              kind[b->sched], b->cluster.x, b->cluster.y, b->cluster.z, nt, d->tile_fn);
+    sb_printf(&tu, "  clcrt::run<%d, %u, %u, %u, %u, %u>(params, [&](const clcrt::Tile &t) { %s(t, args); });\n",
+              kind[b->sched], b->cluster.x, b->cluster.y, b->cluster.z, nt, CLCRT__RING_OFF(b->smem_bytes), d->tile_fn);
   }
   sb_puts(&tu, "}\n");
 

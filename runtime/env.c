@@ -40,18 +40,20 @@ int clcrt__parse_bytes(const char *s, unsigned long long *out) {
   return 1;
 }
 
-int clcrt__parse_waves(const char *s, unsigned *out) {
+int clcrt__parse_count(const char *s, unsigned lo, unsigned hi, unsigned *out) {
   if (!s || !*s) return 0;
-  unsigned v = 0;
+  unsigned long long v = 0;
   for (const char *p = s; *p; p++) {
     if (*p < '0' || *p > '9') return 0;
     v = v * 10u + (unsigned)(*p - '0');
-    if (v > CLCRT__PREEMPT_WAVES_MAX) return 0;
+    if (v > hi) return 0;
   }
-  if (v == 0) return 0;
-  *out = v;
+  if (v < lo) return 0;
+  *out = (unsigned)v;
   return 1;
 }
+
+int clcrt__parse_waves(const char *s, unsigned *out) { return clcrt__parse_count(s, 1, CLCRT__PREEMPT_WAVES_MAX, out); }
 
 static void read_env(void) {
   g_env.cache_dir = getenv("CLCRT_CACHE_DIR"); /* "" is meaningful: no disk cache */
@@ -69,6 +71,10 @@ static void read_env(void) {
   g_env.preempt_waves = CLCRT__PREEMPT_WAVES_DEFAULT;
   const char *pw = nonempty(getenv("CLCRT_PREEMPT_WAVES"));
   if (pw && !clcrt__parse_waves(pw, &g_env.preempt_waves)) g_env.preempt_waves_bad = pw;
+  g_env.chunk_cycles = CLCRT__CHUNK_CYCLES_DEFAULT;
+  const char *cc = nonempty(getenv("CLCRT_STEAL_CHUNK_CYCLES"));
+  if (cc && !clcrt__parse_count(cc, CLCRT__CHUNK_CYCLES_MIN, CLCRT__CHUNK_CYCLES_MAX, &g_env.chunk_cycles))
+    g_env.chunk_cycles_bad = cc;
 }
 
 const clcrt__env *clcrt__env_get(void) {

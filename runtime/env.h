@@ -12,9 +12,14 @@ typedef struct clcrt__env {
   int warmup;                  /* CLCRT_WARMUP: 0 turns off the NVRTC warm-up of device runtimes (warmup.c) */
   unsigned preempt_waves;      /* CLCRT_PREEMPT_WAVES: reserve waves of a STEAL grid that may yield (launch.c) */
   const char *preempt_waves_bad; /* its text when it is not a count from 1 to 64 (then the default) */
+  unsigned chunk_cycles;       /* CLCRT_STEAL_CHUNK_CYCLES: cycles a STEAL claim's units should last (launch.c) */
+  const char *chunk_cycles_bad; /* its text when it is not a count in range (then the default) */
 } clcrt__env;
 #define CLCRT__PREEMPT_WAVES_DEFAULT 2u
 #define CLCRT__PREEMPT_WAVES_MAX 64u
+#define CLCRT__CHUNK_CYCLES_DEFAULT 8000u
+#define CLCRT__CHUNK_CYCLES_MIN 1u
+#define CLCRT__CHUNK_CYCLES_MAX 10000000u
 /* The values as first read; later changes to the environment are not seen. */
 const clcrt__env *clcrt__env_get(void);
 /* Parses a byte count: decimal digits with an optional K, M, G or T suffix (powers of
@@ -24,4 +29,6 @@ int clcrt__parse_bytes(const char *s, unsigned long long *out);
 /* Parses CLCRT_PREEMPT_WAVES: decimal digits only, 1 to CLCRT__PREEMPT_WAVES_MAX. Returns 0
  * and leaves *out alone for anything else. */
 int clcrt__parse_waves(const char *s, unsigned *out);
+/* Decimal digits only, from lo to hi. Returns 0 and leaves *out alone for anything else. */
+int clcrt__parse_count(const char *s, unsigned lo, unsigned hi, unsigned *out);
 #endif

@@ -42,6 +42,12 @@ typedef struct clcrt__params {
 
 _Static_assert(sizeof(clcrt__params) == 128, "clcrt__params must mirror clcrt::Params in nvrtc_src/clcrt.cuh");
 
+/* STEAL's and CLC's response ring (clcrt::Scheduler::Ring): dynamic shared memory after the
+ * tile function's smem_bytes (at CLCRT__RING_OFF, a template argument of the kernel), given by
+ * the launch where the run uses it: every CLC run, a STEAL run that claims or is traced. */
+#define CLCRT__RING_BYTES 128u
+#define CLCRT__RING_OFF(smem) (((smem) + 15u) & ~15u)
+
 #define CLCRT__PF_GRAPH 1u /* state is the runtime's table, keyed by %gridid (captured runs) */
 #define CLCRT__PF_GRID3 2u /* FIXED launched as a 3-D grid of units (y, z within 65535) */
 
@@ -62,6 +68,7 @@ struct clcrt_kernel {
   clcrt_dim3 block, cluster;
   unsigned nthreads, cluster_size;
   unsigned smem_bytes;
+  unsigned ring_bytes;         /* STEAL and CLC: CLCRT__RING_OFF(smem_bytes) - smem_bytes + CLCRT__RING_BYTES */
 
   void *cubin;
   size_t cubin_size;

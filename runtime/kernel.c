@@ -28,13 +28,16 @@ static clcrt_status load(clcrt_runtime *rt, clcrt_kernel *k) {
   k->params_offset = off1;
   int static_smem = 0;
   CU_CHECK(rt, cuFuncGetAttribute(&static_smem, CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES, k->fn));
-  if ((long)static_smem + k->smem_bytes > (long)rt->max_smem_optin)
+  /* The dynamic shared memory of a launch: the tile function's, and the scheduler's
+   * response ring where the run uses one (launch.c). */
+  unsigned dyn = k->smem_bytes + k->ring_bytes;
+  if ((long)static_smem + dyn > (long)rt->max_smem_optin)
     return clcrt__fail(rt, CLCRT_E_INVALID,
-                       "kernel %s needs %u bytes of dynamic plus %d of static shared memory per CTA, but this device "
-                       "allows %d in all",
-                       k->name, k->smem_bytes, static_smem, rt->max_smem_optin);
-  if (k->smem_bytes > 48 * 1024)
-    CU_CHECK(rt, cuFuncSetAttribute(k->fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, (int)k->smem_bytes));
+                       "kernel %s needs %u bytes of dynamic (%u of them the scheduler's response ring) plus %d of "
+                       "static shared memory per CTA, but this device allows %d in all",
+                       k->name, dyn, k->ring_bytes, static_smem, rt->max_smem_optin);
+  if (dyn > 48 * 1024)
+    CU_CHECK(rt, cuFuncSetAttribute(k->fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, (int)dyn));
   if (k->cluster_size > 8) {
     CUresult r = rt->cu->cuFuncSetAttribute(k->fn, CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED, 1);
     if (r != CUDA_SUCCESS)

@@ -21,9 +21,12 @@ static clcrt_status max_clusters(clcrt_runtime *rt, clcrt_kernel *k, int *out) {
     *out = n;
     return CLCRT_OK;
   }
+  /* Counted with the response ring, which a run that claims needs (a run that does not
+   * has no more units than clusters fit at once). */
+  size_t smem = k->smem_bytes + k->ring_bytes;
   if (k->cluster_size == 1) {
     /* 1-CTA kernels are launched without a cluster, for which the cluster query says 0. */
-    CU_CHECK(rt, cuOccupancyMaxActiveBlocksPerMultiprocessor(&n, k->fn, (int)k->nthreads, k->smem_bytes));
+    CU_CHECK(rt, cuOccupancyMaxActiveBlocksPerMultiprocessor(&n, k->fn, (int)k->nthreads, smem));
     n *= rt->num_sms;
   } else {
     CUlaunchConfig cfg;
@@ -34,7 +37,7 @@ static clcrt_status max_clusters(clcrt_runtime *rt, clcrt_kernel *k, int *out) {
     cfg.blockDimX = k->block.x;
     cfg.blockDimY = k->block.y;
     cfg.blockDimZ = k->block.z;
-    cfg.sharedMemBytes = k->smem_bytes;
+    cfg.sharedMemBytes = (unsigned)smem;
     CU_CHECK(rt, cuOccupancyMaxActiveClusters(&n, k->fn, &cfg));
   }
   if (n <= 0)
@@ -46,9 +49,6 @@ static clcrt_status max_clusters(clcrt_runtime *rt, clcrt_kernel *k, int *out) {
   *out = n;
   return CLCRT_OK;
 }
-
-/* Cycles a claim's units should last: about 4 us at the H100's clock. */
-#define CLCRT__CHUNK_CYCLES 8000u
 
 /* n / d as umulhi(n, mul) >> shr for every n < 2^31 (Granlund and Montgomery; CUTLASS's
  * FastDivmod): the device decomposes unit indices without a hardware division. */
@@ -144,12 +144,12 @@ clcrt_status clcrt_run(clcrt_stream *s, const clcrt_kernel *kc, clcrt_dim3 tiles
 
   int graph = 0;
   if (steal) {
-    /* A claim takes units that last about CLCRT__CHUNK_CYCLES (a few microseconds: a claim
+    /* A claim takes units that last about CLCRT_STEAL_CHUNK_CYCLES (a few microseconds: a claim
      * costs about one, and the single counter serves a claim every few nanoseconds, so
      * even thousands of clusters claiming that often do not queue on it), but never more
      * than remaining / (2 * clusters running), so the tail is handed out unit by unit. */
     p.active = resident;
-    p.chunk_cycles = CLCRT__CHUNK_CYCLES;
+    p.chunk_cycles = clcrt__env_get()->chunk_cycles; /* CLCRT_STEAL_CHUNK_CYCLES, default 8000: ~4 us on an H100 */
     fastdiv(2 * resident, &p.guide_mul, &p.guide_shr);
     p.early_min = 2 * resident;
     /* A persistent grid's clusters start with a unit of their own, claimed by no one (a
@@ -204,6 +204,10 @@ clcrt_status clcrt_run(clcrt_stream *s, const clcrt_kernel *kc, clcrt_dim3 tiles
   cfg.blockDimY = k->block.y;
   cfg.blockDimZ = k->block.z;
   cfg.sharedMemBytes = k->smem_bytes;
+  /* STEAL's and CLC's response ring, after the tile function's shared memory: every CLC
+   * run; a STEAL run that claims, or records a trace (clcrt.cuh, Scheduler::RING_BYTES). */
+  if (k->ring_bytes && (k->sched == CLCRT_SCHED_CLC || p.claim_base < p.num_units || p.trace))
+    cfg.sharedMemBytes += k->ring_bytes;
   cfg.hStream = s->cu;
   /* A cluster shape of more than one CTA is compiled into the kernel (__cluster_dims__);
    * 1-CTA kernels are plain grids. Either way no launch attribute is needed. */

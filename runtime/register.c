@@ -34,6 +34,9 @@ static clcrt_status adopt(clcrt_runtime *rt, clcrt_kernel *k, clcrt__build *b, i
   k->block = b->block;
   k->cluster = b->cluster;
   k->smem_bytes = b->smem_bytes;
+  k->ring_bytes = b->sched == CLCRT_SCHED_STEAL || b->sched == CLCRT_SCHED_CLC
+                      ? CLCRT__RING_OFF(b->smem_bytes) - b->smem_bytes + CLCRT__RING_BYTES
+                      : 0;
   k->nthreads = b->block.x * b->block.y * b->block.z;
   k->cluster_size = b->cluster.x * b->cluster.y * b->cluster.z;
   k->compile_ms = from_disk ? 0 : b->compile_ms;

@@ -16,9 +16,11 @@ double bench_host_us;
 int quick;
 static int json_first = 1;
 
-/* The contenders; CLCRT_BENCH_EXP=1 adds the last two, experiments: STATIC with a static
+/* The contenders; CLCRT_BENCH_EXP=1 adds the last three, experiments: STATIC with a static
  * shared-memory array in its tile function (scale and classes tiles: what shared memory alone
- * costs a short run) and STEAL with tracing compiled out. */
+ * costs a short run), STATIC with an mbarrier instruction that never runs (the compiler then
+ * reserves 1 KiB of shared memory per CTA, as in every STEAL kernel), and STEAL with tracing
+ * compiled out. */
 static const contender k_all[] = {
     {"steal", CLCRT_SCHED_AUTO, CLCRT_GRID_AUTO, NULL},
     {"steal-full", CLCRT_SCHED_STEAL, CLCRT_GRID_FULL, NULL},
@@ -26,9 +28,10 @@ static const contender k_all[] = {
     {"fixed", CLCRT_SCHED_FIXED, CLCRT_GRID_AUTO, NULL},
     {"steal-early", CLCRT_SCHED_STEAL, CLCRT_GRID_PERSISTENT, "-DCLCRT_STEAL_EARLY=1"},
     {"static-smem", CLCRT_SCHED_STATIC, CLCRT_GRID_AUTO, "-DEXP_SMEM=1"},
+    {"static-mbar", CLCRT_SCHED_STATIC, CLCRT_GRID_AUTO, "-DEXP_MBAR=1"},
     {"steal-notr", CLCRT_SCHED_AUTO, CLCRT_GRID_AUTO, "-DCLCRT_TRACE=0"},
 };
-enum { N_EXPERIMENTS = 2 };
+enum { N_EXPERIMENTS = 3 };
 const contender *k_contenders = k_all;
 int k_ncontenders = (int)(sizeof k_all / sizeof k_all[0]) - N_EXPERIMENTS;
 
@@ -117,6 +120,37 @@ void bench_put(CUdeviceptr dst, const void *src, size_t bytes) {
 }
 
 double time_median(launch_fn f, void *ctx) { return time_batch(f, ctx, 1, REPS); }
+
+double time_graph(launch_fn f, void *ctx, int inner, int reps, CUgraphExec *keep) {
+  CUgraph g;
+  CUgraphExec e;
+  CK(cu->cuStreamBeginCapture(cs, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL));
+  for (int j = 0; j < inner; j++) f(ctx);
+  CK(cu->cuStreamEndCapture(cs, &g));
+  CK(cu->cuGraphInstantiateWithFlags(&e, g, 0));
+  CK(cu->cuGraphDestroy(g));
+  CUevent e0, e1;
+  CK(cu->cuEventCreate(&e0, 0));
+  CK(cu->cuEventCreate(&e1, 0));
+  for (int i = 0; i < WARMUP; i++) CK(cu->cuGraphLaunch(e, cs));
+  float ms[64];
+  if (reps > 64) reps = 64;
+  for (int i = 0; i < reps; i++) {
+    CK(cu->cuEventRecord(e0, cs));
+    CK(cu->cuGraphLaunch(e, cs));
+    CK(cu->cuEventRecord(e1, cs));
+    CK(cu->cuEventSynchronize(e1));
+    CK(cu->cuEventElapsedTime(&ms[i], e0, e1));
+  }
+  cu->cuEventDestroy(e0);
+  cu->cuEventDestroy(e1);
+  if (keep)
+    *keep = e;
+  else
+    cu->cuGraphExecDestroy(e);
+  qsort(ms, (size_t)reps, sizeof ms[0], cmp_float);
+  return reps % 2 ? ms[reps / 2] : (ms[reps / 2 - 1] + ms[reps / 2]) / 2;
+}
 
 CUlibrary compile_ref(const char *src, const char *define, const char *what) {
   nvrtcProgram p;

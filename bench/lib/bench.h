@@ -48,6 +48,10 @@ extern double bench_host_us;
 double time_median(launch_fn f, void *ctx);
 /* The median of `reps` timings of `inner` launches each (events around the batch), in ms. */
 double time_batch(launch_fn f, void *ctx, int inner, int reps);
+/* inner launches captured from cs into one graph, replayed reps times (after a warm-up):
+ * the median replay in ms, with no host in the way. With keep, the instantiated graph is
+ * handed back (the caller replays it to check the result, then destroys it). */
+double time_graph(launch_fn f, void *ctx, int inner, int reps, CUgraphExec *keep);
 
 /* A reference kernel: compiled straight with NVRTC, outside the template. */
 CUlibrary compile_ref(const char *src, const char *define, const char *what);

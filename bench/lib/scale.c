@@ -25,6 +25,9 @@ const char *k_scale_src = SCALE_COMMON
     "  __shared__ unsigned exp_smem[32];\n"
     "  if (a.n4 == 0) { exp_smem[threadIdx.x & 31] = 1; __syncwarp(); a.y[0].x = exp_smem[(threadIdx.x + 1) & 31]; }\n"
     "#endif\n"
+    "#ifdef EXP_MBAR\n"
+    "  if (a.n4 == 0) asm volatile(\"mbarrier.init.shared::cta.b64 [%0], 1;\" :: \"r\"((unsigned)__cvta_generic_to_shared(clcrt::smem())));\n"
+    "#endif\n"
     "  scale_body(t.linear, a);\n"
     "}\n";
 
