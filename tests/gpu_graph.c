@@ -11,6 +11,8 @@
 
 #include "clcrt.h"
 #include "common/gpu.h"
+#include "internal.h"
+#include "sched_state.h"
 #include "common/sched_check.h"
 
 #define NG 3 /* graphs captured from one stream */
@@ -97,6 +99,69 @@ START_TEST(test_concurrent_replays) {
     bufs_free(&b[i]);
   }
   bufs_free(&b[NG]);
+  clcrt_stream_destroy(s0);
+  clcrt_runtime_destroy(rt);
+}
+END_TEST
+
+/* Many replays that claim (full grids), four at once on four streams, each graph 64 runs
+ * long (a replayed launch's %gridid is its node's: one run per graph would reuse a few slots
+ * only): thousands of launches take table slots and give them up, so every slot is used, slots
+ * are reused and probes pass slots that other launches freed. Every replay exactly once; and the table's reach (the longest probe any
+ * launch needed, which bounds how far every cluster looks) stays within the launches that
+ * were ever live at once: a launch takes the first slot not live from its hash position. */
+START_TEST(test_table_churn) {
+  enum { NS = 4 };
+  clcrt_runtime *rt = gpu_runtime();
+  const clcrt__driver *cu = gpu_cu();
+  clcrt_stream *s0 = NULL;
+  ck_assert_int_eq(clcrt_stream_create(rt, NULL, &s0), CLCRT_OK);
+  const clcrt_dim3 cl = {1, 1, 1}, t = {gpu_under_sanitizer() ? 301u : 2001u, 1, 1};
+  clcrt_kernel *k = reg(rt, CLCRT_GRID_FULL, cl);
+  bufs b[NS];
+  CUgraph g[NS];
+  CUgraphExec e[NS];
+  CUstream rs[NS];
+  const unsigned runs = gpu_under_sanitizer() ? 8 : 64, reps = gpu_under_sanitizer() ? 2 : 16;
+  for (int i = 0; i < NS; i++) {
+    bufs_make(&b[i], t, cl, 64, 300 + i);
+    ck_assert_int_eq(cu->cuStreamBeginCapture(clcrt_stream_cu(s0), CU_STREAM_CAPTURE_MODE_THREAD_LOCAL), CUDA_SUCCESS);
+    for (unsigned r = 0; r < runs; r++) ck_assert_int_eq(clcrt_run(s0, k, t, &b[i].a, sizeof b[i].a), CLCRT_OK);
+    ck_assert_int_eq(cu->cuStreamEndCapture(clcrt_stream_cu(s0), &g[i]), CUDA_SUCCESS);
+    e[i] = instantiate(g[i]);
+    rs[i] = new_stream();
+  }
+  for (unsigned r = 0; r < reps; r++)
+    for (int i = 0; i < NS; i++) ck_assert_int_eq(cu->cuGraphLaunch(e[i], rs[i]), CUDA_SUCCESS);
+  for (int i = 0; i < NS; i++) ck_assert_int_eq(cu->cuStreamSynchronize(rs[i]), CUDA_SUCCESS);
+  char what[64];
+  for (int i = 0; i < NS; i++) {
+    snprintf(what, sizeof what, "graph %d of %u runs replayed %u times beside %d others", i, runs, reps, NS - 1);
+    bufs_check(&b[i], cl, runs * reps, 0, what);
+  }
+  /* The table: its reach, and how many slots were ever used. Other tests of this process may
+   * have run launches at the same time only when the suite does not fork (sanitizer runs). */
+  unsigned *tab = malloc(CLCRT__TABLE_BYTES);
+  ck_assert_ptr_nonnull(tab);
+  gpu_get(tab, rt->devstate->table, CLCRT__TABLE_BYTES);
+  unsigned used = 0, live = 0;
+  for (unsigned i = 0; i < CLCRT__TABLE_SLOTS; i++) {
+    const unsigned *sl = tab + CLCRT__LINE_WORDS + i * CLCRT__SLOT_WORDS;
+    used += sl[0] != 0 || sl[1] != 0;
+    live += sl[4] < sl[5];
+  }
+  printf("gpu_graph: table after %u launches, %d at a time: reach %u, %u of %u slots used, %u live\n",
+         runs * reps * NS, NS, tab[1], used, CLCRT__TABLE_SLOTS, live);
+  ck_assert_uint_eq(tab[0], 0); /* the lock is free */
+  ck_assert_uint_eq(live, 0);   /* every launch gave its slot up */
+  if (!gpu_under_sanitizer()) ck_assert_msg(tab[1] < NS, "reach %u with at most %d launches live at once", tab[1], NS);
+  free(tab);
+  for (int i = 0; i < NS; i++) {
+    cu->cuGraphExecDestroy(e[i]);
+    cu->cuGraphDestroy(g[i]);
+    cu->cuStreamDestroy(rs[i]);
+    bufs_free(&b[i]);
+  }
   clcrt_stream_destroy(s0);
   clcrt_runtime_destroy(rt);
 }
@@ -350,6 +415,7 @@ int main(void) {
   tcase_set_timeout(tc, 600);
   tcase_add_test(tc, test_launch_identity);
   tcase_add_test(tc, test_concurrent_replays);
+  tcase_add_test(tc, test_table_churn);
   tcase_add_loop_test(tc, test_instantiated_twice, 0, 2);
   tcase_add_loop_test(tc, test_capture_modes, 0, 3);
   tcase_add_test(tc, test_wrapped_twice);
