@@ -111,7 +111,8 @@ typedef struct clcrt_tile_desc {
   const char *args_type; /* name of Args */
   clcrt_dim3 block;     /* threads per CTA */
   clcrt_dim3 cluster;   /* CTAs per cluster; {0,0,0} means {1,1,1} */
-  unsigned smem_bytes;  /* dynamic shared memory per CTA */
+  unsigned smem_bytes;  /* dynamic shared memory per CTA (STEAL and CLC add up to 143 bytes after it
+                           for their response ring, to runs that use it; the device's limit counts them) */
   clcrt_sched sched;
   const char *const *options; /* extra NVRTC options */
   int num_options;
@@ -161,8 +162,10 @@ typedef struct clcrt_kernel_info {
   clcrt_dim3 block, cluster;
   int registers;          /* per thread, from the cubin */
   int stack_bytes;        /* per-thread stack frame, from the cubin */
-  unsigned static_smem;   /* bytes of static shared memory (the scheduler's slots included) */
-  unsigned dynamic_smem;  /* as registered */
+  unsigned static_smem;   /* bytes of static shared memory, as the cubin records it (1 KiB the compiler
+                             reserves where the kernel uses mbarriers included) */
+  unsigned dynamic_smem;  /* as registered (STEAL's and CLC's response ring comes after it, 128 bytes
+                             at smem_bytes rounded up to 16, in the runs that use it) */
   size_t param_bytes;     /* size of the Args parameter */
   int has_clc;            /* the cubin contains UGETNEXTWORKID (clusterlaunchcontrol.try_cancel) */
   double compile_ms;      /* NVRTC time for this kernel (0 on a cache hit) */
