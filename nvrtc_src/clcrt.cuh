@@ -516,8 +516,7 @@ struct Scheduler {
       // Every unit is some cluster's own: nothing to claim, no ring (none was launched
       // unless the run is traced). The stream's counter for the next run is still zeroed
       // (as locate_state does).
-      if (leader && !(p.flags & FLAG_GRAPH) && cluster_id() == 0)
-        ptx::zero_claims((unsigned *)p.state + ((p.seq + 1u) & 1u) * LINE_WORDS);
+      if (leader && !(p.flags & FLAG_GRAPH)) zero_next_claims();
       return true;
     }
     if (SCHED == SCHED_STEAL && leader) {
@@ -564,10 +563,13 @@ struct Scheduler {
     } else {
       unsigned *lines = (unsigned *)p.state;
       ring->ctr = lines + (p.seq & 1u) * LINE_WORDS;
-      // The previous run on this stream, which used the other counter, has finished; the
-      // next one will use it. Any cluster may reset it at any time during this run.
-      if (cluster_id() == 0) ptx::zero_claims(lines + ((p.seq + 1u) & 1u) * LINE_WORDS);
+      zero_next_claims();
     }
+  }
+  // The previous run on this stream, which used the other counter, has finished; the next
+  // one will use it. Any cluster may reset it at any time during this run: cluster 0 does.
+  __device__ __forceinline__ void zero_next_claims() const {
+    if (cluster_id() == 0) ptx::zero_claims((unsigned *)p.state + ((p.seq + 1u) & 1u) * LINE_WORDS);
   }
 
   // Whether a higher priority than this run's is active on the device (preemption). Only
@@ -716,13 +718,18 @@ struct Scheduler {
   // One unit: this CTA's tile of it, unless padded. Returns 1 when the tile function ran.
   template <class Body>
   __device__ __forceinline__ unsigned run_unit(unsigned u, bool traced, Body &body) {
-    // No branch for 1-D grids: the general decomposition costs a few multiplications, less
-    // than the instructions a branch's predicated other side issues anyway.
-    unsigned t = fastdiv(u, p.div1_mul, p.div1_shr);
-    unsigned ux = u - t * p.units[0];
-    unsigned uz = fastdiv(t, p.div2_mul, p.div2_shr);
-    unsigned uy = t - uz * p.units[1];
+    unsigned ux, uy, uz;
+    decompose(u, ux, uy, uz);
     return run_at(u, ux, uy, uz, traced, body);
+  }
+  // Unit u's coordinate in the grid of units. No branch for 1-D grids: the general
+  // decomposition costs a few multiplications, less than the instructions a branch's
+  // predicated other side issues anyway.
+  __device__ __forceinline__ void decompose(unsigned u, unsigned &ux, unsigned &uy, unsigned &uz) const {
+    unsigned t = fastdiv(u, p.div1_mul, p.div1_shr);
+    ux = u - t * p.units[0];
+    uz = fastdiv(t, p.div2_mul, p.div2_shr);
+    uy = t - uz * p.units[1];
   }
   // Unit u at unit coordinate (ux, uy, uz).
   template <class Body>
@@ -773,10 +780,7 @@ struct Scheduler {
         u = ux + p.units[0] * (uy + p.units[1] * uz);
       } else {
         u = cluster_id();
-        unsigned t = fastdiv(u, p.div1_mul, p.div1_shr);
-        ux = u - t * p.units[0];
-        uz = fastdiv(t, p.div2_mul, p.div2_shr);
-        uy = t - uz * p.units[1];
+        decompose(u, ux, uy, uz);
       }
       tiles_here = run_at(u, ux, uy, uz, traced, body);
       if (p.stats && thread0()) record(tiles_here);

@@ -267,14 +267,10 @@ clcrt_status clcrt__build_prepare(clcrt_runtime *rt, const clcrt_tile_desc *d, c
     sb_printf(&tu, "extern \"C\" __global__ void %s\n", bounds);
   sb_printf(&tu, "%s(const __grid_constant__ %s args, const __grid_constant__ clcrt::Params params) {\n",
             name.p ? name.p : "", d->args_type);
-  if (d->state_type) {
-    sb_printf(&tu, "  %s state;\n  %s(args, state);\n", d->state_type, d->prologue_fn);
-    sb_printf(&tu, "  clcrt::run<%d, %u, %u, %u, %u, %u>(params, [&](const clcrt::Tile &t) { %s(t, args, state); });\n",
-              kind[b->sched], b->cluster.x, b->cluster.y, b->cluster.z, nt, CLCRT__RING_OFF(b->smem_bytes), d->tile_fn);
-  } else {
-    sb_printf(&tu, "  clcrt::run<%d, %u, %u, %u, %u, %u>(params, [&](const clcrt::Tile &t) { %s(t, args); });\n",
-              kind[b->sched], b->cluster.x, b->cluster.y, b->cluster.z, nt, CLCRT__RING_OFF(b->smem_bytes), d->tile_fn);
-  }
+  if (d->state_type) sb_printf(&tu, "  %s state;\n  %s(args, state);\n", d->state_type, d->prologue_fn);
+  sb_printf(&tu, "  clcrt::run<%d, %u, %u, %u, %u, %u>(params, [&](const clcrt::Tile &t) { %s(t, args%s); });\n",
+            kind[b->sched], b->cluster.x, b->cluster.y, b->cluster.z, nt, CLCRT__RING_OFF(b->smem_bytes), d->tile_fn,
+            d->state_type ? ", state" : "");
   sb_puts(&tu, "}\n");
 
   /* Canonical options: the runtime's, then the user's in their order (order matters for

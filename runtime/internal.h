@@ -100,6 +100,7 @@ struct clcrt_runtime {
   CUcontext ctx;               /* the device's primary context, retained */
   int num_sms;
   int max_smem_optin;          /* bytes of dynamic shared memory a CTA may opt in to */
+  unsigned chunk_cycles;       /* CLCRT_STEAL_CHUNK_CYCLES, read once here: clcrt_run copies it into every STEAL run */
   int max_cluster_size;        /* 16 where non-portable sizes are allowed, else 8 */
 
   pthread_mutex_t lock;        /* kernels, stats */

@@ -149,7 +149,7 @@ clcrt_status clcrt_run(clcrt_stream *s, const clcrt_kernel *kc, clcrt_dim3 tiles
      * even thousands of clusters claiming that often do not queue on it), but never more
      * than remaining / (2 * clusters running), so the tail is handed out unit by unit. */
     p.active = resident;
-    p.chunk_cycles = clcrt__env_get()->chunk_cycles; /* CLCRT_STEAL_CHUNK_CYCLES, default 8000: ~4 us on an H100 */
+    p.chunk_cycles = rt->chunk_cycles; /* CLCRT_STEAL_CHUNK_CYCLES, default 8000: ~4 us on an H100 */
     fastdiv(2 * resident, &p.guide_mul, &p.guide_shr);
     p.early_min = 2 * resident;
     /* A persistent grid's clusters start with a unit of their own, claimed by no one (a

@@ -217,6 +217,7 @@ clcrt_status clcrt_runtime_create(clcrt_runtime **out, const clcrt_runtime_opts 
   if (!ok) return clcrt__fail(rt, CLCRT_E_NOMEM, "out of memory copying the runtime options");
   if (!rt->opts.cuda_home) rt->opts.cuda_home = clcrt__env_get()->cuda_home;
   if (!rt->opts.cuda_home) rt->opts.cuda_home = "/usr/local/cuda";
+  rt->chunk_cycles = clcrt__env_get()->chunk_cycles;
 
   nvrtcVersion(&rt->nvrtc_major, &rt->nvrtc_minor);
   clcrt_status st;

@@ -91,6 +91,18 @@ static void bench_demo(void) {
 
 /* ---- back-to-back short runs --------------------------------------------------------- */
 
+/* After y was filled with NaN and the runs finished on cs: y must be 1.25 * x everywhere. */
+static void b2b_verify(CUdeviceptr y, float *hy, const float *hx, unsigned long long n, const char *how,
+                       const char *name) {
+  CK(cu->cuStreamSynchronize(cs));
+  CK(cu->cuMemcpyDtoH(hy, y, n * 4));
+  for (unsigned long long i = 0; i < n; i++)
+    if (hy[i] != 1.25f * hx[i]) {
+      fprintf(stderr, "backtoback%s: %s wrong at %llu\n", how, name, i);
+      exit(1);
+    }
+}
+
 static void bench_backtoback(void) {
   enum { RUNS = 500, TILES = 1024 };
   const unsigned long long n4 = (unsigned long long)TILES * 256; /* one float4 per thread: 4 KiB tiles */
@@ -116,13 +128,7 @@ static void bench_backtoback(void) {
   do {                                                                   \
     CK(cu->cuMemsetD32Async(args.y, 0x7fc00000u, n4 * 4, cs));            \
     for (int r = 0; r < 3; r++) launch(ctx);                             \
-    CK(cu->cuStreamSynchronize(cs));                                     \
-    CK(cu->cuMemcpyDtoH(hy, args.y, n4 * 16));                           \
-    for (unsigned long long i = 0; i < n4 * 4; i++)                      \
-      if (hy[i] != 1.25f * hx[i]) {                                      \
-        fprintf(stderr, "backtoback: %s wrong at %llu\n", name, i);      \
-        exit(1);                                                         \
-      }                                                                  \
+    b2b_verify(args.y, hy, hx, n4 * 4, "", name);                        \
   } while (0)
   /* The same runs captured into one graph and replayed: the GPU's time alone, with no host
    * launch cost in the way (on a stream, 500 launches are bound by the host's launch rate
@@ -133,14 +139,8 @@ static void bench_backtoback(void) {
     out = time_graph(launch, ctx, RUNS, 7, &ge);                         \
     CK(cu->cuMemsetD32Async(args.y, 0x7fc00000u, n4 * 4, cs));           \
     CK(cu->cuGraphLaunch(ge, cs));                                       \
-    CK(cu->cuStreamSynchronize(cs));                                     \
+    b2b_verify(args.y, hy, hx, n4 * 4, " graph", name);                  \
     CK(cu->cuGraphExecDestroy(ge));                                      \
-    CK(cu->cuMemcpyDtoH(hy, args.y, n4 * 16));                           \
-    for (unsigned long long i = 0; i < n4 * 4; i++)                      \
-      if (hy[i] != 1.25f * hx[i]) {                                      \
-        fprintf(stderr, "backtoback graph: %s wrong at %llu\n", name, i); \
-        exit(1);                                                         \
-      }                                                                  \
   } while (0)
   CHECK_B2B("ref-block", launch_ref, &rb);
   double t0 = time_batch(launch_ref, &rb, RUNS, 7), h0 = bench_host_us, g0;
