@@ -152,6 +152,7 @@ typedef struct clcrt__build {
   char **options;            /* canonical NVRTC options, in order */
   int num_options;
   int has_user_include_dirs; /* -I/--include-path given by the user */
+  int minimal;               /* compile with NVRTC's -minimal (compile.c: minimal_ok) */
   const char *include_digest;
   /* results */
   void *cubin;

@@ -853,6 +853,55 @@ START_TEST(test_preempt_bad_input) {
 END_TEST
 
 /* Not an assertion: the cold compile time of the README example, for the log. */
+/* NVRTC's -minimal (runtime/compile.c) must never change what compiles: sources that use
+ * what it omits (texture objects, the runtime's types and constants) are compiled without it,
+ * one that reaches them in a way the check cannot see is compiled again without it, and an
+ * error is reported as it would be without it. */
+START_TEST(test_minimal_fallback) {
+  clcrt_runtime *rt = rt_new("sm_90a");
+  static const char *const srcs[] = {
+      /* named: the check leaves -minimal out */
+      "struct PickArgs { cudaTextureObject_t t; float *y; };\n"
+      "__device__ void pick_tile(const clcrt::Tile &t, const PickArgs &a) {\n"
+      "  a.y[t.linear] = tex1Dfetch<float>(a.t, (int)t.linear);\n"
+      "}\n",
+      "struct PickArgs { int *y; };\n"
+      "__device__ void pick_tile(const clcrt::Tile &t, const PickArgs &a) {\n"
+      "  cudaError_t e = cudaErrorNotReady; a.y[t.linear] = (int)e + cudaStreamNonBlocking;\n"
+      "}\n",
+      /* pasted together by the preprocessor: only the second compile (without -minimal) works */
+      "#define PASTE(a, b) a##b\n"
+      "struct PickArgs { int *y; };\n"
+      "__device__ void pick_tile(const clcrt::Tile &t, const PickArgs &a) {\n"
+      "  PASTE(cu, daError_t) e = PASTE(cu, daErrorNotReady); a.y[t.linear] = (int)e;\n"
+      "}\n",
+      /* clcrt's own headers may be included */
+      "#include \"clcrt_tilemap.cuh\"\n"
+      "struct PickArgs { int *y; };\n"
+      "__device__ void pick_tile(const clcrt::Tile &t, const PickArgs &a) { a.y[t.linear] = 1; }\n",
+  };
+  for (size_t i = 0; i < sizeof srcs / sizeof srcs[0]; i++) {
+    clcrt_tile_desc d = CLCRT_TILE_DESC_INIT;
+    d.source = srcs[i];
+    d.tile_fn = "pick_tile";
+    d.args_type = "PickArgs";
+    d.block = (clcrt_dim3){128, 1, 1};
+    clcrt_kernel *k = NULL;
+    clcrt_status st = clcrt_register(rt, &d, &k);
+    ck_assert_msg(st == CLCRT_OK, "source %zu: %s", i, clcrt_errmsg(rt));
+  }
+  /* An error in a source that -minimal would compile: the log of the compile without it. */
+  clcrt_tile_desc d = scale_desc();
+  d.source =
+      "struct ScaleArgs { float *x; long n; float alpha; };\n"
+      "__device__ void scale_tile(const clcrt::Tile &t, const ScaleArgs &a) {\n"
+      "  if (t.linear < a.n) a.x[t.linear] *= gamma_;\n"
+      "}\n";
+  EXPECT_FAIL(rt, &d, CLCRT_E_COMPILE, "scale_tile(3)", "gamma_");
+  clcrt_runtime_destroy(rt);
+}
+END_TEST
+
 START_TEST(test_cold_compile_time) {
   static const char *const archs[] = {"sm_90a", "sm_100a"};
   for (int a = 0; a < 2; a++) {
@@ -907,6 +956,7 @@ static Suite *core_suite(void) {
   tcase_add_test(tc, test_bad_smem);
   tcase_add_test(tc, test_bad_sched_grid);
   tcase_add_test(tc, test_failure_then_success);
+  tcase_add_test(tc, test_minimal_fallback);
   suite_add_tcase(s, tc);
 
   tc = tcase_create("runtime");
