@@ -186,7 +186,8 @@ CLCRT_API clcrt_status clcrt_run(clcrt_stream *s, const clcrt_kernel *k, clcrt_d
                                  size_t args_size);
 CLCRT_API clcrt_status clcrt_stream_sync(clcrt_stream *s);
 
-/* Statistics of the runs on a stream (off by default; no device work when off). */
+/* Statistics of the runs on a stream (off by default; no device work when off). Runs with
+ * statistics on launch the kernel's observed variant, as traced runs do (see tracing). */
 typedef struct clcrt_stream_stats {
   size_t size;
   unsigned long long runs;      /* runs since the statistics were enabled or reset */
@@ -215,8 +216,13 @@ CLCRT_API int clcrt_stream_priority(const clcrt_stream *s); /* -1 for NULL */
 CLCRT_API clcrt_status clcrt_preempt_begin(clcrt_stream *s);
 CLCRT_API clcrt_status clcrt_preempt_end(clcrt_stream *s);
 
-/* Timeline tracing (off by default; when off, the kernel skips one uniform branch per tile;
- * -DCLCRT_TRACE=0 in a descriptor's options compiles even that out). While on, thread 0 of
+/* Timeline tracing (off by default). A kernel is compiled with no trace or statistics code at
+ * all; a run on a traced stream, or one with statistics on, launches the kernel's observed
+ * variant instead, which the first such run compiles and loads (one more compile of the same
+ * description, found in the memory and disk caches like any other; it works inside a graph
+ * capture too). clcrt_kernel_info_get, _cubin and _ptx describe the kernel as registered.
+ * -DCLCRT_TRACE=0 in a descriptor's options compiles the recording out of the observed
+ * variant too. While on, thread 0 of
  * every CTA records each of its tiles on the device into a buffer of `capacity` records
  * (48 bytes each): the first `capacity` are kept, however the tiles spread over the SMs, and
  * the rest counted (clcrt_trace_dropped), never written out of bounds. Each record costs

@@ -56,7 +56,7 @@
 #ifndef CLCRT_STEAL_EARLY
 #define CLCRT_STEAL_EARLY 0
 #endif
-// -DCLCRT_TRACE=0 compiles the timeline trace's recording out of the kernel.
+// -DCLCRT_TRACE=0 compiles the timeline trace's recording out of the observed variant too.
 #ifndef CLCRT_TRACE
 #define CLCRT_TRACE 1
 #endif
@@ -419,7 +419,12 @@ __device__ __noinline__ unsigned *graph_slot(unsigned *table, unsigned num_clust
   }
 }
 
-template <int SCHED, unsigned CX, unsigned CY, unsigned CZ, unsigned NTHREADS>
+// OBS: the observed variant, which records the timeline trace and the statistics when a
+// run asks for them. A kernel is compiled without (no code for them at all: their mere
+// presence cost the README demo 6% and short runs 5% under FIXED on the H100); the runtime
+// compiles the observed variant when a run on a traced stream, or one with statistics on,
+// first needs it.
+template <int SCHED, unsigned CX, unsigned CY, unsigned CZ, unsigned NTHREADS, bool OBS>
 struct Scheduler {
   static constexpr unsigned CS = CX * CY * CZ;
   static constexpr unsigned NWARPS = (NTHREADS + 31) / 32;
@@ -760,15 +765,17 @@ struct Scheduler {
 
   template <class Body>
   __device__ __forceinline__ void run(Body &&body) {
-    if (!init()) {
-      finish();
-      return;
-    }
+    if (init()) work(body);
+    finish();  // one call site: each inlined copy costs NVRTC time
+  }
+
+  // The units of this CTA (init() found work to look for).
+  template <class Body>
+  __device__ __forceinline__ void work(Body &body) {
     unsigned tiles_here = 0;  // differs from units_run only where clusters have padded tiles
-    // CLCRT_TRACE=0 (an NVRTC option) compiles tracing out; otherwise a run without a trace
-    // buffer pays one uniform branch per tile (measured by make bench's trace section).
-    const bool traced = CLCRT_TRACE && p.trace && thread0();
-    if (SCHED == SCHED_FIXED) {
+    // Only the observed variant records (the runtime launches it for traced runs).
+    const bool traced = OBS && CLCRT_TRACE && p.trace && thread0();
+    if constexpr (SCHED == SCHED_FIXED) {
       // One unit per cluster (the grid has one cluster per unit): no loop around the tile
       // function, as in a hand-written kernel.
       // Launched as a 3-D grid of units where it fits (FLAG_GRID3): the unit's coordinate is
@@ -783,8 +790,7 @@ struct Scheduler {
         decompose(u, ux, uy, uz);
       }
       tiles_here = run_at(u, ux, uy, uz, traced, body);
-      if (p.stats && thread0()) record(tiles_here);
-      finish();
+      if (OBS && p.stats && thread0()) record(tiles_here);
       return;
     }
     // Kept in a register: the compiler would otherwise reload the parameters behind them for
@@ -815,7 +821,7 @@ struct Scheduler {
       // Not unrolled: the optimiser would copy the tile function into every unrolled path,
       // multiplying NVRTC's time and the code.
 #pragma unroll 1
-      for (unsigned i = 0; i < r.y; i++) tiles_here += run_unit(r.x + i, flags & 1u, body);
+      for (unsigned i = 0; i < r.y; i++) tiles_here += run_unit(r.x + i, OBS && (flags & 1u), body);
       if (SCHED == SCHED_STEAL && leader_warp && leader && claims()) {
         // The leader's own view of how long a unit takes, for the size of its next claims.
         unsigned per = (unsigned)min(clock64() - ring->t0, 0x7fffffffll) / r.y, t = ring->t_unit;
@@ -836,8 +842,7 @@ struct Scheduler {
 #endif
       }
     }
-    if (p.stats && thread0()) record(tiles_here);
-    finish();
+    if (OBS && p.stats && thread0()) record(tiles_here);
   }
 
   // No CTA of a cluster leaves while another may still reach into its shared memory: the
@@ -870,9 +875,10 @@ __device__ __forceinline__ void *smem() {
 
 // RING_OFF: where STEAL's and CLC's response ring starts in dynamic shared memory, after the
 // tile function's smem_bytes (a constant, so that its addresses cost no registers).
-template <int SCHED, unsigned CX, unsigned CY, unsigned CZ, unsigned NTHREADS, unsigned RING_OFF, class Body>
+template <int SCHED, unsigned CX, unsigned CY, unsigned CZ, unsigned NTHREADS, unsigned RING_OFF, bool OBS,
+          class Body>
 __device__ __forceinline__ void run(const Params &p, Body &&body) {
-  using S = Scheduler<SCHED, CX, CY, CZ, NTHREADS>;
+  using S = Scheduler<SCHED, CX, CY, CZ, NTHREADS, OBS>;
   if (SCHED == SCHED_STEAL || SCHED == SCHED_CLC) {
     static_assert(sizeof(typename S::Ring) <= S::RING_BYTES, "the response ring outgrew CLCRT__RING_BYTES");
     S s(p, (typename S::Ring *)((unsigned char *)smem() + RING_OFF));

@@ -36,7 +36,7 @@
 typedef struct reg_req {
   uv_work_t work;
   clcrt_runtime *rt;
-  clcrt_tile_desc desc; /* strings point into this block, after the struct */
+  clcrt_tile_desc *desc; /* a deep copy (clcrt__desc_dup) */
   clcrt_register_cb cb;
   void *user;
   clcrt_status st;
@@ -44,40 +44,6 @@ typedef struct reg_req {
   char *errmsg;
   int live; /* still counted in rt->live_async */
 } reg_req;
-
-static size_t str_size(const char *s) { return s ? strlen(s) + 1 : 0; }
-
-static char *put_str(char **at, const char *s) {
-  if (!s) return NULL;
-  size_t n = strlen(s) + 1;
-  char *d = memcpy(*at, s, n);
-  *at += n;
-  return d;
-}
-
-/* One allocation: the request, the options array, then every string. d is complete
- * (size == sizeof) and its options were checked. */
-static reg_req *copy_request(const clcrt_tile_desc *d) {
-  size_t nopt = d->num_options > 0 ? (size_t)d->num_options : 0;
-  size_t bytes = sizeof(reg_req) + nopt * sizeof(char *);
-  bytes += str_size(d->source) + str_size(d->tile_fn) + str_size(d->args_type) + str_size(d->state_type) +
-           str_size(d->prologue_fn) + str_size(d->include_digest);
-  for (size_t i = 0; i < nopt; i++) bytes += str_size(d->options[i]);
-  reg_req *r = clcrt__calloc(1, bytes);
-  if (!r) return NULL;
-  char **opts = (char **)(r + 1);
-  char *at = (char *)(opts + nopt);
-  r->desc = *d;
-  r->desc.source = put_str(&at, d->source);
-  r->desc.tile_fn = put_str(&at, d->tile_fn);
-  r->desc.args_type = put_str(&at, d->args_type);
-  r->desc.state_type = put_str(&at, d->state_type);
-  r->desc.prologue_fn = put_str(&at, d->prologue_fn);
-  r->desc.include_digest = put_str(&at, d->include_digest);
-  for (size_t i = 0; i < nopt; i++) opts[i] = put_str(&at, d->options[i]);
-  r->desc.options = nopt ? (const char *const *)opts : NULL;
-  return r;
-}
 
 static void live_done(clcrt_runtime *rt) {
   pthread_mutex_lock(&rt->lock);
@@ -89,7 +55,7 @@ static void live_done(clcrt_runtime *rt) {
 static void reg_work(uv_work_t *w) {
   reg_req *r = w->data;
   clcrt_runtime *rt = r->rt;
-  r->st = clcrt_register(rt, &r->desc, &r->k);
+  r->st = clcrt_register(rt, r->desc, &r->k);
   /* Messages are per thread: this is the pool thread's own, which no other compile can
    * overwrite. It is copied for the loop's thread and then dropped (also after a success,
    * which may have recovered from a failure on the way), so that the pool thread holds
@@ -116,6 +82,7 @@ static void reg_after(uv_work_t *w, int status) {
                                              : clcrt_status_str(r->st);
   r->cb(r->user, r->st, r->st == CLCRT_OK ? r->k : NULL, msg);
   clcrt__free(r->errmsg);
+  clcrt__free(r->desc);
   clcrt__free(r);
 }
 
@@ -138,7 +105,8 @@ clcrt_status clcrt_register_async(clcrt_runtime *rt, const clcrt_tile_desc *d, u
   for (int i = 0; i < full.num_options; i++)
     if (!full.options[i]) return clcrt__fail(rt, CLCRT_E_INVALID, "desc->options[%d] is NULL", i);
 
-  reg_req *r = copy_request(&full);
+  reg_req *r = clcrt__calloc(1, sizeof *r);
+  if (r && !(r->desc = clcrt__desc_dup(&full))) clcrt__free(r), r = NULL;
   if (!r) return clcrt__fail(rt, CLCRT_E_NOMEM, "out of memory queueing an asynchronous compile");
   r->rt = rt;
   r->cb = cb;
@@ -151,6 +119,7 @@ clcrt_status clcrt_register_async(clcrt_runtime *rt, const clcrt_tile_desc *d, u
   int e = uv_queue_work(loop, &r->work, reg_work, reg_after);
   if (e != 0) {
     live_done(rt);
+    clcrt__free(r->desc);
     clcrt__free(r);
     return clcrt__fail(rt, CLCRT_E_INVALID, "uv_queue_work failed with %s: %s", uv_err_name(e), uv_strerror(e));
   }

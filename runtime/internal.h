@@ -86,6 +86,12 @@ struct clcrt_kernel {
   size_t args_offset, params_offset;
   int max_clusters;            /* occupancy: clusters resident at once, 0 = not yet known */
   unsigned min_blocks;         /* desc.min_blocks_per_sm */
+
+  /* The observed variant (records traces and statistics), compiled when a run first needs
+   * it (register.c: clcrt__kernel_observed) from the kept description. */
+  int observed;                /* this kernel is an observed variant */
+  clcrt_tile_desc *desc;       /* the registered description (one allocation); NULL in observed variants */
+  struct clcrt_kernel *obs;    /* the observed variant once compiled (atomic); in the runtime's list */
 };
 
 struct clcrt_runtime {
@@ -153,6 +159,7 @@ typedef struct clcrt__build {
   int num_options;
   int has_user_include_dirs; /* -I/--include-path given by the user */
   int minimal;               /* compile with NVRTC's -minimal (compile.c: minimal_ok) */
+  int observed;              /* the variant that records traces and statistics (clcrt.cuh: OBS) */
   const char *include_digest;
   /* results */
   void *cubin;
@@ -161,12 +168,19 @@ typedef struct clcrt__build {
   double compile_ms;
 } clcrt__build;
 
-clcrt_status clcrt__build_prepare(clcrt_runtime *rt, const clcrt_tile_desc *d, clcrt__build *b);
+/* observed: the variant that records traces and statistics (clcrt.cuh: OBS). */
+clcrt_status clcrt__build_prepare(clcrt_runtime *rt, const clcrt_tile_desc *d, int observed, clcrt__build *b);
 clcrt_status clcrt__build_compile(clcrt_runtime *rt, clcrt__build *b);
 void clcrt__build_free(clcrt__build *b);
 
 /* stream.c */
 clcrt_runtime *clcrt__stream_runtime(const clcrt_stream *s);
+
+/* register.c */
+/* A deep copy of d in one allocation (clcrt__free), or NULL when out of memory. */
+clcrt_tile_desc *clcrt__desc_dup(const clcrt_tile_desc *d);
+/* The observed variant of k (k itself if it is one), compiled and loaded on first use. */
+clcrt_status clcrt__kernel_observed(clcrt_kernel *k, clcrt_kernel **out);
 
 /* kernel.c */
 clcrt_status clcrt__kernel_finish(clcrt_runtime *rt, clcrt_kernel *k); /* parse cubin, load */

@@ -71,6 +71,7 @@ void clcrt__kernel_free(clcrt_kernel *k) {
   clcrt__free(k->name);
   clcrt__free(k->cubin);
   clcrt__free(k->ptx);
+  clcrt__free(k->desc);
   clcrt__free(k);
 }
 

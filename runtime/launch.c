@@ -91,6 +91,12 @@ clcrt_status clcrt_run(clcrt_stream *s, const clcrt_kernel *kc, clcrt_dim3 tiles
                        k->name, args_size, k->args_size);
   if (!args) return clcrt__fail(rt, CLCRT_E_INVALID, "clcrt_run(%s): args is NULL", k->name);
   if (tiles.x == 0 || tiles.y == 0 || tiles.z == 0) return CLCRT_OK; /* an empty tile grid is a no-op */
+  /* A traced run, or one with statistics on, launches the kernel's observed variant (the
+   * default one has no code for either), compiled when first needed. */
+  if (s->trace || s->stats) {
+    clcrt_status so = clcrt__kernel_observed(k, &k);
+    if (so != CLCRT_OK) return so;
+  }
 
   clcrt__params p;
   memset(&p, 0, sizeof p);

@@ -2,6 +2,7 @@
  * The memory cache is the runtime's kernel list keyed by the content hash; a kernel being
  * built is in the list already, so concurrent registrations of one key wait for it and
  * compile once. */
+#include <stdio.h>
 #include <string.h>
 
 #include "cache.h"
@@ -55,17 +56,50 @@ static void unadopt(clcrt_kernel *k, clcrt__build *b) {
   b->cubin = NULL, b->ptx = NULL, b->cubin_size = 0;
 }
 
-clcrt_status clcrt_register(clcrt_runtime *rt, const clcrt_tile_desc *d, clcrt_kernel **out) {
-  if (!rt) return CLCRT_E_INVALID;
-  if (!out) return clcrt__fail(rt, CLCRT_E_INVALID, "clcrt_register: out is NULL");
-  *out = NULL;
-  if (!d) return clcrt__fail(rt, CLCRT_E_INVALID, "clcrt_register: the tile descriptor is NULL");
+static size_t str_size(const char *s) { return s ? strlen(s) + 1 : 0; }
 
+static char *put_str(char **at, const char *s) {
+  if (!s) return NULL;
+  size_t n = strlen(s) + 1;
+  char *d = memcpy(*at, s, n);
+  *at += n;
+  return d;
+}
+
+clcrt_tile_desc *clcrt__desc_dup(const clcrt_tile_desc *dd) {
+  /* A shorter (older) descriptor: the fields it lacks keep their defaults. */
+  clcrt_tile_desc full = CLCRT_TILE_DESC_INIT;
+  memcpy(&full, dd, dd->size < sizeof full ? dd->size : sizeof full);
+  full.size = sizeof full;
+  const clcrt_tile_desc *d = &full;
+  size_t nopt = d->num_options > 0 ? (size_t)d->num_options : 0;
+  size_t bytes = sizeof *d + nopt * sizeof(char *);
+  bytes += str_size(d->source) + str_size(d->tile_fn) + str_size(d->args_type) + str_size(d->state_type) +
+           str_size(d->prologue_fn) + str_size(d->include_digest);
+  for (size_t i = 0; i < nopt; i++) bytes += str_size(d->options[i]);
+  clcrt_tile_desc *c = clcrt__calloc(1, bytes);
+  if (!c) return NULL;
+  char **opts = (char **)(c + 1);
+  char *at = (char *)(opts + nopt);
+  *c = *d;
+  c->source = put_str(&at, d->source);
+  c->tile_fn = put_str(&at, d->tile_fn);
+  c->args_type = put_str(&at, d->args_type);
+  c->state_type = put_str(&at, d->state_type);
+  c->prologue_fn = put_str(&at, d->prologue_fn);
+  c->include_digest = put_str(&at, d->include_digest);
+  for (size_t i = 0; i < nopt; i++) opts[i] = put_str(&at, d->options[i]);
+  c->options = nopt ? (const char *const *)opts : NULL;
+  return c;
+}
+
+/* The default variant (observed 0, what clcrt_register returns) or the observed one. */
+static clcrt_status register_variant(clcrt_runtime *rt, const clcrt_tile_desc *d, int observed, clcrt_kernel **out) {
   /* Fast path: the same description again. Keyed by the description itself, so neither
    * the translation unit nor the content key is built (see clcrt__desc_key for why only
-   * kernels with a cacheable content key carry one). */
+   * kernels with a cacheable content key carry one). Default variants only. */
   uint8_t dk[CLCRT__KEY_BYTES];
-  int have_dk = clcrt__desc_key(d, dk);
+  int have_dk = !observed && clcrt__desc_key(d, dk);
   if (have_dk) {
     pthread_mutex_lock(&rt->lock);
     for (clcrt_kernel *k = rt->kernels; k; k = k->next)
@@ -79,7 +113,7 @@ clcrt_status clcrt_register(clcrt_runtime *rt, const clcrt_tile_desc *d, clcrt_k
   }
 
   clcrt__build b;
-  clcrt_status st = clcrt__build_prepare(rt, d, &b);
+  clcrt_status st = clcrt__build_prepare(rt, d, observed, &b);
   if (st != CLCRT_OK) return st;
 
   uint8_t key[CLCRT__KEY_BYTES] = {0};
@@ -104,6 +138,7 @@ clcrt_status clcrt_register(clcrt_runtime *rt, const clcrt_tile_desc *d, clcrt_k
     return clcrt__fail(rt, CLCRT_E_NOMEM, "out of memory allocating a kernel");
   }
   k->rt = rt;
+  k->observed = observed;
   k->state = CLCRT__K_BUILDING;
   k->cacheable = cacheable;
   memcpy(k->key, key, sizeof key);
@@ -130,6 +165,9 @@ clcrt_status clcrt_register(clcrt_runtime *rt, const clcrt_tile_desc *d, clcrt_k
     if (st == CLCRT_OK) st = adopt(rt, k, &b, 0);
   }
   clcrt__build_free(&b);
+  /* What the observed variant is compiled from, when a run first needs it. */
+  if (st == CLCRT_OK && !observed && !(k->desc = clcrt__desc_dup(d)))
+    st = clcrt__fail(rt, CLCRT_E_NOMEM, "out of memory keeping the description of %s", k->name);
 
   pthread_mutex_lock(&rt->lock);
   if (st == CLCRT_OK) {
@@ -155,5 +193,38 @@ clcrt_status clcrt_register(clcrt_runtime *rt, const clcrt_tile_desc *d, clcrt_k
     return st;
   }
   *out = k;
+  return CLCRT_OK;
+}
+
+clcrt_status clcrt_register(clcrt_runtime *rt, const clcrt_tile_desc *d, clcrt_kernel **out) {
+  if (!rt) return CLCRT_E_INVALID;
+  if (!out) return clcrt__fail(rt, CLCRT_E_INVALID, "clcrt_register: out is NULL");
+  *out = NULL;
+  if (!d) return clcrt__fail(rt, CLCRT_E_INVALID, "clcrt_register: the tile descriptor is NULL");
+  return register_variant(rt, d, 0, out);
+}
+
+/* Compiled (or found in the memory or disk cache) like any registration: concurrent first
+ * uses wait for one compile and get the same kernel. */
+clcrt_status clcrt__kernel_observed(clcrt_kernel *k, clcrt_kernel **out) {
+  if (k->observed) {
+    *out = k;
+    return CLCRT_OK;
+  }
+  clcrt_kernel *o = __atomic_load_n(&k->obs, __ATOMIC_ACQUIRE);
+  if (!o) {
+    clcrt_status st = register_variant(k->rt, k->desc, 1, &o);
+    if (st != CLCRT_OK) {
+      char why[512];
+      const char *m = clcrt__err_get(k->rt);
+      snprintf(why, sizeof why, "%s", m ? m : clcrt_status_str(st));
+      return clcrt__fail(k->rt, st,
+                         "kernel %s: its observed variant (which a traced run, or one with statistics on, needs) "
+                         "could not be built: %s",
+                         k->name, why);
+    }
+    __atomic_store_n(&k->obs, o, __ATOMIC_RELEASE);
+  }
+  *out = o;
   return CLCRT_OK;
 }

@@ -30,7 +30,12 @@ static clcrt_kernel *reg(clcrt_runtime *rt, clcrt_sched sched, clcrt_dim3 cl) {
 }
 
 /* Clusters of the kernel that run at once (the launch's memo, set by the first run). */
-static unsigned resident(const clcrt_kernel *k) { return (unsigned)((const struct clcrt_kernel *)k)->max_clusters; }
+/* Clusters of the launched kernel that fit at once: runs with statistics on (these tests')
+ * launch the kernel's observed variant, which has its own occupancy. */
+static unsigned resident(const clcrt_kernel *k) {
+  const struct clcrt_kernel *v = k->obs ? k->obs : k;
+  return (unsigned)v->max_clusters;
+}
 
 /* The mechanism, deterministically: with the urgent stream inside clcrt_preempt_begin (its
  * word written before the run starts), every cluster of a low-priority run makes its first

@@ -180,6 +180,52 @@ START_TEST(test_every_tile_once) {
 }
 END_TEST
 
+/* A kernel's first traced run made while its stream is being captured (global mode, the
+ * strictest): the observed variant is compiled and loaded inside the capture, and the
+ * replayed graph records every tile once. Then an untraced plain run of the same kernel. */
+START_TEST(test_traced_capture) {
+  clcrt_runtime *rt = gpu_runtime();
+  const clcrt__driver *cu = gpu_cu();
+  clcrt_stream *s = NULL;
+  ck_assert_int_eq(clcrt_stream_create(rt, NULL, &s), CLCRT_OK);
+  clcrt_dim3 cl = {1, 1, 1}, t = {5003, 1, 1};
+  clcrt_kernel *k = reg(rt, CLCRT_SCHED_STEAL, cl);
+  bufs b;
+  bufs_make(&b, t, cl, 64, 13);
+  ck_assert_int_eq(clcrt_stream_trace_enable(s, 2 * (size_t)t.x), CLCRT_OK);
+  CUgraph g = NULL;
+  CUgraphExec e = NULL;
+  ck_assert_int_eq(cu->cuStreamBeginCapture(clcrt_stream_cu(s), CU_STREAM_CAPTURE_MODE_GLOBAL), CUDA_SUCCESS);
+  clcrt_status st = clcrt_run(s, k, t, &b.a, sizeof b.a);
+  ck_assert_int_eq(cu->cuStreamEndCapture(clcrt_stream_cu(s), &g), CUDA_SUCCESS);
+  ck_assert_msg(st == CLCRT_OK, "traced run under capture: %s: %s", clcrt_status_name(st), clcrt_errmsg(rt));
+  ck_assert_int_eq(cu->cuGraphInstantiateWithFlags(&e, g, 0), CUDA_SUCCESS);
+  ck_assert_int_eq(cu->cuGraphLaunch(e, clcrt_stream_cu(s)), CUDA_SUCCESS);
+  clcrt_trace *tr;
+  read_trace(s, &tr);
+  size_t n = 0;
+  const clcrt_trace_record *r = clcrt_trace_records(tr, &n);
+  ck_assert_uint_eq(n, t.x);
+  unsigned char *seen = calloc(t.x, 1);
+  for (size_t i = 0; i < n; i++) {
+    GPU_CHECK(r[i].tile < t.x && !seen[r[i].tile], "traced capture: tile %llu twice or out of range",
+              (unsigned long long)r[i].tile);
+    seen[r[i].tile] = 1;
+  }
+  free(seen);
+  clcrt_trace_destroy(tr);
+  ck_assert_int_eq(clcrt_stream_trace_enable(s, 0), CLCRT_OK);
+  ck_assert_int_eq(clcrt_run(s, k, t, &b.a, sizeof b.a), CLCRT_OK);
+  ck_assert_int_eq(clcrt_stream_sync(s), CLCRT_OK);
+  bufs_check(&b, cl, 2, 0, "traced capture, then a plain run");
+  cu->cuGraphExecDestroy(e);
+  cu->cuGraphDestroy(g);
+  bufs_free(&b);
+  clcrt_stream_destroy(s);
+  clcrt_runtime_destroy(rt);
+}
+END_TEST
+
 /* A capacity far below the tiles: exactly the capacity is kept, the rest counted (memcheck
  * runs of this suite see any write past the buffer); the next read starts empty. (A
  * capacity of exactly the tiles traced keeps them all: test_every_tile_once.) */
@@ -311,6 +357,7 @@ int main(void) {
   tcase_set_timeout(tc, 600);
   tcase_add_test(tc, test_every_tile_once);
   tcase_add_test(tc, test_overflow_counted);
+  tcase_add_test(tc, test_traced_capture);
   tcase_add_test(tc, test_two_streams_apart);
   tcase_add_test(tc, test_api);
   suite_add_tcase(su, tc);

@@ -996,13 +996,42 @@ START_TEST(content_key_covers_min_blocks) {
   clcrt_runtime *rt = rt_in("", "sm_90a");
   clcrt_tile_desc d = scale_desc(256);
   clcrt__build b;
-  ck_assert_int_eq(clcrt__build_prepare(rt, &d, &b), CLCRT_OK);
+  ck_assert_int_eq(clcrt__build_prepare(rt, &d, 0, &b), CLCRT_OK);
   uint8_t k0[CLCRT__KEY_BYTES], k2[CLCRT__KEY_BYTES];
   ck_assert(clcrt__cache_key(rt, &b, k0));
   b.min_blocks = 2;
   ck_assert(clcrt__cache_key(rt, &b, k2));
   ck_assert(memcmp(k0, k2, sizeof k0) != 0);
   clcrt__build_free(&b);
+  clcrt_runtime_destroy(rt);
+}
+END_TEST
+
+/* The observed variant (traces and statistics) is a kernel of its own in the caches: its key
+ * differs from the registered kernel's, a second runtime finds both on disk, and each
+ * runtime compiles it at most once. */
+START_TEST(e2e_observed_variant_cached) {
+  clcrt_runtime *rt = rt_new();
+  clcrt_tile_desc d = scale_desc(256);
+  clcrt__build b0, b1;
+  uint8_t k0[CLCRT__KEY_BYTES], k1[CLCRT__KEY_BYTES];
+  ck_assert_int_eq(clcrt__build_prepare(rt, &d, 0, &b0), CLCRT_OK);
+  ck_assert_int_eq(clcrt__build_prepare(rt, &d, 1, &b1), CLCRT_OK);
+  ck_assert(clcrt__cache_key(rt, &b0, k0) && clcrt__cache_key(rt, &b1, k1));
+  ck_assert(memcmp(k0, k1, sizeof k0) != 0);
+  clcrt__build_free(&b0);
+  clcrt__build_free(&b1);
+  clcrt_kernel *k = reg(rt, &d), *o = NULL, *o2 = NULL;
+  ck_assert_int_eq(clcrt__kernel_observed(k, &o), CLCRT_OK);
+  ck_assert_int_eq(clcrt__kernel_observed(k, &o2), CLCRT_OK);
+  ck_assert_ptr_eq(o, o2);
+  ck_assert_uint_eq(stats(rt).misses, 2);
+  clcrt_runtime_destroy(rt);
+  rt = rt_new();
+  k = reg(rt, &d);
+  ck_assert_int_eq(clcrt__kernel_observed(k, &o), CLCRT_OK);
+  ck_assert_uint_eq(stats(rt).disk_hits, 2);
+  ck_assert_uint_eq(stats(rt).misses, 0);
   clcrt_runtime_destroy(rt);
 }
 END_TEST
@@ -1030,7 +1059,7 @@ START_TEST(e2e_min_blocks_never_shared) {
   ck_assert_uint_eq(k2->min_blocks, 2);
   /* The entry of d0 looked up for a build that wants 3 CTAs per SM: a miss. */
   clcrt__build b;
-  ck_assert_int_eq(clcrt__build_prepare(rt, &d0, &b), CLCRT_OK);
+  ck_assert_int_eq(clcrt__build_prepare(rt, &d0, 0, &b), CLCRT_OK);
   uint8_t key[CLCRT__KEY_BYTES];
   ck_assert(clcrt__cache_key(rt, &b, key));
   b.min_blocks = 3;
@@ -1258,7 +1287,7 @@ START_TEST(e2e_unreadable_cubin_is_a_miss) {
   clcrt_runtime *rt = rt_new();
   clcrt_tile_desc d = scale_desc(256);
   clcrt__build b;
-  ck_assert_int_eq(clcrt__build_prepare(rt, &d, &b), CLCRT_OK);
+  ck_assert_int_eq(clcrt__build_prepare(rt, &d, 0, &b), CLCRT_OK);
   uint8_t key[CLCRT__KEY_BYTES];
   ck_assert(clcrt__cache_key(rt, &b, key));
   clcrt__dc_meta m = {0};
@@ -1290,6 +1319,7 @@ static void add_review_tests(TCase *t) {
   tcase_add_test(t, desc_key_covers_every_field);
   tcase_add_test(t, content_key_covers_min_blocks);
   tcase_add_test(t, e2e_min_blocks_never_shared);
+  tcase_add_test(t, e2e_observed_variant_cached);
   tcase_add_test(t, entry_keeps_min_blocks);
   tcase_add_test(t, fifo_entry_is_a_miss);
   tcase_add_test(t, max_bytes_from_environment);

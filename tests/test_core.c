@@ -18,6 +18,7 @@
 #include "clcrt.h"
 #include "driver.h"
 #include "env.h"
+#include "internal.h"
 
 /* ---- sources ---- */
 
@@ -293,6 +294,44 @@ START_TEST(test_desc_older_size) {
   clcrt_kernel_info info = CLCRT_KERNEL_INFO_INIT;
   ck_assert_int_eq(clcrt_kernel_info_get(k, &info), CLCRT_OK);
   ck_assert_int_eq(info.grid, CLCRT_GRID_PERSISTENT);
+  clcrt_runtime_destroy(rt);
+}
+END_TEST
+
+/* The observed variant: a kernel as registered has no trace or statistics code at all; its
+ * observed variant (which traced runs, and runs with statistics on, launch) has both, is
+ * compiled once, and is never what clcrt_register hands out. Every scheduler. */
+START_TEST(test_observed_variant) {
+  clcrt_runtime *rt = rt_new("sm_90a");
+  static const clcrt_sched scheds[] = {CLCRT_SCHED_STEAL, CLCRT_SCHED_STATIC, CLCRT_SCHED_FIXED};
+  for (size_t i = 0; i < sizeof scheds / sizeof scheds[0]; i++) {
+    clcrt_tile_desc d = scale_desc();
+    d.sched = scheds[i];
+    d.cluster = (clcrt_dim3){i == 1 ? 2u : 1u, 1, 1};
+    clcrt_kernel *k = NULL, *o = NULL, *o2 = NULL, *o3 = NULL, *k2 = NULL;
+    ck_assert_int_eq(clcrt_register(rt, &d, &k), CLCRT_OK);
+    const char *ptx = NULL, *optx = NULL;
+    ck_assert_int_eq(clcrt_kernel_ptx(k, &ptx), CLCRT_OK);
+    ck_assert_msg(!strstr(ptx, "%globaltimer") && !strstr(ptx, "%smid"), "sched %d: trace code in the default variant",
+                  (int)scheds[i]);
+    ck_assert_int_eq(clcrt__kernel_observed(k, &o), CLCRT_OK);
+    ck_assert_ptr_nonnull(o);
+    ck_assert_ptr_ne(o, k);
+    ck_assert_int_eq(clcrt_kernel_ptx(o, &optx), CLCRT_OK);
+    ck_assert_msg(strstr(optx, "%globaltimer") && strstr(optx, "%smid"), "sched %d: no trace code in the observed one",
+                  (int)scheds[i]);
+    ck_assert_int_eq(clcrt__kernel_observed(k, &o2), CLCRT_OK);
+    ck_assert_ptr_eq(o2, o); /* compiled once */
+    ck_assert_int_eq(clcrt__kernel_observed(o, &o3), CLCRT_OK);
+    ck_assert_ptr_eq(o3, o);
+    ck_assert_int_eq(clcrt_register(rt, &d, &k2), CLCRT_OK);
+    ck_assert_ptr_eq(k2, k); /* registering again still gives the default variant */
+    clcrt_kernel_info a = CLCRT_KERNEL_INFO_INIT, b = CLCRT_KERNEL_INFO_INIT;
+    ck_assert_int_eq(clcrt_kernel_info_get(k, &a), CLCRT_OK);
+    ck_assert_int_eq(clcrt_kernel_info_get(o, &b), CLCRT_OK);
+    ck_assert_str_eq(a.name, b.name);
+    ck_assert_int_eq(a.sched, b.sched);
+  }
   clcrt_runtime_destroy(rt);
 }
 END_TEST
@@ -935,6 +974,7 @@ static Suite *core_suite(void) {
   tcase_add_test(tc, test_steal_full_grid_options);
   tcase_add_test(tc, test_namespaced_names);
   tcase_add_test(tc, test_desc_older_size);
+  tcase_add_test(tc, test_observed_variant);
   tcase_add_test(tc, test_info_small_struct);
   suite_add_tcase(s, tc);
 

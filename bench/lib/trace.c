@@ -1,7 +1,9 @@
 /* Section "trace" (issue 14): what tracing costs. A workload's tile function is registered
  * twice, once with tracing compiled out (-DCLCRT_TRACE=0) and once as every kernel is built;
- * the second is timed with tracing off (the cost of the branch left in the kernel) and on
- * (every tile recorded, the buffer large enough for every timed run). Rounds alternate the
+ * the second is timed with tracing off and on (every tile recorded, the buffer large enough
+ * for every timed run). Since kernels are built without trace code and traced runs launch
+ * the observed variant (clcrt.cuh: OBS), "out" and "off" run the same code: their difference
+ * is the noise of the measurement, and "on" is the whole cost of a traced run. Rounds alternate the
  * three so that clock drift falls on all of them alike; each figure is the median over the
  * rounds of the per-round medians. The workloads are in scale.c and work.c
  * (bench_trace_scale, bench_trace_work), which also save the README's timelines. */
@@ -57,7 +59,8 @@ void trace_overhead(const char *workload, const char *who, unsigned cl, lctx *ou
 }
 
 void bench_trace(void) {
-  printf("\ntrace: tracing compiled out (-DCLCRT_TRACE=0), compiled in and off (the default), and on; "
+  printf("\ntrace: tracing compiled out (-DCLCRT_TRACE=0), off (the default variant: the same code), and on (the "
+         "observed variant); "
          "median of per-round medians\n");
   bench_trace_scale();
   bench_trace_work();
