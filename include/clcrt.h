@@ -309,7 +309,8 @@ CLCRT_API clcrt_status clcrt_tensor_map_2d(clcrt_runtime *rt, clcrt_tensor_map *
                                            uint64_t row_stride_bytes, uint32_t box_rows, uint32_t box_cols,
                                            clcrt_swizzle swizzle);
 
-/* Compile cache counters of a runtime. */
+/* Compile cache counters of a runtime (an observed variant, see tracing, counts as a kernel of
+ * its own). */
 typedef struct clcrt_cache_stats {
   size_t size;
   unsigned long long mem_hits, disk_hits, misses, uncached;

@@ -747,8 +747,12 @@ struct Scheduler {
     tile.iteration = units_run++;
     // Padded tiles exist only when the grid does not divide by the cluster shape.
     if (CS > 1 && !(tile.coord.x < p.tiles[0] && tile.coord.y < p.tiles[1] && tile.coord.z < p.tiles[2])) return 0;
-    tile.linear =
-        tile.coord.x + (unsigned long long)p.tiles[0] * (tile.coord.y + (unsigned long long)p.tiles[1] * tile.coord.z);
+    // With 1-CTA clusters the unit is the tile (units == tiles), so its index is the linear
+    // one: no multiplications, and a tile function that reads only linear leaves the unit's
+    // decomposition to dead-code elimination.
+    tile.linear = CS == 1 ? (unsigned long long)u
+                          : tile.coord.x + (unsigned long long)p.tiles[0] *
+                                               (tile.coord.y + (unsigned long long)p.tiles[1] * tile.coord.z);
     // Thread 0 keeps the start time in the ring's shared memory where there is one (not in
     // a register every thread would hold while the tile function runs).
     unsigned long long t0 = 0;
