@@ -152,6 +152,11 @@ CLCRT_API int clcrt_runtime_compile_only(const clcrt_runtime *rt);
 CLCRT_API clcrt_status clcrt_register(clcrt_runtime *rt, const clcrt_tile_desc *d, clcrt_kernel **out);
 CLCRT_API clcrt_status clcrt_kernel_cubin(const clcrt_kernel *k, const void **data, size_t *size);
 CLCRT_API clcrt_status clcrt_kernel_ptx(const clcrt_kernel *k, const char **ptx);
+/* The kernel's observed variant, which traced runs and runs with statistics on launch (see
+ * tracing), built now if it is not yet: call it before timing or capturing so that the build
+ * stays out of clcrt_run. *out is a kernel of the same runtime whose info, cubin and PTX read
+ * like any kernel's; it is valid as long as k (pass k itself to clcrt_run). */
+CLCRT_API clcrt_status clcrt_kernel_observed(const clcrt_kernel *k, const clcrt_kernel **out);
 
 typedef struct clcrt_kernel_info {
   size_t size;

@@ -3,7 +3,9 @@
  * What a run costs on the host outside graph capture: the argument checks, the current
  * context check, for STEAL one capture query and a per-stream lock around the sequence
  * number and the launch, then cuLaunchKernelEx. No other launch and no memory operation:
- * the run's claim set was zeroed by the stream's previous run (sched_state.h). */
+ * the run's claim set was zeroed by the stream's previous run (sched_state.h). The first
+ * traced run of a kernel, or the first with statistics on, also builds the kernel's observed
+ * variant (register.c: clcrt__kernel_observed), which can take as long as a registration. */
 #include <sched.h>
 #include <stdio.h>
 #include <string.h>

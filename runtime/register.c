@@ -204,6 +204,16 @@ clcrt_status clcrt_register(clcrt_runtime *rt, const clcrt_tile_desc *d, clcrt_k
   return register_variant(rt, d, 0, out);
 }
 
+clcrt_status clcrt_kernel_observed(const clcrt_kernel *k, const clcrt_kernel **out) {
+  if (!k) return CLCRT_E_INVALID;
+  if (!out) return clcrt__fail(k->rt, CLCRT_E_INVALID, "clcrt_kernel_observed: out is NULL");
+  *out = NULL;
+  clcrt_kernel *o = NULL;
+  clcrt_status st = clcrt__kernel_observed((clcrt_kernel *)k, &o); /* only the variant's slot is written */
+  if (st == CLCRT_OK) *out = o;
+  return st;
+}
+
 /* Compiled (or found in the memory or disk cache) like any registration: concurrent first
  * uses wait for one compile and get the same kernel. */
 clcrt_status clcrt__kernel_observed(clcrt_kernel *k, clcrt_kernel **out) {

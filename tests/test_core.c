@@ -322,6 +322,12 @@ START_TEST(test_observed_variant) {
                   (int)scheds[i]);
     ck_assert_int_eq(clcrt__kernel_observed(k, &o2), CLCRT_OK);
     ck_assert_ptr_eq(o2, o); /* compiled once */
+    const clcrt_kernel *po = NULL;
+    ck_assert_int_eq(clcrt_kernel_observed(k, &po), CLCRT_OK); /* the public entry */
+    ck_assert_ptr_eq(po, o);
+    ck_assert_int_eq(clcrt_kernel_observed(NULL, &po), CLCRT_E_INVALID);
+    ck_assert_int_eq(clcrt_kernel_observed(k, NULL), CLCRT_E_INVALID);
+    ck_assert_ptr_nonnull(strstr(clcrt_errmsg(rt), "out is NULL"));
     ck_assert_int_eq(clcrt__kernel_observed(o, &o3), CLCRT_OK);
     ck_assert_ptr_eq(o3, o);
     ck_assert_int_eq(clcrt_register(rt, &d, &k2), CLCRT_OK);

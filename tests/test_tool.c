@@ -5,6 +5,7 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "cubin_fixtures.h"
 
@@ -253,6 +254,22 @@ START_TEST(compile_then_inspect) {
     has(out_text, want);
     has(out_text, builds[i].clc ? "\"clc\": {\"present\": true" : "\"clc\": {\"present\": false");
   }
+  /* --observed: the variant traced runs launch; trace code makes it larger than the kernel
+   * as registered (k2, FIXED on sm_90a, 2-CTA clusters). */
+  ck_assert_int_eq(run("compile --no-cache --observed --arch sm_90a --fn scale_tile --args ScaleArgs --sched fixed "
+                       "--cluster 2,1,1 --block 128 -o %s/obs.cubin %s/scale.cu",
+                       tmpdir, tmpdir),
+                   0);
+  has(out_text, "the observed variant");
+  char p0[600], p1[600];
+  snprintf(p0, sizeof p0, "%s/k2.cubin", tmpdir);
+  snprintf(p1, sizeof p1, "%s/obs.cubin", tmpdir);
+  struct stat s0, s1;
+  ck_assert_int_eq(stat(p0, &s0), 0);
+  ck_assert_int_eq(stat(p1, &s1), 0);
+  ck_assert_int_gt(s1.st_size, s0.st_size);
+  ck_assert_int_eq(run("inspect --json %s", p1), 0);
+  has(out_text, "\"name\": \"clcrt_fixed_scale_tile\"");
   /* Default output name, and AUTO picking CLC on sm_100a. */
   ck_assert_int_eq(run("compile --no-cache -q --arch sm_100a --fn scale_tile --args ScaleArgs %s/scale.cu", tmpdir), 0);
   ck_assert_int_eq(run("inspect scale_tile.sm_100a.cubin"), 0);

@@ -30,6 +30,8 @@ static const char help[] =
     "  --cuda-home DIR        CUDA toolkit whose include directories NVRTC gets\n"
     "  -o OUT                 output cubin (default NAME.ARCH.cubin)\n"
     "  --ptx OUT.ptx          also write the PTX\n"
+    "  --observed             the kernel's observed variant (what traced runs and runs with\n"
+    "                         statistics launch) instead of the kernel as registered\n"
     "  --no-cache             do not read or write the disk cache\n"
     "  -q, --quiet            print nothing on success\n"
     "  -h, --help\n"
@@ -81,11 +83,12 @@ int cmd_compile(int argc, char **argv) {
       {"nvrtc-opt", required_argument, NULL, 'X'}, {"cuda-home", required_argument, NULL, 'H'},
       {"ptx", required_argument, NULL, 'p'},     {"no-cache", no_argument, NULL, 'n'},
       {"quiet", no_argument, NULL, 'q'},         {"help", no_argument, NULL, 'h'},
+      {"observed", no_argument, NULL, 'O'},
       {0, 0, 0, 0}};
   clcrt_tile_desc d = CLCRT_TILE_DESC_INIT;
   clcrt_runtime_opts ro = CLCRT_RUNTIME_OPTS_INIT;
   const char *out = NULL, *ptx_out = NULL;
-  int quiet = 0, o;
+  int quiet = 0, observed = 0, o;
   d.block = (clcrt_dim3){128, 1, 1};
   d.cluster = (clcrt_dim3){1, 1, 1};
   const char **xopts = calloc((size_t)argc + 1, sizeof(char *));
@@ -135,6 +138,7 @@ int cmd_compile(int argc, char **argv) {
       case 'p': ptx_out = optarg; break;
       case 'n': ro.cache_dir = ""; break;
       case 'q': quiet = 1; break;
+      case 'O': observed = 1; break;
       case 'h': fputs(help, stdout); free(xopts); return TOOL_OK;
       default: rc = usage_err("unknown option or missing value:", argv[optind - 1]);
     }
@@ -176,9 +180,12 @@ int cmd_compile(int argc, char **argv) {
   }
 
   clcrt_runtime *rt = NULL;
-  clcrt_kernel *k = NULL;
+  clcrt_kernel *rk = NULL;
+  const clcrt_kernel *k = NULL;
   clcrt_status st = clcrt_runtime_create(&rt, &ro);
-  if (st == CLCRT_OK) st = clcrt_register(rt, &d, &k);
+  if (st == CLCRT_OK) st = clcrt_register(rt, &d, &rk);
+  k = rk;
+  if (st == CLCRT_OK && observed) st = clcrt_kernel_observed(rk, &k); /* also lands in the disk cache */
   if (st != CLCRT_OK) {
     const char *detail = rt ? clcrt_errmsg(rt) : NULL;
     fprintf(stderr, "clcrt compile: %s: %s\n", clcrt_status_name(st), clcrt_status_str(st));
@@ -211,7 +218,7 @@ int cmd_compile(int argc, char **argv) {
   if (!quiet) {
     clcrt__cubin c;
     char perr[256];
-    printf("wrote %s (%zu bytes)\n", out, cubin_size);
+    printf("wrote %s (%zu bytes%s)\n", out, cubin_size, observed ? ", the observed variant" : "");
     if (clcrt__cubin_parse(cubin, cubin_size, &c, perr, sizeof perr) == 0) {
       for (size_t i = 0; i < c.num_kernels; i++) {
         const clcrt__cubin_kernel *kk = &c.kernels[i];
