@@ -421,9 +421,9 @@ __device__ __noinline__ unsigned *graph_slot(unsigned *table, unsigned num_clust
 
 // OBS: the observed variant, which records the timeline trace and the statistics when a
 // run asks for them. A kernel is compiled without (no code for them at all: their mere
-// presence cost the README demo 6% and short runs 5% under FIXED on the H100); the runtime
-// compiles the observed variant when a run on a traced stream, or one with statistics on,
-// first needs it.
+// presence cost FIXED about 8% on the README demo and 9-11% on short runs on the H100);
+// the runtime compiles the observed variant when a run on a traced stream, or one with
+// statistics on, first needs it.
 template <int SCHED, unsigned CX, unsigned CY, unsigned CZ, unsigned NTHREADS, bool OBS>
 struct Scheduler {
   static constexpr unsigned CS = CX * CY * CZ;

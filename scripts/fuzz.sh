@@ -56,8 +56,12 @@ cuda_inc=${cuda_home:-/usr/local/cuda}/include
 [ "$mode" = build ] && { echo "fuzz.sh: built $bin and $tbin"; exit 0; }
 cp -f fuzz/trace_seeds/*.json "$out/trace_seeds/"
 
-# Seeds are copied so that libFuzzer never writes into tests/data.
-find tests/data build -name '*.cubin' -size -512k 2>/dev/null | head -200 | while read -r f; do
+# Seeds are copied so that libFuzzer never writes into tests/data. Not from the seed folder
+# itself (copies of copies grew longer names on every run until cp failed), and the first 200
+# are taken without a pipe into head (which, under pipefail, failed the script with SIGPIPE
+# once find had more to say).
+mapfile -t seeds < <(find tests/data build -path "$out" -prune -o -name '*.cubin' -size -512k -print 2>/dev/null | sort)
+for f in "${seeds[@]:0:200}"; do
   cp -f "$f" "$out/seeds/$(echo "$f" | tr '/' '_')"
 done
 
