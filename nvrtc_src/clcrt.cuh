@@ -703,7 +703,7 @@ struct Scheduler {
 
   // The first run of units of a cluster that makes no requests (CLC's first is its own too).
   __device__ __forceinline__ uint2 own() const {
-    unsigned own = CS > 1 ? ptx::sreg_clusterid_x() : blockIdx.x;
+    unsigned own = cluster_id();
     return make_uint2(own, own < p.num_units ? 1u : 0u);
   }
 

@@ -53,8 +53,6 @@ int clcrt__parse_count(const char *s, unsigned lo, unsigned hi, unsigned *out) {
   return 1;
 }
 
-int clcrt__parse_waves(const char *s, unsigned *out) { return clcrt__parse_count(s, 1, CLCRT__PREEMPT_WAVES_MAX, out); }
-
 static void read_env(void) {
   g_env.cache_dir = getenv("CLCRT_CACHE_DIR"); /* "" is meaningful: no disk cache */
   g_env.xdg_cache_home = absolute(getenv("XDG_CACHE_HOME"));
@@ -70,7 +68,7 @@ static void read_env(void) {
   g_env.warmup = !(w && strcmp(w, "0") == 0);
   g_env.preempt_waves = CLCRT__PREEMPT_WAVES_DEFAULT;
   const char *pw = nonempty(getenv("CLCRT_PREEMPT_WAVES"));
-  if (pw && !clcrt__parse_waves(pw, &g_env.preempt_waves)) g_env.preempt_waves_bad = pw;
+  if (pw && !clcrt__parse_count(pw, 1, CLCRT__PREEMPT_WAVES_MAX, &g_env.preempt_waves)) g_env.preempt_waves_bad = pw;
   g_env.chunk_cycles = CLCRT__CHUNK_CYCLES_DEFAULT;
   const char *cc = nonempty(getenv("CLCRT_STEAL_CHUNK_CYCLES"));
   if (cc && !clcrt__parse_count(cc, CLCRT__CHUNK_CYCLES_MIN, CLCRT__CHUNK_CYCLES_MAX, &g_env.chunk_cycles))

@@ -26,9 +26,6 @@ const clcrt__env *clcrt__env_get(void);
  * 1024; a trailing "B" or "iB" is allowed). Returns 0 and leaves *out alone for anything
  * else: a sign, spaces, a fraction, a value that does not fit in 64 bits. */
 int clcrt__parse_bytes(const char *s, unsigned long long *out);
-/* Parses CLCRT_PREEMPT_WAVES: decimal digits only, 1 to CLCRT__PREEMPT_WAVES_MAX. Returns 0
- * and leaves *out alone for anything else. */
-int clcrt__parse_waves(const char *s, unsigned *out);
 /* Decimal digits only, from lo to hi. Returns 0 and leaves *out alone for anything else. */
 int clcrt__parse_count(const char *s, unsigned lo, unsigned hi, unsigned *out);
 #endif

@@ -11,7 +11,8 @@
  *     from a slot of the context's table instead, which it finds by its launch's %gridid
  *     (distinct among the grids in flight, reused later): [0..1] gridid, [4..5] {clusters
  *     that left, clusters launched}, then the counter's line. See
- *     nvrtc_src/clcrt.cuh (graph_slot) for the protocol; the table's first line holds its lock (word 0) and its reach (word 1).
+ *     nvrtc_src/clcrt.cuh (graph_slot) for the protocol; the table's first line holds its
+ *     lock (word 0) and its reach (word 1).
  * Preemption words: CLCRT__YIELD_SLOTS 32-bit words; a stream of priority level L > 0 owns
  * one and writes L there (cuStreamWriteValue32) while its urgent work runs, 0 after; a STEAL
  * run of level l that may yield stops claiming while some word is above l.

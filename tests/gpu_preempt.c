@@ -29,7 +29,6 @@ static clcrt_kernel *reg(clcrt_runtime *rt, clcrt_sched sched, clcrt_dim3 cl) {
   return sched_check_reg(rt, sched, CLCRT_GRID_AUTO, cl, (clcrt_dim3){64, 1, 1}, 0, 0, NULL, NULL, NULL);
 }
 
-/* Clusters of the kernel that run at once (the launch's memo, set by the first run). */
 /* Clusters of the launched kernel that fit at once: runs with statistics on (these tests')
  * launch the kernel's observed variant, which has its own occupancy. */
 static unsigned resident(const clcrt_kernel *k) {

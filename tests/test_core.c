@@ -808,12 +808,12 @@ START_TEST(test_preempt_waves_parse) {
                {"0x10", 0, 0},  {"1e1", 0, 0},    {"4294967299", 0, 0}, {"99999999999999999999", 0, 0}};
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     unsigned v = 12345;
-    int ok = clcrt__parse_waves(cases[i].text, &v);
+    int ok = clcrt__parse_count(cases[i].text, 1, CLCRT__PREEMPT_WAVES_MAX, &v);
     ck_assert_msg(ok == cases[i].ok, "\"%s\": parsed %d, expected %d", cases[i].text, ok, cases[i].ok);
     ck_assert_uint_eq(v, cases[i].ok ? cases[i].v : 12345u);
   }
   unsigned v = 5;
-  ck_assert_int_eq(clcrt__parse_waves(NULL, &v), 0);
+  ck_assert_int_eq(clcrt__parse_count(NULL, 1, CLCRT__PREEMPT_WAVES_MAX, &v), 0);
   ck_assert_uint_eq(v, 5);
   ck_assert_uint_ge(clcrt__env_get()->preempt_waves, 1);
   ck_assert_uint_le(clcrt__env_get()->preempt_waves, CLCRT__PREEMPT_WAVES_MAX);
@@ -897,7 +897,6 @@ START_TEST(test_preempt_bad_input) {
 }
 END_TEST
 
-/* Not an assertion: the cold compile time of the README example, for the log. */
 /* NVRTC's -minimal (runtime/compile.c) must never change what compiles: sources that use
  * what it omits (texture objects, the runtime's types and constants) are compiled without it,
  * one that reaches them in a way the check cannot see is compiled again without it, and an
@@ -947,6 +946,7 @@ START_TEST(test_minimal_fallback) {
 }
 END_TEST
 
+/* Not an assertion: the cold compile time of the README example, for the log. */
 START_TEST(test_cold_compile_time) {
   static const char *const archs[] = {"sm_90a", "sm_100a"};
   for (int a = 0; a < 2; a++) {

@@ -152,7 +152,7 @@ static void bench_backtoback(void) {
   double best = t0 < t1 ? t0 : t1, gbest = g0 < g1 ? g0 : g1;
   emit("backtoback", "500x1024", 1, "ref-block", t0, best / t0, 0);
   emit("backtoback", "500x1024", 1, "ref-persist", t1, best / t1, 0);
-  double gt[16];
+  double *gt = calloc((size_t)k_ncontenders, sizeof *gt);
   for (int c = 0; c < k_ncontenders; c++) {
     lctx lc = {.k = reg2(k_scale_src, "scale_tile", "ScaleArgs", k_contenders[c].sched, k_contenders[c].grid, 1,
                          "-DPER=1", k_contenders[c].define),
@@ -177,6 +177,7 @@ static void bench_backtoback(void) {
   emit("b2b-graph", "500x1024", 1, "ref-block", g0, gbest / g0, 0);
   emit("b2b-graph", "500x1024", 1, "ref-persist", g1, gbest / g1, 0);
   for (int c = 0; c < k_ncontenders; c++) emit("b2b-graph", "500x1024", 1, k_contenders[c].name, gt[c], gbest / gt[c], 0);
+  free(gt);
 #undef GRAPH_B2B
 #undef CHECK_B2B
   cu->cuLibraryUnload(lib);
