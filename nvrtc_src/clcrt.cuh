@@ -56,6 +56,12 @@
 #ifndef CLCRT_STEAL_EARLY
 #define CLCRT_STEAL_EARLY 0
 #endif
+// The suspend-time hint of the scheduler's mbarrier waits, in ns: a waiting warp sleeps until
+// the phase completes (or this long) instead of polling. 0: no hint (the hardware's own
+// limit, after which the wait loop polls again; kept for the benchmark's comparison).
+#ifndef CLCRT_WAIT_HINT
+#define CLCRT_WAIT_HINT 10000000
+#endif
 // -DCLCRT_TRACE=0 compiles the timeline trace's recording out of the observed variant too.
 #ifndef CLCRT_TRACE
 #define CLCRT_TRACE 1
@@ -179,11 +185,19 @@ __device__ __forceinline__ void arrive_expect_tx(unsigned bar, unsigned bytes) {
 }
 // Waits for the phase of parity `parity` to complete (acquire, CTA scope).
 __device__ __forceinline__ void wait_parity(unsigned bar, unsigned parity) {
+#if CLCRT_WAIT_HINT
+  asm volatile(
+      "{\n\t.reg .pred p;\n"
+      "W%=:\n\tmbarrier.try_wait.parity.shared::cta.b64 p, [%0], %1, %2;\n\t@!p bra W%=;\n}" ::"r"(bar),
+      "r"(parity), "n"(CLCRT_WAIT_HINT)
+      : "memory");
+#else
   asm volatile(
       "{\n\t.reg .pred p;\n"
       "W%=:\n\tmbarrier.try_wait.parity.shared::cta.b64 p, [%0], %1;\n\t@!p bra W%=;\n}" ::"r"(bar),
       "r"(parity)
       : "memory");
+#endif
 }
 // Arrive on an mbarrier in any CTA of the cluster (address from mapa). Default semantics
 // (release, CTA scope), as CUTLASS's ClusterBarrier does for consumer releases: a
@@ -426,16 +440,16 @@ __device__ __noinline__ unsigned *graph_slot(unsigned *table, unsigned num_clust
 // statistics on, first needs it.
 template <int SCHED, unsigned CX, unsigned CY, unsigned CZ, unsigned NTHREADS, bool OBS>
 struct Scheduler {
-  static constexpr unsigned CS = CX * CY * CZ;
-  static constexpr unsigned NWARPS = (NTHREADS + 31) / 32;
-  static constexpr unsigned LEADER_TID = (NWARPS - 1) * 32;
-  static constexpr bool REQUESTS = SCHED == SCHED_STEAL || SCHED == SCHED_CLC;
+  // Enumerators, not static constexpr members: NVRTC emits each of those as a global
+  // variable in every cubin (a relocation and a load-time allocation apiece).
+  enum : unsigned { CS = CX * CY * CZ, NWARPS = (NTHREADS + 31) / 32, LEADER_TID = (NWARPS - 1) * 32 };
+  enum : bool { REQUESTS = SCHED == SCHED_STEAL || SCHED == SCHED_CLC };
   // Whether responses arrive as async-proxy transactions (st.async, try_cancel). A 1-CTA
   // STEAL kernel is launched without a cluster, where st.async is not allowed: its leader
   // writes the slot with an ordinary store and a release-arrive on the full barrier.
-  static constexpr bool TX = !(SCHED == SCHED_STEAL && CS == 1);
+  enum : bool { TX = !(SCHED == SCHED_STEAL && CS == 1) };
   // Response slots: a response is published at most one ahead of the leader's CTA.
-  static constexpr unsigned NSLOT = 2;
+  enum : unsigned { NSLOT = 2 };
 
   // In shared memory: the response ring, and STEAL's claim state, which only the leader
   // touches (kept out of registers, which every thread of the CTA would pay for while the
@@ -461,7 +475,7 @@ struct Scheduler {
   // (trace_t0). A run whose units are all some cluster's own launches with no shared
   // memory of the scheduler's: measured on the H100, shared memory in a kernel costs short
   // back-to-back runs about 0.3 us each.
-  static constexpr unsigned RING_BYTES = 128;  // runtime/internal.h: CLCRT__RING_BYTES
+  enum : unsigned { RING_BYTES = 128 };  // runtime/internal.h: CLCRT__RING_BYTES
 
   const Params &p;
   Ring *ring;

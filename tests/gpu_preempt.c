@@ -146,7 +146,11 @@ START_TEST(test_exactly_once_interleaved) {
   }
   ck_assert_int_eq(clcrt_stream_sync(hi), CLCRT_OK);
   for (int i = 0; i < NL; i++) ck_assert_int_eq(clcrt_stream_sync(lo[i]), CLCRT_OK);
-  for (int i = 0; i < NL; i++) bufs_check(&b[i], cls[i], lo_reps, 0, "low-priority runs under preemption");
+  for (int i = 0; i < NL; i++) {
+    char what[96];
+    snprintf(what, sizeof what, "low-priority runs under preemption (stream %d, %u-CTA clusters)", i, cls[i].x);
+    bufs_check(&b[i], cls[i], lo_reps, 0, what);
+  }
   bufs_check(&bh, (clcrt_dim3){1, 1, 1}, hits, 0, "urgent runs");
   for (int i = 0; i < NL; i++) {
     bufs_free(&b[i]);

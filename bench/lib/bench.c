@@ -16,20 +16,22 @@ double bench_host_us;
 int quick;
 static int json_first = 1;
 
-/* The contenders; CLCRT_BENCH_EXP=1 adds the last two, experiments: STATIC with a static
- * shared-memory array in its tile function (scale and classes tiles: what shared memory alone
- * costs a short run), and STATIC with an mbarrier instruction that never runs (the compiler then
- * reserves 1 KiB of shared memory per CTA, as in every STEAL kernel). */
+/* The contenders; CLCRT_BENCH_EXP=1 adds the last three, experiments: STEAL whose waits poll
+ * (no suspend-time hint, -DCLCRT_WAIT_HINT=0), STATIC with a static shared-memory array in its
+ * tile function (scale and classes tiles: what shared memory alone costs a short run), and
+ * STATIC with an mbarrier instruction that never runs (the compiler then reserves 1 KiB of
+ * shared memory per CTA, as in every STEAL kernel). */
 static const contender k_all[] = {
     {"steal", CLCRT_SCHED_AUTO, CLCRT_GRID_AUTO, NULL},
     {"steal-full", CLCRT_SCHED_STEAL, CLCRT_GRID_FULL, NULL},
     {"static", CLCRT_SCHED_STATIC, CLCRT_GRID_AUTO, NULL},
     {"fixed", CLCRT_SCHED_FIXED, CLCRT_GRID_AUTO, NULL},
     {"steal-early", CLCRT_SCHED_STEAL, CLCRT_GRID_PERSISTENT, "-DCLCRT_STEAL_EARLY=1"},
+    {"steal-poll", CLCRT_SCHED_AUTO, CLCRT_GRID_AUTO, "-DCLCRT_WAIT_HINT=0"},
     {"static-smem", CLCRT_SCHED_STATIC, CLCRT_GRID_AUTO, "-DEXP_SMEM=1"},
     {"static-mbar", CLCRT_SCHED_STATIC, CLCRT_GRID_AUTO, "-DEXP_MBAR=1"},
 };
-enum { N_EXPERIMENTS = 2 };
+enum { N_EXPERIMENTS = 3 };
 const contender *k_contenders = k_all;
 int k_ncontenders = (int)(sizeof k_all / sizeof k_all[0]) - N_EXPERIMENTS;
 
