@@ -461,7 +461,7 @@ struct Scheduler {
     // Read and written by the leader alone (see lead_ready for how other warps skip them).
     unsigned * ctr;                  // the run's claim counter
     unsigned long long * slot_state; // graph runs: the table slot's {clusters that left, clusters}
-    long long t0;                   // clock64 when the current units started
+    long long t0;                   // clock64 at the leader's last mark (lead_time)
     unsigned long long trace_t0;    // trace: %globaltimer when thread 0 called the tile function
     unsigned pub;                   // responses published
     unsigned remaining;             // units left after the last claim, as that claim saw it
@@ -541,6 +541,7 @@ struct Scheduler {
     if (SCHED == SCHED_STEAL && leader) {
       ring->slot_state = nullptr;
       ring->pub = ring->remaining = ring->t_unit = ring->exhausted = 0;
+      ring->t0 = clock64();
       locate_state();
       // A cluster of several CTAs learns it the ordinary way (a failed first claim): its
       // other CTAs' shared memory may not be written before the cluster barrier. A cluster
@@ -619,9 +620,10 @@ struct Scheduler {
   // units: issue() returns {counter value, units asked for} ({NONE, 0}: no claim), and
   // result() turns that into the response.
   __device__ __forceinline__ uint2 issue() {
-    if ((ring->pub != 0 || own_first()) && p.yield && must_yield() && may_leave()) return make_uint2(NONE, 0);
+    if (p.yield && (ring->pub != 0 || own_first()) && must_yield() && may_leave()) return make_uint2(NONE, 0);
+    // Units that last chunk_cycles or more are claimed one at a time: no division for them.
     unsigned want = 1, t_unit = ring->t_unit;
-    if (t_unit) {
+    if (t_unit && t_unit < p.chunk_cycles) {
       want = min(p.chunk_cycles / t_unit, fastdiv(ring->remaining, p.guide_mul, p.guide_shr));
       if (want == 0) want = 1;
     }
@@ -702,6 +704,19 @@ struct Scheduler {
     }
     k++;
     return make_uint2(__shfl_sync(warp_mask(), start, 0), __shfl_sync(warp_mask(), count, 0));
+  }
+
+  // The leader's own view of how long a unit takes, for the size of its next claims: the
+  // cycles since its last mark over the units it ran since then; marks now. Called where the
+  // leader claims (and, for a claim made ahead, after the units it was made before), so that
+  // no other warp executes any of it.
+  __device__ __forceinline__ void lead_time(unsigned units) {
+    const long long now = clock64();
+    if (units) {
+      unsigned e = (unsigned)min(now - ring->t0, 0x7fffffffll), per = units == 1 ? e : e / units, t = ring->t_unit;
+      ring->t_unit = t ? (t + per + 1) / 2 : max(per, 1u);
+    }
+    ring->t0 = now;
   }
 
   // Whether the leader claims ahead: the claim is issued before the current units run and
@@ -812,41 +827,42 @@ struct Scheduler {
       return;
     }
     // Kept in a register: the compiler would otherwise reload the parameters behind them for
-    // every unit.
-    unsigned flags = traced ? 1u : 0u;
+    // every unit. Bit 0: traced; bit 1: a STEAL run that claims.
+    unsigned flags = (traced ? 1u : 0u) | (SCHED == SCHED_STEAL && claims() ? 2u : 0u);
     asm volatile("" : "+r"(flags));
     uint2 r = make_uint2(0, 0);
     bool need = SCHED == SCHED_STEAL && !own_first();  // the next step reads a response
     if (!need) r = own();
 #pragma unroll 1
     for (;;) {
+      // One pass per response: the other warps run only the wait, the read and the units.
       if (SCHED == SCHED_STEAL && need) {
         // The first response, or (with nothing claimed ahead) the next one: claim now.
-        if (leader_warp && leader && lead_ready()) publish(result(issue()));
+        if (leader_warp && leader && lead_ready()) {
+          lead_time(r.y);  // r: the units just run (none before a cluster's first claim)
+          publish(result(issue()));
+        }
         r = consume();
-        need = false;
-        continue;
       }
       if (r.y == 0) break;
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 1000
       if (SCHED == SCHED_CLC && leader) clc_request();
 #endif
       uint2 ahead = make_uint2(NONE, 0);  // a STEAL claim in flight while the units run
-      if (SCHED == SCHED_STEAL && leader_warp && leader && claims()) {
-        if (claim_ahead()) ahead = issue();
+      if (SCHED == SCHED_STEAL && (CS > 1 || CLCRT_STEAL_EARLY) && leader_warp && leader && claims() &&
+          claim_ahead()) {
+        ahead = issue();
         ring->t0 = clock64();
       }
       // Not unrolled: the optimiser would copy the tile function into every unrolled path,
       // multiplying NVRTC's time and the code.
 #pragma unroll 1
       for (unsigned i = 0; i < r.y; i++) tiles_here += run_unit(r.x + i, OBS && (flags & 1u), body);
-      if (SCHED == SCHED_STEAL && leader_warp && leader && claims()) {
-        // The leader's own view of how long a unit takes, for the size of its next claims.
-        unsigned per = (unsigned)min(clock64() - ring->t0, 0x7fffffffll) / r.y, t = ring->t_unit;
-        ring->t_unit = t ? (t + per + 1) / 2 : max(per, 1u);
-        if (ahead_pending(ahead)) publish(result(ahead));
+      if (SCHED == SCHED_STEAL && (CS > 1 || CLCRT_STEAL_EARLY) && leader_warp && leader && ahead_pending(ahead)) {
+        lead_time(r.y);
+        publish(result(ahead));
       }
-      if (SCHED == SCHED_STEAL && !claims()) break;
+      if (SCHED == SCHED_STEAL && !(flags & 2u)) break;
       if (SCHED == SCHED_STATIC) {
         unsigned n = r.x + (CS > 1 ? ptx::sreg_nclusterid_x() : gridDim.x);
         r = make_uint2(n, n < p.num_units && n > r.x ? 1u : 0u);
