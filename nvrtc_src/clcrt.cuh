@@ -41,11 +41,14 @@
 //     most remaining / (2 * clusters running at once) (guided, so the tail is still handed
 //     out unit by unit). Units of microseconds are claimed one at a time and balance like
 //     one block per tile; tiny units are claimed by the dozen, so the atomic stays cheap;
-//   - the next claim is made and published before the current units run (its latency hides
-//     behind them) when the units are short, or when the cluster has several CTAs (up to
-//     three responses ahead, so its CTAs can drift apart by that many while tiles differ in
-//     cost); at the tail, and for long units of 1-CTA clusters, it is made when the current
-//     units are done, so nothing is held back from other clusters.
+//   - a cluster of several CTAs issues its next claim before its current units run and
+//     publishes it after the leader's part of them (its latency hides behind them; a response
+//     is published at most one ahead, so the CTAs drift apart by at most one unit); 1-CTA
+//     clusters, and every cluster at the tail, claim when the current units are done, so
+//     nothing is held back from other clusters (the CTA's other warps and the SM's other CTAs
+//     cover the round trip; short units amortise it over a chunk).
+//   - waiting warps sleep (try_wait with a suspend-time hint), and per response the warps
+//     other than the leader's run only the wait, the read, the release and their units.
 // The claim state of a run is per run and needs no reset launch: a run on a stream uses one
 // of the stream's two counters, chosen by the run's sequence number, and zeroes the other
 // for the next run (runs on a stream execute one after another); a run captured into a graph
