@@ -464,7 +464,7 @@ struct Scheduler {
     // Read and written by the leader alone (see lead_ready for how other warps skip them).
     unsigned * ctr;                  // the run's claim counter
     unsigned long long * slot_state; // graph runs: the table slot's {clusters that left, clusters}
-    long long t0;                   // clock64 when the leader's current units began (lead_time)
+    long long t0;                   // clock64 when the leader's current units began (lead_publish)
     unsigned long long trace_t0;    // trace: %globaltimer when thread 0 called the tile function
     unsigned pub;                   // responses published
     unsigned remaining;             // units left after the last claim, as that claim saw it
@@ -709,14 +709,22 @@ struct Scheduler {
     return make_uint2(__shfl_sync(warp_mask(), start, 0), __shfl_sync(warp_mask(), count, 0));
   }
 
-  // The leader's own view of how long a unit takes, for the size of its next claims: the
-  // cycles since its mark (ring->t0, set when its units began: after the publish that handed
-  // them out, or when a claim ahead was issued before them) over the units it ran. Only the
-  // leader's own branches time (no other warp executes any of it), and never the claim's
-  // round trip (timed in, it shrank the claims of tiny units: 4 KiB tiles 0.993 -> 0.958x).
-  __device__ __forceinline__ void lead_time(unsigned units) {
-    unsigned e = (unsigned)min(clock64() - ring->t0, 0x7fffffffll), per = units == 1 ? e : e / units, t = ring->t_unit;
-    ring->t_unit = t ? (t + per + 1) / 2 : max(per, 1u);
+  // The leader publishes a claim after running `units` units (0: none yet): the one made ahead
+  // (*ahead), or one it makes now (null), after the timing so that it is sized by it. First its own
+  // view of how long a unit takes, for the size of its next claims: the cycles since its mark
+  // (ring->t0, set when its units began: after the publish that handed them out, or when a
+  // claim ahead was issued before them) over those units. Then the mark for the next units,
+  // so the claim's round trip is never timed in (timed in, it shrank the claims of tiny units:
+  // 4 KiB tiles 0.993 -> 0.958x). Only the leader's own branches run this: no other warp
+  // executes any of it.
+  __device__ __forceinline__ void lead_publish(unsigned units, const uint2 *ahead) {
+    if (units) {
+      unsigned e = (unsigned)min(clock64() - ring->t0, 0x7fffffffll), per = units == 1 ? e : e / units;
+      unsigned t = ring->t_unit;
+      ring->t_unit = t ? (t + per + 1) / 2 : max(per, 1u);
+    }
+    publish(result(ahead ? *ahead : issue()));
+    ring->t0 = clock64();
   }
 
   // Whether the leader claims ahead: the claim is issued before the current units run and
@@ -725,8 +733,9 @@ struct Scheduler {
   // needed would keep every CTA of the cluster waiting for it); a 1-CTA cluster does not
   // (unless compiled with -DCLCRT_STEAL_EARLY=1): its claim's latency is then the leader
   // warp's alone, and the CTA's other warps and the SM's other CTAs cover it.
+  enum : bool { AHEAD = CS > 1 || CLCRT_STEAL_EARLY };  // whether the leader ever claims ahead
   __device__ __forceinline__ bool claim_ahead() const {
-    if (!(CS > 1 || CLCRT_STEAL_EARLY) || ring->exhausted || ring->pub != k) return false;
+    if (!AHEAD || ring->exhausted || ring->pub != k) return false;
     return ring->remaining > p.early_min;
   }
 
@@ -838,11 +847,8 @@ struct Scheduler {
       // One pass per response: the other warps run only the wait, the read and the units.
       if (SCHED == SCHED_STEAL && need) {
         // The first response, or (with nothing claimed ahead) the next one: claim now.
-        if (leader_warp && leader && lead_ready()) {
-          if (r.y) lead_time(r.y);  // r: the units just run (none before a cluster's first claim)
-          publish(result(issue()));
-          ring->t0 = clock64();
-        }
+        // r: the units just run (none before a cluster's first claim).
+        if (leader_warp && leader && lead_ready()) lead_publish(r.y, nullptr);
         r = consume();
       }
       if (r.y == 0) break;
@@ -850,8 +856,7 @@ struct Scheduler {
       if (SCHED == SCHED_CLC && leader) clc_request();
 #endif
       uint2 ahead = make_uint2(NONE, 0);  // a STEAL claim in flight while the units run
-      if (SCHED == SCHED_STEAL && (CS > 1 || CLCRT_STEAL_EARLY) && leader_warp && leader && claims() &&
-          claim_ahead()) {
+      if (SCHED == SCHED_STEAL && AHEAD && leader_warp && leader && claims() && claim_ahead()) {
         ahead = issue();
         ring->t0 = clock64();
       }
@@ -859,11 +864,8 @@ struct Scheduler {
       // multiplying NVRTC's time and the code.
 #pragma unroll 1
       for (unsigned i = 0; i < r.y; i++) tiles_here += run_unit(r.x + i, OBS && (flags & 1u), body);
-      if (SCHED == SCHED_STEAL && (CS > 1 || CLCRT_STEAL_EARLY) && leader_warp && leader && ahead_pending(ahead)) {
-        lead_time(r.y);
-        publish(result(ahead));
-        ring->t0 = clock64();
-      }
+      if (SCHED == SCHED_STEAL && AHEAD && leader_warp && leader && ahead_pending(ahead))
+        lead_publish(r.y, &ahead);  // claimed before these units ran
       if (SCHED == SCHED_STEAL && !(flags & 2u)) break;
       if (SCHED == SCHED_STATIC) {
         unsigned n = r.x + (CS > 1 ? ptx::sreg_nclusterid_x() : gridDim.x);
