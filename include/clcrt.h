@@ -152,10 +152,29 @@ CLCRT_API int clcrt_runtime_compile_only(const clcrt_runtime *rt);
 CLCRT_API clcrt_status clcrt_register(clcrt_runtime *rt, const clcrt_tile_desc *d, clcrt_kernel **out);
 CLCRT_API clcrt_status clcrt_kernel_cubin(const clcrt_kernel *k, const void **data, size_t *size);
 CLCRT_API clcrt_status clcrt_kernel_ptx(const clcrt_kernel *k, const char **ptx);
-/* The kernel's observed variant, which traced runs and runs with statistics on launch (see
- * tracing), built now if it is not yet: call it before timing or capturing so that the build
- * stays out of clcrt_run. *out is a kernel of the same runtime whose info, cubin and PTX read
- * like any kernel's; it is valid as long as k (pass k itself to clcrt_run). */
+/* Variants. A kernel is compiled with its tile loop and nothing it may never use: a run that
+ * uses one of the following launches a variant of the kernel compiled with it, which the
+ * first such run compiles and loads (a compile like the registration's, found in the memory
+ * and disk caches like any other; it works inside a graph capture too):
+ *   CLCRT_USE_TRACE    a traced run, or one with statistics on (trace and statistics code)
+ *   CLCRT_USE_GRAPH    a STEAL run captured into a graph (claims from per-launch graph state)
+ *   CLCRT_USE_PREEMPT  a STEAL run that can be preempted (yielding code): on a full or AUTO
+ *                      grid, on a stream below the priority of another live clcrt stream
+ *                      of the device
+ * A run that uses several launches the variant with all of them. clcrt_kernel_prepare builds
+ * now the variants for every combination of `uses` (an OR of CLCRT_USE_*): call it before
+ * timing or capturing so that no build happens inside clcrt_run. Outside STEAL only
+ * CLCRT_USE_TRACE has a variant (the other bits are accepted and cost nothing).
+ * clcrt_kernel_info_get, _cubin and _ptx describe the kernel as registered. */
+#define CLCRT_USE_TRACE 1u
+#define CLCRT_USE_GRAPH 2u
+#define CLCRT_USE_PREEMPT 4u
+CLCRT_API clcrt_status clcrt_kernel_prepare(const clcrt_kernel *k, unsigned uses);
+/* The variant a run with `uses` launches (k itself for 0), built now if it is not yet. *out is
+ * a kernel of the same runtime whose info, cubin and PTX read like any kernel's; it is valid
+ * as long as k (pass k itself to clcrt_run, which picks the variant). clcrt_kernel_observed is
+ * clcrt_kernel_variant(k, CLCRT_USE_TRACE, out). */
+CLCRT_API clcrt_status clcrt_kernel_variant(const clcrt_kernel *k, unsigned uses, const clcrt_kernel **out);
 CLCRT_API clcrt_status clcrt_kernel_observed(const clcrt_kernel *k, const clcrt_kernel **out);
 
 typedef struct clcrt_kernel_info {
@@ -223,10 +242,7 @@ CLCRT_API clcrt_status clcrt_preempt_end(clcrt_stream *s);
 
 /* Timeline tracing (off by default). A kernel is compiled with no trace or statistics code at
  * all; a run on a traced stream, or one with statistics on, launches the kernel's observed
- * variant instead, which the first such run compiles and loads (one more compile of the same
- * description, found in the memory and disk caches like any other; it works inside a graph
- * capture too). clcrt_kernel_info_get, _cubin and _ptx describe the kernel as registered.
- * -DCLCRT_TRACE=0 in a descriptor's options compiles the recording out of the observed
+ * variant instead (CLCRT_USE_TRACE, see variants). -DCLCRT_TRACE=0 in a descriptor's options compiles the recording out of the observed
  * variant too. While on, thread 0 of
  * every CTA records each of its tiles on the device into a buffer of `capacity` records
  * (48 bytes each): the first `capacity` are kept, however the tiles spread over the SMs, and

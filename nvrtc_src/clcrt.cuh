@@ -108,6 +108,16 @@ struct Params {
 
 enum { SCHED_CLC = 1, SCHED_STEAL = 2, SCHED_STATIC = 3, SCHED_FIXED = 4 };
 enum : unsigned { NONE = 0xffffffffu, FLAG_GRAPH = 1u, FLAG_GRID3 = 2u };
+// Variants of a kernel (bits of the template's V; runtime/internal.h: CLCRT__V_*): what a kernel
+// is compiled with beyond its tile loop. A registered kernel is variant 0, with none of them;
+// the runtime compiles a variant when a run first needs it (register.c: clcrt__kernel_variant).
+//   V_OBS    records the timeline trace and the statistics (traced runs, statistics on)
+//   V_GRAPH  STEAL claims from the context's graph table (runs captured into a graph)
+//   V_YIELD  STEAL clusters may yield to higher-priority work (runs that can be preempted)
+// Leaving out what a run does not use keeps the kernel small: the README kernel's STEAL cubin
+// has about half the instructions without V_GRAPH and V_YIELD, and its first compile takes
+// about a quarter less (README, Compile).
+enum : unsigned { V_OBS = 1u, V_GRAPH = 2u, V_YIELD = 4u };
 
 // Claim state layout (runtime/sched_state.h mirrors these numbers).
 enum : unsigned {
@@ -403,7 +413,8 @@ __device__ __forceinline__ unsigned *find_slot(unsigned *table, unsigned long lo
   return nullptr;
 }
 
-__device__ __noinline__ unsigned *graph_slot(unsigned *table, unsigned num_clusters) {
+// Static: emitted only into the variants that call it (V_GRAPH).
+static __device__ __noinline__ unsigned *graph_slot(unsigned *table, unsigned num_clusters) {
   const unsigned long long g = ptx::sreg_gridid();
   const unsigned h = (unsigned)(g * 0x9E3779B97F4A7C15ull >> 56);
   bool locked = false;
@@ -436,16 +447,20 @@ __device__ __noinline__ unsigned *graph_slot(unsigned *table, unsigned num_clust
   }
 }
 
-// OBS: the observed variant, which records the timeline trace and the statistics when a
-// run asks for them. A kernel is compiled without (no code for them at all: their mere
-// presence cost FIXED about 8% on the README demo and 9-11% on short runs on the H100);
-// the runtime compiles the observed variant when a run on a traced stream, or one with
-// statistics on, first needs it.
-template <int SCHED, unsigned CX, unsigned CY, unsigned CZ, unsigned NTHREADS, bool OBS>
+// V: the variant (V_OBS, V_GRAPH, V_YIELD above). OBS, the observed variant, records the
+// timeline trace and the statistics when a run asks for them; a kernel compiled without has
+// no code for them at all (their mere presence cost FIXED about 8% on the README demo and
+// 9-11% on short runs on the H100). GRAPH and YIELD exist only in STEAL kernels.
+template <int SCHED, unsigned CX, unsigned CY, unsigned CZ, unsigned NTHREADS, unsigned V>
 struct Scheduler {
   // Enumerators, not static constexpr members: NVRTC emits each of those as a global
   // variable in every cubin (a relocation and a load-time allocation apiece).
   enum : unsigned { CS = CX * CY * CZ, NWARPS = (NTHREADS + 31) / 32, LEADER_TID = (NWARPS - 1) * 32 };
+  enum : bool {
+    OBS = (V & V_OBS) != 0,
+    GRAPH = SCHED == SCHED_STEAL && (V & V_GRAPH) != 0,
+    YIELD = SCHED == SCHED_STEAL && (V & V_YIELD) != 0
+  };
   enum : bool { REQUESTS = SCHED == SCHED_STEAL || SCHED == SCHED_CLC };
   // Whether responses arrive as async-proxy transactions (st.async, try_cancel). A 1-CTA
   // STEAL kernel is launched without a cluster, where st.async is not allowed: its leader
@@ -463,7 +478,7 @@ struct Scheduler {
     unsigned long long empty[NSLOT];
     // Read and written by the leader alone (see lead_ready for how other warps skip them).
     unsigned * ctr;                  // the run's claim counter
-    unsigned long long * slot_state; // graph runs: the table slot's {clusters that left, clusters}
+    unsigned long long * slot_state; // graph runs (GRAPH): the table slot's {clusters that left, clusters}
     long long t0;                   // clock64 when the leader's current units began (lead_publish)
     unsigned long long trace_t0;    // trace: %globaltimer when thread 0 called the tile function
     unsigned pub;                   // responses published
@@ -518,6 +533,10 @@ struct Scheduler {
     return NTHREADS % 32 == 0 || tid / 32 < NWARPS - 1 ? 0xffffffffu : (1u << (NTHREADS % 32)) - 1u;
   }
   __device__ __forceinline__ bool thread0() const { return threadIdx.x == 0 && threadIdx.y == 0 && threadIdx.z == 0; }
+  // A run captured into a graph (only a GRAPH variant is launched so), and one that may yield
+  // (only a YIELD variant is launched with preemption words).
+  __device__ __forceinline__ bool graph_run() const { return GRAPH && (p.flags & FLAG_GRAPH); }
+  __device__ __forceinline__ bool yields() const { return YIELD && p.yield != nullptr; }
 
 
   // Shared-memory addresses of the ring's parts, from its 32-bit base (a generic pointer
@@ -538,11 +557,11 @@ struct Scheduler {
       // Every unit is some cluster's own: nothing to claim, no ring (none was launched
       // unless the run is traced). The stream's counter for the next run is still zeroed
       // (as locate_state does).
-      if (leader && !(p.flags & FLAG_GRAPH)) zero_next_claims();
+      if (leader && !graph_run()) zero_next_claims();
       return true;
     }
     if (SCHED == SCHED_STEAL && leader) {
-      ring->slot_state = nullptr;
+      if (GRAPH) ring->slot_state = nullptr;
       ring->pub = ring->remaining = ring->t_unit = ring->exhausted = 0;
       ring->t0 = clock64();
       locate_state();
@@ -554,7 +573,7 @@ struct Scheduler {
             !own_first() && ptx::ld_relaxed_gpu(ring->ctr) >= p.num_units - p.claim_base ? 1u : 0u;
       // A run that may yield counts the clusters that started with work left (the word after
       // the counter; no result needed): see may_leave.
-      if (p.yield && !(CS == 1 && ring->late)) ptx::red_add_relaxed_gpu(ring->ctr + 1, 1u);
+      if (yields() && !(CS == 1 && ring->late)) ptx::red_add_relaxed_gpu(ring->ctr + 1, 1u);
     }
     if (tid == 0) {
 #pragma unroll
@@ -579,7 +598,7 @@ struct Scheduler {
   // ---- STEAL ------------------------------------------------------------------------
 
   __device__ __forceinline__ void locate_state() {
-    if (p.flags & FLAG_GRAPH) {
+    if (graph_run()) {
       unsigned *s = graph_slot((unsigned *)p.state, p.num_clusters);
       ring->slot_state = (unsigned long long *)(s + 4);
       ring->ctr = s + LINE_WORDS;
@@ -623,7 +642,7 @@ struct Scheduler {
   // units: issue() returns {counter value, units asked for} ({NONE, 0}: no claim), and
   // result() turns that into the response.
   __device__ __forceinline__ uint2 issue() {
-    if (p.yield && (ring->pub != 0 || own_first()) && must_yield() && may_leave()) return make_uint2(NONE, 0);
+    if (yields() && (ring->pub != 0 || own_first()) && must_yield() && may_leave()) return make_uint2(NONE, 0);
     // Units that last chunk_cycles or more are claimed one at a time: no division for them.
     unsigned want = 1, t_unit = ring->t_unit;
     if (t_unit && t_unit < p.chunk_cycles) {
@@ -888,7 +907,7 @@ struct Scheduler {
   // pipeline's barriers, multicast loads), under every scheduler. A graph run's clusters
   // count themselves out of their table slot.
   __device__ __forceinline__ void finish() {
-    if (SCHED == SCHED_STEAL && claims() && leader && ring->slot_state)
+    if (GRAPH && claims() && leader && ring->slot_state)
       ptx::red_add_release_gpu_u64(ring->slot_state, 1ull);
     if (CS > 1) ptx::cluster_sync();
   }
@@ -913,10 +932,10 @@ __device__ __forceinline__ void *smem() {
 
 // RING_OFF: where STEAL's and CLC's response ring starts in dynamic shared memory, after the
 // tile function's smem_bytes (a constant, so that its addresses cost no registers).
-template <int SCHED, unsigned CX, unsigned CY, unsigned CZ, unsigned NTHREADS, unsigned RING_OFF, bool OBS,
+template <int SCHED, unsigned CX, unsigned CY, unsigned CZ, unsigned NTHREADS, unsigned RING_OFF, unsigned V,
           class Body>
 __device__ __forceinline__ void run(const Params &p, Body &&body) {
-  using S = Scheduler<SCHED, CX, CY, CZ, NTHREADS, OBS>;
+  using S = Scheduler<SCHED, CX, CY, CZ, NTHREADS, V>;
   if (SCHED == SCHED_STEAL || SCHED == SCHED_CLC) {
     static_assert(sizeof(typename S::Ring) <= S::RING_BYTES, "the response ring outgrew CLCRT__RING_BYTES");
     S s(p, (typename S::Ring *)((unsigned char *)smem() + RING_OFF));

@@ -311,9 +311,9 @@ static int is_dir(const char *p) {
   return stat(p, &st) == 0 && S_ISDIR(st.st_mode);
 }
 
-clcrt_status clcrt__build_prepare(clcrt_runtime *rt, const clcrt_tile_desc *d, int observed, clcrt__build *b) {
+clcrt_status clcrt__build_prepare(clcrt_runtime *rt, const clcrt_tile_desc *d, unsigned variant, clcrt__build *b) {
   memset(b, 0, sizeof *b);
-  b->observed = observed;
+  b->variant = variant;
   clcrt_status st = validate(rt, d, b);
   if (st != CLCRT_OK) return st;
   /* cuda_home comes from the options or the environment: refuse one that would not fit
@@ -349,9 +349,12 @@ clcrt_status clcrt__build_prepare(clcrt_runtime *rt, const clcrt_tile_desc *d, i
   sb_printf(&tu, "%s(const __grid_constant__ %s args, const __grid_constant__ clcrt::Params params) {\n",
             name.p ? name.p : "", d->args_type);
   if (d->state_type) sb_printf(&tu, "  %s state;\n  %s(args, state);\n", d->state_type, d->prologue_fn);
-  sb_printf(&tu, "  clcrt::run<%d, %u, %u, %u, %u, %u, %s>(params, [&](const clcrt::Tile &t) { %s(t, args%s); });\n",
-            kind[b->sched], b->cluster.x, b->cluster.y, b->cluster.z, nt, CLCRT__RING_OFF(b->smem_bytes),
-            observed ? "true" : "false", d->tile_fn, d->state_type ? ", state" : "");
+  /* Variant bits only where the scheduler has the code they add (STEAL's graph claims and
+   * yielding): the same text, and so the same cache entry, for the rest. */
+  unsigned v = variant & (b->sched == CLCRT_SCHED_STEAL ? CLCRT__V_ALL : CLCRT__V_OBS);
+  sb_printf(&tu, "  clcrt::run<%d, %u, %u, %u, %u, %u, %uu>(params, [&](const clcrt::Tile &t) { %s(t, args%s); });\n",
+            kind[b->sched], b->cluster.x, b->cluster.y, b->cluster.z, nt, CLCRT__RING_OFF(b->smem_bytes), v,
+            d->tile_fn, d->state_type ? ", state" : "");
   sb_puts(&tu, "}\n");
 
   /* Canonical options: the runtime's, then the user's in their order (order matters for

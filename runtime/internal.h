@@ -51,6 +51,15 @@ _Static_assert(sizeof(clcrt__params) == 128, "clcrt__params must mirror clcrt::P
 #define CLCRT__PF_GRAPH 1u /* state is the runtime's table, keyed by %gridid (captured runs) */
 #define CLCRT__PF_GRID3 2u /* FIXED launched as a 3-D grid of units (y, z within 65535) */
 
+/* A kernel's variants (clcrt.cuh: V_*, the same values as the public CLCRT_USE_*): what it is
+ * compiled with beyond its tile loop. The registered kernel is variant 0; the others are
+ * compiled when a run first needs them (register.c: clcrt__kernel_variant). */
+#define CLCRT__V_OBS 1u   /* timeline trace and statistics: traced runs, statistics on */
+#define CLCRT__V_GRAPH 2u /* STEAL's claims from the graph table: runs captured into a graph */
+#define CLCRT__V_YIELD 4u /* STEAL's yielding to higher priorities: runs that can be preempted */
+#define CLCRT__V_ALL 7u
+#define CLCRT__V_COUNT 8
+
 typedef enum { CLCRT__K_BUILDING = 0, CLCRT__K_READY, CLCRT__K_FAILED } clcrt__kstate;
 
 struct clcrt_kernel {
@@ -87,11 +96,12 @@ struct clcrt_kernel {
   int max_clusters;            /* occupancy: clusters resident at once, 0 = not yet known */
   unsigned min_blocks;         /* desc.min_blocks_per_sm */
 
-  /* The observed variant (records traces and statistics), compiled when a run first needs
-   * it (register.c: clcrt__kernel_observed) from the kept description. */
-  int observed;                /* this kernel is an observed variant */
-  clcrt_tile_desc *desc;       /* the registered description (one allocation); NULL in observed variants */
-  struct clcrt_kernel *obs;    /* the observed variant once compiled (atomic); in the runtime's list */
+  /* Variants (CLCRT__V_*), compiled when a run first needs them (register.c:
+   * clcrt__kernel_variant) from the registered kernel's kept description. */
+  unsigned variant;            /* CLCRT__V_* bits this kernel was compiled with (0: as registered) */
+  struct clcrt_kernel *base;   /* the registered kernel (variant 0); itself there */
+  clcrt_tile_desc *desc;       /* the registered description (one allocation); NULL in other variants */
+  struct clcrt_kernel *var[CLCRT__V_COUNT]; /* the base's variants once built (atomic), by bits; in the runtime's list */
 };
 
 struct clcrt_runtime {
@@ -159,7 +169,7 @@ typedef struct clcrt__build {
   int num_options;
   int has_user_include_dirs; /* -I/--include-path given by the user */
   int minimal;               /* compile with NVRTC's -minimal (compile.c: minimal_ok) */
-  int observed;              /* the variant that records traces and statistics (clcrt.cuh: OBS) */
+  unsigned variant;          /* CLCRT__V_* bits (clcrt.cuh: V) */
   const char *include_digest;
   /* results */
   void *cubin;
@@ -168,8 +178,8 @@ typedef struct clcrt__build {
   double compile_ms;
 } clcrt__build;
 
-/* observed: the variant that records traces and statistics (clcrt.cuh: OBS). */
-clcrt_status clcrt__build_prepare(clcrt_runtime *rt, const clcrt_tile_desc *d, int observed, clcrt__build *b);
+/* variant: CLCRT__V_* bits (clcrt.cuh: V). */
+clcrt_status clcrt__build_prepare(clcrt_runtime *rt, const clcrt_tile_desc *d, unsigned variant, clcrt__build *b);
 clcrt_status clcrt__build_compile(clcrt_runtime *rt, clcrt__build *b);
 void clcrt__build_free(clcrt__build *b);
 
@@ -179,8 +189,9 @@ clcrt_runtime *clcrt__stream_runtime(const clcrt_stream *s);
 /* register.c */
 /* A deep copy of d in one allocation (clcrt__free), or NULL when out of memory. */
 clcrt_tile_desc *clcrt__desc_dup(const clcrt_tile_desc *d);
-/* The observed variant of k (k itself if it is one), compiled and loaded on first use. */
-clcrt_status clcrt__kernel_observed(clcrt_kernel *k, clcrt_kernel **out);
+/* The variant of k with k's bits and `bits` (CLCRT__V_*; k itself when it has them all),
+ * compiled and loaded on first use. */
+clcrt_status clcrt__kernel_variant(clcrt_kernel *k, unsigned bits, clcrt_kernel **out);
 
 /* kernel.c */
 clcrt_status clcrt__kernel_finish(clcrt_runtime *rt, clcrt_kernel *k); /* parse cubin, load */

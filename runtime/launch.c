@@ -3,9 +3,10 @@
  * What a run costs on the host outside graph capture: the argument checks, the current
  * context check, for STEAL one capture query and a per-stream lock around the sequence
  * number and the launch, then cuLaunchKernelEx. No other launch and no memory operation:
- * the run's claim set was zeroed by the stream's previous run (sched_state.h). The first
- * traced run of a kernel, or the first with statistics on, also builds the kernel's observed
- * variant (register.c: clcrt__kernel_observed), which can take as long as a registration. */
+ * the run's claim set was zeroed by the stream's previous run (sched_state.h). A run that
+ * needs a variant of the kernel (traced or with statistics on, captured into a graph, or
+ * preemptible: register.c, clcrt__kernel_variant) launches it, and the first such run builds
+ * it, which can take as long as a registration. */
 #include <sched.h>
 #include <stdio.h>
 #include <string.h>
@@ -93,13 +94,6 @@ clcrt_status clcrt_run(clcrt_stream *s, const clcrt_kernel *kc, clcrt_dim3 tiles
                        k->name, args_size, k->args_size);
   if (!args) return clcrt__fail(rt, CLCRT_E_INVALID, "clcrt_run(%s): args is NULL", k->name);
   if (tiles.x == 0 || tiles.y == 0 || tiles.z == 0) return CLCRT_OK; /* an empty tile grid is a no-op */
-  /* A traced run, or one with statistics on, launches the kernel's observed variant (the
-   * default one has no code for either), compiled when first needed. */
-  if (s->trace || s->stats) {
-    clcrt_status so = clcrt__kernel_observed(k, &k);
-    if (so != CLCRT_OK) return so;
-  }
-
   clcrt__params p;
   memset(&p, 0, sizeof p);
   p.tiles[0] = tiles.x, p.tiles[1] = tiles.y, p.tiles[2] = tiles.z;
@@ -127,6 +121,26 @@ clcrt_status clcrt_run(clcrt_stream *s, const clcrt_kernel *kc, clcrt_dim3 tiles
   int preemptible = steal && clcrt__devstate_higher(rt->devstate, s->level);
   clcrt_grid grid = k->grid;
   if (grid == CLCRT_GRID_AUTO) grid = preemptible ? CLCRT_GRID_FULL : CLCRT_GRID_PERSISTENT; /* STEAL's AUTO */
+  /* Captured into a graph, a STEAL run may be replayed anywhere, any number of times at
+   * once: it claims from its own slot of the context's table instead of the stream's sets
+   * (sched_state.h). */
+  int graph = 0;
+  if (steal) {
+    CUstreamCaptureStatus cap = CU_STREAM_CAPTURE_STATUS_NONE;
+    CU_CHECK(rt, cuStreamGetCaptureInfo(s->cu, &cap, NULL, NULL, NULL, NULL, NULL));
+    if (cap == CU_STREAM_CAPTURE_STATUS_INVALIDATED)
+      return clcrt__fail(rt, CLCRT_E_INVALID,
+                         "clcrt_run(%s): the stream's graph capture was invalidated by an earlier error; end the "
+                         "capture (cuStreamEndCapture) and start again",
+                         k->name);
+    graph = cap == CU_STREAM_CAPTURE_STATUS_ACTIVE;
+  }
+  /* The variant the run needs (the registered kernel has none of this code), built by the
+   * first run that needs it. Variants differ in registers and so in occupancy: chosen before
+   * the grid is sized. */
+  unsigned variant = (s->trace || s->stats ? CLCRT__V_OBS : 0) | (graph ? CLCRT__V_GRAPH : 0) |
+                     (preemptible && grid == CLCRT_GRID_FULL ? CLCRT__V_YIELD : 0);
+  if (variant && (st = clcrt__kernel_variant(k, variant, &k)) != CLCRT_OK) return st;
   unsigned clusters = p.num_units, resident = clusters;
   if (steal || grid == CLCRT_GRID_PERSISTENT) {
     int mc = 0;
@@ -150,7 +164,6 @@ clcrt_status clcrt_run(clcrt_stream *s, const clcrt_kernel *kc, clcrt_dim3 tiles
   p.run = s->trace_runs;
   p.prio = s->level;
 
-  int graph = 0;
   if (steal) {
     /* A claim takes units that last about CLCRT_STEAL_CHUNK_CYCLES (a few microseconds: a claim
      * costs about one, and the single counter serves a claim every few nanoseconds, so
@@ -175,17 +188,6 @@ clcrt_status clcrt_run(clcrt_stream *s, const clcrt_kernel *kc, clcrt_dim3 tiles
       if (used > CLCRT__YIELD_SLOTS) used = CLCRT__YIELD_SLOTS;
       p.yield_words = (used + 3u) & ~3u;
     }
-    /* Captured into a graph, the run may be replayed anywhere, any number of times at
-     * once: it claims from its own slot of the context's table instead of the stream's
-     * sets (sched_state.h). */
-    CUstreamCaptureStatus cap = CU_STREAM_CAPTURE_STATUS_NONE;
-    CU_CHECK(rt, cuStreamGetCaptureInfo(s->cu, &cap, NULL, NULL, NULL, NULL, NULL));
-    if (cap == CU_STREAM_CAPTURE_STATUS_INVALIDATED)
-      return clcrt__fail(rt, CLCRT_E_INVALID,
-                         "clcrt_run(%s): the stream's graph capture was invalidated by an earlier error; end the "
-                         "capture (cuStreamEndCapture) and start again",
-                         k->name);
-    graph = cap == CU_STREAM_CAPTURE_STATUS_ACTIVE;
     if (graph) {
       p.state = rt->devstate->table;
       p.flags |= CLCRT__PF_GRAPH;

@@ -93,13 +93,15 @@ clcrt_tile_desc *clcrt__desc_dup(const clcrt_tile_desc *dd) {
   return c;
 }
 
-/* The default variant (observed 0, what clcrt_register returns) or the observed one. */
-static clcrt_status register_variant(clcrt_runtime *rt, const clcrt_tile_desc *d, int observed, clcrt_kernel **out) {
+/* The registered kernel (variant 0, base NULL) or one of its variants (CLCRT__V_* bits, base
+ * the registered kernel). */
+static clcrt_status register_variant(clcrt_runtime *rt, const clcrt_tile_desc *d, unsigned variant,
+                                     clcrt_kernel *base, clcrt_kernel **out) {
   /* Fast path: the same description again. Keyed by the description itself, so neither
    * the translation unit nor the content key is built (see clcrt__desc_key for why only
    * kernels with a cacheable content key carry one). Default variants only. */
   uint8_t dk[CLCRT__KEY_BYTES];
-  int have_dk = !observed && clcrt__desc_key(d, dk);
+  int have_dk = !variant && clcrt__desc_key(d, dk);
   if (have_dk) {
     pthread_mutex_lock(&rt->lock);
     for (clcrt_kernel *k = rt->kernels; k; k = k->next)
@@ -113,7 +115,7 @@ static clcrt_status register_variant(clcrt_runtime *rt, const clcrt_tile_desc *d
   }
 
   clcrt__build b;
-  clcrt_status st = clcrt__build_prepare(rt, d, observed, &b);
+  clcrt_status st = clcrt__build_prepare(rt, d, variant, &b);
   if (st != CLCRT_OK) return st;
 
   uint8_t key[CLCRT__KEY_BYTES] = {0};
@@ -138,7 +140,8 @@ static clcrt_status register_variant(clcrt_runtime *rt, const clcrt_tile_desc *d
     return clcrt__fail(rt, CLCRT_E_NOMEM, "out of memory allocating a kernel");
   }
   k->rt = rt;
-  k->observed = observed;
+  k->variant = variant;
+  k->base = base ? base : k;
   k->state = CLCRT__K_BUILDING;
   k->cacheable = cacheable;
   memcpy(k->key, key, sizeof key);
@@ -165,8 +168,8 @@ static clcrt_status register_variant(clcrt_runtime *rt, const clcrt_tile_desc *d
     if (st == CLCRT_OK) st = adopt(rt, k, &b, 0);
   }
   clcrt__build_free(&b);
-  /* What the observed variant is compiled from, when a run first needs it. */
-  if (st == CLCRT_OK && !observed && !(k->desc = clcrt__desc_dup(d)))
+  /* What the variants are compiled from, when a run first needs one. */
+  if (st == CLCRT_OK && !variant && !(k->desc = clcrt__desc_dup(d)))
     st = clcrt__fail(rt, CLCRT_E_NOMEM, "out of memory keeping the description of %s", k->name);
 
   pthread_mutex_lock(&rt->lock);
@@ -201,39 +204,84 @@ clcrt_status clcrt_register(clcrt_runtime *rt, const clcrt_tile_desc *d, clcrt_k
   if (!out) return clcrt__fail(rt, CLCRT_E_INVALID, "clcrt_register: out is NULL");
   *out = NULL;
   if (!d) return clcrt__fail(rt, CLCRT_E_INVALID, "clcrt_register: the tile descriptor is NULL");
-  return register_variant(rt, d, 0, out);
+  return register_variant(rt, d, 0, NULL, out);
 }
 
-clcrt_status clcrt_kernel_observed(const clcrt_kernel *k, const clcrt_kernel **out) {
+static clcrt_status bad_uses(const clcrt_kernel *k, const char *fn, unsigned uses) {
+  return clcrt__fail(k->rt, CLCRT_E_INVALID,
+                     "%s(%s): uses 0x%x has bits that are not CLCRT_USE_TRACE, CLCRT_USE_GRAPH or "
+                     "CLCRT_USE_PREEMPT (0x%x unknown)",
+                     fn, k->name, uses, uses & ~CLCRT__V_ALL);
+}
+
+clcrt_status clcrt_kernel_variant(const clcrt_kernel *k, unsigned uses, const clcrt_kernel **out) {
   if (!k) return CLCRT_E_INVALID;
-  if (!out) return clcrt__fail(k->rt, CLCRT_E_INVALID, "clcrt_kernel_observed: out is NULL");
+  if (!out) return clcrt__fail(k->rt, CLCRT_E_INVALID, "clcrt_kernel_variant: out is NULL");
   *out = NULL;
+  if (uses & ~CLCRT__V_ALL) return bad_uses(k, "clcrt_kernel_variant", uses);
   clcrt_kernel *o = NULL;
-  clcrt_status st = clcrt__kernel_observed((clcrt_kernel *)k, &o); /* only the variant's slot is written */
+  /* only the variant's slot of the registered kernel is written */
+  clcrt_status st = clcrt__kernel_variant((clcrt_kernel *)k, uses, &o);
   if (st == CLCRT_OK) *out = o;
   return st;
 }
 
+clcrt_status clcrt_kernel_observed(const clcrt_kernel *k, const clcrt_kernel **out) {
+  if (k && !out) return clcrt__fail(k->rt, CLCRT_E_INVALID, "clcrt_kernel_observed: out is NULL");
+  return clcrt_kernel_variant(k, CLCRT_USE_TRACE, out);
+}
+
+_Static_assert(CLCRT_USE_TRACE == CLCRT__V_OBS && CLCRT_USE_GRAPH == CLCRT__V_GRAPH &&
+                   CLCRT_USE_PREEMPT == CLCRT__V_YIELD,
+               "the public CLCRT_USE_* are the variant bits");
+
+clcrt_status clcrt_kernel_prepare(const clcrt_kernel *k, unsigned uses) {
+  if (!k) return CLCRT_E_INVALID;
+  if (uses & ~CLCRT__V_ALL) return bad_uses(k, "clcrt_kernel_prepare", uses);
+  /* Every combination of the uses: a run needs the variant with exactly its own. */
+  for (unsigned v = 1; v <= CLCRT__V_ALL; v++) {
+    if ((v & uses) != v) continue;
+    clcrt_kernel *o = NULL;
+    clcrt_status st = clcrt__kernel_variant((clcrt_kernel *)k, v, &o);
+    if (st != CLCRT_OK) return st;
+  }
+  return CLCRT_OK;
+}
+
+/* What a variant's bits are for, for messages. */
+static void variant_uses(unsigned v, char *buf, size_t n) {
+  snprintf(buf, n, "%s%s%s%s%s", v & CLCRT__V_OBS ? "a traced run, or one with statistics on" : "",
+           (v & CLCRT__V_OBS) && (v & ~CLCRT__V_OBS) ? ", and " : "",
+           v & CLCRT__V_GRAPH ? "a run captured into a graph" : "",
+           (v & CLCRT__V_GRAPH) && (v & CLCRT__V_YIELD) ? ", and " : "",
+           v & CLCRT__V_YIELD ? "a run that can be preempted" : "");
+}
+
 /* Compiled (or found in the memory or disk cache) like any registration: concurrent first
- * uses wait for one compile and get the same kernel. */
-clcrt_status clcrt__kernel_observed(clcrt_kernel *k, clcrt_kernel **out) {
-  if (k->observed) {
+ * uses wait for one compile and get the same kernel. Bits a scheduler has no code for (all
+ * but V_OBS outside STEAL) are dropped, so they never build a copy of the same kernel. */
+clcrt_status clcrt__kernel_variant(clcrt_kernel *k, unsigned bits, clcrt_kernel **out) {
+  clcrt_kernel *base = k->base ? k->base : k;
+  unsigned v = (k->variant | bits) & (k->sched == CLCRT_SCHED_STEAL ? CLCRT__V_ALL : CLCRT__V_OBS);
+  if (v == k->variant) {
     *out = k;
     return CLCRT_OK;
   }
-  clcrt_kernel *o = __atomic_load_n(&k->obs, __ATOMIC_ACQUIRE);
+  if (v == 0) {
+    *out = base;
+    return CLCRT_OK;
+  }
+  clcrt_kernel *o = __atomic_load_n(&base->var[v], __ATOMIC_ACQUIRE);
   if (!o) {
-    clcrt_status st = register_variant(k->rt, k->desc, 1, &o);
+    clcrt_status st = register_variant(k->rt, base->desc, v, base, &o);
     if (st != CLCRT_OK) {
-      char why[512];
+      char why[512], uses[160];
       const char *m = clcrt__err_get(k->rt);
       snprintf(why, sizeof why, "%s", m ? m : clcrt_status_str(st));
-      return clcrt__fail(k->rt, st,
-                         "kernel %s: its observed variant (which a traced run, or one with statistics on, needs) "
-                         "could not be built: %s",
-                         k->name, why);
+      variant_uses(v, uses, sizeof uses);
+      return clcrt__fail(k->rt, st, "kernel %s: its variant for %s could not be built: %s", k->name, uses, why);
     }
-    __atomic_store_n(&k->obs, o, __ATOMIC_RELEASE);
+    __atomic_store_n(&base->var[v], o, __ATOMIC_RELEASE);
   }
   *out = o;
   return CLCRT_OK;

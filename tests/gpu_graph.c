@@ -244,6 +244,74 @@ START_TEST(test_capture_modes) {
 }
 END_TEST
 
+/* Kernel lookups that built or found a kernel (compile, disk or memory cache). */
+static unsigned long long lookups(const clcrt_runtime *rt) {
+  clcrt_cache_stats cs = CLCRT_CACHE_STATS_INIT;
+  ck_assert_int_eq(clcrt_cache_stats_get(rt, &cs), CLCRT_OK);
+  return cs.misses + cs.disk_hits + cs.uncached + cs.mem_hits;
+}
+
+/* A registered STEAL kernel has no graph-claim code: its first captured run builds the
+ * variant that has it (inside the capture, global mode, the strictest), and later captures
+ * reuse it; after clcrt_kernel_prepare(CLCRT_USE_GRAPH) the capture builds nothing. Both
+ * graphs, replayed at once beside plain runs of the same kernels, run every tile once. */
+START_TEST(test_variant_builds) {
+  clcrt_runtime *rt = gpu_runtime();
+  const clcrt__driver *cu = gpu_cu();
+  clcrt_stream *s0 = NULL;
+  ck_assert_int_eq(clcrt_stream_create(rt, NULL, &s0), CLCRT_OK);
+  const clcrt_dim3 c1 = {1, 1, 1}, c2 = {2, 1, 1}, t = {gpu_under_sanitizer() ? 3001u : 20011u, 1, 1};
+  clcrt_kernel *k1 = reg(rt, CLCRT_GRID_AUTO, c1), *k2 = reg(rt, CLCRT_GRID_FULL, c2);
+  bufs b1, b2, p1, p2;
+  bufs_make(&b1, t, c1, 64, 31);
+  bufs_make(&b2, t, c2, 64, 32);
+  bufs_make(&p1, t, c1, 64, 33);
+  bufs_make(&p2, t, c2, 64, 34);
+  unsigned long long n0 = lookups(rt);
+  CUgraph g1 = capture(s0, CU_STREAM_CAPTURE_MODE_GLOBAL, k1, t, &b1);
+  ck_assert_uint_eq(lookups(rt), n0 + 1); /* the graph variant, built inside the capture */
+  CUgraph g1b = capture(s0, CU_STREAM_CAPTURE_MODE_GLOBAL, k1, t, &b1);
+  ck_assert_uint_eq(lookups(rt), n0 + 1); /* built once */
+  ck_assert_int_eq(clcrt_kernel_prepare(k2, CLCRT_USE_GRAPH), CLCRT_OK);
+  unsigned long long n1 = lookups(rt);
+  ck_assert_uint_eq(n1, n0 + 2);
+  CUgraph g2 = capture(s0, CU_STREAM_CAPTURE_MODE_GLOBAL, k2, t, &b2);
+  ck_assert_uint_eq(lookups(rt), n1); /* prepared: nothing built inside the capture */
+  CUgraphExec e1 = instantiate(g1), e1b = instantiate(g1b), e2 = instantiate(g2);
+  CUstream r1 = new_stream(), r2 = new_stream();
+  const unsigned reps = gpu_under_sanitizer() ? 2 : 10;
+  for (unsigned r = 0; r < reps; r++) {
+    ck_assert_int_eq(cu->cuGraphLaunch(e1, r1), CUDA_SUCCESS);
+    ck_assert_int_eq(cu->cuGraphLaunch(e1b, r2), CUDA_SUCCESS);
+    ck_assert_int_eq(cu->cuGraphLaunch(e2, r2), CUDA_SUCCESS);
+    ck_assert_int_eq(clcrt_run(s0, k1, t, &p1.a, sizeof p1.a), CLCRT_OK);
+    ck_assert_int_eq(clcrt_run(s0, k2, t, &p2.a, sizeof p2.a), CLCRT_OK);
+  }
+  ck_assert_int_eq(cu->cuStreamSynchronize(r1), CUDA_SUCCESS);
+  ck_assert_int_eq(cu->cuStreamSynchronize(r2), CUDA_SUCCESS);
+  ck_assert_int_eq(clcrt_stream_sync(s0), CLCRT_OK);
+  ck_assert_uint_eq(lookups(rt), n1); /* plain runs launch the registered kernels */
+  bufs_check(&b1, c1, 2 * reps, 0, "two graphs of a kernel whose variant the capture built");
+  bufs_check(&b2, c2, reps, 0, "graph of a prepared kernel");
+  bufs_check(&p1, c1, reps, 0, "plain runs beside them (1-CTA)");
+  bufs_check(&p2, c2, reps, 0, "plain runs beside them (2-CTA)");
+  cu->cuGraphExecDestroy(e1);
+  cu->cuGraphExecDestroy(e1b);
+  cu->cuGraphExecDestroy(e2);
+  cu->cuGraphDestroy(g1);
+  cu->cuGraphDestroy(g1b);
+  cu->cuGraphDestroy(g2);
+  cu->cuStreamDestroy(r1);
+  cu->cuStreamDestroy(r2);
+  bufs_free(&b1);
+  bufs_free(&b2);
+  bufs_free(&p1);
+  bufs_free(&p2);
+  clcrt_stream_destroy(s0);
+  clcrt_runtime_destroy(rt);
+}
+END_TEST
+
 /* One CUstream wrapped by two clcrt streams, runs alternating between them: each wrapper
  * has its own claim sets, and the CUstream orders their runs. */
 START_TEST(test_wrapped_twice) {
@@ -419,6 +487,7 @@ int main(void) {
   tcase_add_loop_test(tc, test_instantiated_twice, 0, 2);
   tcase_add_loop_test(tc, test_capture_modes, 0, 3);
   tcase_add_test(tc, test_wrapped_twice);
+  tcase_add_test(tc, test_variant_builds);
   tcase_add_test(tc, test_threads_one_stream);
   suite_add_tcase(su, tc);
   SRunner *sr = srunner_create(su);

@@ -314,13 +314,13 @@ START_TEST(test_observed_variant) {
     ck_assert_int_eq(clcrt_kernel_ptx(k, &ptx), CLCRT_OK);
     ck_assert_msg(!strstr(ptx, "%globaltimer") && !strstr(ptx, "%smid"), "sched %d: trace code in the default variant",
                   (int)scheds[i]);
-    ck_assert_int_eq(clcrt__kernel_observed(k, &o), CLCRT_OK);
+    ck_assert_int_eq(clcrt__kernel_variant(k, CLCRT__V_OBS, &o), CLCRT_OK);
     ck_assert_ptr_nonnull(o);
     ck_assert_ptr_ne(o, k);
     ck_assert_int_eq(clcrt_kernel_ptx(o, &optx), CLCRT_OK);
     ck_assert_msg(strstr(optx, "%globaltimer") && strstr(optx, "%smid"), "sched %d: no trace code in the observed one",
                   (int)scheds[i]);
-    ck_assert_int_eq(clcrt__kernel_observed(k, &o2), CLCRT_OK);
+    ck_assert_int_eq(clcrt__kernel_variant(k, CLCRT__V_OBS, &o2), CLCRT_OK);
     ck_assert_ptr_eq(o2, o); /* compiled once */
     const clcrt_kernel *po = NULL;
     ck_assert_int_eq(clcrt_kernel_observed(k, &po), CLCRT_OK); /* the public entry */
@@ -328,7 +328,7 @@ START_TEST(test_observed_variant) {
     ck_assert_int_eq(clcrt_kernel_observed(NULL, &po), CLCRT_E_INVALID);
     ck_assert_int_eq(clcrt_kernel_observed(k, NULL), CLCRT_E_INVALID);
     ck_assert_ptr_nonnull(strstr(clcrt_errmsg(rt), "out is NULL"));
-    ck_assert_int_eq(clcrt__kernel_observed(o, &o3), CLCRT_OK);
+    ck_assert_int_eq(clcrt__kernel_variant(o, CLCRT__V_OBS, &o3), CLCRT_OK);
     ck_assert_ptr_eq(o3, o);
     ck_assert_int_eq(clcrt_register(rt, &d, &k2), CLCRT_OK);
     ck_assert_ptr_eq(k2, k); /* registering again still gives the default variant */
@@ -338,6 +338,117 @@ START_TEST(test_observed_variant) {
     ck_assert_str_eq(a.name, b.name);
     ck_assert_int_eq(a.sched, b.sched);
   }
+  clcrt_runtime_destroy(rt);
+}
+END_TEST
+
+static unsigned long long compiles(const clcrt_runtime *rt) {
+  clcrt_cache_stats cs = CLCRT_CACHE_STATS_INIT;
+  ck_assert_int_eq(clcrt_cache_stats_get(rt, &cs), CLCRT_OK);
+  return cs.misses + cs.uncached;
+}
+
+/* The PTX markers of each variant's code: graph claims read %gridid (graph_slot); yielding
+ * reads the preemption words with one 16-byte relaxed load (must_yield); tracing reads
+ * %globaltimer. */
+static void expect_code(const clcrt_kernel *k, unsigned uses, const char *what) {
+  const char *ptx = NULL;
+  ck_assert_int_eq(clcrt_kernel_ptx(k, &ptx), CLCRT_OK);
+  int graph = strstr(ptx, "%gridid") != NULL, yield = strstr(ptx, "ld.relaxed.gpu.global.v4") != NULL,
+      trace = strstr(ptx, "%globaltimer") != NULL;
+  ck_assert_msg(graph == !!(uses & CLCRT_USE_GRAPH), "%s: graph code %s", what, graph ? "present" : "missing");
+  ck_assert_msg(yield == !!(uses & CLCRT_USE_PREEMPT), "%s: yield code %s", what, yield ? "present" : "missing");
+  ck_assert_msg(trace == !!(uses & CLCRT_USE_TRACE), "%s: trace code %s", what, trace ? "present" : "missing");
+}
+
+/* Variants: a STEAL kernel as registered has neither graph claims nor yielding code (nor
+ * trace code); each variant has exactly the code of its uses, is compiled once, and is
+ * reached from the registered kernel or any of its variants. clcrt_kernel_prepare builds
+ * every combination of its uses, so that no later run compiles; bad bits are refused. */
+START_TEST(test_variants) {
+  clcrt_runtime *rt = rt_new("sm_90a");
+  for (unsigned cl = 1; cl <= 2; cl++) {
+    clcrt_tile_desc d = scale_desc();
+    d.sched = CLCRT_SCHED_STEAL;
+    d.cluster = (clcrt_dim3){cl, 1, 1};
+    clcrt_kernel *k = NULL;
+    ck_assert_int_eq(clcrt_register(rt, &d, &k), CLCRT_OK);
+    expect_code(k, 0, "registered");
+    unsigned long long c0 = compiles(rt);
+    const clcrt_kernel *v[8] = {k};
+    for (unsigned u = 1; u < 8; u++) {
+      ck_assert_int_eq(clcrt_kernel_variant(k, u, &v[u]), CLCRT_OK);
+      ck_assert_ptr_nonnull(v[u]);
+      char what[64];
+      snprintf(what, sizeof what, "cluster %u, variant %u", cl, u);
+      expect_code(v[u], u, what);
+      for (unsigned w = 0; w < u; w++) ck_assert_ptr_ne(v[u], v[w]);
+    }
+    ck_assert_uint_eq(compiles(rt), c0 + 7); /* one compile each */
+    const clcrt_kernel *x = NULL;
+    ck_assert_int_eq(clcrt_kernel_variant(k, 0, &x), CLCRT_OK);
+    ck_assert_ptr_eq(x, k);
+    for (unsigned u = 0; u < 8; u++)
+      for (unsigned w = 0; w < 8; w++) {
+        ck_assert_int_eq(clcrt_kernel_variant(v[u], w, &x), CLCRT_OK); /* bits add up */
+        ck_assert_ptr_eq(x, v[u | w]);
+      }
+    ck_assert_int_eq(clcrt_kernel_observed(v[CLCRT_USE_GRAPH], &x), CLCRT_OK);
+    ck_assert_ptr_eq(x, v[CLCRT_USE_GRAPH | CLCRT_USE_TRACE]);
+    ck_assert_uint_eq(compiles(rt), c0 + 7);
+    clcrt_kernel_info a = CLCRT_KERNEL_INFO_INIT, b = CLCRT_KERNEL_INFO_INIT;
+    ck_assert_int_eq(clcrt_kernel_info_get(k, &a), CLCRT_OK);
+    ck_assert_int_eq(clcrt_kernel_info_get(v[7], &b), CLCRT_OK);
+    ck_assert_str_eq(a.name, b.name);
+    const void *c;
+    size_t ks = 0, vs = 0;
+    ck_assert_int_eq(clcrt_kernel_cubin(k, &c, &ks), CLCRT_OK);
+    ck_assert_int_eq(clcrt_kernel_cubin(v[CLCRT_USE_GRAPH | CLCRT_USE_PREEMPT], &c, &vs), CLCRT_OK);
+    ck_assert_uint_lt(ks, vs); /* the registered kernel is the smaller one */
+  }
+
+  /* prepare: every combination of the uses, and nothing else. */
+  clcrt_tile_desc d = scale_desc();
+  d.sched = CLCRT_SCHED_STEAL;
+  d.block = (clcrt_dim3){64, 1, 1};
+  clcrt_kernel *k = NULL;
+  ck_assert_int_eq(clcrt_register(rt, &d, &k), CLCRT_OK);
+  unsigned long long c0 = compiles(rt);
+  ck_assert_int_eq(clcrt_kernel_prepare(k, CLCRT_USE_GRAPH | CLCRT_USE_TRACE), CLCRT_OK);
+  ck_assert_uint_eq(compiles(rt), c0 + 3); /* graph, trace, graph+trace */
+  const clcrt_kernel *x = NULL;
+  ck_assert_int_eq(clcrt_kernel_variant(k, CLCRT_USE_GRAPH | CLCRT_USE_TRACE, &x), CLCRT_OK);
+  ck_assert_int_eq(clcrt_kernel_prepare(k, CLCRT_USE_GRAPH), CLCRT_OK);
+  ck_assert_int_eq(clcrt_kernel_prepare(k, 0), CLCRT_OK);
+  ck_assert_uint_eq(compiles(rt), c0 + 3);
+  ck_assert_int_eq(clcrt_kernel_prepare(k, CLCRT_USE_PREEMPT), CLCRT_OK);
+  ck_assert_uint_eq(compiles(rt), c0 + 4);
+
+  /* Bad input. */
+  ck_assert_int_eq(clcrt_kernel_prepare(k, 8u), CLCRT_E_INVALID);
+  ck_assert_ptr_nonnull(strstr(clcrt_errmsg(rt), "CLCRT_USE_PREEMPT (0x8 unknown)"));
+  x = (const clcrt_kernel *)&x;
+  ck_assert_int_eq(clcrt_kernel_variant(k, 0x80000001u, &x), CLCRT_E_INVALID);
+  ck_assert_ptr_null(x);
+  ck_assert_ptr_nonnull(strstr(clcrt_errmsg(rt), "clcrt_kernel_variant"));
+  ck_assert_int_eq(clcrt_kernel_variant(k, 0, NULL), CLCRT_E_INVALID);
+  ck_assert_ptr_nonnull(strstr(clcrt_errmsg(rt), "out is NULL"));
+  ck_assert_int_eq(clcrt_kernel_variant(NULL, 0, &x), CLCRT_E_INVALID);
+  ck_assert_int_eq(clcrt_kernel_prepare(NULL, 0), CLCRT_E_INVALID);
+
+  /* Outside STEAL only tracing has a variant: the other bits cost no compile. */
+  d = scale_desc();
+  d.sched = CLCRT_SCHED_FIXED;
+  ck_assert_int_eq(clcrt_register(rt, &d, &k), CLCRT_OK);
+  c0 = compiles(rt);
+  ck_assert_int_eq(clcrt_kernel_variant(k, CLCRT_USE_GRAPH | CLCRT_USE_PREEMPT, &x), CLCRT_OK);
+  ck_assert_ptr_eq(x, k);
+  ck_assert_int_eq(clcrt_kernel_prepare(k, 7u), CLCRT_OK);
+  ck_assert_uint_eq(compiles(rt), c0 + 1);
+  const clcrt_kernel *o = NULL;
+  ck_assert_int_eq(clcrt_kernel_observed(k, &o), CLCRT_OK);
+  ck_assert_int_eq(clcrt_kernel_variant(k, 7u, &x), CLCRT_OK);
+  ck_assert_ptr_eq(x, o);
   clcrt_runtime_destroy(rt);
 }
 END_TEST
@@ -981,6 +1092,7 @@ static Suite *core_suite(void) {
   tcase_add_test(tc, test_namespaced_names);
   tcase_add_test(tc, test_desc_older_size);
   tcase_add_test(tc, test_observed_variant);
+  tcase_add_test(tc, test_variants);
   tcase_add_test(tc, test_info_small_struct);
   suite_add_tcase(s, tc);
 

@@ -260,7 +260,7 @@ START_TEST(compile_then_inspect) {
                        "--cluster 2,1,1 --block 128 -o %s/obs.cubin %s/scale.cu",
                        tmpdir, tmpdir),
                    0);
-  has(out_text, "the observed variant");
+  has(out_text, "the variant for trace");
   char p0[600], p1[600];
   snprintf(p0, sizeof p0, "%s/k2.cubin", tmpdir);
   snprintf(p1, sizeof p1, "%s/obs.cubin", tmpdir);
@@ -270,6 +270,27 @@ START_TEST(compile_then_inspect) {
   ck_assert_int_gt(s1.st_size, s0.st_size);
   ck_assert_int_eq(run("inspect --json %s", p1), 0);
   has(out_text, "\"name\": \"clcrt_fixed_scale_tile\"");
+  /* --variant: a STEAL kernel's variant for graph captures and preemption is larger than
+   * the kernel as registered; a word it does not know is a usage error. */
+  ck_assert_int_eq(run("compile --no-cache --arch sm_90a --fn scale_tile --args ScaleArgs --sched steal "
+                       "--block 128 -o %s/lean.cubin %s/scale.cu",
+                       tmpdir, tmpdir),
+                   0);
+  ck_assert_int_eq(run("compile --no-cache --variant graph,preempt --arch sm_90a --fn scale_tile --args ScaleArgs "
+                       "--sched steal --block 128 -o %s/gp.cubin %s/scale.cu",
+                       tmpdir, tmpdir),
+                   0);
+  has(out_text, "the variant for graph preempt");
+  snprintf(p0, sizeof p0, "%s/lean.cubin", tmpdir);
+  snprintf(p1, sizeof p1, "%s/gp.cubin", tmpdir);
+  ck_assert_int_eq(stat(p0, &s0), 0);
+  ck_assert_int_eq(stat(p1, &s1), 0);
+  ck_assert_int_gt(s1.st_size, s0.st_size);
+  ck_assert_int_eq(run("compile --no-cache --variant graph,fast --arch sm_90a --fn scale_tile --args ScaleArgs "
+                       "%s/scale.cu",
+                       tmpdir),
+                   2);
+  has(err_text, "--variant wants a comma list of trace, graph and preempt, not");
   /* Default output name, and AUTO picking CLC on sm_100a. */
   ck_assert_int_eq(run("compile --no-cache -q --arch sm_100a --fn scale_tile --args ScaleArgs %s/scale.cu", tmpdir), 0);
   ck_assert_int_eq(run("inspect scale_tile.sm_100a.cubin"), 0);

@@ -30,8 +30,11 @@ static const char help[] =
     "  --cuda-home DIR        CUDA toolkit whose include directories NVRTC gets\n"
     "  -o OUT                 output cubin (default NAME.ARCH.cubin)\n"
     "  --ptx OUT.ptx          also write the PTX\n"
-    "  --observed             the kernel's observed variant (what traced runs and runs with\n"
-    "                         statistics launch) instead of the kernel as registered\n"
+    "  --variant USES         the variant that runs with USES launch instead of the kernel as\n"
+    "                         registered: a comma list of trace (traced runs and runs with\n"
+    "                         statistics on), graph (runs captured into a graph) and preempt\n"
+    "                         (runs that can be preempted); graph and preempt: steal only\n"
+    "  --observed             the same as --variant trace\n"
     "  --no-cache             do not read or write the disk cache\n"
     "  -q, --quiet            print nothing on success\n"
     "  -h, --help\n"
@@ -39,6 +42,24 @@ static const char help[] =
     "Exit codes: 0 written; 2 usage error (also an unsupported combination, e.g. --sched clc\n"
     "for sm_90a); 3 FILE.cu unreadable or OUT not writable; 4 compile error (NVRTC's log is\n"
     "printed on stderr).\n";
+
+/* --variant: a comma list of trace, graph, preempt (observed: an alias of trace). */
+static int parse_uses(const char *s, unsigned *uses) {
+  static const struct { const char *name; unsigned bit; } words[] = {
+      {"trace", CLCRT_USE_TRACE}, {"observed", CLCRT_USE_TRACE}, {"graph", CLCRT_USE_GRAPH},
+      {"preempt", CLCRT_USE_PREEMPT}};
+  const char *p = s;
+  for (;;) {
+    size_t n = strcspn(p, ",");
+    size_t i = 0;
+    for (; i < sizeof words / sizeof words[0]; i++)
+      if (n == strlen(words[i].name) && strncmp(p, words[i].name, n) == 0) break;
+    if (i == sizeof words / sizeof words[0]) return -1;
+    *uses |= words[i].bit;
+    if (!p[n]) return 0;
+    p += n + 1;
+  }
+}
 
 static int parse_dim3(const char *s, clcrt_dim3 *d) {
   unsigned long v[3] = {1, 1, 1};
@@ -83,12 +104,13 @@ int cmd_compile(int argc, char **argv) {
       {"nvrtc-opt", required_argument, NULL, 'X'}, {"cuda-home", required_argument, NULL, 'H'},
       {"ptx", required_argument, NULL, 'p'},     {"no-cache", no_argument, NULL, 'n'},
       {"quiet", no_argument, NULL, 'q'},         {"help", no_argument, NULL, 'h'},
-      {"observed", no_argument, NULL, 'O'},
+      {"observed", no_argument, NULL, 'O'},      {"variant", required_argument, NULL, 'V'},
       {0, 0, 0, 0}};
   clcrt_tile_desc d = CLCRT_TILE_DESC_INIT;
   clcrt_runtime_opts ro = CLCRT_RUNTIME_OPTS_INIT;
   const char *out = NULL, *ptx_out = NULL;
-  int quiet = 0, observed = 0, o;
+  int quiet = 0, o;
+  unsigned uses = 0;
   d.block = (clcrt_dim3){128, 1, 1};
   d.cluster = (clcrt_dim3){1, 1, 1};
   const char **xopts = calloc((size_t)argc + 1, sizeof(char *));
@@ -138,7 +160,11 @@ int cmd_compile(int argc, char **argv) {
       case 'p': ptx_out = optarg; break;
       case 'n': ro.cache_dir = ""; break;
       case 'q': quiet = 1; break;
-      case 'O': observed = 1; break;
+      case 'O': uses |= CLCRT_USE_TRACE; break;
+      case 'V':
+        if (parse_uses(optarg, &uses))
+          rc = usage_err("--variant wants a comma list of trace, graph and preempt, not", optarg);
+        break;
       case 'h': fputs(help, stdout); free(xopts); return TOOL_OK;
       default: rc = usage_err("unknown option or missing value:", argv[optind - 1]);
     }
@@ -185,7 +211,7 @@ int cmd_compile(int argc, char **argv) {
   clcrt_status st = clcrt_runtime_create(&rt, &ro);
   if (st == CLCRT_OK) st = clcrt_register(rt, &d, &rk);
   k = rk;
-  if (st == CLCRT_OK && observed) st = clcrt_kernel_observed(rk, &k); /* also lands in the disk cache */
+  if (st == CLCRT_OK && uses) st = clcrt_kernel_variant(rk, uses, &k); /* also lands in the disk cache */
   if (st != CLCRT_OK) {
     const char *detail = rt ? clcrt_errmsg(rt) : NULL;
     fprintf(stderr, "clcrt compile: %s: %s\n", clcrt_status_name(st), clcrt_status_str(st));
@@ -218,7 +244,11 @@ int cmd_compile(int argc, char **argv) {
   if (!quiet) {
     clcrt__cubin c;
     char perr[256];
-    printf("wrote %s (%zu bytes%s)\n", out, cubin_size, observed ? ", the observed variant" : "");
+    char vdesc[64] = "";
+    if (uses)
+      snprintf(vdesc, sizeof vdesc, ", the variant for%s%s%s", uses & CLCRT_USE_TRACE ? " trace" : "",
+               uses & CLCRT_USE_GRAPH ? " graph" : "", uses & CLCRT_USE_PREEMPT ? " preempt" : "");
+    printf("wrote %s (%zu bytes%s)\n", out, cubin_size, vdesc);
     if (clcrt__cubin_parse(cubin, cubin_size, &c, perr, sizeof perr) == 0) {
       for (size_t i = 0; i < c.num_kernels; i++) {
         const clcrt__cubin_kernel *kk = &c.kernels[i];
