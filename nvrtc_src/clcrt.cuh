@@ -533,8 +533,9 @@ struct Scheduler {
     return NTHREADS % 32 == 0 || tid / 32 < NWARPS - 1 ? 0xffffffffu : (1u << (NTHREADS % 32)) - 1u;
   }
   __device__ __forceinline__ bool thread0() const { return threadIdx.x == 0 && threadIdx.y == 0 && threadIdx.z == 0; }
-  // A run captured into a graph (only a GRAPH variant is launched so), and one that may yield
-  // (only a YIELD variant is launched with preemption words).
+  // A run captured into a graph that claims (only a GRAPH variant is launched so; see init for
+  // one that does not), and one that may yield (only a YIELD variant is launched with
+  // preemption words).
   __device__ __forceinline__ bool graph_run() const { return GRAPH && (p.flags & FLAG_GRAPH); }
   __device__ __forceinline__ bool yields() const { return YIELD && p.yield != nullptr; }
 
@@ -556,8 +557,10 @@ struct Scheduler {
     if (SCHED == SCHED_STEAL && !claims()) {
       // Every unit is some cluster's own: nothing to claim, no ring (none was launched
       // unless the run is traced). The stream's counter for the next run is still zeroed
-      // (as locate_state does).
-      if (leader && !graph_run()) zero_next_claims();
+      // (as locate_state does), unless the run was captured into a graph: such a run is
+      // launched without the graph variant (the runtime's clcrt_run), and replays of it may
+      // run beside the stream's own runs.
+      if (leader && !(p.flags & FLAG_GRAPH)) zero_next_claims();
       return true;
     }
     if (SCHED == SCHED_STEAL && leader) {

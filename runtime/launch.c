@@ -137,26 +137,44 @@ clcrt_status clcrt_run(clcrt_stream *s, const clcrt_kernel *kc, clcrt_dim3 tiles
   }
   /* The variant the run needs (the registered kernel has none of this code), built by the
    * first run that needs it. Variants differ in registers and so in occupancy: chosen before
-   * the grid is sized. */
-  unsigned variant = (s->trace || s->stats ? CLCRT__V_OBS : 0) | (graph ? CLCRT__V_GRAPH : 0) |
+   * the grid is sized. A captured run needs the graph claims only if it claims at all (more
+   * units than clusters start with one of their own): found by sizing the grid first without
+   * them, and again with them if it does (the graph variant may fit fewer clusters). */
+  unsigned variant = (s->trace || s->stats ? CLCRT__V_OBS : 0) |
                      (preemptible && grid == CLCRT_GRID_FULL ? CLCRT__V_YIELD : 0);
-  if (variant && (st = clcrt__kernel_variant(k, variant, &k)) != CLCRT_OK) return st;
-  unsigned clusters = p.num_units, resident = clusters;
-  if (steal || grid == CLCRT_GRID_PERSISTENT) {
-    int mc = 0;
-    if ((st = max_clusters(rt, k, &mc)) != CLCRT_OK) return st;
-    if ((unsigned)mc < resident) resident = (unsigned)mc;
-    if (grid == CLCRT_GRID_PERSISTENT) clusters = resident;
-    /* AUTO's grid that may yield: the clusters that fit at once and CLCRT_PREEMPT_WAVES more
-     * waves of reserve, not one cluster per unit. A cluster leaves only while a whole wave
-     * has not started (clcrt.cuh, may_leave), so each of up to that many urgent episodes
-     * finds a full wave to take over; after them the run no longer yields. Reserve clusters
-     * that start after every unit was claimed leave at once: a few microseconds a wave,
-     * where one cluster per unit cost 1-5% of a compute-bound run (README, Preemption). */
-    if (preemptible && k->grid == CLCRT_GRID_AUTO) {
-      unsigned long long cap = (unsigned long long)resident * (1ull + clcrt__env_get()->preempt_waves);
-      if (cap < clusters) clusters = (unsigned)cap;
+  clcrt_kernel *k0 = k;
+  unsigned clusters, resident;
+  for (;;) {
+    if (variant && (st = clcrt__kernel_variant(k0, variant, &k)) != CLCRT_OK) return st;
+    clusters = resident = p.num_units;
+    if (steal || grid == CLCRT_GRID_PERSISTENT) {
+      int mc = 0;
+      if ((st = max_clusters(rt, k, &mc)) != CLCRT_OK) return st;
+      if ((unsigned)mc < resident) resident = (unsigned)mc;
+      if (grid == CLCRT_GRID_PERSISTENT) clusters = resident;
+      /* AUTO's grid that may yield: the clusters that fit at once and CLCRT_PREEMPT_WAVES more
+       * waves of reserve, not one cluster per unit. A cluster leaves only while a whole wave
+       * has not started (clcrt.cuh, may_leave), so each of up to that many urgent episodes
+       * finds a full wave to take over; after them the run no longer yields. Reserve clusters
+       * that start after every unit was claimed leave at once: a few microseconds a wave,
+       * where one cluster per unit cost 1-5% of a compute-bound run (README, Preemption). */
+      if (preemptible && k->grid == CLCRT_GRID_AUTO) {
+        unsigned long long cap = (unsigned long long)resident * (1ull + clcrt__env_get()->preempt_waves);
+        if (cap < clusters) clusters = (unsigned)cap;
+      }
     }
+    /* STEAL: a persistent grid's clusters start with a unit of their own, claimed by no one
+     * (a run with as many clusters as units claims nothing at all); an explicitly full grid
+     * claims every unit, so that the clusters that have started can take the work of those
+     * that have not (and yield it back). AUTO's grid that may yield: the clusters that fit at
+     * once start on a unit of their own, as on a persistent grid; only the reserve claims its
+     * first. */
+    if (steal) {
+      p.claim_base = grid == CLCRT_GRID_PERSISTENT ? clusters : 0;
+      if (preemptible && k->grid == CLCRT_GRID_AUTO) p.claim_base = resident < clusters ? resident : clusters;
+    }
+    if (!graph || (variant & CLCRT__V_GRAPH) || p.claim_base >= p.num_units) break;
+    variant |= CLCRT__V_GRAPH;
   }
   p.num_clusters = clusters;
   p.stats = s->stats;
@@ -173,14 +191,6 @@ clcrt_status clcrt_run(clcrt_stream *s, const clcrt_kernel *kc, clcrt_dim3 tiles
     p.chunk_cycles = rt->chunk_cycles; /* CLCRT_STEAL_CHUNK_CYCLES, default 8000: ~4 us on an H100 */
     fastdiv(2 * resident, &p.guide_mul, &p.guide_shr);
     p.early_min = 2 * resident;
-    /* A persistent grid's clusters start with a unit of their own, claimed by no one (a
-     * run with as many clusters as units claims nothing at all); an explicitly full grid
-     * claims every unit, so that the clusters that have started can take the work of those
-     * that have not (and yield it back). */
-    p.claim_base = grid == CLCRT_GRID_PERSISTENT ? clusters : 0;
-    /* AUTO's grid that may yield: the clusters that fit at once start on a unit of their
-     * own, as on a persistent grid; only the reserve claims its first. */
-    if (preemptible && k->grid == CLCRT_GRID_AUTO) p.claim_base = resident < clusters ? resident : clusters;
     if (preemptible && grid == CLCRT_GRID_FULL) {
       p.yield = rt->devstate->yield;
       /* Only the words handed out so far are read (slots are handed out in order). */
@@ -188,6 +198,9 @@ clcrt_status clcrt_run(clcrt_stream *s, const clcrt_kernel *kc, clcrt_dim3 tiles
       if (used > CLCRT__YIELD_SLOTS) used = CLCRT__YIELD_SLOTS;
       p.yield_words = (used + 3u) & ~3u;
     }
+    /* A captured run that claims nothing (launched without the graph variant) still tells
+     * the kernel it is captured: it must not zero the stream's claim set for the stream's
+     * next run, which may be running while the graph replays. */
     if (graph) {
       p.state = rt->devstate->table;
       p.flags |= CLCRT__PF_GRAPH;

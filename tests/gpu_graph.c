@@ -251,23 +251,32 @@ static unsigned long long lookups(const clcrt_runtime *rt) {
   return cs.misses + cs.disk_hits + cs.uncached + cs.mem_hits;
 }
 
-/* A registered STEAL kernel has no graph-claim code: its first captured run builds the
- * variant that has it (inside the capture, global mode, the strictest), and later captures
- * reuse it; after clcrt_kernel_prepare(CLCRT_USE_GRAPH) the capture builds nothing. Both
- * graphs, replayed at once beside plain runs of the same kernels, run every tile once. */
+/* A registered STEAL kernel has no graph-claim code: its first captured run that claims
+ * builds the variant that has it (inside the capture, global mode, the strictest), and later
+ * captures reuse it; after clcrt_kernel_prepare(CLCRT_USE_GRAPH) the capture builds nothing;
+ * a captured run that claims nothing (no more units than clusters fit at once) launches the
+ * registered kernel, which must leave the stream's claim sets alone. All the graphs, replayed
+ * at once beside plain runs of the same kernels on the capturing stream, run every tile once. */
 START_TEST(test_variant_builds) {
   clcrt_runtime *rt = gpu_runtime();
   const clcrt__driver *cu = gpu_cu();
   clcrt_stream *s0 = NULL;
   ck_assert_int_eq(clcrt_stream_create(rt, NULL, &s0), CLCRT_OK);
-  const clcrt_dim3 c1 = {1, 1, 1}, c2 = {2, 1, 1}, t = {gpu_under_sanitizer() ? 3001u : 20011u, 1, 1};
-  clcrt_kernel *k1 = reg(rt, CLCRT_GRID_AUTO, c1), *k2 = reg(rt, CLCRT_GRID_FULL, c2);
-  bufs b1, b2, p1, p2;
+  /* More units than 64-thread CTAs fit at once (32 per SM), so that the 1-CTA runs claim. */
+  const clcrt_dim3 c1 = {1, 1, 1}, c2 = {2, 1, 1}, t = {gpu_under_sanitizer() ? 9001u : 20011u, 1, 1},
+                   ts = {50, 3, 1};
+  clcrt_kernel *k1 = reg(rt, CLCRT_GRID_AUTO, c1), *k2 = reg(rt, CLCRT_GRID_FULL, c2),
+               *k3 = reg(rt, CLCRT_GRID_PERSISTENT, c2);
+  bufs b1, b2, b3, p1, p2;
   bufs_make(&b1, t, c1, 64, 31);
   bufs_make(&b2, t, c2, 64, 32);
+  bufs_make(&b3, ts, c2, 64, 35);
   bufs_make(&p1, t, c1, 64, 33);
   bufs_make(&p2, t, c2, 64, 34);
   unsigned long long n0 = lookups(rt);
+  CUgraph g3 = capture(s0, CU_STREAM_CAPTURE_MODE_GLOBAL, k3, ts, &b3);
+  ck_assert_uint_eq(lookups(rt), n0); /* 75 units: no claims, no graph variant */
+  ck_assert_ptr_null(k3->var[CLCRT__V_GRAPH]);
   CUgraph g1 = capture(s0, CU_STREAM_CAPTURE_MODE_GLOBAL, k1, t, &b1);
   ck_assert_uint_eq(lookups(rt), n0 + 1); /* the graph variant, built inside the capture */
   CUgraph g1b = capture(s0, CU_STREAM_CAPTURE_MODE_GLOBAL, k1, t, &b1);
@@ -277,13 +286,14 @@ START_TEST(test_variant_builds) {
   ck_assert_uint_eq(n1, n0 + 2);
   CUgraph g2 = capture(s0, CU_STREAM_CAPTURE_MODE_GLOBAL, k2, t, &b2);
   ck_assert_uint_eq(lookups(rt), n1); /* prepared: nothing built inside the capture */
-  CUgraphExec e1 = instantiate(g1), e1b = instantiate(g1b), e2 = instantiate(g2);
+  CUgraphExec e1 = instantiate(g1), e1b = instantiate(g1b), e2 = instantiate(g2), e3 = instantiate(g3);
   CUstream r1 = new_stream(), r2 = new_stream();
   const unsigned reps = gpu_under_sanitizer() ? 2 : 10;
   for (unsigned r = 0; r < reps; r++) {
     ck_assert_int_eq(cu->cuGraphLaunch(e1, r1), CUDA_SUCCESS);
     ck_assert_int_eq(cu->cuGraphLaunch(e1b, r2), CUDA_SUCCESS);
     ck_assert_int_eq(cu->cuGraphLaunch(e2, r2), CUDA_SUCCESS);
+    ck_assert_int_eq(cu->cuGraphLaunch(e3, r1), CUDA_SUCCESS);
     ck_assert_int_eq(clcrt_run(s0, k1, t, &p1.a, sizeof p1.a), CLCRT_OK);
     ck_assert_int_eq(clcrt_run(s0, k2, t, &p2.a, sizeof p2.a), CLCRT_OK);
   }
@@ -293,11 +303,14 @@ START_TEST(test_variant_builds) {
   ck_assert_uint_eq(lookups(rt), n1); /* plain runs launch the registered kernels */
   bufs_check(&b1, c1, 2 * reps, 0, "two graphs of a kernel whose variant the capture built");
   bufs_check(&b2, c2, reps, 0, "graph of a prepared kernel");
+  bufs_check(&b3, c2, reps, 0, "graph of a run that claims nothing");
   bufs_check(&p1, c1, reps, 0, "plain runs beside them (1-CTA)");
   bufs_check(&p2, c2, reps, 0, "plain runs beside them (2-CTA)");
   cu->cuGraphExecDestroy(e1);
   cu->cuGraphExecDestroy(e1b);
   cu->cuGraphExecDestroy(e2);
+  cu->cuGraphExecDestroy(e3);
+  cu->cuGraphDestroy(g3);
   cu->cuGraphDestroy(g1);
   cu->cuGraphDestroy(g1b);
   cu->cuGraphDestroy(g2);
@@ -305,6 +318,7 @@ START_TEST(test_variant_builds) {
   cu->cuStreamDestroy(r2);
   bufs_free(&b1);
   bufs_free(&b2);
+  bufs_free(&b3);
   bufs_free(&p1);
   bufs_free(&p2);
   clcrt_stream_destroy(s0);
