@@ -161,6 +161,10 @@ CLCRT_API clcrt_status clcrt_kernel_ptx(const clcrt_kernel *k, const char **ptx)
  *   CLCRT_USE_PREEMPT  a STEAL run that can be preempted (yielding code): on a full or AUTO
  *                      grid, on a stream below the priority of another live clcrt stream
  *                      of the device
+ *   CLCRT_USE_SHORT    a STEAL run with no more work units than clusters fit at once (on a
+ *                      persistent or AUTO grid): every cluster runs one unit of its own and
+ *                      nothing is claimed, so the variant has no claim code at all (short
+ *                      runs pay for the code a kernel carries); it replaces GRAPH and PREEMPT
  * A run that uses several launches the variant with all of them. clcrt_kernel_prepare builds
  * now the variants for every combination of `uses` (an OR of CLCRT_USE_*): call it before
  * timing or capturing so that no build happens inside clcrt_run. Outside STEAL only
@@ -169,6 +173,7 @@ CLCRT_API clcrt_status clcrt_kernel_ptx(const clcrt_kernel *k, const char **ptx)
 #define CLCRT_USE_TRACE 1u
 #define CLCRT_USE_GRAPH 2u
 #define CLCRT_USE_PREEMPT 4u
+#define CLCRT_USE_SHORT 8u
 CLCRT_API clcrt_status clcrt_kernel_prepare(const clcrt_kernel *k, unsigned uses);
 /* The variant a run with `uses` launches (k itself for 0), built now if it is not yet. *out is
  * a kernel of the same runtime whose info, cubin and PTX read like any kernel's; it is valid

@@ -114,10 +114,12 @@ enum : unsigned { NONE = 0xffffffffu, FLAG_GRAPH = 1u, FLAG_GRID3 = 2u };
 //   V_OBS    records the timeline trace and the statistics (traced runs, statistics on)
 //   V_GRAPH  STEAL claims from the context's graph table (runs captured into a graph)
 //   V_YIELD  STEAL clusters may yield to higher-priority work (runs that can be preempted)
+//   V_ONE    STEAL without claims: every cluster runs the unit of its own and leaves (runs with
+//            no more units than clusters fit at once); none of the claim code is compiled
 // Leaving out what a run does not use keeps the kernel small: the README kernel's STEAL cubin
 // has about half the instructions without V_GRAPH and V_YIELD, and its first compile takes
 // about a quarter less (README, Compile).
-enum : unsigned { V_OBS = 1u, V_GRAPH = 2u, V_YIELD = 4u };
+enum : unsigned { V_OBS = 1u, V_GRAPH = 2u, V_YIELD = 4u, V_ONE = 8u };
 
 // Claim state layout (runtime/sched_state.h mirrors these numbers).
 enum : unsigned {
@@ -459,7 +461,8 @@ struct Scheduler {
   enum : bool {
     OBS = (V & V_OBS) != 0,
     GRAPH = SCHED == SCHED_STEAL && (V & V_GRAPH) != 0,
-    YIELD = SCHED == SCHED_STEAL && (V & V_YIELD) != 0
+    YIELD = SCHED == SCHED_STEAL && (V & V_YIELD) != 0,
+    ONE = SCHED == SCHED_STEAL && (V & V_ONE) != 0
   };
   enum : bool { REQUESTS = SCHED == SCHED_STEAL || SCHED == SCHED_CLC };
   // Whether responses arrive as async-proxy transactions (st.async, try_cancel). A 1-CTA
@@ -525,8 +528,11 @@ struct Scheduler {
   // unit of their own (claim_base = clusters); a grid that may yield gives one to the
   // clusters that fit at once, and its reserve clusters claim every unit they run, so the
   // clusters not yet started can be stolen from. An explicitly full grid claims every unit.
-  __device__ __forceinline__ bool own_first() const { return SCHED == SCHED_STEAL && cluster_id() < p.claim_base; }
-  __device__ __forceinline__ bool claims() const { return SCHED != SCHED_STEAL || p.claim_base < p.num_units; }
+  // ONE: launched only for runs that claim nothing (claim_base = num_units).
+  __device__ __forceinline__ bool own_first() const {
+    return SCHED == SCHED_STEAL && (ONE || cluster_id() < p.claim_base);
+  }
+  __device__ __forceinline__ bool claims() const { return SCHED != SCHED_STEAL || (!ONE && p.claim_base < p.num_units); }
   // The lanes of this thread's warp: a block whose size is not a multiple of 32 has a
   // partial last warp.
   __device__ __forceinline__ unsigned warp_mask() const {
@@ -888,7 +894,7 @@ struct Scheduler {
       for (unsigned i = 0; i < r.y; i++) tiles_here += run_unit(r.x + i, OBS && (flags & 1u), body);
       if (SCHED == SCHED_STEAL && AHEAD && leader_warp && leader && ahead_pending(ahead))
         lead_publish(r.y, &ahead);  // claimed before these units ran
-      if (SCHED == SCHED_STEAL && !(flags & 2u)) break;
+      if (SCHED == SCHED_STEAL && (ONE || !(flags & 2u))) break;
       if (SCHED == SCHED_STATIC) {
         unsigned n = r.x + (CS > 1 ? ptx::sreg_nclusterid_x() : gridDim.x);
         r = make_uint2(n, n < p.num_units && n > r.x ? 1u : 0u);

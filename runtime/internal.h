@@ -57,8 +57,9 @@ _Static_assert(sizeof(clcrt__params) == 128, "clcrt__params must mirror clcrt::P
 #define CLCRT__V_OBS 1u   /* timeline trace and statistics: traced runs, statistics on */
 #define CLCRT__V_GRAPH 2u /* STEAL's claims from the graph table: runs captured into a graph */
 #define CLCRT__V_YIELD 4u /* STEAL's yielding to higher priorities: runs that can be preempted */
-#define CLCRT__V_ALL 7u
-#define CLCRT__V_COUNT 8
+#define CLCRT__V_ONE 8u   /* STEAL without claim code: runs whose clusters each run one unit of their own */
+#define CLCRT__V_ALL 15u
+#define CLCRT__V_COUNT 16
 
 typedef enum { CLCRT__K_BUILDING = 0, CLCRT__K_READY, CLCRT__K_FAILED } clcrt__kstate;
 

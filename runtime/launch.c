@@ -137,14 +137,19 @@ clcrt_status clcrt_run(clcrt_stream *s, const clcrt_kernel *kc, clcrt_dim3 tiles
   }
   /* The variant the run needs (the registered kernel has none of this code), built by the
    * first run that needs it. Variants differ in registers and so in occupancy: chosen before
-   * the grid is sized. A captured run needs the graph claims only if it claims at all (more
-   * units than clusters start with one of their own): found by sizing the grid first without
-   * them, and again with them if it does (the graph variant may fit fewer clusters). */
-  unsigned variant = (s->trace || s->stats ? CLCRT__V_OBS : 0) |
-                     (preemptible && grid == CLCRT_GRID_FULL ? CLCRT__V_YIELD : 0);
+   * the grid is sized. Whether a STEAL run claims at all (more units than clusters start
+   * with one of their own) is known only once the grid is sized: a run that claims nothing
+   * launches the variant with no claim code (V_ONE: a short run pays for the code a kernel
+   * carries), and a captured run that claims, the graph variant; each switch sizes the grid
+   * again (the variant may fit more or fewer clusters), and none is made twice. */
+  const unsigned wanted = (s->trace || s->stats ? CLCRT__V_OBS : 0) |
+                          (preemptible && grid == CLCRT_GRID_FULL ? CLCRT__V_YIELD : 0);
+  unsigned variant = wanted;
+  int tried_one = 0;
   clcrt_kernel *k0 = k;
   unsigned clusters, resident;
   for (;;) {
+    k = k0;
     if (variant && (st = clcrt__kernel_variant(k0, variant, &k)) != CLCRT_OK) return st;
     clusters = resident = p.num_units;
     if (steal || grid == CLCRT_GRID_PERSISTENT) {
@@ -173,8 +178,23 @@ clcrt_status clcrt_run(clcrt_stream *s, const clcrt_kernel *kc, clcrt_dim3 tiles
       p.claim_base = grid == CLCRT_GRID_PERSISTENT ? clusters : 0;
       if (preemptible && k->grid == CLCRT_GRID_AUTO) p.claim_base = resident < clusters ? resident : clusters;
     }
-    if (!graph || (variant & CLCRT__V_GRAPH) || p.claim_base >= p.num_units) break;
-    variant |= CLCRT__V_GRAPH;
+    int claims = steal && p.claim_base < p.num_units;
+    if (steal && !claims && !tried_one) {
+      tried_one = 1;
+      if (variant != ((wanted & CLCRT__V_OBS) | CLCRT__V_ONE)) {
+        variant = (wanted & CLCRT__V_OBS) | CLCRT__V_ONE;
+        continue;
+      }
+    }
+    if (claims && (variant & CLCRT__V_ONE)) { /* it fits fewer clusters than the units */
+      variant = wanted;
+      continue;
+    }
+    if (claims && graph && !(variant & CLCRT__V_GRAPH)) {
+      variant |= CLCRT__V_GRAPH;
+      continue;
+    }
+    break;
   }
   p.num_clusters = clusters;
   p.stats = s->stats;

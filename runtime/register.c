@@ -209,8 +209,8 @@ clcrt_status clcrt_register(clcrt_runtime *rt, const clcrt_tile_desc *d, clcrt_k
 
 static clcrt_status bad_uses(const clcrt_kernel *k, const char *fn, unsigned uses) {
   return clcrt__fail(k->rt, CLCRT_E_INVALID,
-                     "%s(%s): uses 0x%x has bits that are not CLCRT_USE_TRACE, CLCRT_USE_GRAPH or "
-                     "CLCRT_USE_PREEMPT (0x%x unknown)",
+                     "%s(%s): uses 0x%x has bits that are not CLCRT_USE_TRACE, CLCRT_USE_GRAPH, "
+                     "CLCRT_USE_PREEMPT or CLCRT_USE_SHORT (0x%x unknown)",
                      fn, k->name, uses, uses & ~CLCRT__V_ALL);
 }
 
@@ -232,13 +232,14 @@ clcrt_status clcrt_kernel_observed(const clcrt_kernel *k, const clcrt_kernel **o
 }
 
 _Static_assert(CLCRT_USE_TRACE == CLCRT__V_OBS && CLCRT_USE_GRAPH == CLCRT__V_GRAPH &&
-                   CLCRT_USE_PREEMPT == CLCRT__V_YIELD,
+                   CLCRT_USE_PREEMPT == CLCRT__V_YIELD && CLCRT_USE_SHORT == CLCRT__V_ONE,
                "the public CLCRT_USE_* are the variant bits");
 
 clcrt_status clcrt_kernel_prepare(const clcrt_kernel *k, unsigned uses) {
   if (!k) return CLCRT_E_INVALID;
   if (uses & ~CLCRT__V_ALL) return bad_uses(k, "clcrt_kernel_prepare", uses);
-  /* Every combination of the uses: a run needs the variant with exactly its own. */
+  /* Every combination of the uses: a run needs the variant with exactly its own (combinations
+   * that name the same variant are built once). */
   for (unsigned v = 1; v <= CLCRT__V_ALL; v++) {
     if ((v & uses) != v) continue;
     clcrt_kernel *o = NULL;
@@ -250,11 +251,13 @@ clcrt_status clcrt_kernel_prepare(const clcrt_kernel *k, unsigned uses) {
 
 /* What a variant's bits are for, for messages. */
 static void variant_uses(unsigned v, char *buf, size_t n) {
-  snprintf(buf, n, "%s%s%s%s%s", v & CLCRT__V_OBS ? "a traced run, or one with statistics on" : "",
+  snprintf(buf, n, "%s%s%s%s%s%s%s", v & CLCRT__V_OBS ? "a traced run, or one with statistics on" : "",
            (v & CLCRT__V_OBS) && (v & ~CLCRT__V_OBS) ? ", and " : "",
            v & CLCRT__V_GRAPH ? "a run captured into a graph" : "",
            (v & CLCRT__V_GRAPH) && (v & CLCRT__V_YIELD) ? ", and " : "",
-           v & CLCRT__V_YIELD ? "a run that can be preempted" : "");
+           v & CLCRT__V_YIELD ? "a run that can be preempted" : "",
+           (v & CLCRT__V_ONE) && (v & CLCRT__V_OBS) ? ", and " : "",
+           v & CLCRT__V_ONE ? "a run that claims nothing" : "");
 }
 
 /* Compiled (or found in the memory or disk cache) like any registration: concurrent first
@@ -263,6 +266,7 @@ static void variant_uses(unsigned v, char *buf, size_t n) {
 clcrt_status clcrt__kernel_variant(clcrt_kernel *k, unsigned bits, clcrt_kernel **out) {
   clcrt_kernel *base = k->base ? k->base : k;
   unsigned v = (k->variant | bits) & (k->sched == CLCRT_SCHED_STEAL ? CLCRT__V_ALL : CLCRT__V_OBS);
+  if (v & CLCRT__V_ONE) v &= CLCRT__V_ONE | CLCRT__V_OBS; /* a run that claims neither claims from a graph nor yields */
   if (v == k->variant) {
     *out = k;
     return CLCRT_OK;

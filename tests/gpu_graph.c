@@ -255,7 +255,7 @@ static unsigned long long lookups(const clcrt_runtime *rt) {
  * builds the variant that has it (inside the capture, global mode, the strictest), and later
  * captures reuse it; after clcrt_kernel_prepare(CLCRT_USE_GRAPH) the capture builds nothing;
  * a captured run that claims nothing (no more units than clusters fit at once) launches the
- * registered kernel, which must leave the stream's claim sets alone. All the graphs, replayed
+ * short variant (no claim code), which must leave the stream's claim sets alone. All the graphs, replayed
  * at once beside plain runs of the same kernels on the capturing stream, run every tile once. */
 START_TEST(test_variant_builds) {
   clcrt_runtime *rt = gpu_runtime();
@@ -275,8 +275,10 @@ START_TEST(test_variant_builds) {
   bufs_make(&p2, t, c2, 64, 34);
   unsigned long long n0 = lookups(rt);
   CUgraph g3 = capture(s0, CU_STREAM_CAPTURE_MODE_GLOBAL, k3, ts, &b3);
-  ck_assert_uint_eq(lookups(rt), n0); /* 75 units: no claims, no graph variant */
+  ck_assert_uint_eq(lookups(rt), n0 + 1); /* 75 units: no claims, the short variant */
   ck_assert_ptr_null(k3->var[CLCRT__V_GRAPH]);
+  ck_assert_ptr_nonnull(k3->var[CLCRT__V_ONE]);
+  n0++;
   CUgraph g1 = capture(s0, CU_STREAM_CAPTURE_MODE_GLOBAL, k1, t, &b1);
   ck_assert_uint_eq(lookups(rt), n0 + 1); /* the graph variant, built inside the capture */
   CUgraph g1b = capture(s0, CU_STREAM_CAPTURE_MODE_GLOBAL, k1, t, &b1);

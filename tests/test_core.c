@@ -407,6 +407,45 @@ START_TEST(test_variants) {
     ck_assert_uint_lt(ks, vs); /* the registered kernel is the smaller one */
   }
 
+  /* SHORT: no claim code at all (no claim atomic, no response ring), far smaller; it
+   * replaces GRAPH and PREEMPT (a run that claims nothing neither claims from a graph nor
+   * yields), and combines with TRACE. */
+  {
+    clcrt_tile_desc d = scale_desc();
+    d.sched = CLCRT_SCHED_STEAL;
+    d.cluster = (clcrt_dim3){2, 1, 1};
+    d.block = (clcrt_dim3){96, 1, 1}; /* a kernel of its own: none of its variants built yet */
+    clcrt_kernel *k = NULL;
+    ck_assert_int_eq(clcrt_register(rt, &d, &k), CLCRT_OK);
+    const clcrt_kernel *sv = NULL, *x = NULL, *so = NULL;
+    unsigned long long c0 = compiles(rt);
+    ck_assert_int_eq(clcrt_kernel_variant(k, CLCRT_USE_SHORT, &sv), CLCRT_OK);
+    ck_assert_ptr_ne(sv, k);
+    const char *ptx = NULL, *kptx = NULL;
+    ck_assert_int_eq(clcrt_kernel_ptx(sv, &ptx), CLCRT_OK);
+    ck_assert_int_eq(clcrt_kernel_ptx(k, &kptx), CLCRT_OK);
+    ck_assert_ptr_null(strstr(ptx, "atom.relaxed.gpu.global.add")); /* the claim */
+    ck_assert_ptr_nonnull(strstr(kptx, "atom.relaxed.gpu.global.add"));
+    ck_assert_ptr_null(strstr(ptx, "st.async")); /* no responses published */
+    ck_assert_ptr_nonnull(strstr(kptx, "st.async"));
+    const void *c;
+    size_t ks = 0, ss = 0;
+    ck_assert_int_eq(clcrt_kernel_cubin(k, &c, &ks), CLCRT_OK);
+    ck_assert_int_eq(clcrt_kernel_cubin(sv, &c, &ss), CLCRT_OK);
+    ck_assert_uint_lt(ss, ks);
+    ck_assert_int_eq(clcrt_kernel_variant(k, CLCRT_USE_SHORT | CLCRT_USE_GRAPH | CLCRT_USE_PREEMPT, &x), CLCRT_OK);
+    ck_assert_ptr_eq(x, sv);
+    ck_assert_int_eq(clcrt_kernel_variant(sv, CLCRT_USE_GRAPH, &x), CLCRT_OK);
+    ck_assert_ptr_eq(x, sv);
+    ck_assert_int_eq(clcrt_kernel_observed(sv, &so), CLCRT_OK);
+    expect_code(so, CLCRT_USE_TRACE, "short, observed");
+    ck_assert_int_eq(clcrt_kernel_variant(k, CLCRT_USE_TRACE | CLCRT_USE_SHORT, &x), CLCRT_OK);
+    ck_assert_ptr_eq(x, so);
+    ck_assert_uint_eq(compiles(rt), c0 + 2);
+    ck_assert_int_eq(clcrt_kernel_prepare(k, CLCRT_USE_SHORT | CLCRT_USE_GRAPH), CLCRT_OK);
+    ck_assert_uint_eq(compiles(rt), c0 + 3); /* the graph variant; short and short+graph are built */
+  }
+
   /* prepare: every combination of the uses, and nothing else. */
   clcrt_tile_desc d = scale_desc();
   d.sched = CLCRT_SCHED_STEAL;
@@ -425,8 +464,8 @@ START_TEST(test_variants) {
   ck_assert_uint_eq(compiles(rt), c0 + 4);
 
   /* Bad input. */
-  ck_assert_int_eq(clcrt_kernel_prepare(k, 8u), CLCRT_E_INVALID);
-  ck_assert_ptr_nonnull(strstr(clcrt_errmsg(rt), "CLCRT_USE_PREEMPT (0x8 unknown)"));
+  ck_assert_int_eq(clcrt_kernel_prepare(k, 16u), CLCRT_E_INVALID);
+  ck_assert_ptr_nonnull(strstr(clcrt_errmsg(rt), "CLCRT_USE_SHORT (0x10 unknown)"));
   x = (const clcrt_kernel *)&x;
   ck_assert_int_eq(clcrt_kernel_variant(k, 0x80000001u, &x), CLCRT_E_INVALID);
   ck_assert_ptr_null(x);
@@ -441,13 +480,13 @@ START_TEST(test_variants) {
   d.sched = CLCRT_SCHED_FIXED;
   ck_assert_int_eq(clcrt_register(rt, &d, &k), CLCRT_OK);
   c0 = compiles(rt);
-  ck_assert_int_eq(clcrt_kernel_variant(k, CLCRT_USE_GRAPH | CLCRT_USE_PREEMPT, &x), CLCRT_OK);
+  ck_assert_int_eq(clcrt_kernel_variant(k, CLCRT_USE_GRAPH | CLCRT_USE_PREEMPT | CLCRT_USE_SHORT, &x), CLCRT_OK);
   ck_assert_ptr_eq(x, k);
-  ck_assert_int_eq(clcrt_kernel_prepare(k, 7u), CLCRT_OK);
+  ck_assert_int_eq(clcrt_kernel_prepare(k, 15u), CLCRT_OK);
   ck_assert_uint_eq(compiles(rt), c0 + 1);
   const clcrt_kernel *o = NULL;
   ck_assert_int_eq(clcrt_kernel_observed(k, &o), CLCRT_OK);
-  ck_assert_int_eq(clcrt_kernel_variant(k, 7u, &x), CLCRT_OK);
+  ck_assert_int_eq(clcrt_kernel_variant(k, 15u, &x), CLCRT_OK);
   ck_assert_ptr_eq(x, o);
   clcrt_runtime_destroy(rt);
 }

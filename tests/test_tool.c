@@ -290,7 +290,7 @@ START_TEST(compile_then_inspect) {
                        "%s/scale.cu",
                        tmpdir),
                    2);
-  has(err_text, "--variant wants a comma list of trace, graph and preempt, not");
+  has(err_text, "--variant wants a comma list of trace, graph, preempt and short, not");
   /* Default output name, and AUTO picking CLC on sm_100a. */
   ck_assert_int_eq(run("compile --no-cache -q --arch sm_100a --fn scale_tile --args ScaleArgs %s/scale.cu", tmpdir), 0);
   ck_assert_int_eq(run("inspect scale_tile.sm_100a.cubin"), 0);

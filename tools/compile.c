@@ -32,8 +32,9 @@ static const char help[] =
     "  --ptx OUT.ptx          also write the PTX\n"
     "  --variant USES         the variant that runs with USES launch instead of the kernel as\n"
     "                         registered: a comma list of trace (traced runs and runs with\n"
-    "                         statistics on), graph (runs captured into a graph) and preempt\n"
-    "                         (runs that can be preempted); graph and preempt: steal only\n"
+    "                         statistics on), graph (runs captured into a graph), preempt\n"
+    "                         (runs that can be preempted) and short (runs with no more units\n"
+    "                         than clusters fit at once); graph, preempt, short: steal only\n"
     "  --observed             the same as --variant trace\n"
     "  --no-cache             do not read or write the disk cache\n"
     "  -q, --quiet            print nothing on success\n"
@@ -43,11 +44,11 @@ static const char help[] =
     "for sm_90a); 3 FILE.cu unreadable or OUT not writable; 4 compile error (NVRTC's log is\n"
     "printed on stderr).\n";
 
-/* --variant: a comma list of trace, graph, preempt (observed: an alias of trace). */
+/* --variant: a comma list of trace, graph, preempt, short (observed: an alias of trace). */
 static int parse_uses(const char *s, unsigned *uses) {
   static const struct { const char *name; unsigned bit; } words[] = {
       {"trace", CLCRT_USE_TRACE}, {"observed", CLCRT_USE_TRACE}, {"graph", CLCRT_USE_GRAPH},
-      {"preempt", CLCRT_USE_PREEMPT}};
+      {"preempt", CLCRT_USE_PREEMPT}, {"short", CLCRT_USE_SHORT}};
   const char *p = s;
   for (;;) {
     size_t n = strcspn(p, ",");
@@ -163,7 +164,7 @@ int cmd_compile(int argc, char **argv) {
       case 'O': uses |= CLCRT_USE_TRACE; break;
       case 'V':
         if (parse_uses(optarg, &uses))
-          rc = usage_err("--variant wants a comma list of trace, graph and preempt, not", optarg);
+          rc = usage_err("--variant wants a comma list of trace, graph, preempt and short, not", optarg);
         break;
       case 'h': fputs(help, stdout); free(xopts); return TOOL_OK;
       default: rc = usage_err("unknown option or missing value:", argv[optind - 1]);
@@ -244,10 +245,11 @@ int cmd_compile(int argc, char **argv) {
   if (!quiet) {
     clcrt__cubin c;
     char perr[256];
-    char vdesc[64] = "";
+    char vdesc[80] = "";
     if (uses)
-      snprintf(vdesc, sizeof vdesc, ", the variant for%s%s%s", uses & CLCRT_USE_TRACE ? " trace" : "",
-               uses & CLCRT_USE_GRAPH ? " graph" : "", uses & CLCRT_USE_PREEMPT ? " preempt" : "");
+      snprintf(vdesc, sizeof vdesc, ", the variant for%s%s%s%s", uses & CLCRT_USE_TRACE ? " trace" : "",
+               uses & CLCRT_USE_GRAPH ? " graph" : "", uses & CLCRT_USE_PREEMPT ? " preempt" : "",
+               uses & CLCRT_USE_SHORT ? " short" : "");
     printf("wrote %s (%zu bytes%s)\n", out, cubin_size, vdesc);
     if (clcrt__cubin_parse(cubin, cubin_size, &c, perr, sizeof perr) == 0) {
       for (size_t i = 0; i < c.num_kernels; i++) {
