@@ -146,7 +146,9 @@ clcrt_status clcrt_run(clcrt_stream *s, const clcrt_kernel *kc, clcrt_dim3 tiles
                           (preemptible && grid == CLCRT_GRID_FULL ? CLCRT__V_YIELD : 0);
   unsigned variant = wanted;
   int tried_one = 0;
-  clcrt_kernel *k0 = k;
+  /* From the registered kernel: variants only add bits, and k may be a variant a caller got
+   * from clcrt_kernel_variant (a short one would run only the units of its own). */
+  clcrt_kernel *k0 = k->base ? k->base : k;
   unsigned clusters, resident;
   for (;;) {
     k = k0;

@@ -308,6 +308,14 @@ START_TEST(test_variant_builds) {
   bufs_check(&b3, c2, reps, 0, "graph of a run that claims nothing");
   bufs_check(&p1, c1, reps, 0, "plain runs beside them (1-CTA)");
   bufs_check(&p2, c2, reps, 0, "plain runs beside them (2-CTA)");
+  /* A variant passed to clcrt_run is treated as its registered kernel: the short variant,
+   * given a run that claims, still runs every tile once. */
+  const clcrt_kernel *sv = NULL;
+  ck_assert_int_eq(clcrt_kernel_variant(k1, CLCRT_USE_SHORT, &sv), CLCRT_OK);
+  bufs_reset_hits(&p1);
+  ck_assert_int_eq(clcrt_run(s0, sv, t, &p1.a, sizeof p1.a), CLCRT_OK);
+  ck_assert_int_eq(clcrt_stream_sync(s0), CLCRT_OK);
+  bufs_check(&p1, c1, 1, 0, "a claiming run given the short variant");
   cu->cuGraphExecDestroy(e1);
   cu->cuGraphExecDestroy(e1b);
   cu->cuGraphExecDestroy(e2);
