@@ -4,9 +4,9 @@
  * context check, for STEAL one capture query and a per-stream lock around the sequence
  * number and the launch, then cuLaunchKernelEx. No other launch and no memory operation:
  * the run's claim set was zeroed by the stream's previous run (sched_state.h). A run that
- * needs a variant of the kernel (traced or with statistics on, captured into a graph, or
- * preemptible: register.c, clcrt__kernel_variant) launches it, and the first such run builds
- * it, which can take as long as a registration. */
+ * needs a variant of the kernel (traced or with statistics on, captured into a graph and
+ * claiming, preemptible, or short: claiming nothing; register.c, clcrt__kernel_variant)
+ * launches it, and the first such run builds it, which can take as long as a registration. */
 #include <sched.h>
 #include <stdio.h>
 #include <string.h>
@@ -148,7 +148,7 @@ clcrt_status clcrt_run(clcrt_stream *s, const clcrt_kernel *kc, clcrt_dim3 tiles
   int tried_one = 0;
   /* From the registered kernel: variants only add bits, and k may be a variant a caller got
    * from clcrt_kernel_variant (a short one would run only the units of its own). */
-  clcrt_kernel *k0 = k->base ? k->base : k;
+  clcrt_kernel *k0 = k->base;
   unsigned clusters, resident;
   for (;;) {
     k = k0;

@@ -264,7 +264,7 @@ static void variant_uses(unsigned v, char *buf, size_t n) {
  * uses wait for one compile and get the same kernel. Bits a scheduler has no code for (all
  * but V_OBS outside STEAL) are dropped, so they never build a copy of the same kernel. */
 clcrt_status clcrt__kernel_variant(clcrt_kernel *k, unsigned bits, clcrt_kernel **out) {
-  clcrt_kernel *base = k->base ? k->base : k;
+  clcrt_kernel *base = k->base; /* set for every kernel (register_variant) */
   unsigned v = (k->variant | bits) & (k->sched == CLCRT_SCHED_STEAL ? CLCRT__V_ALL : CLCRT__V_OBS);
   if (v & CLCRT__V_ONE) v &= CLCRT__V_ONE | CLCRT__V_OBS; /* a run that claims neither claims from a graph nor yields */
   if (v == k->variant) {
