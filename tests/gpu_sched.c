@@ -368,6 +368,100 @@ START_TEST(test_big_cluster_and_smem) {
 }
 END_TEST
 
+/* STEAL with clusters of several CTAs whose tiles cost different amounts: rank 0 spins on one
+ * unit in eight, the other ranks never, and each tile syncs its CTA (a tile function's
+ * __syncthreads). Checked: every tile once, and every CTA of a cluster runs the same units in
+ * the same order (what a tile function that shares data across the cluster relies on). How
+ * far the other ranks ran ahead of rank 0 is printed: a response is published at most one
+ * ahead of the leader's CTA (nvrtc_src/clcrt.cuh), so at most one unit, or one claim's
+ * units, plus the ones in progress. */
+static const char *k_drift_src =
+    "struct DriftArgs { unsigned *hits; unsigned *seq; unsigned long long *t0; unsigned max_iter, spin_ns; };\n"
+    "__device__ void drift_tile(const clcrt::Tile &t, const DriftArgs &a) {\n"
+    "  unsigned cid, cs;\n"
+    "  asm volatile(\"mov.u32 %0, %%clusterid.x;\" : \"=r\"(cid));\n"
+    "  asm volatile(\"mov.u32 %0, %%cluster_nctarank;\" : \"=r\"(cs));\n"
+    "  if (threadIdx.x == 0) {\n"
+    "    unsigned long long t0;\n"
+    "    asm volatile(\"mov.u64 %0, %%globaltimer;\" : \"=l\"(t0));\n"
+    "    if (t.iteration < a.max_iter) {\n"
+    "      unsigned long long i = ((unsigned long long)cid * cs + t.cta_rank) * a.max_iter + t.iteration;\n"
+    "      a.seq[i] = t.unit + 1;\n"
+    "      a.t0[i] = t0;\n"
+    "    }\n"
+    "    atomicAdd(&a.hits[t.linear], 1u);\n"
+    "    if (t.cta_rank == 0 && ((t.unit * 2654435761u) >> 29) == 0) {\n"
+    "      unsigned long long now = t0;\n"
+    "      while (now - t0 < a.spin_ns) asm volatile(\"mov.u64 %0, %%globaltimer;\" : \"=l\"(now));\n"
+    "    }\n"
+    "  }\n"
+    "  __syncthreads();\n"
+    "}\n";
+
+typedef struct {
+  CUdeviceptr hits, seq, t0;
+  unsigned max_iter, spin_ns;
+} DriftArgs;
+
+START_TEST(test_cluster_order) {
+  clcrt_runtime *rt = gpu_runtime();
+  const int san = gpu_under_sanitizer();
+  clcrt_stream *s = NULL;
+  ck_assert_int_eq(clcrt_stream_create(rt, NULL, &s), CLCRT_OK);
+  const clcrt_dim3 cls[] = {{2, 1, 1}, {4, 1, 1}};
+  const clcrt_grid grids[] = {CLCRT_GRID_PERSISTENT, CLCRT_GRID_FULL};
+  for (int gi = 0; gi < 2; gi++)
+    for (int ci = 0; ci < 2; ci++) {
+      /* Cluster ids stay below the units (a grid has at most one cluster per unit). */
+      const unsigned cs = cls[ci].x, units = san ? 3001u : 20011u, max_iter = 128;
+      const size_t max_clusters = units, nrec = max_clusters * cs * max_iter;
+      clcrt_tile_desc d = CLCRT_TILE_DESC_INIT;
+      d.source = k_drift_src, d.tile_fn = "drift_tile", d.args_type = "DriftArgs";
+      d.block = (clcrt_dim3){256, 1, 1}, d.cluster = cls[ci], d.sched = CLCRT_SCHED_STEAL, d.grid = grids[gi];
+      clcrt_kernel *k = NULL;
+      ck_assert_msg(clcrt_register(rt, &d, &k) == CLCRT_OK, "%s", clcrt_errmsg(rt));
+      DriftArgs a = {gpu_alloc((size_t)units * cs * 4), gpu_alloc(nrec * 4), gpu_alloc(nrec * 8), max_iter,
+                     san ? 2000u : 20000u};
+      gpu_fill_u8(a.hits, 0, (size_t)units * cs * 4);
+      gpu_fill_u8(a.seq, 0, nrec * 4);
+      ck_assert_int_eq(clcrt_run(s, k, (clcrt_dim3){units * cs, 1, 1}, &a, sizeof a), CLCRT_OK);
+      ck_assert_msg(clcrt_stream_sync(s) == CLCRT_OK, "%s", clcrt_errmsg(rt));
+      unsigned *hits = malloc((size_t)units * cs * 4), *seq = malloc(nrec * 4);
+      unsigned long long *t0 = malloc(nrec * 8);
+      gpu_get(hits, a.hits, (size_t)units * cs * 4);
+      gpu_get(seq, a.seq, nrec * 4);
+      gpu_get(t0, a.t0, nrec * 8);
+      for (size_t i = 0; i < (size_t)units * cs; i++)
+        ck_assert_msg(hits[i] == 1, "%u-CTA clusters, grid %d: tile %zu ran %u times", cs, gi, i, hits[i]);
+      unsigned max_ahead = 0, clusters = 0;
+      for (size_t c = 0; c < max_clusters; c++) {
+        const unsigned *s0 = seq + c * cs * max_iter;
+        if (s0[0]) clusters++;
+        for (unsigned r = 1; r < cs; r++) {
+          const unsigned *sr = s0 + (size_t)r * max_iter;
+          for (unsigned i = 0; i < max_iter; i++)
+            ck_assert_msg(sr[i] == s0[i], "%u-CTA clusters, grid %d: cluster %zu rank %u ran unit %d as its unit %u, rank 0 %d",
+                          cs, gi, c, r, (int)sr[i] - 1, i, (int)s0[i] - 1);
+          /* How far rank r was ahead of rank 0 when it began each unit: its unit's index minus
+           * the last one rank 0 had begun by then. */
+          const unsigned long long *tr = t0 + (c * cs + r) * max_iter, *tz = t0 + c * cs * max_iter;
+          unsigned j = 0;
+          for (unsigned i = 0; i < max_iter && sr[i]; i++) {
+            while (j + 1 < max_iter && s0[j + 1] && tz[j + 1] <= tr[i]) j++;
+            if (i > j && i - j > max_ahead) max_ahead = i - j;
+          }
+        }
+      }
+      printf("gpu_sched: %u-CTA clusters, %s grid: %u clusters ran units; ranks ran up to %u units ahead of rank 0\n",
+             cs, gi ? "full" : "persistent", clusters, max_ahead);
+      free(hits), free(seq), free(t0);
+      gpu_free(a.hits), gpu_free(a.seq), gpu_free(a.t0);
+    }
+  clcrt_stream_destroy(s);
+  clcrt_runtime_destroy(rt);
+}
+END_TEST
+
 int main(void) {
   gpu_skip_if_absent("gpu_sched");
   Suite *su = suite_create("gpu_sched");
@@ -382,6 +476,7 @@ int main(void) {
   tcase_add_test(tc, test_args_size_and_misuse);
   tcase_add_test(tc, test_stats);
   tcase_add_test(tc, test_big_cluster_and_smem);
+  tcase_add_test(tc, test_cluster_order);
   suite_add_tcase(su, tc);
   SRunner *sr = srunner_create(su);
   srunner_run_all(sr, CK_NORMAL);
