@@ -349,9 +349,8 @@ clcrt_status clcrt__build_prepare(clcrt_runtime *rt, const clcrt_tile_desc *d, u
   sb_printf(&tu, "%s(const __grid_constant__ %s args, const __grid_constant__ clcrt::Params params) {\n",
             name.p ? name.p : "", d->args_type);
   if (d->state_type) sb_printf(&tu, "  %s state;\n  %s(args, state);\n", d->state_type, d->prologue_fn);
-  /* Variant bits only where the scheduler has the code they add (all but V_OBS are STEAL's):
-   * the same text, and so the same cache entry, for the rest. */
-  unsigned v = variant & (b->sched == CLCRT_SCHED_STEAL ? CLCRT__V_ALL : CLCRT__V_OBS);
+  /* The same text, and so the same cache entry, for bits that name no code of the scheduler's. */
+  unsigned v = clcrt__variant_bits(b->sched, variant);
   sb_printf(&tu, "  clcrt::run<%d, %u, %u, %u, %u, %u, %uu>(params, [&](const clcrt::Tile &t) { %s(t, args%s); });\n",
             kind[b->sched], b->cluster.x, b->cluster.y, b->cluster.z, nt, CLCRT__RING_OFF(b->smem_bytes), v,
             d->tile_fn, d->state_type ? ", state" : "");

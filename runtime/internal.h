@@ -179,7 +179,7 @@ typedef struct clcrt__build {
   double compile_ms;
 } clcrt__build;
 
-/* variant: CLCRT__V_* bits (clcrt.cuh: V). */
+/* variant: CLCRT__V_* bits (clcrt.cuh: V), as clcrt__variant_bits gives them. */
 clcrt_status clcrt__build_prepare(clcrt_runtime *rt, const clcrt_tile_desc *d, unsigned variant, clcrt__build *b);
 clcrt_status clcrt__build_compile(clcrt_runtime *rt, clcrt__build *b);
 void clcrt__build_free(clcrt__build *b);
@@ -190,6 +190,11 @@ clcrt_runtime *clcrt__stream_runtime(const clcrt_stream *s);
 /* register.c */
 /* A deep copy of d in one allocation (clcrt__free), or NULL when out of memory. */
 clcrt_tile_desc *clcrt__desc_dup(const clcrt_tile_desc *d);
+/* The variant bits a kernel of scheduler `sched` is compiled with for `bits`: bits its
+ * scheduler has no code for are dropped (all but V_OBS outside STEAL), and so are GRAPH and
+ * YIELD with ONE (a run that claims nothing neither claims from a graph nor yields). One
+ * variant, one translation unit, one cache entry. */
+unsigned clcrt__variant_bits(clcrt_sched sched, unsigned bits);
 /* The variant of k with k's bits and `bits` (CLCRT__V_*; k itself when it has them all),
  * compiled and loaded on first use. */
 clcrt_status clcrt__kernel_variant(clcrt_kernel *k, unsigned bits, clcrt_kernel **out);

@@ -260,13 +260,17 @@ static void variant_uses(unsigned v, char *buf, size_t n) {
            v & CLCRT__V_ONE ? "a run that claims nothing" : "");
 }
 
+unsigned clcrt__variant_bits(clcrt_sched sched, unsigned bits) {
+  unsigned v = bits & (sched == CLCRT_SCHED_STEAL ? CLCRT__V_ALL : CLCRT__V_OBS);
+  return v & CLCRT__V_ONE ? v & (CLCRT__V_ONE | CLCRT__V_OBS) : v;
+}
+
 /* Compiled (or found in the memory or disk cache) like any registration: concurrent first
- * uses wait for one compile and get the same kernel. Bits a scheduler has no code for (all
- * but V_OBS outside STEAL) are dropped, so they never build a copy of the same kernel. */
+ * uses wait for one compile and get the same kernel. Bits that name no code of the kernel's
+ * scheduler never build a copy of the same kernel (clcrt__variant_bits). */
 clcrt_status clcrt__kernel_variant(clcrt_kernel *k, unsigned bits, clcrt_kernel **out) {
   clcrt_kernel *base = k->base; /* set for every kernel (register_variant) */
-  unsigned v = (k->variant | bits) & (k->sched == CLCRT_SCHED_STEAL ? CLCRT__V_ALL : CLCRT__V_OBS);
-  if (v & CLCRT__V_ONE) v &= CLCRT__V_ONE | CLCRT__V_OBS; /* a run that claims neither claims from a graph nor yields */
+  unsigned v = clcrt__variant_bits(k->sched, k->variant | bits);
   if (v == k->variant) {
     *out = k;
     return CLCRT_OK;

@@ -375,9 +375,9 @@ END_TEST
  * far the other ranks ran ahead of rank 0 is printed: a response is published at most one
  * ahead of the leader's CTA (nvrtc_src/clcrt.cuh), so at most one unit, or one claim's
  * units, plus the ones in progress. */
-static const char *k_drift_src =
-    "struct DriftArgs { unsigned *hits; unsigned *seq; unsigned long long *t0; unsigned max_iter, spin_ns; };\n"
-    "__device__ void drift_tile(const clcrt::Tile &t, const DriftArgs &a) {\n"
+static const char *k_order_src =
+    "struct OrderArgs { unsigned *hits; unsigned *seq; unsigned long long *t0; unsigned max_iter, spin_ns; };\n"
+    "__device__ void order_tile(const clcrt::Tile &t, const OrderArgs &a) {\n"
     "  unsigned cid, cs;\n"
     "  asm volatile(\"mov.u32 %0, %%clusterid.x;\" : \"=r\"(cid));\n"
     "  asm volatile(\"mov.u32 %0, %%cluster_nctarank;\" : \"=r\"(cs));\n"
@@ -401,7 +401,7 @@ static const char *k_drift_src =
 typedef struct {
   CUdeviceptr hits, seq, t0;
   unsigned max_iter, spin_ns;
-} DriftArgs;
+} OrderArgs;
 
 START_TEST(test_cluster_order) {
   clcrt_runtime *rt = gpu_runtime();
@@ -416,11 +416,11 @@ START_TEST(test_cluster_order) {
       const unsigned cs = cls[ci].x, units = san ? 3001u : 20011u, max_iter = 128;
       const size_t max_clusters = units, nrec = max_clusters * cs * max_iter;
       clcrt_tile_desc d = CLCRT_TILE_DESC_INIT;
-      d.source = k_drift_src, d.tile_fn = "drift_tile", d.args_type = "DriftArgs";
+      d.source = k_order_src, d.tile_fn = "order_tile", d.args_type = "OrderArgs";
       d.block = (clcrt_dim3){256, 1, 1}, d.cluster = cls[ci], d.sched = CLCRT_SCHED_STEAL, d.grid = grids[gi];
       clcrt_kernel *k = NULL;
       ck_assert_msg(clcrt_register(rt, &d, &k) == CLCRT_OK, "%s", clcrt_errmsg(rt));
-      DriftArgs a = {gpu_alloc((size_t)units * cs * 4), gpu_alloc(nrec * 4), gpu_alloc(nrec * 8), max_iter,
+      OrderArgs a = {gpu_alloc((size_t)units * cs * 4), gpu_alloc(nrec * 4), gpu_alloc(nrec * 8), max_iter,
                      san ? 2000u : 20000u};
       gpu_fill_u8(a.hits, 0, (size_t)units * cs * 4);
       gpu_fill_u8(a.seq, 0, nrec * 4);
