@@ -42,6 +42,7 @@
   X(cuStreamSynchronize)             \
   X(cuStreamQuery)                   \
   X(cuStreamGetCaptureInfo)          \
+  X(cuStreamIsCapturing)             \
   X(cuMemAlloc)                      \
   X(cuMemFree)                       \
   X(cuMemsetD8)                      \

@@ -64,7 +64,25 @@ _Static_assert(sizeof(clcrt__params) == 128, "clcrt__params must mirror clcrt::P
 typedef enum { CLCRT__K_BUILDING = 0, CLCRT__K_READY, CLCRT__K_FAILED } clcrt__kstate;
 
 struct clcrt_kernel {
+  /* What clcrt_run reads on every run, together at the start: the driver's launch path evicts
+   * these lines between runs, so every line the run touches costs a miss (host overhead). */
   clcrt_runtime *rt;
+  struct clcrt_kernel *base;   /* the registered kernel (variant 0); itself there */
+  CUfunction fn;
+  size_t args_size;            /* Args parameter size, from cuFuncGetParamInfo */
+  clcrt_sched sched;
+  clcrt_grid grid;
+  clcrt_dim3 block, cluster;
+  unsigned nthreads, cluster_size;
+  unsigned smem_bytes;
+  unsigned ring_bytes;         /* STEAL and CLC: CLCRT__RING_OFF(smem_bytes) - smem_bytes + CLCRT__RING_BYTES */
+  int max_clusters;            /* occupancy: clusters resident at once, 0 = not yet known */
+  uint32_t guide_mul, guide_shr; /* fast division by 2 * max_clusters (written before it) */
+  unsigned variant;            /* CLCRT__V_* bits this kernel was compiled with (0: as registered) */
+  /* Variants (CLCRT__V_*), compiled when a run first needs them (register.c:
+   * clcrt__kernel_variant) from the registered kernel's kept description. */
+  struct clcrt_kernel *var[CLCRT__V_COUNT]; /* the base's variants once built (atomic), by bits; in the runtime's list */
+
   struct clcrt_kernel *next;   /* the runtime's list (and memory cache) */
   clcrt__kstate state;         /* guarded by rt->lock */
   uint8_t key[CLCRT__KEY_BYTES];
@@ -73,12 +91,6 @@ struct clcrt_kernel {
   int has_desc_key;
 
   char *name;                  /* entry symbol */
-  clcrt_sched sched;
-  clcrt_grid grid;
-  clcrt_dim3 block, cluster;
-  unsigned nthreads, cluster_size;
-  unsigned smem_bytes;
-  unsigned ring_bytes;         /* STEAL and CLC: CLCRT__RING_OFF(smem_bytes) - smem_bytes + CLCRT__RING_BYTES */
 
   void *cubin;
   size_t cubin_size;
@@ -91,18 +103,9 @@ struct clcrt_kernel {
   /* Device side; all zero in compile-only mode. */
   CUlibrary lib;
   CUkernel kern;
-  CUfunction fn;
-  size_t args_size;            /* Args parameter size, from cuFuncGetParamInfo */
   size_t args_offset, params_offset;
-  int max_clusters;            /* occupancy: clusters resident at once, 0 = not yet known */
   unsigned min_blocks;         /* desc.min_blocks_per_sm */
-
-  /* Variants (CLCRT__V_*), compiled when a run first needs them (register.c:
-   * clcrt__kernel_variant) from the registered kernel's kept description. */
-  unsigned variant;            /* CLCRT__V_* bits this kernel was compiled with (0: as registered) */
-  struct clcrt_kernel *base;   /* the registered kernel (variant 0); itself there */
   clcrt_tile_desc *desc;       /* the registered description (one allocation); NULL in other variants */
-  struct clcrt_kernel *var[CLCRT__V_COUNT]; /* the base's variants once built (atomic), by bits; in the runtime's list */
 };
 
 struct clcrt_runtime {

@@ -16,10 +16,12 @@
 #include "sched_state.h"
 #include "stream.h"
 
+static void fastdiv(uint32_t d, uint32_t *mul, uint32_t *shr);
+
 /* Clusters of this kernel that fit on the device at once, from the real block size and
  * shared memory; computed once per kernel. */
 static clcrt_status max_clusters(clcrt_runtime *rt, clcrt_kernel *k, int *out) {
-  int n = __atomic_load_n(&k->max_clusters, __ATOMIC_RELAXED);
+  int n = __atomic_load_n(&k->max_clusters, __ATOMIC_ACQUIRE);
   if (n > 0) {
     *out = n;
     return CLCRT_OK;
@@ -48,7 +50,12 @@ static clcrt_status max_clusters(clcrt_runtime *rt, clcrt_kernel *k, int *out) {
                        "kernel %s: no cluster of %u CTAs x %u threads with %u bytes of dynamic shared memory fits on "
                        "this device (registers %d per thread)",
                        k->name, k->cluster_size, k->nthreads, k->smem_bytes, k->kinfo->registers);
-  __atomic_store_n(&k->max_clusters, n, __ATOMIC_RELAXED);
+  /* A claiming run's guided bound divides by 2 * n (launch below): once per kernel, not per run. */
+  uint32_t gm, gs;
+  fastdiv(2u * (uint32_t)n, &gm, &gs);
+  __atomic_store_n(&k->guide_mul, gm, __ATOMIC_RELAXED);
+  __atomic_store_n(&k->guide_shr, gs, __ATOMIC_RELAXED);
+  __atomic_store_n(&k->max_clusters, n, __ATOMIC_RELEASE);
   *out = n;
   return CLCRT_OK;
 }
@@ -60,8 +67,7 @@ static void fastdiv(uint32_t d, uint32_t *mul, uint32_t *shr) {
     *mul = 0, *shr = 0;
     return;
   }
-  uint32_t l = 0;
-  while ((1ull << l) < d) l++;
+  uint32_t l = 32u - (uint32_t)__builtin_clz(d - 1); /* ceil(log2 d) */
   *mul = (uint32_t)(((1ull << (31 + l)) + d - 1) / d);
   *shr = l - 1;
 }
@@ -94,12 +100,19 @@ clcrt_status clcrt_run(clcrt_stream *s, const clcrt_kernel *kc, clcrt_dim3 tiles
                        k->name, args_size, k->args_size);
   if (!args) return clcrt__fail(rt, CLCRT_E_INVALID, "clcrt_run(%s): args is NULL", k->name);
   if (tiles.x == 0 || tiles.y == 0 || tiles.z == 0) return CLCRT_OK; /* an empty tile grid is a no-op */
-  clcrt__params p;
-  memset(&p, 0, sizeof p);
+  /* Copied from a zero constant (vector moves) rather than zeroed in place (rep stos, the
+   * hottest instruction of this function on the host's profile). */
+  static const clcrt__params zero;
+  clcrt__params p = zero;
   p.tiles[0] = tiles.x, p.tiles[1] = tiles.y, p.tiles[2] = tiles.z;
-  p.units[0] = (tiles.x - 1) / k->cluster.x + 1;
-  p.units[1] = (tiles.y - 1) / k->cluster.y + 1;
-  p.units[2] = (tiles.z - 1) / k->cluster.z + 1;
+  /* 1-CTA clusters (the usual case) without a division. */
+  if (k->cluster_size == 1) {
+    p.units[0] = tiles.x, p.units[1] = tiles.y, p.units[2] = tiles.z;
+  } else {
+    p.units[0] = (tiles.x - 1) / k->cluster.x + 1;
+    p.units[1] = (tiles.y - 1) / k->cluster.y + 1;
+    p.units[2] = (tiles.z - 1) / k->cluster.z + 1;
+  }
   /* Units are counted in 31 bits on the device (its fast division and claim counters), and
    * a full grid launches one cluster per unit along x. */
   unsigned long long units = (unsigned long long)p.units[0] * p.units[1] * p.units[2];
@@ -110,8 +123,16 @@ clcrt_status clcrt_run(clcrt_stream *s, const clcrt_kernel *kc, clcrt_dim3 tiles
                        k->name, tiles.x, tiles.y, tiles.z, units, k->cluster.x, k->cluster.y, k->cluster.z,
                        0x7fffffffull / k->cluster.x);
   p.num_units = (uint32_t)units;
-  fastdiv(p.units[0], &p.div1_mul, &p.div1_shr);
+  /* The device's u / units[0]: for a 1-D grid (every u < units[0]) it is 0, which mul 1,
+   * shr 31 gives with no division here (umulhi(u, 1) = 0). */
+  if (p.units[1] == 1 && p.units[2] == 1)
+    p.div1_mul = 1, p.div1_shr = 31;
+  else
+    fastdiv(p.units[0], &p.div1_mul, &p.div1_shr);
   fastdiv(p.units[1], &p.div2_mul, &p.div2_shr);
+  /* Launching the context-independent CUkernel instead (which runs in the stream's context,
+   * cuda.h) would spare this query, but measured on the H100 host such launches cost more than
+   * the query (bench, overhead section: "bare (CUkernel)"). */
   clcrt_status st = clcrt__ctx_enter(rt);
   if (st != CLCRT_OK) return st;
 
@@ -127,7 +148,7 @@ clcrt_status clcrt_run(clcrt_stream *s, const clcrt_kernel *kc, clcrt_dim3 tiles
   int graph = 0;
   if (steal) {
     CUstreamCaptureStatus cap = CU_STREAM_CAPTURE_STATUS_NONE;
-    CU_CHECK(rt, cuStreamGetCaptureInfo(s->cu, &cap, NULL, NULL, NULL, NULL, NULL));
+    CU_CHECK(rt, cuStreamIsCapturing(s->cu, &cap)); /* a little cheaper than cuStreamGetCaptureInfo */
     if (cap == CU_STREAM_CAPTURE_STATUS_INVALIDATED)
       return clcrt__fail(rt, CLCRT_E_INVALID,
                          "clcrt_run(%s): the stream's graph capture was invalidated by an earlier error; end the "
@@ -150,12 +171,12 @@ clcrt_status clcrt_run(clcrt_stream *s, const clcrt_kernel *kc, clcrt_dim3 tiles
    * from clcrt_kernel_variant (a short one would run only the units of its own). */
   clcrt_kernel *k0 = k->base;
   unsigned clusters, resident;
+  int mc = 0; /* the launched kernel's max_clusters (STEAL and persistent grids) */
   for (;;) {
     k = k0;
     if (variant && (st = clcrt__kernel_variant(k0, variant, &k)) != CLCRT_OK) return st;
     clusters = resident = p.num_units;
     if (steal || grid == CLCRT_GRID_PERSISTENT) {
-      int mc = 0;
       if ((st = max_clusters(rt, k, &mc)) != CLCRT_OK) return st;
       if ((unsigned)mc < resident) resident = (unsigned)mc;
       if (grid == CLCRT_GRID_PERSISTENT) clusters = resident;
@@ -211,7 +232,12 @@ clcrt_status clcrt_run(clcrt_stream *s, const clcrt_kernel *kc, clcrt_dim3 tiles
      * than remaining / (2 * clusters running), so the tail is handed out unit by unit. */
     p.active = resident;
     p.chunk_cycles = rt->chunk_cycles; /* CLCRT_STEAL_CHUNK_CYCLES, default 8000: ~4 us on an H100 */
-    fastdiv(2 * resident, &p.guide_mul, &p.guide_shr);
+    if ((int)resident == mc) { /* a claiming run's (it has more units than fit): memoised with mc */
+      p.guide_mul = __atomic_load_n(&k->guide_mul, __ATOMIC_RELAXED);
+      p.guide_shr = __atomic_load_n(&k->guide_shr, __ATOMIC_RELAXED);
+    } else {
+      fastdiv(2 * resident, &p.guide_mul, &p.guide_shr);
+    }
     p.early_min = 2 * resident;
     if (preemptible && grid == CLCRT_GRID_FULL) {
       p.yield = rt->devstate->yield;
