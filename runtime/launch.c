@@ -16,7 +16,17 @@
 #include "sched_state.h"
 #include "stream.h"
 
-static void fastdiv(uint32_t d, uint32_t *mul, uint32_t *shr);
+/* n / d as umulhi(n, mul) >> shr for every n < 2^31 (Granlund and Montgomery; CUTLASS's
+ * FastDivmod): the device decomposes unit indices without a hardware division. */
+static void fastdiv(uint32_t d, uint32_t *mul, uint32_t *shr) {
+  if (d <= 1) {
+    *mul = 0, *shr = 0;
+    return;
+  }
+  uint32_t l = 32u - (uint32_t)__builtin_clz(d - 1); /* ceil(log2 d) */
+  *mul = (uint32_t)(((1ull << (31 + l)) + d - 1) / d);
+  *shr = l - 1;
+}
 
 /* Clusters of this kernel that fit on the device at once, from the real block size and
  * shared memory; computed once per kernel. */
@@ -58,18 +68,6 @@ static clcrt_status max_clusters(clcrt_runtime *rt, clcrt_kernel *k, int *out) {
   __atomic_store_n(&k->max_clusters, n, __ATOMIC_RELEASE);
   *out = n;
   return CLCRT_OK;
-}
-
-/* n / d as umulhi(n, mul) >> shr for every n < 2^31 (Granlund and Montgomery; CUTLASS's
- * FastDivmod): the device decomposes unit indices without a hardware division. */
-static void fastdiv(uint32_t d, uint32_t *mul, uint32_t *shr) {
-  if (d <= 1) {
-    *mul = 0, *shr = 0;
-    return;
-  }
-  uint32_t l = 32u - (uint32_t)__builtin_clz(d - 1); /* ceil(log2 d) */
-  *mul = (uint32_t)(((1ull << (31 + l)) + d - 1) / d);
-  *shr = l - 1;
 }
 
 /* Held only around handing out a sequence number and one cuLaunchKernelEx: a spin lock
@@ -202,12 +200,10 @@ clcrt_status clcrt_run(clcrt_stream *s, const clcrt_kernel *kc, clcrt_dim3 tiles
       if (preemptible && k->grid == CLCRT_GRID_AUTO) p.claim_base = resident < clusters ? resident : clusters;
     }
     int claims = steal && p.claim_base < p.num_units;
-    if (steal && !claims && !tried_one) {
+    if (steal && !claims && !tried_one) { /* variant has no V_ONE yet: only this sets it */
       tried_one = 1;
-      if (variant != ((wanted & CLCRT__V_OBS) | CLCRT__V_ONE)) {
-        variant = (wanted & CLCRT__V_OBS) | CLCRT__V_ONE;
-        continue;
-      }
+      variant = (wanted & CLCRT__V_OBS) | CLCRT__V_ONE;
+      continue;
     }
     if (claims && (variant & CLCRT__V_ONE)) { /* it fits fewer clusters than the units */
       variant = wanted;

@@ -284,12 +284,10 @@ static clcrt_status run(const clcrt_kernel *k, unsigned x, unsigned y, unsigned 
   return clcrt_run(g_s, k, (clcrt_dim3){x, y, z}, &g_a, sizeof g_a);
 }
 
-/* What a run launches: the function of k (or of its variant) in the runtime's context. */
-static CUfunction launched(const clcrt_kernel *k) { return k->fn; }
 static CUfunction variant_fn(const clcrt_kernel *k, unsigned uses) {
   const clcrt_kernel *v = NULL;
   ck_assert_int_eq(clcrt_kernel_variant(k, uses, &v), CLCRT_OK);
-  return launched(v);
+  return v->fn;
 }
 
 /* umulhi(n, mul) >> shr, as the device divides. */
@@ -305,7 +303,7 @@ START_TEST(steal_persistent_grid_claims_the_rest) {
   const unsigned resident = FAKE_SMS * FAKE_BLOCKS_PER_SM, units = 20000;
   ck_assert_int_eq(run(g_steal, units, 1, 1), CLCRT_OK);
   ck_assert_int_eq(g_launches, 1);
-  ck_assert_ptr_eq(g_fn, launched(g_steal));
+  ck_assert_ptr_eq(g_fn, g_steal->fn);
   ck_assert_uint_eq(g_cfg.gridDimX, resident);
   ck_assert_uint_eq(g_cfg.gridDimY, 1);
   ck_assert_uint_eq(g_cfg.blockDimX, 256);
@@ -369,7 +367,7 @@ END_TEST
 START_TEST(steal_short_run_launches_the_short_variant) {
   ck_assert_int_eq(run(g_steal, 1000, 1, 1), CLCRT_OK);
   ck_assert_ptr_eq(g_fn, variant_fn(g_steal, CLCRT_USE_SHORT));
-  ck_assert_ptr_ne(g_fn, launched(g_steal));
+  ck_assert_ptr_ne(g_fn, g_steal->fn);
   ck_assert_uint_eq(g_cfg.gridDimX, 1000);
   ck_assert_uint_eq(g_cfg.sharedMemBytes, g_steal->smem_bytes);
   ck_assert_uint_eq(g_p.claim_base, 1000);
@@ -379,7 +377,7 @@ START_TEST(steal_short_run_launches_the_short_variant) {
   ck_assert_int_eq(run(g_steal, resident, 1, 1), CLCRT_OK);
   ck_assert_ptr_eq(g_fn, variant_fn(g_steal, CLCRT_USE_SHORT));
   ck_assert_int_eq(run(g_steal, resident + 1, 1, 1), CLCRT_OK);
-  ck_assert_ptr_eq(g_fn, launched(g_steal));
+  ck_assert_ptr_eq(g_fn, g_steal->fn);
   ck_assert_uint_eq(g_p.claim_base, resident);
   ck_assert_uint_eq(g_p.num_units, resident + 1);
 }
@@ -389,7 +387,7 @@ END_TEST
 START_TEST(steal_clusters_count_units_and_ctas) {
   const unsigned resident = FAKE_SMS * FAKE_BLOCKS_PER_SM / 2;
   ck_assert_int_eq(run(g_steal2, 20001, 1, 1), CLCRT_OK);
-  ck_assert_ptr_eq(g_fn, launched(g_steal2));
+  ck_assert_ptr_eq(g_fn, g_steal2->fn);
   ck_assert_uint_eq(g_p.units[0], 10001);
   ck_assert_uint_eq(g_p.num_units, 10001);
   ck_assert_uint_eq(g_p.num_clusters, resident);
@@ -418,7 +416,7 @@ START_TEST(steal_captured_runs_use_the_graph_table) {
   /* After the capture: the stream's own claim sets again. */
   g_capture = CU_STREAM_CAPTURE_STATUS_NONE;
   ck_assert_int_eq(run(g_steal, 20000, 1, 1), CLCRT_OK);
-  ck_assert_ptr_eq(g_fn, launched(g_steal));
+  ck_assert_ptr_eq(g_fn, g_steal->fn);
   ck_assert_uint_eq(g_p.flags & CLCRT__PF_GRAPH, 0);
   ck_assert_uint_eq(g_p.state, g_s->state);
 }
@@ -436,7 +434,7 @@ END_TEST
 /* FIXED: one cluster per unit, as a 3-D grid where y and z fit, else 1-D. */
 START_TEST(fixed_grids) {
   ck_assert_int_eq(run(g_fixed, 100, 20, 3), CLCRT_OK);
-  ck_assert_ptr_eq(g_fn, launched(g_fixed));
+  ck_assert_ptr_eq(g_fn, g_fixed->fn);
   ck_assert_uint_eq(g_cfg.gridDimX, 100);
   ck_assert_uint_eq(g_cfg.gridDimY, 20);
   ck_assert_uint_eq(g_cfg.gridDimZ, 3);
@@ -507,7 +505,7 @@ static double ns_per_call(const clcrt_kernel *k, unsigned units, int bare) {
       c.gridDimX = units, c.gridDimY = c.gridDimZ = 1;
       c.blockDimX = 256, c.blockDimY = c.blockDimZ = 1;
       void *kp[2] = {&g_a, &g_p};
-      g_fake.cuLaunchKernelEx(&c, launched(k), kp, NULL);
+      g_fake.cuLaunchKernelEx(&c, k->fn, kp, NULL);
     } else if (run(k, units, 1, 1) != CLCRT_OK) {
       ck_abort_msg("%s", clcrt_errmsg(g_rt));
     }

@@ -6,10 +6,6 @@
 
 extern const char *k_scale_src;
 
-/* Host cost per call: clcrt_run against a bare cuLaunchKernelEx of the same CUfunction
- * with the same configuration, each timed on the CPU over batches of 200 calls (a 1-tile
- * STEAL run, synchronised between batches so the launch queue never fills), with the parts
- * of the difference measured beside it. */
 /* One call of contender `which` (see bench_overhead). */
 typedef struct {
   clcrt_kernel *k, *kf;
@@ -42,7 +38,16 @@ static int cmp_double(const void *a, const void *b) {
   double x = *(const double *)a, y = *(const double *)b;
   return x < y ? -1 : x > y;
 }
+/* The median of v[0..n) (sorts v). */
+static double median(double *v, int n) {
+  qsort(v, (size_t)n, sizeof *v, cmp_double);
+  return v[n / 2];
+}
 
+/* Host cost per call: clcrt_run against a bare cuLaunchKernelEx of the same CUfunction
+ * with the same configuration, each timed on the CPU over batches of 200 calls (a 1-tile
+ * STEAL run, synchronised between batches so the launch queue never fills), with the parts
+ * of the difference measured beside it. */
 void bench_overhead(void) {
   clcrt_kernel *k = reg2(k_scale_src, "scale_tile", "ScaleArgs", CLCRT_SCHED_STEAL, CLCRT_GRID_PERSISTENT, 1, "-DPER=1", NULL);
   CUdeviceptr x, y;
@@ -103,14 +108,9 @@ void bench_overhead(void) {
   /* Each contender's batch is paired with the bare batch of its round: the median of those
    * differences moves less with the host's launch rate than a difference of medians. */
   double diff[NC][41], med[NC], dmed[NC];
-  for (int c = 0; c < NC; c++) {
+  for (int c = NC - 1; c >= 0; c--) { /* the bare launch (0) last: the others subtract its times */
     for (int b = 0; b < batches; b++) diff[c][b] = t[c][b] - t[0][b];
-    for (int i = 0; i < batches; i++)
-      for (int j = i + 1; j < batches; j++) {
-        if (t[c][j] < t[c][i]) { double w = t[c][i]; t[c][i] = t[c][j]; t[c][j] = w; }
-        if (diff[c][j] < diff[c][i]) { double w = diff[c][i]; diff[c][i] = diff[c][j]; diff[c][j] = w; }
-      }
-    med[c] = t[c][batches / 2], dmed[c] = diff[c][batches / 2];
+    med[c] = median(t[c], batches), dmed[c] = median(diff[c], batches);
   }
   printf("\nhost overhead per launch (median of %d batches of %d calls, CPU clock; a 1-tile STEAL run, which "
          "launches the kernel's short variant):\n",
@@ -140,11 +140,9 @@ void bench_overhead(void) {
   }
   CK(cu->cuStreamSynchronize(cs));
   double cmed[NC], cdiff[NC];
-  for (int c = 0; c < NC; c++) {
+  for (int c = NC - 1; c >= 0; c--) { /* the bare launch (0) last, as above */
     for (int r = 0; r < ROUNDS; r++) pd[c][r] = pc[c][r] - pc[0][r];
-    qsort(pc[c], ROUNDS, sizeof(double), cmp_double);
-    qsort(pd[c], ROUNDS, sizeof(double), cmp_double);
-    cmed[c] = pc[c][ROUNDS / 2], cdiff[c] = pd[c][ROUNDS / 2];
+    cmed[c] = median(pc[c], ROUNDS), cdiff[c] = median(pd[c], ROUNDS);
   }
   printf("  call by call (%d rounds of one call each, order rotating; CPU clock around each call):\n", ROUNDS);
   for (int c = 0; c < NC; c++)
@@ -175,17 +173,12 @@ void bench_overhead(void) {
     double t3 = clcrt__now_ms();
     ctx[b] = (t1 - t0) * 1e3 / per, cap[b] = (t2 - t1) * 1e3 / per, isc[b] = (t3 - t2) * 1e3 / per;
   }
-  for (int i = 0; i < batches; i++)
-    for (int j = i + 1; j < batches; j++) {
-      if (ctx[j] < ctx[i]) { double w = ctx[i]; ctx[i] = ctx[j]; ctx[j] = w; }
-      if (cap[j] < cap[i]) { double w = cap[i]; cap[i] = cap[j]; cap[j] = w; }
-      if (isc[j] < isc[i]) { double w = isc[i]; isc[i] = isc[j]; isc[j] = w; }
-    }
+  const double mctx = median(ctx, batches), mcap = median(cap, batches), misc = median(isc, batches);
   printf("  driver queries alone: cuCtxGetCurrent %.3f us, cuStreamGetCaptureInfo %.3f us, cuStreamIsCapturing %.3f us\n",
-         ctx[batches / 2], cap[batches / 2], isc[batches / 2]);
+         mctx, mcap, misc);
   emit_json("\"workload\":\"host-queries\",\"ctx_get_current_us\":%.4f,\"stream_capture_info_us\":%.4f,"
             "\"stream_is_capturing_us\":%.4f",
-            ctx[batches / 2], cap[batches / 2], isc[batches / 2]);
+            mctx, mcap, misc);
   cu->cuMemFree(x), cu->cuMemFree(y), cu->cuMemFree(counter);
 }
 
