@@ -82,7 +82,11 @@ typedef enum clcrt_sched {
  * clusters as fit on the device at once. AUTO is PERSISTENT, except while a stream of
  * higher priority exists on the device: then the clusters that fit at once plus
  * $CLCRT_PREEMPT_WAVES (default 2) waves of reserve, so that the run can yield (see README:
- * Preemption, measured). */
+ * Preemption, measured); and except for long units: a kernel with no prologue and no state
+ * whose earlier runs measured units of at least $CLCRT_STEAL_LONG_CYCLES (default 4000)
+ * cycles per CTA of its cluster runs one cluster per unit, which the GPU's block scheduler
+ * hands out as clusters finish, with no claims, preempted as FIXED is (see README: long
+ * units). */
 typedef enum clcrt_grid {
   CLCRT_GRID_AUTO = 0,
   CLCRT_GRID_FULL,
@@ -162,9 +166,10 @@ CLCRT_API clcrt_status clcrt_kernel_ptx(const clcrt_kernel *k, const char **ptx)
  *                      grid, on a stream below the priority of another live clcrt stream
  *                      of the device
  *   CLCRT_USE_SHORT    a STEAL run with no more work units than clusters fit at once (on a
- *                      persistent or AUTO grid): every cluster runs one unit of its own and
- *                      nothing is claimed, so the variant has no claim code at all (short
- *                      runs pay for the code a kernel carries); it replaces GRAPH and PREEMPT
+ *                      persistent or AUTO grid), or a run of long units (AUTO grid, see
+ *                      clcrt_grid): every cluster runs one unit of its own and nothing is
+ *                      claimed, so the variant has no claim code at all (short runs pay for
+ *                      the code a kernel carries); it replaces GRAPH and PREEMPT
  * A run that uses several launches the variant with all of them. clcrt_kernel_prepare builds
  * now the variants for every combination of `uses` (an OR of CLCRT_USE_*): call it before
  * timing or capturing so that no build happens inside clcrt_run. Outside STEAL only

@@ -83,39 +83,45 @@ struct Tile {
 // Scheduler parameters: mirrored by struct clcrt__params in runtime/internal.h, checked by
 // size at load time (cuFuncGetParamInfo).
 struct Params {
-  unsigned tiles[3];         // the tile grid
+  // First what a run of one cluster per unit reads (FIXED, STEAL's ONE variant), right after
+  // Args: the parameters are read through the constant cache, and a short kernel's first
+  // read of a line it shares with no one is a miss on the path to its first load.
+  unsigned flags;            // FLAG_GRAPH: state is the table; FLAG_GRID3: launched as a 3-D grid of units
   unsigned units[3];         // ceil(tiles / cluster)
+  unsigned seq;              // the run's sequence number on its stream (which counter)
   unsigned num_units;        // units[0] * units[1] * units[2]
-  unsigned num_clusters;     // clusters launched
   unsigned long long state;  // STEAL: the stream's claim sets, or the runtime's graph table
+  unsigned tiles[3];         // the tile grid
+  unsigned num_clusters;     // clusters launched
   unsigned long long *stats; // optional: [0] tiles, [1] steals, [2] clusters, [3] max units per cluster, [4+sm] tiles per SM
   unsigned long long trace;  // optional: the stream's trace buffer
   const unsigned *yield;     // optional: the device's preemption words (32 x level)
-  unsigned seq;              // the run's sequence number on its stream (which counter)
   unsigned run;              // the run's number for the trace
   unsigned chunk_cycles;     // a claim takes units lasting about this long
   unsigned active;           // clusters that run at once
   unsigned prio;             // the run's priority level: it yields to any higher level
-  unsigned flags;            // FLAG_GRAPH: state is the table; FLAG_GRID3: FIXED launched as a 3-D grid of units
   unsigned div1_mul, div1_shr; // fast division by units[0] (mul 0: divide by 1)
   unsigned div2_mul, div2_shr; // fast division by units[1]
   unsigned guide_mul, guide_shr; // fast division by 2 * active
-  unsigned early_min;        // claim ahead only while more than this many units remain
   unsigned claim_base;       // STEAL: units below are the clusters' own (cluster c's first is c); claims start here
   unsigned yield_words;      // preemption words in use (a multiple of 4, at most 32)
-  unsigned reserved[1];
+  unsigned *unit_cycles;     // optional, STEAL: HINT_WORDS words of host memory: clusters 0..HINT_WORDS-1 of a
+                             // claiming run leave their measured cycles per unit there (the runtime's choice of
+                             // grid for the kernel's next runs)
 };
 
 enum { SCHED_CLC = 1, SCHED_STEAL = 2, SCHED_STATIC = 3, SCHED_FIXED = 4 };
-enum : unsigned { NONE = 0xffffffffu, FLAG_GRAPH = 1u, FLAG_GRID3 = 2u };
+enum : unsigned { NONE = 0xffffffffu, FLAG_GRAPH = 1u, FLAG_GRID3 = 2u, HINT_WORDS = 8u };
 // Variants of a kernel (bits of the template's V; runtime/internal.h: CLCRT__V_*): what a kernel
 // is compiled with beyond its tile loop. A registered kernel is variant 0, with none of them;
 // the runtime compiles a variant when a run first needs it (register.c: clcrt__kernel_variant).
 //   V_OBS    records the timeline trace and the statistics (traced runs, statistics on)
 //   V_GRAPH  STEAL claims from the context's graph table (runs captured into a graph)
 //   V_YIELD  STEAL clusters may yield to higher-priority work (runs that can be preempted)
-//   V_ONE    STEAL without claims: every cluster runs the unit of its own and leaves (runs with
-//            no more units than clusters fit at once); none of the claim code is compiled
+//   V_ONE    STEAL without claims: every cluster runs the unit of its own and leaves, as under
+//            FIXED (runs with no more units than clusters fit at once, and runs of long units,
+//            launched with one cluster per unit: runtime/launch.c); none of the claim code is
+//            compiled
 // Leaving out what a run does not use keeps the kernel small: the README kernel's STEAL cubin
 // has about half the instructions without V_GRAPH and V_YIELD, and its first compile takes
 // about a quarter less (README, Compile).
@@ -263,9 +269,19 @@ __device__ __forceinline__ unsigned atom_add_relaxed_gpu(unsigned *p, unsigned v
 __device__ __forceinline__ void st_relaxed_gpu(unsigned *p, unsigned v) {
   asm volatile("st.relaxed.gpu.global.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
 }
+// A word the host reads while the device may write it (mapped host memory).
+__device__ __forceinline__ void st_relaxed_sys(unsigned *p, unsigned v) {
+  asm volatile("st.relaxed.sys.global.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
+}
 // Zeroes a claim line's counter and its started count (words 0 and 1) in one store.
 __device__ __forceinline__ void zero_claims(unsigned *line) {
   asm volatile("st.relaxed.gpu.global.u64 [%0], %1;" ::"l"(line), "l"(0ull) : "memory");
+}
+__device__ __forceinline__ void zero_claims_if(bool c, unsigned *line) {
+  asm volatile("{\n\t.reg .pred q;\n\tsetp.ne.u32 q, %0, 0;\n\t@q st.relaxed.gpu.global.u64 [%1], %2;\n}" ::"r"(
+                   (unsigned)c),
+               "l"(line), "l"(0ull)
+               : "memory");
 }
 __device__ __forceinline__ void red_add_relaxed_gpu(unsigned *p, unsigned v) {
   asm volatile("red.relaxed.gpu.global.add.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
@@ -565,8 +581,14 @@ struct Scheduler {
       // unless the run is traced). The stream's counter for the next run is still zeroed
       // (as locate_state does), unless the run was captured into a graph: such a run is
       // launched without the graph variant (the runtime's clcrt_run), and replays of it may
-      // run beside the stream's own runs.
-      if (leader && !(p.flags & FLAG_GRAPH)) zero_next_claims();
+      // run beside the stream's own runs. Thread x 0 of the CTAs at x 0 (more than one on a
+      // 2-D or 3-D grid: the same zero, and nothing else writes that counter during this run):
+      // a cheaper test than the leader's, which every thread of every CTA of a run of one
+      // cluster per unit evaluates (tid, rank: about a dozen instructions per tile).
+      // A predicated store, not a branch: a branch around it costs these kernels a
+      // convergence region (BSSY/BSYNC) ahead of the tile's first load.
+      ptx::zero_claims_if(threadIdx.x == 0 && blockIdx.x == 0 && !(p.flags & FLAG_GRAPH),
+                          (unsigned *)p.state + ((p.seq + 1u) & 1u) * LINE_WORDS);
       return true;
     }
     if (SCHED == SCHED_STEAL && leader) {
@@ -764,7 +786,7 @@ struct Scheduler {
   enum : bool { AHEAD = CS > 1 || CLCRT_STEAL_EARLY };  // whether the leader ever claims ahead
   __device__ __forceinline__ bool claim_ahead() const {
     if (!AHEAD || ring->exhausted || ring->pub != k) return false;
-    return ring->remaining > p.early_min;
+    return ring->remaining > 2 * p.active;
   }
 
   // The first run of units of a cluster that makes no requests (CLC's first is its own too).
@@ -829,7 +851,7 @@ struct Scheduler {
     body(tile);
     if (traced)
       trace_record(p, REQUESTS ? ring->trace_t0 : t0, ptx::globaltimer(), tile.linear, u,
-                   SCHED == SCHED_FIXED ? u : cluster_id(), rank, REQUESTS && tile.iteration > 0);
+                   SCHED == SCHED_FIXED || ONE ? u : cluster_id(), rank, REQUESTS && tile.iteration > 0);
     return 1;
   }
 
@@ -845,9 +867,11 @@ struct Scheduler {
     unsigned tiles_here = 0;  // differs from units_run only where clusters have padded tiles
     // Only the observed variant records (the runtime launches it for traced runs).
     const bool traced = OBS && CLCRT_TRACE && p.trace && thread0();
-    if constexpr (SCHED == SCHED_FIXED) {
+    if constexpr (SCHED == SCHED_FIXED || ONE) {
       // One unit per cluster (the grid has one cluster per unit): no loop around the tile
-      // function, as in a hand-written kernel.
+      // function, as in a hand-written kernel. STEAL's ONE variant runs as FIXED does: its
+      // runs have one cluster per unit (a short run's clusters all fit at once; a run of long
+      // units the GPU's block scheduler hands out, see runtime/launch.c).
       // Launched as a 3-D grid of units where it fits (FLAG_GRID3): the unit's coordinate is
       // the cluster's, with no division, as in a hand-written kernel.
       unsigned u, ux, uy, uz;
@@ -918,6 +942,12 @@ struct Scheduler {
   __device__ __forceinline__ void finish() {
     if (GRAPH && claims() && leader && ring->slot_state)
       ptx::red_add_release_gpu_u64(ring->slot_state, 1ull);
+    // The first clusters of a claiming run report how long their units took (each its own
+    // word: no atomics); the runtime reads them when it sizes the kernel's next runs.
+    if (SCHED == SCHED_STEAL && !ONE && claims() && leader && p.unit_cycles) {
+      const unsigned c = cluster_id(), t = ring->t_unit;
+      if (c < HINT_WORDS && t) ptx::st_relaxed_sys(p.unit_cycles + c, t);
+    }
     if (CS > 1) ptx::cluster_sync();
   }
 

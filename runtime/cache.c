@@ -244,6 +244,9 @@ clcrt_status clcrt__cache_init(clcrt_runtime *rt) {
   if (env->chunk_cycles_bad)
     clcrt__log(rt, CLCRT_LOG_WARN, "CLCRT_STEAL_CHUNK_CYCLES=\"%.64s\" is not a count from %u to %u: using %u",
                env->chunk_cycles_bad, CLCRT__CHUNK_CYCLES_MIN, CLCRT__CHUNK_CYCLES_MAX, env->chunk_cycles);
+  if (env->long_cycles_bad)
+    clcrt__log(rt, CLCRT_LOG_WARN, "CLCRT_STEAL_LONG_CYCLES=\"%.64s\" is not a count from 0 to %u: using %u",
+               env->long_cycles_bad, CLCRT__LONG_CYCLES_MAX, env->long_cycles);
   const char *why = NULL;
   char *dir;
   if (clcrt__dc_resolve_dir(rt->opts.cache_dir, &dir, &why) != CLCRT_OK)

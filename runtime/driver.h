@@ -70,7 +70,10 @@
   X(cuMemsetD8Async)                 \
   X(cuTensorMapEncodeTiled)         \
   X(cuStreamCreateWithPriority)     \
-  X(cuEventQuery)
+  X(cuEventQuery)                    \
+  X(cuMemHostAlloc)                  \
+  X(cuMemHostGetDevicePointer)       \
+  X(cuMemFreeHost)
 
 typedef struct clcrt__driver {
 #define CLCRT__DRV_FIELD(name) __typeof__(name) *name;

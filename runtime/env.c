@@ -73,6 +73,9 @@ static void read_env(void) {
   const char *cc = nonempty(getenv("CLCRT_STEAL_CHUNK_CYCLES"));
   if (cc && !clcrt__parse_count(cc, CLCRT__CHUNK_CYCLES_MIN, CLCRT__CHUNK_CYCLES_MAX, &g_env.chunk_cycles))
     g_env.chunk_cycles_bad = cc;
+  g_env.long_cycles = CLCRT__LONG_CYCLES_DEFAULT;
+  const char *lc = nonempty(getenv("CLCRT_STEAL_LONG_CYCLES"));
+  if (lc && !clcrt__parse_count(lc, 0, CLCRT__LONG_CYCLES_MAX, &g_env.long_cycles)) g_env.long_cycles_bad = lc;
 }
 
 const clcrt__env *clcrt__env_get(void) {

@@ -14,12 +14,17 @@ typedef struct clcrt__env {
   const char *preempt_waves_bad; /* its text when it is not a count from 1 to 64 (then the default) */
   unsigned chunk_cycles;       /* CLCRT_STEAL_CHUNK_CYCLES: cycles a STEAL claim's units should last (launch.c) */
   const char *chunk_cycles_bad; /* its text when it is not a count in range (then the default) */
+  unsigned long_cycles;        /* CLCRT_STEAL_LONG_CYCLES: per CTA of a cluster, cycles per unit from which a
+                                  STEAL run goes one cluster per unit (launch.c); 0: never */
+  const char *long_cycles_bad; /* its text when it is not a count in range (then the default) */
 } clcrt__env;
 #define CLCRT__PREEMPT_WAVES_DEFAULT 2u
 #define CLCRT__PREEMPT_WAVES_MAX 64u
 #define CLCRT__CHUNK_CYCLES_DEFAULT 8000u
 #define CLCRT__CHUNK_CYCLES_MIN 1u
 #define CLCRT__CHUNK_CYCLES_MAX 10000000u
+#define CLCRT__LONG_CYCLES_DEFAULT 4000u
+#define CLCRT__LONG_CYCLES_MAX 100000000u
 /* The values as first read; later changes to the environment are not seen. */
 const clcrt__env *clcrt__env_get(void);
 /* Parses a byte count: decimal digits with an optional K, M, G or T suffix (powers of

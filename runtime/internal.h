@@ -17,27 +17,27 @@
  * nvrtc_src/clcrt.cuh (its size is checked against the compiled kernel). The layout of
  * the memory behind `state`, `trace` and `yield` is described in sched_state.h. */
 typedef struct clcrt__params {
-  uint32_t tiles[3];
+  /* First what a run of one cluster per unit reads (clcrt.cuh: Params). */
+  uint32_t flags;        /* CLCRT__PF_* */
   uint32_t units[3];
+  uint32_t seq;          /* stream state: the run's sequence number on its stream */
   uint32_t num_units;
-  uint32_t num_clusters;
   uint64_t state;     /* STEAL: the claim state (a stream's, or the runtime's table for graphs) */
+  uint32_t tiles[3];
+  uint32_t num_clusters;
   uint64_t stats;     /* CUdeviceptr or 0 */
   uint64_t trace;     /* CUdeviceptr of the stream's trace buffer, or 0 */
   uint64_t yield;     /* CUdeviceptr of the device's preemption words, or 0: never yield */
-  uint32_t seq;          /* stream state: the run's sequence number on its stream */
   uint32_t run;          /* trace: the run's number */
   uint32_t chunk_cycles; /* a claim takes units lasting about this many cycles */
   uint32_t active;       /* clusters that run at once: min(launched, resident) */
   uint32_t prio;         /* the run's priority level: it yields to any higher level */
-  uint32_t flags;        /* CLCRT__PF_* */
   uint32_t div1_mul, div1_shr;   /* fast division by units[0] (mul 0: by 1) */
   uint32_t div2_mul, div2_shr;   /* fast division by units[1] */
   uint32_t guide_mul, guide_shr; /* fast division by 2 * active */
-  uint32_t early_min;    /* claim ahead only while more than this many units remain */
   uint32_t claim_base;   /* STEAL: units below are the clusters' own (persistent grids); claims start here */
   uint32_t yield_words;  /* preemption words in use, a multiple of 4 (at most CLCRT__YIELD_SLOTS) */
-  uint32_t reserved[1];
+  uint64_t unit_cycles;  /* STEAL: device address of the kernel's CLCRT__HINT_WORDS words of cycles per unit, or 0 */
 } clcrt__params;
 
 _Static_assert(sizeof(clcrt__params) == 128, "clcrt__params must mirror clcrt::Params in nvrtc_src/clcrt.cuh");
@@ -49,7 +49,18 @@ _Static_assert(sizeof(clcrt__params) == 128, "clcrt__params must mirror clcrt::P
 #define CLCRT__RING_OFF(smem) (((smem) + 15u) & ~15u)
 
 #define CLCRT__PF_GRAPH 1u /* state is the runtime's table, keyed by %gridid (captured runs) */
-#define CLCRT__PF_GRID3 2u /* FIXED launched as a 3-D grid of units (y, z within 65535) */
+#define CLCRT__PF_GRID3 2u /* FIXED (or STEAL's V_ONE) launched as a 3-D grid of units (y, z within 65535) */
+
+/* Long units (clcrt.cuh: Params::unit_cycles, launch.c): the first CLCRT__HINT_WORDS clusters
+ * of a claiming STEAL run write how many cycles their units took into host memory mapped
+ * for the device, one word each, that the kernel's later runs read. Words of
+ * CLCRT__HINT_STRIDE bytes per kernel in pages of CLCRT__HINT_PAGE bytes. */
+#define CLCRT__HINT_WORDS 8u
+#define CLCRT__HINT_STRIDE 64u
+#define CLCRT__HINT_PAGE 65536u
+/* Every CLCRT__HW_RECHECK-th run a kernel of long units would launch one cluster per unit is
+ * launched persistent instead, so that its units are measured again. */
+#define CLCRT__HW_RECHECK 64u
 
 /* A kernel's variants (clcrt.cuh: V_*, the same values as the public CLCRT_USE_*): what it is
  * compiled with beyond its tile loop. The registered kernel is variant 0; the others are
@@ -79,6 +90,11 @@ struct clcrt_kernel {
   int max_clusters;            /* occupancy: clusters resident at once, 0 = not yet known */
   uint32_t guide_mul, guide_shr; /* fast division by 2 * max_clusters (written before it) */
   unsigned variant;            /* CLCRT__V_* bits this kernel was compiled with (0: as registered) */
+  /* STEAL on an AUTO grid with no prologue (the base's): CLCRT__HINT_WORDS words of measured
+   * cycles per unit in mapped host memory and their device address, or NULL / 0. */
+  const volatile uint32_t *unit_cycles;
+  uint64_t unit_cycles_dev;
+  unsigned hw_runs;            /* runs that could have gone one cluster per unit (racy count; see launch.c) */
   /* Variants (CLCRT__V_*), compiled when a run first needs them (register.c:
    * clcrt__kernel_variant) from the registered kernel's kept description. */
   struct clcrt_kernel *var[CLCRT__V_COUNT]; /* the base's variants once built (atomic), by bits; in the runtime's list */
@@ -121,6 +137,11 @@ struct clcrt_runtime {
   int num_sms;
   int max_smem_optin;          /* bytes of dynamic shared memory a CTA may opt in to */
   unsigned chunk_cycles;       /* CLCRT_STEAL_CHUNK_CYCLES, read once here: clcrt_run copies it into every STEAL run */
+  unsigned long_cycles;        /* CLCRT_STEAL_LONG_CYCLES, read once here (launch.c: long units) */
+  /* Mapped host memory for kernels' measured unit times (CLCRT__HINT_*), a page at a time;
+   * guarded by lock. */
+  struct clcrt__hint_page *hint_pages;
+  unsigned hint_used;          /* bytes handed out of the newest page */
   int max_cluster_size;        /* 16 where non-portable sizes are allowed, else 8 */
 
   pthread_mutex_t lock;        /* kernels, stats */

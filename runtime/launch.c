@@ -70,6 +70,39 @@ static clcrt_status max_clusters(clcrt_runtime *rt, clcrt_kernel *k, int *out) {
   return CLCRT_OK;
 }
 
+/* Long units. One cluster per unit, handed out by the GPU's block scheduler as clusters finish
+ * (FIXED's grid, launched as the ONE variant: no claim code), beats a persistent grid on units
+ * that last long enough for a launch to cost little beside them: a persistent cluster pays for
+ * its claims in instructions every warp issues per unit (a wait, a read, a release: 2-4% of a
+ * 12 us compute tile on the H100) and its CTAs wait for each other, where a cluster that leaves
+ * makes room for a fresh one. Short units are the other way round (a launch per unit of 1 us
+ * cost the README demo 5%). A run cannot know its units' length before it runs; a claiming
+ * run's first clusters leave how many cycles their units took in the kernel's words of mapped
+ * host memory (clcrt.cuh: finish), and a run whose kernel measured at least long_cycles per
+ * CTA of its cluster (cluster launches cost more) launches one cluster per unit. Every
+ * CLCRT__HW_RECHECK-th such run goes persistent instead, so that the words stay current when
+ * the kernel's units change. Such a run needs no yielding to be preempted either: its clusters
+ * leave after every unit, and the block scheduler starts the clusters of more urgent streams
+ * first (stream priorities), as it does for FIXED. Only kernels with nothing made per CTA (no
+ * prologue, no state): a prologue's cost is paid once per cluster on a persistent grid, once
+ * per unit otherwise.
+ * Plain loads of a few words the device wrote (possibly still writing): a hint, not a
+ * contract, and any value gives a correct run. */
+static int long_units(const clcrt_runtime *rt, clcrt_kernel *k0) {
+  const volatile uint32_t *w = k0->unit_cycles;
+  unsigned long long sum = 0;
+  unsigned n = 0;
+  for (unsigned i = 0; i < CLCRT__HINT_WORDS; i++) {
+    uint32_t c = w[i];
+    sum += c;
+    n += c != 0;
+  }
+  if (!n || sum < (unsigned long long)n * rt->long_cycles * k0->cluster_size) return 0;
+  unsigned r = __atomic_load_n(&k0->hw_runs, __ATOMIC_RELAXED);
+  __atomic_store_n(&k0->hw_runs, r + 1, __ATOMIC_RELAXED); /* racy on purpose: a count, not a lock */
+  return (r + 1) % CLCRT__HW_RECHECK != 0;
+}
+
 /* Held only around handing out a sequence number and one cuLaunchKernelEx: a spin lock
  * costs a few nanoseconds where a mutex costs tens. */
 static void spin_lock(int *l) {
@@ -164,7 +197,7 @@ clcrt_status clcrt_run(clcrt_stream *s, const clcrt_kernel *kc, clcrt_dim3 tiles
   const unsigned wanted = (s->trace || s->stats ? CLCRT__V_OBS : 0) |
                           (preemptible && grid == CLCRT_GRID_FULL ? CLCRT__V_YIELD : 0);
   unsigned variant = wanted;
-  int tried_one = 0;
+  int tried_one = 0, hw = 0;
   /* From the registered kernel: variants only add bits, and k may be a variant a caller got
    * from clcrt_kernel_variant (a short one would run only the units of its own). */
   clcrt_kernel *k0 = k->base;
@@ -177,14 +210,14 @@ clcrt_status clcrt_run(clcrt_stream *s, const clcrt_kernel *kc, clcrt_dim3 tiles
     if (steal || grid == CLCRT_GRID_PERSISTENT) {
       if ((st = max_clusters(rt, k, &mc)) != CLCRT_OK) return st;
       if ((unsigned)mc < resident) resident = (unsigned)mc;
-      if (grid == CLCRT_GRID_PERSISTENT) clusters = resident;
+      if (grid == CLCRT_GRID_PERSISTENT && !hw) clusters = resident;
       /* AUTO's grid that may yield: the clusters that fit at once and CLCRT_PREEMPT_WAVES more
        * waves of reserve, not one cluster per unit. A cluster leaves only while a whole wave
        * has not started (clcrt.cuh, may_leave), so each of up to that many urgent episodes
        * finds a full wave to take over; after them the run no longer yields. Reserve clusters
        * that start after every unit was claimed leave at once: a few microseconds a wave,
        * where one cluster per unit cost 1-5% of a compute-bound run (README, Preemption). */
-      if (preemptible && k->grid == CLCRT_GRID_AUTO) {
+      if (preemptible && k->grid == CLCRT_GRID_AUTO && !hw) {
         unsigned long long cap = (unsigned long long)resident * (1ull + clcrt__env_get()->preempt_waves);
         if (cap < clusters) clusters = (unsigned)cap;
       }
@@ -198,8 +231,15 @@ clcrt_status clcrt_run(clcrt_stream *s, const clcrt_kernel *kc, clcrt_dim3 tiles
     if (steal) {
       p.claim_base = grid == CLCRT_GRID_PERSISTENT ? clusters : 0;
       if (preemptible && k->grid == CLCRT_GRID_AUTO) p.claim_base = resident < clusters ? resident : clusters;
+      if (hw) p.claim_base = clusters; /* one cluster per unit, each its own */
     }
     int claims = steal && p.claim_base < p.num_units;
+    /* Long units: one cluster per unit (the ONE variant on a full grid; see long_units). */
+    if (claims && !tried_one && rt->long_cycles && k0->unit_cycles && long_units(rt, k0)) {
+      tried_one = hw = 1;
+      variant = (wanted & CLCRT__V_OBS) | CLCRT__V_ONE;
+      continue;
+    }
     if (steal && !claims && !tried_one) { /* variant has no V_ONE yet: only this sets it */
       tried_one = 1;
       variant = (wanted & CLCRT__V_OBS) | CLCRT__V_ONE;
@@ -234,7 +274,7 @@ clcrt_status clcrt_run(clcrt_stream *s, const clcrt_kernel *kc, clcrt_dim3 tiles
     } else {
       fastdiv(2 * resident, &p.guide_mul, &p.guide_shr);
     }
-    p.early_min = 2 * resident;
+    p.unit_cycles = k0->unit_cycles_dev; /* written by claiming runs only */
     if (preemptible && grid == CLCRT_GRID_FULL) {
       p.yield = rt->devstate->yield;
       /* Only the words handed out so far are read (slots are handed out in order). */
@@ -258,9 +298,11 @@ clcrt_status clcrt_run(clcrt_stream *s, const clcrt_kernel *kc, clcrt_dim3 tiles
   cfg.gridDimX = clusters * k->cluster.x;
   cfg.gridDimY = k->cluster.y;
   cfg.gridDimZ = k->cluster.z;
-  /* FIXED as a 3-D grid of units where y and z fit (65535): the kernel reads its unit's
-   * coordinate from %ctaid / %clusterid instead of dividing (CLCRT__PF_GRID3). */
-  if (k->sched == CLCRT_SCHED_FIXED && (unsigned long long)p.units[1] * k->cluster.y <= 65535u &&
+  /* FIXED (and STEAL's ONE variant, which runs as FIXED does, with one cluster per unit) as a
+   * 3-D grid of units where y and z fit (65535): the kernel reads its unit's coordinate from
+   * %ctaid / %clusterid instead of dividing (CLCRT__PF_GRID3). */
+  if ((k->sched == CLCRT_SCHED_FIXED || (k->variant & CLCRT__V_ONE)) &&
+      (unsigned long long)p.units[1] * k->cluster.y <= 65535u &&
       (unsigned long long)p.units[2] * k->cluster.z <= 65535u) {
     cfg.gridDimX = p.units[0] * k->cluster.x;
     cfg.gridDimY = p.units[1] * k->cluster.y;

@@ -8,6 +8,7 @@
 #include "cache.h"
 #include "checks.h"
 #include "internal.h"
+#include "sched_state.h"
 
 static clcrt_kernel *find_key(clcrt_runtime *rt, const uint8_t *key) {
   for (clcrt_kernel *k = rt->kernels; k; k = k->next)
@@ -173,6 +174,13 @@ static clcrt_status register_variant(clcrt_runtime *rt, const clcrt_tile_desc *d
     st = clcrt__fail(rt, CLCRT_E_NOMEM, "out of memory keeping the description of %s", k->name);
 
   pthread_mutex_lock(&rt->lock);
+  /* Long units (launch.c): a STEAL kernel on an AUTO grid with nothing made per CTA may run
+   * one cluster per unit, once its units are measured long; without the words (a device that
+   * cannot map host memory) it always runs persistent. */
+  const char *no_hint = NULL;
+  if (st == CLCRT_OK && !variant && !rt->compile_only && k->sched == CLCRT_SCHED_STEAL &&
+      k->grid == CLCRT_GRID_AUTO && !k->desc->prologue_fn && !k->desc->state_type)
+    no_hint = clcrt__hint_slot(rt, &k->unit_cycles, &k->unit_cycles_dev);
   if (st == CLCRT_OK) {
     k->state = CLCRT__K_READY;
     if (cacheable && have_dk) {
@@ -191,6 +199,9 @@ static clcrt_status register_variant(clcrt_runtime *rt, const clcrt_tile_desc *d
   }
   pthread_cond_broadcast(&rt->cond);
   pthread_mutex_unlock(&rt->lock);
+  if (no_hint)
+    clcrt__log(rt, CLCRT_LOG_DEBUG, "kernel %s: no mapped host memory for its unit times (%s): its runs stay persistent",
+               k->name, no_hint);
   if (st != CLCRT_OK) {
     clcrt__kernel_free(k);
     return st;

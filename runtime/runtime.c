@@ -218,6 +218,7 @@ clcrt_status clcrt_runtime_create(clcrt_runtime **out, const clcrt_runtime_opts 
   if (!rt->opts.cuda_home) rt->opts.cuda_home = clcrt__env_get()->cuda_home;
   if (!rt->opts.cuda_home) rt->opts.cuda_home = "/usr/local/cuda";
   rt->chunk_cycles = clcrt__env_get()->chunk_cycles;
+  rt->long_cycles = clcrt__env_get()->long_cycles;
 
   nvrtcVersion(&rt->nvrtc_major, &rt->nvrtc_minor);
   clcrt_status st;
@@ -260,6 +261,7 @@ void clcrt_runtime_destroy(clcrt_runtime *rt) {
     clcrt__kernel_free(k);
   }
   clcrt__cache_fini(rt);
+  if (rt->hint_pages) clcrt__hint_free(rt); /* after the kernels: no run of theirs is in flight */
   if (rt->devstate) clcrt__devstate_release(rt);
   if (rt->cu && rt->ctx) rt->cu->cuDevicePrimaryCtxRelease(rt->dev);
   clcrt__free(rt->target_arch_own);

@@ -102,3 +102,44 @@ int clcrt__devstate_higher(const clcrt__devstate *d, unsigned level) {
     if (__atomic_load_n(&d->live[l], __ATOMIC_RELAXED) > 0) return 1;
   return 0;
 }
+
+/* Pages of mapped host memory for kernels' measured unit times. */
+struct clcrt__hint_page {
+  struct clcrt__hint_page *next;
+  void *host;
+  uint64_t dev;
+};
+
+const char *clcrt__hint_slot(clcrt_runtime *rt, const volatile uint32_t **host, uint64_t *dev) {
+  struct clcrt__hint_page *pg = rt->hint_pages;
+  if (!pg || rt->hint_used + CLCRT__HINT_STRIDE > CLCRT__HINT_PAGE) {
+    struct clcrt__hint_page *n = clcrt__calloc(1, sizeof *n);
+    if (!n) return "out of memory";
+    CUresult r = rt->cu->cuMemHostAlloc(&n->host, CLCRT__HINT_PAGE, CU_MEMHOSTALLOC_DEVICEMAP);
+    CUdeviceptr d = 0;
+    if (r == CUDA_SUCCESS && (r = rt->cu->cuMemHostGetDevicePointer(&d, n->host, 0)) != CUDA_SUCCESS)
+      rt->cu->cuMemFreeHost(n->host);
+    if (r != CUDA_SUCCESS) {
+      clcrt__free(n);
+      return clcrt__cu_name(rt, r);
+    }
+    memset(n->host, 0, CLCRT__HINT_PAGE);
+    n->dev = d;
+    n->next = rt->hint_pages;
+    rt->hint_pages = pg = n;
+    rt->hint_used = 0;
+  }
+  *host = (const volatile uint32_t *)((char *)pg->host + rt->hint_used);
+  *dev = pg->dev + rt->hint_used;
+  rt->hint_used += CLCRT__HINT_STRIDE;
+  return NULL;
+}
+
+void clcrt__hint_free(clcrt_runtime *rt) {
+  for (struct clcrt__hint_page *pg = rt->hint_pages, *next; pg; pg = next) {
+    next = pg->next;
+    rt->cu->cuMemFreeHost(pg->host);
+    clcrt__free(pg);
+  }
+  rt->hint_pages = NULL;
+}

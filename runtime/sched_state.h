@@ -52,6 +52,14 @@ void clcrt__devstate_stream_remove(clcrt__devstate *d, unsigned level);
 /* Whether a live stream of a level above `level` exists: only then can a run be preempted. */
 int clcrt__devstate_higher(const clcrt__devstate *d, unsigned level);
 
+/* Long units (launch.c): CLCRT__HINT_WORDS words of mapped host memory, zeroed, for a kernel's
+ * measured cycles per unit, at *host and (for the device) *dev. Taken from the runtime's
+ * pages (allocated CLCRT__HINT_PAGE bytes at a time); call with rt->lock held. Returns NULL,
+ * or why none could be had (nothing changed; no error is recorded). */
+const char *clcrt__hint_slot(clcrt_runtime *rt, const volatile uint32_t **host, uint64_t *dev);
+/* Frees the runtime's pages (runtime destroy). */
+void clcrt__hint_free(clcrt_runtime *rt);
+
 /* Zeroes device memory with a synchronous copy (not a memset on the legacy stream, which a
  * non-blocking stream would not be ordered after). For set-up only, never per run. */
 clcrt_status clcrt__zero_device(clcrt_runtime *rt, CUdeviceptr p, size_t bytes);

@@ -462,6 +462,90 @@ START_TEST(test_cluster_order) {
 }
 END_TEST
 
+/* Long units: a STEAL kernel on an AUTO grid whose claiming runs measured long units runs one
+ * cluster per unit (the short variant on a full grid, handed out by the block scheduler; see
+ * runtime/launch.c). Its first run is persistent and claims; the next ones (statistics: as many
+ * clusters as units, no steals) are not; every tile runs exactly once on every cluster shape,
+ * 1-D and 2-D tile grids (padded where the cluster does not divide them), on the stream and
+ * replayed from a graph, and a persistent run after them still finds its counter ready. */
+static const char *const k_slow_tail =
+    "__device__ void slow_tile(const clcrt::Tile &t, const CheckArgs &a) {\n"
+    "  const long long t0 = clock64();\n"
+    "  while (clock64() - t0 < 40000) {}\n"
+    "  check_tile(t, a);\n"
+    "}\n";
+
+START_TEST(test_long_units) {
+  clcrt_runtime *rt = gpu_runtime();
+  const clcrt__driver *cu = gpu_cu();
+  const int san = gpu_under_sanitizer();
+  char *src = malloc(strlen(sched_check_src) + strlen(k_slow_tail) + 1);
+  strcpy(src, sched_check_src);
+  strcat(src, k_slow_tail);
+  clcrt_stream *s = NULL;
+  ck_assert_int_eq(clcrt_stream_create(rt, NULL, &s), CLCRT_OK);
+  ck_assert_int_eq(clcrt_stream_stats_enable(s, 1), CLCRT_OK);
+  for (int ci = 0; ci < NCLU; ci++) {
+    const clcrt_dim3 cl = k_clusters[ci];
+    clcrt_kernel *k = reg(rt, CLCRT_SCHED_STEAL, CLCRT_GRID_AUTO, cl, (clcrt_dim3){128, 1, 1}, 0, 0, src, "slow_tile");
+    char what[96];
+    /* 1-D: more units than fit at once (16 CTAs of 128 threads per SM at most). */
+    clcrt_dim3 t = {(san ? 4001u : 30011u) * cl.x, cl.y, cl.z};
+    const unsigned long long units =
+        (unsigned long long)((t.x + cl.x - 1) / cl.x) * ((t.y + cl.y - 1) / cl.y) * ((t.z + cl.z - 1) / cl.z);
+    bufs b;
+    bufs_make(&b, t, cl, 128, 40 + ci);
+    clcrt_stream_stats st = CLCRT_STREAM_STATS_INIT;
+    snprintf(what, sizeof what, "long units, cluster(%u,%u,%u), first run", cl.x, cl.y, cl.z);
+    ck_assert_msg(clcrt_run(s, k, t, &b.a, sizeof b.a) == CLCRT_OK, "%s: %s", what, clcrt_errmsg(rt));
+    ck_assert_msg(clcrt_stream_stats_read(s, &st) == CLCRT_OK, "%s: %s", what, clcrt_errmsg(rt));
+    ck_assert_msg(st.clusters < units && st.steals > 0, "%s: %llu clusters, %llu steals for %llu units", what,
+                  st.clusters, st.steals, units);
+    snprintf(what, sizeof what, "long units, cluster(%u,%u,%u), second run", cl.x, cl.y, cl.z);
+    ck_assert_msg(clcrt_run(s, k, t, &b.a, sizeof b.a) == CLCRT_OK, "%s: %s", what, clcrt_errmsg(rt));
+    ck_assert_msg(clcrt_stream_stats_read(s, &st) == CLCRT_OK, "%s: %s", what, clcrt_errmsg(rt));
+    ck_assert_msg(st.clusters == units && st.steals == 0 && st.max_units_per_cluster == 1,
+                  "%s: %llu clusters, %llu steals, at most %llu units per cluster, for %llu units", what, st.clusters,
+                  st.steals, st.max_units_per_cluster, units);
+    ck_assert_uint_eq(st.tiles, (unsigned long long)t.x * t.y * t.z);
+    bufs_check(&b, cl, 2, 0, what);
+    bufs_free(&b);
+    printf("gpu_sched: long units, %ux%ux%u clusters: first run persistent, then %llu clusters for %llu units\n",
+           cl.x, cl.y, cl.z, st.clusters, units);
+    /* 2-D, not divided by the cluster shape; then replayed from a graph, twice per launch. */
+    t = (clcrt_dim3){san ? 67u : 201u, 53, 1};
+    bufs_make(&b, t, cl, 128, 50 + ci);
+    snprintf(what, sizeof what, "long units, cluster(%u,%u,%u), 2-D", cl.x, cl.y, cl.z);
+    ck_assert_msg(clcrt_run(s, k, t, &b.a, sizeof b.a) == CLCRT_OK, "%s: %s", what, clcrt_errmsg(rt));
+    ck_assert_msg(clcrt_stream_sync(s) == CLCRT_OK, "%s: %s", what, clcrt_errmsg(rt));
+    bufs_check(&b, cl, 1, 0, what);
+    ck_assert_int_eq(clcrt_stream_stats_enable(s, 0), CLCRT_OK);
+    CUgraph g = NULL;
+    CUgraphExec ge = NULL;
+    ck_assert_int_eq(cu->cuStreamBeginCapture(clcrt_stream_cu(s), CU_STREAM_CAPTURE_MODE_THREAD_LOCAL), CUDA_SUCCESS);
+    ck_assert_int_eq(clcrt_run(s, k, t, &b.a, sizeof b.a), CLCRT_OK);
+    ck_assert_int_eq(clcrt_run(s, k, t, &b.a, sizeof b.a), CLCRT_OK);
+    ck_assert_int_eq(cu->cuStreamEndCapture(clcrt_stream_cu(s), &g), CUDA_SUCCESS);
+    ck_assert_int_eq(cu->cuGraphInstantiateWithFlags(&ge, g, 0), CUDA_SUCCESS);
+    const unsigned reps = san ? 2 : 5;
+    for (unsigned r = 0; r < reps; r++) ck_assert_int_eq(cu->cuGraphLaunch(ge, clcrt_stream_cu(s)), CUDA_SUCCESS);
+    /* A persistent run of the same kernel on the stream after them (explicitly persistent:
+     * the stream's claim counter must have been kept ready by the runs before). */
+    clcrt_kernel *kp = reg(rt, CLCRT_SCHED_STEAL, CLCRT_GRID_PERSISTENT, cl, (clcrt_dim3){128, 1, 1}, 0, 0, NULL, NULL);
+    ck_assert_int_eq(clcrt_run(s, kp, t, &b.a, sizeof b.a), CLCRT_OK);
+    ck_assert_msg(clcrt_stream_sync(s) == CLCRT_OK, "%s: %s", what, clcrt_errmsg(rt));
+    bufs_check(&b, cl, 1 + 2 * reps + 1, 0, "long units, graph replays");
+    cu->cuGraphExecDestroy(ge);
+    cu->cuGraphDestroy(g);
+    bufs_free(&b);
+    ck_assert_int_eq(clcrt_stream_stats_enable(s, 1), CLCRT_OK);
+  }
+  free(src);
+  clcrt_stream_destroy(s);
+  clcrt_runtime_destroy(rt);
+}
+END_TEST
+
 int main(void) {
   gpu_skip_if_absent("gpu_sched");
   Suite *su = suite_create("gpu_sched");
@@ -477,6 +561,7 @@ int main(void) {
   tcase_add_test(tc, test_stats);
   tcase_add_test(tc, test_big_cluster_and_smem);
   tcase_add_test(tc, test_cluster_order);
+  tcase_add_test(tc, test_long_units);
   suite_add_tcase(su, tc);
   SRunner *sr = srunner_create(su);
   srunner_run_all(sr, CK_NORMAL);

@@ -13,7 +13,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "clcrt.h"
 #include "driver.h"
@@ -985,6 +987,38 @@ START_TEST(test_preempt_waves_parse) {
 }
 END_TEST
 
+/* CLCRT_STEAL_LONG_CYCLES, read in a child (the environment is read once per process): 0 (never
+ * one cluster per unit) to CLCRT__LONG_CYCLES_MAX; anything else keeps the default and is
+ * remembered for the warning. */
+static void long_cycles_is(const char *val, unsigned want, int bad) {
+  pid_t pid = fork();
+  if (pid == 0) {
+    setenv("CLCRT_STEAL_LONG_CYCLES", val, 1);
+    const clcrt__env *e = clcrt__env_get();
+    _exit(e->long_cycles == want && (e->long_cycles_bad != NULL) == bad ? 0 : 1);
+  }
+  int ws;
+  waitpid(pid, &ws, 0);
+  ck_assert_msg(WIFEXITED(ws) && WEXITSTATUS(ws) == 0, "CLCRT_STEAL_LONG_CYCLES=\"%s\": want %u%s", val, want,
+                bad ? " (refused)" : "");
+}
+
+START_TEST(test_long_cycles_env) {
+  const unsigned def = CLCRT__LONG_CYCLES_DEFAULT;
+  long_cycles_is("0", 0, 0);
+  long_cycles_is("1", 1, 0);
+  long_cycles_is("20000", 20000, 0);
+  long_cycles_is("100000000", CLCRT__LONG_CYCLES_MAX, 0);
+  long_cycles_is("100000001", def, 1);
+  long_cycles_is("4294967296", def, 1);
+  long_cycles_is("-1", def, 1);
+  long_cycles_is("4k", def, 1);
+  long_cycles_is(" 4000", def, 1);
+  long_cycles_is("", def, 0); /* empty: unset */
+  ck_assert_uint_le(clcrt__env_get()->long_cycles, CLCRT__LONG_CYCLES_MAX);
+}
+END_TEST
+
 START_TEST(test_status_table) {
   static const clcrt_status all[] = {
 #define X(name, msg) CLCRT_##name,
@@ -1161,6 +1195,7 @@ static Suite *core_suite(void) {
   tcase_add_test(tc, test_no_driver_real);
   tcase_add_test(tc, test_status_table);
   tcase_add_test(tc, test_preempt_waves_parse);
+  tcase_add_test(tc, test_long_cycles_env);
   tcase_add_test(tc, test_compile_only_refuses_streams);
   tcase_add_test(tc, test_preempt_bad_input);
   tcase_add_test(tc, test_cold_compile_time);

@@ -18,6 +18,7 @@
 
 #include "clcrt.h"
 #include "driver.h"
+#include "env.h"
 #include "internal.h"
 #include "sched_state.h"
 #include "stream.h"
@@ -170,6 +171,24 @@ static CUresult CUDAAPI f_write32(CUstream s, CUdeviceptr d, cuuint32_t v, unsig
   return CUDA_SUCCESS;
 }
 
+/* Mapped host memory: the device address is the host's (as with unified addressing). */
+static int g_host_allocs;
+static CUresult CUDAAPI f_host_alloc(void **p, size_t n, unsigned flags) {
+  (void)flags;
+  if (!(*p = malloc(n))) return CUDA_ERROR_OUT_OF_MEMORY;
+  g_host_allocs++;
+  return CUDA_SUCCESS;
+}
+static CUresult CUDAAPI f_host_dev(CUdeviceptr *d, void *p, unsigned flags) {
+  (void)flags;
+  *d = (CUdeviceptr)(uintptr_t)p;
+  return CUDA_SUCCESS;
+}
+static CUresult CUDAAPI f_host_free(void *p) {
+  free(p);
+  return CUDA_SUCCESS;
+}
+
 static void use_fake_driver(void) {
   memset(&g_fake, 0, sizeof g_fake);
   g_fake.cuInit = f_init;
@@ -207,6 +226,9 @@ static void use_fake_driver(void) {
   g_fake.cuMemcpyHtoD = f_htod;
   g_fake.cuMemcpyDtoH = f_dtoh;
   g_fake.cuStreamWriteValue32 = f_write32;
+  g_fake.cuMemHostAlloc = f_host_alloc;
+  g_fake.cuMemHostGetDevicePointer = f_host_dev;
+  g_fake.cuMemFreeHost = f_host_free;
   clcrt__driver_override(&g_fake);
 }
 
@@ -227,9 +249,20 @@ static clcrt_stream *g_s;
 static clcrt_kernel *g_steal, *g_steal2, *g_fixed, *g_fixed2, *g_static;
 static A g_a = {(void *)0x5000, 1000};
 
-static clcrt_kernel *reg(clcrt_sched sched, unsigned cluster) {
+static const char *const SRC_PROLOGUE =
+    "struct A { unsigned *hits; unsigned long long n; };\n"
+    "struct S { unsigned base; };\n"
+    "__device__ void pro(const A &a, S &s) { s.base = 0; }\n"
+    "__device__ void mark(const clcrt::Tile &t, const A &a, S &s) {\n"
+    "  if (threadIdx.x == 0 && t.linear < a.n) atomicAdd(&a.hits[t.linear + s.base], 1u);\n"
+    "}\n";
+static clcrt_kernel *g_prologue, *g_persist;
+
+static clcrt_kernel *reg_desc(clcrt_sched sched, unsigned cluster, int prologue, clcrt_grid grid) {
   clcrt_tile_desc d = CLCRT_TILE_DESC_INIT;
-  d.source = SRC;
+  d.source = prologue ? SRC_PROLOGUE : SRC;
+  if (prologue) d.state_type = "S", d.prologue_fn = "pro";
+  d.grid = grid;
   d.tile_fn = "mark";
   d.args_type = "A";
   d.block = (clcrt_dim3){256, 1, 1};
@@ -242,6 +275,9 @@ static clcrt_kernel *reg(clcrt_sched sched, unsigned cluster) {
     exit(1);
   }
   return k;
+}
+static clcrt_kernel *reg(clcrt_sched sched, unsigned cluster) {
+  return reg_desc(sched, cluster, 0, CLCRT_GRID_AUTO);
 }
 
 static void setup_once(void) {
@@ -262,6 +298,8 @@ static void setup_once(void) {
   g_fixed = reg(CLCRT_SCHED_FIXED, 1);
   g_fixed2 = reg(CLCRT_SCHED_FIXED, 2);
   g_static = reg(CLCRT_SCHED_STATIC, 1);
+  g_prologue = reg_desc(CLCRT_SCHED_STEAL, 1, 1, CLCRT_GRID_AUTO);
+  g_persist = reg_desc(CLCRT_SCHED_STEAL, 1, 0, CLCRT_GRID_PERSISTENT);
   /* The short and graph variants, compiled once here rather than in every forked test. */
   if (clcrt_kernel_prepare(g_steal, CLCRT_USE_SHORT | CLCRT_USE_GRAPH) != CLCRT_OK ||
       clcrt_kernel_prepare(g_steal2, CLCRT_USE_SHORT) != CLCRT_OK) {
@@ -313,7 +351,8 @@ START_TEST(steal_persistent_grid_claims_the_rest) {
   ck_assert_uint_eq(g_p.num_clusters, resident);
   ck_assert_uint_eq(g_p.active, resident);
   ck_assert_uint_eq(g_p.claim_base, resident);
-  ck_assert_uint_eq(g_p.early_min, 2 * resident);
+  ck_assert_uint_eq(g_p.unit_cycles, g_steal->unit_cycles_dev);
+  ck_assert_uint_ne(g_p.unit_cycles, 0);
   ck_assert_uint_eq(g_p.flags & CLCRT__PF_GRAPH, 0);
   ck_assert_uint_eq(g_p.state, g_s->state);
   ck_assert_uint_eq(g_p.chunk_cycles, g_rt->chunk_cycles);
@@ -396,7 +435,11 @@ START_TEST(steal_clusters_count_units_and_ctas) {
   ck_assert_ptr_eq(g_fn, variant_fn(g_steal2, CLCRT_USE_SHORT));
   ck_assert_uint_eq(g_p.units[0], 4);
   ck_assert_uint_eq(g_p.units[1], 3);
-  ck_assert_uint_eq(g_cfg.gridDimX, 2 * 12);
+  /* The short variant runs as FIXED: a 3-D grid of units, each cluster's unit its coordinate. */
+  ck_assert_uint_eq(g_cfg.gridDimX, 2 * 4);
+  ck_assert_uint_eq(g_cfg.gridDimY, 3);
+  ck_assert_uint_eq(g_p.flags & CLCRT__PF_GRID3, CLCRT__PF_GRID3);
+  ck_assert_uint_eq(g_p.num_clusters, 12);
   /* The device's unit decomposition: u % units[0] and u / units[0]. */
   for (unsigned u = 0; u < 12; u++) ck_assert_uint_eq(fastdiv(u, g_p.div1_mul, g_p.div1_shr), u / 4);
 }
@@ -492,6 +535,101 @@ START_TEST(run_restores_the_context) {
 }
 END_TEST
 
+/* Long units: what a kernel's claiming runs measured (cycles per unit in the kernel's mapped
+ * words) decides whether its next runs go one cluster per unit (the short variant on a full
+ * grid, handed out by the GPU's block scheduler) or persistent. */
+static void set_unit_cycles(const clcrt_kernel *k, uint32_t c0, uint32_t rest) {
+  uint32_t *w = (uint32_t *)(uintptr_t)k->unit_cycles;
+  for (unsigned i = 0; i < CLCRT__HINT_WORDS; i++) w[i] = i == 0 ? c0 : rest;
+}
+static int launched_long3(const clcrt_kernel *k, unsigned x, unsigned y, unsigned z) {
+  ck_assert_int_eq(run(k, x, y, z), CLCRT_OK);
+  return g_fn == variant_fn(k, CLCRT_USE_SHORT);
+}
+static int launched_long(const clcrt_kernel *k, unsigned units) { return launched_long3(k, units, 1, 1); }
+
+START_TEST(steal_long_units_go_one_cluster_per_unit) {
+  const unsigned resident = FAKE_SMS * FAKE_BLOCKS_PER_SM, lc = g_rt->long_cycles;
+  ck_assert_uint_eq(lc, CLCRT__LONG_CYCLES_DEFAULT);
+  /* Only STEAL kernels on an AUTO grid with nothing made per CTA have the words; each its own. */
+  ck_assert(g_steal->unit_cycles != NULL);
+  ck_assert(g_steal2->unit_cycles != NULL);
+  ck_assert(g_steal->unit_cycles != g_steal2->unit_cycles);
+  ck_assert(g_fixed->unit_cycles == NULL);
+  ck_assert(g_static->unit_cycles == NULL);
+  ck_assert(g_prologue->unit_cycles == NULL);
+  ck_assert(g_persist->unit_cycles == NULL);
+  ck_assert_int_gt(g_host_allocs, 0);
+  /* Nothing measured yet, or units shorter than long_cycles: persistent, claiming. */
+  set_unit_cycles(g_steal, 0, 0);
+  ck_assert(!launched_long(g_steal, 20000));
+  ck_assert_uint_eq(g_cfg.gridDimX, resident);
+  set_unit_cycles(g_steal, lc - 1, lc - 1);
+  ck_assert(!launched_long(g_steal, 20000));
+  /* Long: one cluster per unit, as FIXED launches them, no ring, no claims; the stream's
+   * sequence number still goes with it (it zeroes the next run's counter). */
+  set_unit_cycles(g_steal, 5 * lc, 5 * lc);
+  unsigned seq0 = g_p.seq;
+  ck_assert(launched_long(g_steal, 20000));
+  ck_assert_uint_eq(g_cfg.gridDimX, 20000);
+  ck_assert_uint_eq(g_cfg.gridDimY, 1);
+  ck_assert_uint_eq(g_p.num_clusters, 20000);
+  ck_assert_uint_eq(g_p.claim_base, 20000);
+  ck_assert_uint_eq(g_p.flags & CLCRT__PF_GRID3, CLCRT__PF_GRID3);
+  ck_assert_uint_eq(g_cfg.sharedMemBytes, g_steal->smem_bytes);
+  ck_assert_uint_eq(g_p.seq, seq0 + 1);
+  ck_assert_uint_eq(g_p.state, g_s->state);
+  /* A 3-D tile grid: the units' grid itself. */
+  ck_assert(launched_long3(g_steal, 300, 20, 4));
+  ck_assert_uint_eq(g_cfg.gridDimX, 300);
+  ck_assert_uint_eq(g_cfg.gridDimY, 20);
+  ck_assert_uint_eq(g_cfg.gridDimZ, 4);
+  /* The mean over the words that were written (clusters that measured nothing leave 0). */
+  set_unit_cycles(g_steal, 8 * lc, 0);
+  ck_assert(launched_long(g_steal, 20000));
+  set_unit_cycles(g_steal, lc + 6, lc - 1); /* mean just below long_cycles */
+  ck_assert(!launched_long(g_steal, 20000));
+  set_unit_cycles(g_steal, lc + 7, lc - 1); /* exactly long_cycles */
+  ck_assert(launched_long(g_steal, 20000));
+  /* Every CLCRT__HW_RECHECK-th such run goes persistent, so that its units are measured again. */
+  set_unit_cycles(g_steal, 5 * lc, 5 * lc);
+  int persistent = 0;
+  for (unsigned i = 0; i < 4 * CLCRT__HW_RECHECK; i++) persistent += !launched_long(g_steal, 20000);
+  ck_assert_int_eq(persistent, 4);
+  /* Runs that claim nothing anyway are short runs as before. */
+  ck_assert(launched_long(g_steal, 100));
+  ck_assert_uint_eq(g_cfg.gridDimX, 100);
+  /* Clusters: the bound is per CTA of the cluster (cluster launches cost more). */
+  set_unit_cycles(g_steal2, 2 * lc - 1, 2 * lc - 1);
+  ck_assert(!launched_long(g_steal2, 20000));
+  ck_assert_uint_eq(g_cfg.gridDimX, resident);
+  set_unit_cycles(g_steal2, 2 * lc, 2 * lc);
+  ck_assert(launched_long(g_steal2, 20001));
+  ck_assert_uint_eq(g_cfg.gridDimX, 2 * 10001);
+  ck_assert_uint_eq(g_p.num_clusters, 10001);
+  set_unit_cycles(g_steal2, 0, 0);
+  /* Captured: the short variant on a full grid needs no graph state. */
+  g_steal->hw_runs = 0;
+  g_capture = CU_STREAM_CAPTURE_STATUS_ACTIVE;
+  ck_assert(launched_long(g_steal, 20000));
+  ck_assert_uint_eq(g_p.flags & CLCRT__PF_GRAPH, CLCRT__PF_GRAPH);
+  ck_assert_uint_eq(g_cfg.gridDimX, 20000);
+  g_capture = CU_STREAM_CAPTURE_STATUS_NONE;
+  /* Explicitly persistent grids, kernels with a prologue and other schedulers never. */
+  ck_assert_int_eq(run(g_persist, 20000, 1, 1), CLCRT_OK);
+  ck_assert_uint_eq(g_cfg.gridDimX, resident);
+  ck_assert_uint_eq(g_p.unit_cycles, 0);
+  ck_assert_int_eq(clcrt_run(g_s, g_prologue, (clcrt_dim3){20000, 1, 1}, &g_a, sizeof g_a), CLCRT_OK);
+  ck_assert_ptr_eq(g_fn, g_prologue->fn);
+  ck_assert_uint_eq(g_p.unit_cycles, 0);
+  /* CLCRT_STEAL_LONG_CYCLES=0: never. */
+  g_rt->long_cycles = 0;
+  ck_assert(!launched_long(g_steal, 20000));
+  g_rt->long_cycles = lc;
+  set_unit_cycles(g_steal, 0, 0);
+}
+END_TEST
+
 /* The host cost of clcrt_run's own code, with a driver whose calls cost next to nothing:
  * printed for the README's host-overhead figures; nothing is asserted on time. */
 static double ns_per_call(const clcrt_kernel *k, unsigned units, int bare) {
@@ -547,6 +685,7 @@ int main(void) {
   tcase_add_test(tc, static_persistent_grid);
   tcase_add_test(tc, bad_arguments_launch_nothing);
   tcase_add_test(tc, run_restores_the_context);
+  tcase_add_test(tc, steal_long_units_go_one_cluster_per_unit);
   tcase_add_test(tc, host_cost_printed);
   suite_add_tcase(s, tc);
   SRunner *sr = srunner_create(s);
