@@ -33,7 +33,7 @@ def main():
     axes = axes.flatten()
     for ax in axes[len(panels):]:
         ax.axis("off")
-    contenders = ["ref-block", "ref-persist", "steal", "steal-early", "steal-full", "static", "fixed"]
+    contenders = ["ref-block", "ref-persist", "steal", "steal-persist", "steal-full", "static", "fixed"]
     for ax, (w, p) in zip(axes, panels):
         sub = [r for r in rows if r["workload"] == w and r["param"] == p]
         labels, vals = [], []

@@ -16,7 +16,10 @@ double bench_host_us;
 int quick;
 static int json_first = 1;
 
-/* The contenders; CLCRT_BENCH_EXP=1 adds the last three, experiments: STEAL whose waits poll
+/* The contenders: the default (AUTO: STEAL here, on a persistent grid, or one cluster per unit
+ * for long units), STEAL on a full grid, the two other schedulers, and STEAL on an explicit
+ * persistent grid (STEAL before long units), to keep the default's choice measured.
+ * CLCRT_BENCH_EXP=1 adds the last three, experiments: STEAL whose waits poll
  * (no suspend-time hint, -DCLCRT_WAIT_HINT=0), STATIC with a static shared-memory array in its
  * tile function (scale and classes tiles: what shared memory alone costs a short run), and
  * STATIC with an mbarrier instruction that never runs (the compiler then reserves 1 KiB of
@@ -26,7 +29,7 @@ static const contender k_all[] = {
     {"steal-full", CLCRT_SCHED_STEAL, CLCRT_GRID_FULL, NULL},
     {"static", CLCRT_SCHED_STATIC, CLCRT_GRID_AUTO, NULL},
     {"fixed", CLCRT_SCHED_FIXED, CLCRT_GRID_AUTO, NULL},
-    {"steal-early", CLCRT_SCHED_STEAL, CLCRT_GRID_PERSISTENT, "-DCLCRT_STEAL_EARLY=1"},
+    {"steal-persist", CLCRT_SCHED_STEAL, CLCRT_GRID_PERSISTENT, NULL},
     {"steal-poll", CLCRT_SCHED_AUTO, CLCRT_GRID_AUTO, "-DCLCRT_WAIT_HINT=0"},
     {"static-smem", CLCRT_SCHED_STATIC, CLCRT_GRID_AUTO, "-DEXP_SMEM=1"},
     {"static-mbar", CLCRT_SCHED_STATIC, CLCRT_GRID_AUTO, "-DEXP_MBAR=1"},
@@ -311,9 +314,6 @@ void emit_json(const char *fmt, ...) {
   json_first = 0;
 }
 
-/* The default (AUTO: STEAL with a persistent grid here, where no stream of higher priority
- * exists), the full grid, the two other schedulers, and STEAL claiming ahead on 1-CTA
- * clusters (CLCRT_STEAL_EARLY) to keep the choice of the default measured. */
 unsigned long long bench_rand(unsigned long long *s) {
   *s ^= *s << 13, *s ^= *s >> 7, *s ^= *s << 17;
   return *s;

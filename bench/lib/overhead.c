@@ -65,7 +65,7 @@ void bench_overhead(void) {
   p.tiles[0] = p.tiles[1] = p.tiles[2] = 1;
   p.units[0] = p.units[1] = p.units[2] = 1;
   p.num_units = p.num_clusters = 1;
-  p.active = 1, p.chunk_cycles = 8000, p.early_min = 2;
+  p.active = 1, p.chunk_cycles = 8000;
   /* The one cluster's unit is its own (a persistent grid): the run claims nothing, so clcrt_run
    * launches it without the scheduler's response ring, and so does this bare launch. */
   p.claim_base = 1;
