@@ -587,8 +587,7 @@ struct Scheduler {
       // cluster per unit evaluates (tid, rank: about a dozen instructions per tile).
       // A predicated store, not a branch: a branch around it costs these kernels a
       // convergence region (BSSY/BSYNC) ahead of the tile's first load.
-      ptx::zero_claims_if(threadIdx.x == 0 && blockIdx.x == 0 && !(p.flags & FLAG_GRAPH),
-                          (unsigned *)p.state + ((p.seq + 1u) & 1u) * LINE_WORDS);
+      ptx::zero_claims_if(threadIdx.x == 0 && blockIdx.x == 0 && !(p.flags & FLAG_GRAPH), next_claims());
       return true;
     }
     if (SCHED == SCHED_STEAL && leader) {
@@ -641,8 +640,12 @@ struct Scheduler {
   }
   // The previous run on this stream, which used the other counter, has finished; the next
   // one will use it. Any cluster may reset it at any time during this run: cluster 0 does.
+  // The stream's claim line of its next run (runs alternate between two).
+  __device__ __forceinline__ unsigned *next_claims() const {
+    return (unsigned *)p.state + ((p.seq + 1u) & 1u) * LINE_WORDS;
+  }
   __device__ __forceinline__ void zero_next_claims() const {
-    if (cluster_id() == 0) ptx::zero_claims((unsigned *)p.state + ((p.seq + 1u) & 1u) * LINE_WORDS);
+    if (cluster_id() == 0) ptx::zero_claims(next_claims());
   }
 
   // Whether a higher priority than this run's is active on the device (preemption). Only
@@ -944,7 +947,7 @@ struct Scheduler {
       ptx::red_add_release_gpu_u64(ring->slot_state, 1ull);
     // The first clusters of a claiming run report how long their units took (each its own
     // word: no atomics); the runtime reads them when it sizes the kernel's next runs.
-    if (SCHED == SCHED_STEAL && !ONE && claims() && leader && p.unit_cycles) {
+    if (SCHED == SCHED_STEAL && claims() && leader && p.unit_cycles) {
       const unsigned c = cluster_id(), t = ring->t_unit;
       if (c < HINT_WORDS && t) ptx::st_relaxed_sys(p.unit_cycles + c, t);
     }

@@ -165,6 +165,19 @@ START_TEST(test_sizes) {
 }
 END_TEST
 
+/* Captures two runs on s (k1, then k2, over the same tiles and arguments) into a graph and
+ * instantiates it; *g is the graph, to destroy with the returned executable. */
+static CUgraphExec capture_two(clcrt_stream *s, clcrt_kernel *k1, clcrt_kernel *k2, clcrt_dim3 t, bufs *b, CUgraph *g) {
+  const clcrt__driver *cu = gpu_cu();
+  CUgraphExec ge = NULL;
+  ck_assert_int_eq(cu->cuStreamBeginCapture(clcrt_stream_cu(s), CU_STREAM_CAPTURE_MODE_THREAD_LOCAL), CUDA_SUCCESS);
+  ck_assert_int_eq(clcrt_run(s, k1, t, &b->a, sizeof b->a), CLCRT_OK);
+  ck_assert_int_eq(clcrt_run(s, k2, t, &b->a, sizeof b->a), CLCRT_OK);
+  ck_assert_int_eq(cu->cuStreamEndCapture(clcrt_stream_cu(s), g), CUDA_SUCCESS);
+  ck_assert_int_eq(cu->cuGraphInstantiateWithFlags(&ge, *g, 0), CUDA_SUCCESS);
+  return ge;
+}
+
 START_TEST(test_graph_replay) {
   clcrt_runtime *rt = gpu_runtime();
   const clcrt__driver *cu = gpu_cu();
@@ -177,12 +190,7 @@ START_TEST(test_graph_replay) {
   bufs b;
   bufs_make(&b, t, cl, 64, 3);
   CUgraph g = NULL;
-  CUgraphExec ge = NULL;
-  ck_assert_int_eq(cu->cuStreamBeginCapture(clcrt_stream_cu(s), CU_STREAM_CAPTURE_MODE_THREAD_LOCAL), CUDA_SUCCESS);
-  ck_assert_int_eq(clcrt_run(s, k, t, &b.a, sizeof b.a), CLCRT_OK);
-  ck_assert_int_eq(clcrt_run(s, kf, t, &b.a, sizeof b.a), CLCRT_OK);
-  ck_assert_int_eq(cu->cuStreamEndCapture(clcrt_stream_cu(s), &g), CUDA_SUCCESS);
-  ck_assert_int_eq(cu->cuGraphInstantiateWithFlags(&ge, g, 0), CUDA_SUCCESS);
+  CUgraphExec ge = capture_two(s, k, kf, t, &b, &g);
   const unsigned reps = 60;
   for (unsigned r = 0; r < reps; r++) ck_assert_int_eq(cu->cuGraphLaunch(ge, clcrt_stream_cu(s)), CUDA_SUCCESS);
   /* And a plain run after the replays still finds the counter ready. */
@@ -521,12 +529,7 @@ START_TEST(test_long_units) {
     bufs_check(&b, cl, 1, 0, what);
     ck_assert_int_eq(clcrt_stream_stats_enable(s, 0), CLCRT_OK);
     CUgraph g = NULL;
-    CUgraphExec ge = NULL;
-    ck_assert_int_eq(cu->cuStreamBeginCapture(clcrt_stream_cu(s), CU_STREAM_CAPTURE_MODE_THREAD_LOCAL), CUDA_SUCCESS);
-    ck_assert_int_eq(clcrt_run(s, k, t, &b.a, sizeof b.a), CLCRT_OK);
-    ck_assert_int_eq(clcrt_run(s, k, t, &b.a, sizeof b.a), CLCRT_OK);
-    ck_assert_int_eq(cu->cuStreamEndCapture(clcrt_stream_cu(s), &g), CUDA_SUCCESS);
-    ck_assert_int_eq(cu->cuGraphInstantiateWithFlags(&ge, g, 0), CUDA_SUCCESS);
+    CUgraphExec ge = capture_two(s, k, k, t, &b, &g);
     const unsigned reps = san ? 2 : 5;
     for (unsigned r = 0; r < reps; r++) ck_assert_int_eq(cu->cuGraphLaunch(ge, clcrt_stream_cu(s)), CUDA_SUCCESS);
     /* A persistent run of the same kernel on the stream after them (explicitly persistent:
