@@ -7,7 +7,7 @@
 #   make bench        the side-by-side scheduler benchmark (needs a GPU)
 #   make bench-gemm   clcrt's GEMM tile functions against cuBLAS (needs a GPU)
 #   make install PREFIX=/usr/local
-# Sources are picked up by pattern: runtime/*.c is the library, tools/*.c the tool,
+# Sources are picked up by pattern: runtime/*/*.c is the library, tools/*.c the tool,
 # tests/test_*.c CPU suites, tests/gpu_*.c GPU suites, bench/*.c benchmarks, one binary each.
 # cuBLAS (the reference) is linked by GPU suites and benchmarks only, never by libclcrt.
 
@@ -18,7 +18,8 @@ CC ?= cc
 SAN ?=
 
 WARN := -std=c11 -Wall -Wextra -Wshadow -Wmissing-prototypes -Wstrict-prototypes -Werror
-CPPFLAGS += -D_GNU_SOURCE -Iinclude -Iruntime -I$(CUDA_HOME)/include
+RUNTIME_DIRS := $(sort $(dir $(wildcard runtime/*/*.h)))
+CPPFLAGS += -D_GNU_SOURCE -Iinclude $(RUNTIME_DIRS:%/=-I%) -I$(CUDA_HOME)/include
 CFLAGS ?= -O2 -g
 override CFLAGS += $(WARN) -fPIC -fvisibility=hidden -pthread
 ifeq ($(SAN),1)
@@ -36,7 +37,7 @@ SYS_LIBS := -ldl -lm -lrt -pthread
 CUBLAS_LIBS := -L$(CUDA_LIBDIR) -lcublasLt -lcublas
 PNG_LIBS := -lpng
 
-LIB_SRCS := $(sort $(wildcard runtime/*.c))
+LIB_SRCS := $(sort $(wildcard runtime/*/*.c))
 LIB_OBJS := $(LIB_SRCS:%.c=$(BUILD)/%.o) $(BUILD)/gen/embedded.o
 TEMPLATE := $(sort $(wildcard nvrtc_src/*.cuh))
 TOOL_SRCS := $(sort $(wildcard tools/*.c))
@@ -85,7 +86,7 @@ $(DEPS_STAMP):
 lib: $(BUILD)/libclcrt.a $(BUILD)/libclcrt.so
 tool: $(BUILD)/clcrt
 
-$(BUILD)/%.o: %.c $(wildcard include/*.h runtime/*.h tests/common/*.h tools/*.h bench/lib/*.h examples/*/*.h) | $(DEPS_STAMP)
+$(BUILD)/%.o: %.c $(wildcard include/*.h runtime/*/*.h tests/common/*.h tools/*.h bench/lib/*.h examples/*/*.h) | $(DEPS_STAMP)
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) $(CFLAGS) -c $< -o $@
 
@@ -97,14 +98,14 @@ $(BUILD)/gen/embedded.c: $(TEMPLATE) $(BUILD)/embed
 	@mkdir -p $(dir $@)
 	$(BUILD)/embed $@ $(TEMPLATE)
 
-$(BUILD)/gen/embedded.o: $(BUILD)/gen/embedded.c runtime/embedded.h
+$(BUILD)/gen/embedded.o: $(BUILD)/gen/embedded.c runtime/compile/embedded.h
 	$(CC) $(CPPFLAGS) $(CFLAGS) -c $< -o $@
 
 $(BUILD)/gen/user_src.c: $(USER_CU) $(BUILD)/embed
 	@mkdir -p $(dir $@)
 	$(BUILD)/embed --table clcrt__user_src $@ $(USER_CU)
 
-$(USER_SRC_OBJ): $(BUILD)/gen/user_src.c runtime/embedded.h
+$(USER_SRC_OBJ): $(BUILD)/gen/user_src.c runtime/compile/embedded.h
 	$(CC) $(CPPFLAGS) $(CFLAGS) -c $< -o $@
 
 $(BUILD)/libclcrt.a: $(LIB_OBJS)

@@ -53,7 +53,7 @@
 // of the stream's two counters, chosen by the run's sequence number, and zeroes the other
 // for the next run (runs on a stream execute one after another); a run captured into a graph
 // claims from its own slot of the context's table, found by its launch's %gridid, and gives
-// the slot up when its last cluster leaves. See runtime/sched_state.h for the layout.
+// the slot up when its last cluster leaves. See runtime/launch/sched_state.h for the layout.
 #pragma once
 
 #ifndef CLCRT_STEAL_EARLY
@@ -80,7 +80,7 @@ struct Tile {
   unsigned iteration;        // how many units this CTA ran before this one
 };
 
-// Scheduler parameters: mirrored by struct clcrt__params in runtime/internal.h, checked by
+// Scheduler parameters: mirrored by struct clcrt__params in runtime/core/internal.h, checked by
 // size at load time (cuFuncGetParamInfo).
 struct Params {
   // First what a run of one cluster per unit reads (FIXED, STEAL's ONE variant), right after
@@ -112,7 +112,7 @@ struct Params {
 
 enum { SCHED_CLC = 1, SCHED_STEAL = 2, SCHED_STATIC = 3, SCHED_FIXED = 4 };
 enum : unsigned { NONE = 0xffffffffu, FLAG_GRAPH = 1u, FLAG_GRID3 = 2u, HINT_WORDS = 8u };
-// Variants of a kernel (bits of the template's V; runtime/internal.h: CLCRT__V_*): what a kernel
+// Variants of a kernel (bits of the template's V; runtime/core/internal.h: CLCRT__V_*): what a kernel
 // is compiled with beyond its tile loop. A registered kernel is variant 0, with none of them;
 // the runtime compiles a variant when a run first needs it (register.c: clcrt__kernel_variant).
 //   V_OBS    records the timeline trace and the statistics (traced runs, statistics on)
@@ -120,14 +120,14 @@ enum : unsigned { NONE = 0xffffffffu, FLAG_GRAPH = 1u, FLAG_GRID3 = 2u, HINT_WOR
 //   V_YIELD  STEAL clusters may yield to higher-priority work (runs that can be preempted)
 //   V_ONE    STEAL without claims: every cluster runs the unit of its own and leaves, as under
 //            FIXED (runs with no more units than clusters fit at once, and runs of long units,
-//            launched with one cluster per unit: runtime/launch.c); none of the claim code is
+//            launched with one cluster per unit: runtime/launch/launch.c); none of the claim code is
 //            compiled
 // Leaving out what a run does not use keeps the kernel small: the README kernel's STEAL cubin
 // has about half the instructions without V_GRAPH and V_YIELD, and its first compile takes
 // about a quarter less (README, Compile).
 enum : unsigned { V_OBS = 1u, V_GRAPH = 2u, V_YIELD = 4u, V_ONE = 8u };
 
-// Claim state layout (runtime/sched_state.h mirrors these numbers).
+// Claim state layout (runtime/launch/sched_state.h mirrors these numbers).
 enum : unsigned {
   LINE_WORDS = 32,             // 128 bytes
   TABLE_SLOTS = 256,
@@ -363,14 +363,14 @@ __device__ __forceinline__ unsigned clc_first_ctaid_x(uint4 r) {
 #endif
 }  // namespace ptx
 
-// n / d for n < 2^31, with (mul, shr) from the host (runtime/stream.c fastdiv): mul 0
+// n / d for n < 2^31, with (mul, shr) from the host (runtime/launch/stream.c fastdiv): mul 0
 // means d == 1.
 __device__ __forceinline__ unsigned fastdiv(unsigned n, unsigned mul, unsigned shr) {
   return mul ? ptx::umulhi(n, mul) >> shr : n;
 }
 
 // One trace record (include/clcrt.h: clcrt_trace_record), written as three 16-byte stores.
-// The buffer (runtime/stream_trace.c): a header line ([0] capacity), the counter's line, then
+// The buffer (runtime/trace/stream_trace.c): a header line ([0] capacity), the counter's line, then
 // the records. One counter for the whole device keeps exactly the first `capacity` records
 // however the tiles spread over SMs (per-SM counters cut busy SMs short, and a fallback pool
 // cost every kernel 8 registers per thread, traced or not); past the capacity a record is
@@ -387,7 +387,7 @@ __device__ __forceinline__ void trace_record(const Params &p, unsigned long long
   rec[2] = make_uint4(p.run, (ptx::sreg_smid() & 0xffffu) | (rank << 16) | ((stolen ? 1u : 0u) << 24), 0u, 0u);
 }
 
-// A graph run's slot in the context's table (runtime/sched_state.h), found by the launch's
+// A graph run's slot in the context's table (runtime/launch/sched_state.h), found by the launch's
 // %gridid. %gridid tells apart the grids in flight (checked by tests/gpu_graph.c on every run
 // of the suite) but is reused by later launches (measured on an H100, driver 580), so a slot
 // belongs to the launch written in it only while that launch has clusters left to leave:
@@ -512,7 +512,7 @@ struct Scheduler {
   // (trace_t0). A run whose units are all some cluster's own launches with no shared
   // memory of the scheduler's: measured on the H100, shared memory in a kernel costs short
   // back-to-back runs about 0.3 us each.
-  enum : unsigned { RING_BYTES = 128 };  // runtime/internal.h: CLCRT__RING_BYTES
+  enum : unsigned { RING_BYTES = 128 };  // runtime/core/internal.h: CLCRT__RING_BYTES
 
   const Params &p;
   Ring *ring;
@@ -874,7 +874,7 @@ struct Scheduler {
       // One unit per cluster (the grid has one cluster per unit): no loop around the tile
       // function, as in a hand-written kernel. STEAL's ONE variant runs as FIXED does: its
       // runs have one cluster per unit (a short run's clusters all fit at once; a run of long
-      // units the GPU's block scheduler hands out, see runtime/launch.c).
+      // units the GPU's block scheduler hands out, see runtime/launch/launch.c).
       // Launched as a 3-D grid of units where it fits (FLAG_GRID3): the unit's coordinate is
       // the cluster's, with no division, as in a hand-written kernel.
       unsigned u, ux, uy, uz;

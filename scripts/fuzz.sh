@@ -44,15 +44,16 @@ if ! cc=$(find_clang); then
 fi
 
 mkdir -p "$out" "$out/findings" fuzz/corpus fuzz/corpus_trace "$out/seeds" "$out/trace_seeds"
-flags=(-g -O1 -std=c11 -D_GNU_SOURCE -Iinclude -Iruntime -fsanitize=fuzzer,address,undefined
+incs=(-Iinclude); for d in runtime/*/; do incs+=("-I${d%/}"); done
+flags=(-g -O1 -std=c11 -D_GNU_SOURCE "${incs[@]}" -fsanitize=fuzzer,address,undefined
        -fno-sanitize-recover=undefined -fno-omit-frame-pointer)
-"$cc" "${flags[@]}" fuzz/fuzz_cubin.c runtime/cubin.c runtime/alloc.c -o "$bin"
+"$cc" "${flags[@]}" fuzz/fuzz_cubin.c runtime/cubin/cubin.c runtime/core/alloc.c -o "$bin"
 # The trace loader's headers include cuda.h (types only): the toolkit's include directory.
 cuda_home=${CUDA_HOME:-}
 if [ -z "$cuda_home" ] && nvcc_path=$(command -v nvcc 2>/dev/null); then cuda_home=$(dirname "$(dirname "$nvcc_path")"); fi
 cuda_inc=${cuda_home:-/usr/local/cuda}/include
-"$cc" "${flags[@]}" -I"$cuda_inc" fuzz/fuzz_trace.c runtime/trace_load.c runtime/json_parse.c runtime/trace.c \
-  runtime/errmsg.c runtime/alloc.c runtime/status.c -o "$tbin"
+"$cc" "${flags[@]}" -I"$cuda_inc" fuzz/fuzz_trace.c runtime/trace/trace_load.c runtime/trace/json_parse.c runtime/trace/trace.c \
+  runtime/core/errmsg.c runtime/core/alloc.c runtime/core/status.c -o "$tbin"
 [ "$mode" = build ] && { echo "fuzz.sh: built $bin and $tbin"; exit 0; }
 cp -f fuzz/trace_seeds/*.json "$out/trace_seeds/"
 

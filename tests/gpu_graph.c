@@ -259,7 +259,7 @@ static unsigned long long lookups(const clcrt_runtime *rt) {
  * at once beside plain runs of the same kernels on the capturing stream, run every tile once. */
 START_TEST(test_variant_builds) {
   clcrt_runtime *rt = gpu_runtime();
-  /* This test counts variant builds: no long-unit grids (runtime/launch.c), whose plain runs
+  /* This test counts variant builds: no long-unit grids (runtime/launch/launch.c), whose plain runs
    * would build the short variant once the units measured long (as they do under the
    * sanitizer, which slows every tile). */
   rt->long_cycles = 0;

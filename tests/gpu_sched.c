@@ -472,7 +472,7 @@ END_TEST
 
 /* Long units: a STEAL kernel on an AUTO grid whose claiming runs measured long units runs one
  * cluster per unit (the short variant on a full grid, handed out by the block scheduler; see
- * runtime/launch.c). Its first run is persistent and claims; the next ones (statistics: as many
+ * runtime/launch/launch.c). Its first run is persistent and claims; the next ones (statistics: as many
  * clusters as units, no steals) are not; every tile runs exactly once on every cluster shape,
  * 1-D and 2-D tile grids (padded where the cluster does not divide them), on the stream and
  * replayed from a graph, and a persistent run after them still finds its counter ready. */

@@ -1081,7 +1081,7 @@ START_TEST(test_preempt_bad_input) {
 }
 END_TEST
 
-/* NVRTC's -minimal (runtime/compile.c) must never change what compiles: sources that use
+/* NVRTC's -minimal (runtime/compile/compile.c) must never change what compiles: sources that use
  * what it omits (texture objects, the runtime's types and constants) are compiled without it,
  * one that reaches them in a way the check cannot see is compiled again without it, and an
  * error is reported as it would be without it. */

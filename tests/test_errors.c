@@ -1,4 +1,4 @@
-/* Failure messages per thread and per runtime (clcrt_errmsg, runtime/errmsg.c), in
+/* Failure messages per thread and per runtime (clcrt_errmsg, runtime/core/errmsg.c), in
  * compile-only mode (sm_90a: no GPU needed).
  *
  * Threads fail differently at the same time on one runtime and each must read exactly

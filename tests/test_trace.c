@@ -1,4 +1,4 @@
-/* Timeline traces on the host (runtime/trace*.c, runtime/json_parse.c) and `clcrt trace`:
+/* Timeline traces on the host (runtime/trace*.c, runtime/trace/json_parse.c) and `clcrt trace`:
  * building traces from records, the Perfetto JSON writer (checked field by field with
  * Python's json where python3 is there), exact round trips, the summary on hand-computed
  * cases, hostile files for the loader and the tool, every allocation failing in turn, and

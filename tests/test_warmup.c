@@ -1,4 +1,4 @@
-/* The NVRTC warm-up of device runtimes (runtime/warmup.c), on a machine without a GPU:
+/* The NVRTC warm-up of device runtimes (runtime/core/warmup.c), on a machine without a GPU:
  * a fake driver table stands in for the driver, its cuInit taking as long as a real
  * device's set-up, then failing (CLCRT_E_NO_DEVICE). Checked: the warm-up runs during a
  * slow set-up and is over when clcrt_runtime_create returns (no thread left behind); a

@@ -1,4 +1,4 @@
-/* clcrt cache ls | info | clear over the on-disk compile cache (runtime/diskcache.h):
+/* clcrt cache ls | info | clear over the on-disk compile cache (runtime/cache/diskcache.h):
  * the directory is resolved and entries are read, validated and removed by the cache's own
  * code, so the tool and the runtime can never disagree about the format. */
 #include <getopt.h>
@@ -208,7 +208,7 @@ int cmd_cache(int argc, char **argv) {
     return TOOL_USAGE;
   }
   if (!tool_cache_available()) {
-    fprintf(stderr, "clcrt cache: this clcrt was built without the disk cache (runtime/diskcache.c)\n");
+    fprintf(stderr, "clcrt cache: this clcrt was built without the disk cache (runtime/cache/diskcache.c)\n");
     return TOOL_USAGE;
   }
   char *dir = NULL;

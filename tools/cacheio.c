@@ -1,4 +1,4 @@
-/* The tool's link to the on-disk compile cache (runtime/diskcache.h). The cache's reader
+/* The tool's link to the on-disk compile cache (runtime/cache/diskcache.h). The cache's reader
  * is declared weak here so that the tool still builds and reads cubins while the cache is
  * not yet part of the library; the runtime's own compile path references it strongly, so
  * once it exists it is always linked in and these pointers are never NULL. */

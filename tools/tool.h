@@ -41,7 +41,7 @@ typedef struct tool_input {
 int tool_input_load(tool_input *in, const char *path);
 void tool_input_free(tool_input *in);
 
-/* The compile cache (cacheio.c, through runtime/diskcache.h). */
+/* The compile cache (cacheio.c, through runtime/cache/diskcache.h). */
 int tool_cache_available(void);
 int tool_is_cache_entry(const uint8_t *data, size_t size);
 int tool_cache_locate(tool_input *in); /* -1 with in->err set */

@@ -9,7 +9,7 @@
  *          kernel finds the real ones from the counts on the device.
  * K must be a multiple of 8 (TMA needs rows of a multiple of 16 bytes); any M, N >= 1.
  *
- * Needs -Iruntime for embedded.h (the embedded gemm.cu, linked from user_src.o). */
+ * Needs -Iruntime/compile for embedded.h (the embedded gemm.cu, linked from user_src.o). */
 #ifndef CLCRT_EXAMPLES_GEMM_H
 #define CLCRT_EXAMPLES_GEMM_H
 #include <stdint.h>
