@@ -73,7 +73,8 @@
   X(cuEventQuery)                    \
   X(cuMemHostAlloc)                  \
   X(cuMemHostGetDevicePointer)       \
-  X(cuMemFreeHost)
+  X(cuMemFreeHost)                   \
+  X(cuStreamWaitEvent)
 
 /* X(field, symbol, version): entry points clcrt can do without, NULL where the driver lacks
  * them. They serve SM budgets (green contexts: runtime/launch/green.c), which a driver older
