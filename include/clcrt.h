@@ -210,7 +210,8 @@ typedef struct clcrt_kernel_info {
   {sizeof(clcrt_kernel_info), NULL, NULL, CLCRT_SCHED_AUTO, CLCRT_GRID_AUTO, {0, 0, 0}, {0, 0, 0}, 0, 0, 0, 0, 0, 0, 0.0, 0}
 CLCRT_API clcrt_status clcrt_kernel_info_get(const clcrt_kernel *k, clcrt_kernel_info *info);
 
-/* Streams. cu NULL: clcrt creates and owns a non-blocking stream. */
+/* Streams. cu NULL: clcrt creates and owns a non-blocking stream. A CUstream of a green context has
+ * its persistent grids sized for that context's SMs (see clcrt_stream_create_ex, SM budgets). */
 CLCRT_API clcrt_status clcrt_stream_create(clcrt_runtime *rt, CUstream cu, clcrt_stream **out);
 CLCRT_API void clcrt_stream_destroy(clcrt_stream *s); /* NULL is a no-op; waits for the stream's work */
 CLCRT_API CUstream clcrt_stream_cu(const clcrt_stream *s);
@@ -364,6 +365,61 @@ CLCRT_API clcrt_status clcrt_register_async(clcrt_runtime *rt, const clcrt_tile_
  * clcrt_stream_sync or clcrt_stream_destroy has seen the fault. */
 typedef void (*clcrt_notify_cb)(void *user, clcrt_status st);
 CLCRT_API clcrt_status clcrt_run_notify(clcrt_stream *s, uv_loop_t *loop, clcrt_notify_cb cb, void *user);
+
+/* Sharing the GPU: streams with an SM budget (docs/sharing.md).
+ *
+ * A persistent grid takes every SM it may: on a plain stream, the whole device. An SM budget
+ * gives a stream a part of the device (a CUDA green context: the driver's own SM partition,
+ * CUDA 12.4+), so that other work (communication kernels, another model) keeps the rest, and
+ * clcrt sizes the stream's persistent grids for that part. clcrt_stream_create_ex makes such
+ * a stream, or wraps a CUstream of your own green context (clcrt_stream_create does that
+ * too: either way the grid is sized for the stream's green context, found with
+ * cuStreamGetCtx_v2 and cuGreenCtxGetDevResource).
+ *
+ *   cu         NULL: clcrt creates the stream (and owns it); else your CUstream, plain or of a
+ *              green context of yours (which stays yours: destroy it after the clcrt stream).
+ *              A CUstream of your own takes neither sm_budget nor priority: its own apply.
+ *   sm_budget  0: no budget (the whole device, or your stream's green context). N: the stream
+ *              runs on a green context of N SMs that clcrt makes and shares between every
+ *              stream of the process with the same partition of the device, destroying it
+ *              with the last of them. The driver partitions SMs in co-scheduled groups (8 on
+ *              H100, at least 8 per partition): a budget it cannot make exactly is refused
+ *              (CLCRT_E_UNSUPPORTED, the message says which sizes it can make) unless flags
+ *              allow rounding; more SMs than the device has is CLCRT_E_INVALID. A driver
+ *              without green contexts gives CLCRT_E_UNSUPPORTED.
+ *   priority   clcrt's levels (clcrt_stream_priority): 0 the device's lowest (CUDA's default),
+ *              larger is more urgent, clamped to the device's range; for a stream clcrt creates.
+ *   flags      CLCRT_STREAM_SM_ROUND_UP: accept the smallest partition of at least sm_budget
+ *              SMs; CLCRT_STREAM_SM_ROUND_DOWN: the largest of at most sm_budget (at least the
+ *              minimum); CLCRT_STREAM_SM_REST: the stream runs on the SMs a budget of
+ *              sm_budget leaves (the rest of the same split, disjoint from that budget's
+ *              partition: the other side of a GEMM on sm_budget SMs, e.g. communication).
+ *   grid_sms   0: persistent grids (STEAL, STATIC) are sized for the stream's SMs. N (at most
+ *              the device's SMs): for N SMs instead, e.g. the whole device's on a budget
+ *              stream (an oversubscribed grid, as before budgets), or fewer than the device's
+ *              on a plain stream (a smaller grid and nothing else: other work may still take
+ *              those SMs; runs of one cluster per unit, FIXED's, are not limited).
+ * Cluster occupancy inside a partition is derived, not queried: the whole device's clusters
+ * per SM times the partition's SMs, rounded down to whole co-scheduled groups
+ * (docs/sharing.md says why and what the H100 measured). */
+typedef struct clcrt_stream_opts {
+  size_t size;
+  CUstream cu;
+  unsigned sm_budget;
+  unsigned priority;
+  unsigned flags;
+  unsigned grid_sms;
+} clcrt_stream_opts;
+#define CLCRT_STREAM_OPTS_INIT {.size = sizeof(clcrt_stream_opts)}
+#define CLCRT_STREAM_SM_ROUND_UP 1u
+#define CLCRT_STREAM_SM_ROUND_DOWN 2u
+#define CLCRT_STREAM_SM_REST 4u
+/* opts NULL is clcrt_stream_create(rt, NULL, out). */
+CLCRT_API clcrt_status clcrt_stream_create_ex(clcrt_runtime *rt, const clcrt_stream_opts *opts, clcrt_stream **out);
+/* SMs the stream's runs may use: its green context's, else the device's (-1 for NULL). */
+CLCRT_API int clcrt_stream_sms(const clcrt_stream *s);
+/* SMs its persistent grids are sized for: grid_sms when given, else clcrt_stream_sms (-1 for NULL). */
+CLCRT_API int clcrt_stream_grid_sms(const clcrt_stream *s);
 
 #ifdef __cplusplus
 }

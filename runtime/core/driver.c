@@ -11,6 +11,12 @@ const char *const clcrt__driver_names[] = {
 #undef CLCRT__DRV_NAME
         NULL};
 
+const clcrt__driver_opt_name clcrt__driver_opt_names[] = {
+#define CLCRT__DRV_OPT_NAME(field, symbol, version) {#field, symbol, version},
+    CLCRT_DRIVER_OPT_MAP(CLCRT__DRV_OPT_NAME)
+#undef CLCRT__DRV_OPT_NAME
+        {NULL, NULL, 0}};
+
 static clcrt__driver g_real;
 static const clcrt__driver *g_override;
 static int g_pretend_missing;
@@ -52,6 +58,16 @@ static void load_driver(void) {
   }
   CLCRT_DRIVER_MAP(LOAD)
 #undef LOAD
+  /* Optional entries: NULL when this driver does not have them (their callers say so). */
+#define LOAD_OPT(field, symbol, version)                                                      \
+  {                                                                                            \
+    CUdriverProcAddressQueryResult q;                                                          \
+    void *fn = NULL;                                                                           \
+    if (gp(symbol, &fn, version, CU_GET_PROC_ADDRESS_DEFAULT, &q) != CUDA_SUCCESS) fn = NULL; \
+    memcpy(&g_real.field, &fn, sizeof fn);                                                     \
+  }
+  CLCRT_DRIVER_OPT_MAP(LOAD_OPT)
+#undef LOAD_OPT
   /* The handle stays open for the life of the process: entry points are cached. */
   g_loaded = 1;
 }
