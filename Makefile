@@ -141,7 +141,7 @@ test-cpu: all $(CPU_TESTS)
 test-asan: deps
 	$(MAKE) --no-print-directory BUILD=build/asan SAN=1 CFLAGS="-O1 -g" test-cpu
 
-test: test-cpu test-asan fuzz-smoke
+test: test-cpu test-asan fuzz-smoke test-python
 	@echo "clcrt: all CPU suites passed (normal and ASan+UBSan builds)"
 
 test-gpu: all $(GPU_TESTS)
