@@ -30,6 +30,7 @@ loudly (the CPU tests cover it), and ``check_args=False`` registers without the 
 
 import ctypes
 import re
+import sys
 
 from ._errors import ArgsMismatchError, InvalidError
 from . import tensors as _tensors
@@ -220,6 +221,15 @@ class _ArgsMeta(type(ctypes.Structure)):
             if ann is None and annotate is not None:  # Python 3.14: annotations are evaluated lazily
                 ann = annotate(1)  # 1: annotationlib.Format.VALUE
             decl = list((ann or {}).items())
+            # Under `from __future__ import annotations` they are strings: evaluate them where
+            # the class is written.
+            if any(isinstance(t, str) for _, t in decl):
+                mod = sys.modules.get(ns.get("__module__", ""))
+                env = dict(vars(mod)) if mod else {}
+                try:
+                    decl = [(k, eval(t, env, dict(ns)) if isinstance(t, str) else t) for k, t in decl]
+                except Exception as e:
+                    raise InvalidError("Args %s: an annotation could not be evaluated: %s" % (name, e)) from None
         fields, size, align = _layout(name, decl)
         ns = dict(ns)
         ns.pop("__annotations__", None)

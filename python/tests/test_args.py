@@ -32,6 +32,14 @@ def test_annotations_declare_fields():
     assert N.layout() == ([("x", 0, 8), ("n", 8, 4), ("alpha", 12, 4)], 16)
 
 
+def test_string_annotations():
+    """As `from __future__ import annotations` makes them."""
+    ns = {"__module__": __name__, "__annotations__": {"x": 'clcrt.ptr("float32")', "n": "clcrt.i32"}}
+    S = type(clcrt.Args)("S", (clcrt.Args,), ns)
+    assert S.layout() == ([("x", 0, 8), ("n", 8, 4)], 16)
+    assert S._clcrt_fields_[0].dtype == "float32"
+
+
 def test_tensor_map_is_64_aligned():
     class G(clcrt.Args):
         _fields_ = [("m", clcrt.u32), ("a", clcrt.TensorMap), ("k", clcrt.u32)]
@@ -289,6 +297,7 @@ def test_user_errors_stay_compile_errors(rt90):
     with pytest.raises(clcrt.CompileError) as ei:
         rt90.register(SCALE_SRC + "\nint oops = ;\n", "scale_tile", ScaleArgs, block=64)
     assert not isinstance(ei.value, clcrt.ArgsMismatchError)
+    assert "scale_tile(7): error" in ei.value.message  # the user's own line numbers
 
 
 def test_check_args_off(rt90):

@@ -33,8 +33,8 @@ def test_gemm(m, n, k):
     ok, err = close(out, ref)
     assert ok, (m, n, k, err)
     again = torch.full_like(out, float("nan"))
-    clcrt.ops.gemm(a, b, out=again)  # into a given output, every element written
-    assert torch.equal(again, out)
+    clcrt.ops.gemm(a, b, out=again)  # into a given output: every element written (split-K sums in any order)
+    assert close(again, ref)[0] and not torch.isnan(again).any()
 
 
 @pytest.mark.parametrize("sched", ["steal", "static", "fixed"])

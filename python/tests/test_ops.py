@@ -47,3 +47,29 @@ def test_gemm_refuses_without_gpu_tensors():
     a = torch.zeros(4, 8, dtype=torch.bfloat16)
     with pytest.raises(clcrt.InvalidError, match="GPU"):
         clcrt.ops.gemm(a, a)
+
+
+def test_shim_plans_need_a_device(rt90):
+    """The shim's Args calls, marshalled as ops makes them: in compile-only mode they reach
+    gemm.h's tensor maps, which need the driver, and say so."""
+    import ctypes
+
+    from clcrt import _native
+    from clcrt import _types as T
+
+    clcrt.ops.source()
+    lib = _native.lib()
+    buf = (ctypes.c_uint8 * 1024)()
+    launch = T.sized(T.GemmLaunch)
+    st = lib.clcrt_py_gemm_dense(rt90._h, -1, 132, 0x10000, 0x20000, 0x30000, 256, 256, 64, 0, 0, buf, 1024,
+                                 ctypes.byref(launch))
+    assert st == clcrt.UnsupportedError.status
+    assert "compile-only" in lib.clcrt_errmsg(rt90._h).decode()
+    st = lib.clcrt_py_gemm_grouped(rt90._h, 0, 0x10000, 0x20000, 0x30000, 100, 256, 64, 4, 0x40000, buf, 1024,
+                                   ctypes.byref(launch))
+    assert st == clcrt.UnsupportedError.status
+    assert lib.clcrt_py_gemm_grouped(rt90._h, 0, 0x10000, 0x20000, 0x30000, 100, 256, 64, 0, 0x40000, buf, 1024,
+                                     ctypes.byref(launch)) == clcrt.InvalidError.status  # no groups
+    assert lib.clcrt_py_gemm_dense(rt90._h, 99, 132, 0x10000, 0x20000, 0x30000, 256, 256, 64, 0, 0, buf, 1024,
+                                   ctypes.byref(launch)) == clcrt.InvalidError.status  # no such variant
+    assert lib.clcrt_py_gemm_max_groups() >= 1
