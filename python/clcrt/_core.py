@@ -684,8 +684,8 @@ class Kernel:
         ``stream`` (default: Runtime.current_stream(), i.e. torch's current stream when torch is
         imported). Asynchronous, like a kernel launch."""
         rt = self._rt
-        if rt._h is None:
-            rt._live()
+        if rt._h is None or self._base is not None:
+            self._not_runnable()
         if args is not None and type(args) is self.args:
             dev = args._clcrt_device
             if dev is not None and dev != rt.device:
@@ -709,10 +709,16 @@ class Kernel:
         if st:
             s._fail(st)
 
+    def _not_runnable(self):
+        self._rt._live()
+        raise InvalidError("run the kernel itself, not its variant: each run picks the variant it needs")
+
     def launcher(self, tiles, args=None, stream=None):
         """A callable that runs the kernel with these tiles and Args (prepacked): the least
         host work per run. The Args instance is used as it is at each call; with ``stream``
         None each call goes to the stream current at that call."""
+        if self._base is not None:
+            self._not_runnable()
         x, y, z = _tiles(tiles)
         addr, size = self._args_ptr(args)
         s = None if stream is None else (stream if isinstance(stream, Stream) else self._rt._wrap(stream_handle(stream)))

@@ -89,6 +89,8 @@ def test_variants_and_prepare(scale_kernel):
     assert obs.cubin != scale_kernel.cubin
     short = scale_kernel.variant(clcrt.USE_SHORT)
     assert short.info.registers <= scale_kernel.info.registers
+    with pytest.raises(clcrt.InvalidError, match="not its variant"):
+        short.run(1, ScaleArgs())
 
 
 def test_memory_cache_hit(rt90, scale_kernel):
