@@ -141,7 +141,7 @@ test-cpu: all $(CPU_TESTS)
 test-asan: deps
 	$(MAKE) --no-print-directory BUILD=build/asan SAN=1 CFLAGS="-O1 -g" test-cpu
 
-test: test-cpu test-asan fuzz-smoke
+test: test-cpu test-asan fuzz-smoke test-python
 	@echo "clcrt: all CPU suites passed (normal and ASan+UBSan builds)"
 
 test-gpu: all $(GPU_TESTS)
@@ -184,3 +184,47 @@ clean:
 	rm -rf build
 
 .SECONDARY:
+
+# ---- Python package (python/, issue 33) -----------------------------------------------------
+#   make python        build/python/dist/clcrt-<version>-py3-none-linux_x86_64.whl
+#   make test-python   that wheel installed into a venv (build/python/venv, pytest from PyPI),
+#                      then python/tests: CPU tests in compile-only mode; the GPU tests skip
+#                      without torch and a GPU
+# The wheel bundles libclcrt_py.so (the library's objects and python/clcrt/_csrc/*.c; no libuv:
+# _csrc/no_uv.c replaces the libuv glue, whose archive is not position-independent here; it
+# needs libc and libnvrtc.so.13 only, NVRTC found at import) and the clcrt tool (libuv,
+# libpng and zlib linked in statically). Both are stripped of debug information.
+PY_BUILD := $(BUILD)/python
+PY_VERSION := $(shell awk '/^\#define CLCRT_VERSION_(MAJOR|MINOR|PATCH) /{printf "%s%s", s, $$3; s="."}' include/clcrt.h)
+PY_SHIM_OBJS := $(patsubst python/clcrt/_csrc/%.c,$(PY_BUILD)/obj/%.o,$(sort $(wildcard python/clcrt/_csrc/*.c)))
+PY_LIB := $(PY_BUILD)/libclcrt_py.so
+PY_TOOL := $(PY_BUILD)/clcrt
+PY_WHEEL := $(PY_BUILD)/dist/clcrt-$(PY_VERSION)-py3-none-linux_x86_64.whl
+PY_VENV := $(PY_BUILD)/venv
+PY_STATIC_PNG := -l:libpng16.a -l:libz.a
+
+.PHONY: python test-python
+
+$(PY_BUILD)/obj/%.o: python/clcrt/_csrc/%.c $(wildcard python/clcrt/_csrc/*.h include/*.h runtime/*/*.h examples/gemm/*.h) | $(DEPS_STAMP)
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) -Iexamples/gemm $(CFLAGS) -c $< -o $@
+
+PY_LIB_OBJS := $(filter-out $(BUILD)/runtime/compile/async.o,$(LIB_OBJS))
+$(PY_LIB): $(PY_LIB_OBJS) $(PY_SHIM_OBJS)
+	$(CC) -shared -Wl,-soname,libclcrt_py.so -Wl,-z,defs -Wl,--as-needed -Wl,-S $(LDFLAGS) -o $@ $^ \
+	  -L$(CUDA_LIBDIR) -lnvrtc $(SYS_LIBS)
+
+$(PY_TOOL): $(TOOL_OBJS) $(BUILD)/libclcrt.a
+	$(CC) -Wl,-S $(LDFLAGS) -o $@ $(TOOL_OBJS) $(BUILD)/libclcrt.a -L$(CUDA_LIBDIR) -lnvrtc $(STATIC_UV) $(PY_STATIC_PNG) $(SYS_LIBS)
+
+$(PY_WHEEL): $(PY_LIB) $(PY_TOOL) $(wildcard python/clcrt/*.py python/README.md) python/build_wheel.py examples/gemm/gemm.cu
+	@rm -f $(PY_BUILD)/dist/clcrt-*.whl
+	python3 python/build_wheel.py --version $(PY_VERSION) --lib $(PY_LIB) --tool $(PY_TOOL) --gemm examples/gemm/gemm.cu --out $(PY_BUILD)/dist
+
+python: all $(PY_WHEEL)
+
+test-python: python
+	@[ -x $(PY_VENV)/bin/python ] || python3 -m venv $(PY_VENV)
+	@$(PY_VENV)/bin/python -c 'import pytest' 2>/dev/null || $(PY_VENV)/bin/python -m pip install -q pytest
+	@$(PY_VENV)/bin/python -m pip install -q --force-reinstall --no-deps --no-index $(PY_WHEEL)
+	cd $(PY_BUILD) && PYTHONDONTWRITEBYTECODE=1 CUDA_HOME=$(CUDA_HOME) $(abspath $(PY_VENV))/bin/python -m pytest -q -rs -p no:cacheprovider $(CURDIR)/python/tests

@@ -350,6 +350,9 @@ typedef struct clcrt_cache_stats {
 } clcrt_cache_stats;
 #define CLCRT_CACHE_STATS_INIT {sizeof(clcrt_cache_stats), 0, 0, 0, 0, 0.0, 0.0}
 CLCRT_API clcrt_status clcrt_cache_stats_get(const clcrt_runtime *rt, clcrt_cache_stats *out);
+/* The disk cache directory the runtime uses, as an absolute path, valid while rt lives; NULL
+ * when it uses none (turned off, or refused at creation: opts.log says why). */
+CLCRT_API const char *clcrt_runtime_cache_dir(const clcrt_runtime *rt);
 
 /* Asynchronous compile on libuv's thread pool: returns at once; cb runs on `loop` with the
  * status, the kernel (NULL on failure) and the failure's message (NULL on success). Call it

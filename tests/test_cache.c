@@ -1214,6 +1214,33 @@ START_TEST(e2e_relative_directory_stays_put) {
 }
 END_TEST
 
+/* clcrt_runtime_cache_dir names the directory the runtime really uses: absolute, and NULL
+ * when the cache is off or the directory was refused. */
+START_TEST(e2e_cache_dir_reported) {
+  ck_assert_ptr_null(clcrt_runtime_cache_dir(NULL));
+  char real[PATH_MAX], here[PATH_MAX + 8];
+  ck_assert_ptr_nonnull(realpath(g_dir, real));
+  clcrt_runtime *rt = rt_in(g_dir, "sm_90a");
+  ck_assert_str_eq(clcrt_runtime_cache_dir(rt), real);
+  clcrt_runtime_destroy(rt);
+  rt = rt_in("", "sm_90a");
+  ck_assert_ptr_null(clcrt_runtime_cache_dir(rt));
+  clcrt_runtime_destroy(rt);
+  ck_assert_int_eq(chdir(g_dir), 0);
+  rt = rt_in("rel", "sm_90a");
+  snprintf(here, sizeof here, "%s/rel", real);
+  ck_assert_str_eq(clcrt_runtime_cache_dir(rt), here);
+  clcrt_runtime_destroy(rt);
+  ck_assert_int_eq(chdir("/"), 0);
+  snprintf(here, sizeof here, "%s/shared", g_dir);
+  ck_assert_int_eq(mkdir(here, 0700), 0);
+  ck_assert_int_eq(chmod(here, 0777), 0);
+  rt = rt_in(here, "sm_90a");
+  ck_assert_ptr_null(clcrt_runtime_cache_dir(rt));
+  clcrt_runtime_destroy(rt);
+}
+END_TEST
+
 /* A directory whose entries' paths would not fit the path buffers is refused once, at
  * creation, instead of failing every lookup and every store. */
 START_TEST(e2e_directory_path_too_long) {
@@ -1326,6 +1353,7 @@ static void add_review_tests(TCase *t) {
   tcase_add_test(t, resolve_directory_hostile_environment);
   tcase_add_test(t, e2e_world_writable_directory_refused);
   tcase_add_test(t, e2e_relative_directory_stays_put);
+  tcase_add_test(t, e2e_cache_dir_reported);
   tcase_add_test(t, e2e_directory_path_too_long);
   tcase_add_test(t, e2e_hostile_paths_still_compile);
 }

@@ -283,6 +283,8 @@ clcrt_status clcrt__cache_init(clcrt_runtime *rt) {
   return CLCRT_OK;
 }
 
+const char *clcrt_runtime_cache_dir(const clcrt_runtime *rt) { return rt ? rt->disk_dir : NULL; }
+
 void clcrt__cache_fini(clcrt_runtime *rt) {
   clcrt__free(rt->disk_dir);
   rt->disk_dir = NULL;
