@@ -1235,6 +1235,53 @@ START_TEST(e2e_directory_path_too_long) {
   reg(rt, &d);
   ck_assert_msg(!strstr(g_log, "path too long"), "%s", g_log);
   clcrt_runtime_destroy(rt);
+  /* Refused before anything was made: not even the first level exists. */
+  p[strlen(g_dir) + 201] = 0;
+  ck_assert_msg(access(p, F_OK) != 0, "%s was created", p);
+}
+END_TEST
+
+static int dir_is_empty(const char *dir) {
+  DIR *d = opendir(dir);
+  int n = 0;
+  for (struct dirent *de; d && (de = readdir(d));) n += strcmp(de->d_name, ".") && strcmp(de->d_name, "..");
+  if (d) closedir(d);
+  return d && n == 0;
+}
+
+/* CLCRT_CACHE_DIR naming a path that can never hold an entry (a component longer than a
+ * file name may be, or more bytes than a path may hold) is refused before a single
+ * directory is made: mkdir used to create every level that fit first. */
+START_TEST(e2e_cache_dir_too_long_creates_nothing) {
+  char comp[301], deep[600], longp[4300];
+  memset(comp, 'x', 300);
+  comp[300] = 0;
+  snprintf(deep, sizeof deep, "%s/a/b/%s/c", g_dir, comp);
+  int n = snprintf(longp, sizeof longp, "%s/a", g_dir);
+  while (n < 4200) n += snprintf(longp + n, sizeof longp - (size_t)n, "/%.*s", 100, comp);
+  const char *dirs[] = {deep, longp};
+  for (int i = 0; i < 2; i++) {
+    pid_t pid = fork();
+    if (pid == 0) {
+      setenv("CLCRT_CACHE_DIR", dirs[i], 1);
+      clcrt_runtime_opts o = CLCRT_RUNTIME_OPTS_INIT;
+      o.target_arch = "sm_90a";
+      o.log = log_cb;
+      clcrt_runtime *rt = NULL;
+      if (clcrt_runtime_create(&rt, &o) != CLCRT_OK) _exit(2);
+      clcrt_tile_desc d = scale_desc(256);
+      clcrt_kernel *k = NULL;
+      if (clcrt_register(rt, &d, &k) != CLCRT_OK) _exit(3);
+      clcrt_runtime_destroy(rt);
+      /* The log says why, naming the limit it ran into. */
+      const char *want = i == 0 ? "a file name holds at most" : "too long";
+      _exit(strstr(g_log, "disk cache off") && strstr(g_log, want) ? 0 : 4);
+    }
+    int ws;
+    waitpid(pid, &ws, 0);
+    ck_assert_msg(WIFEXITED(ws) && WEXITSTATUS(ws) == 0, "case %d: child status %d", i, ws);
+    ck_assert_msg(dir_is_empty(g_dir), "case %d: directories were created under %s", i, g_dir);
+  }
 }
 END_TEST
 
@@ -1327,6 +1374,7 @@ static void add_review_tests(TCase *t) {
   tcase_add_test(t, e2e_world_writable_directory_refused);
   tcase_add_test(t, e2e_relative_directory_stays_put);
   tcase_add_test(t, e2e_directory_path_too_long);
+  tcase_add_test(t, e2e_cache_dir_too_long_creates_nothing);
   tcase_add_test(t, e2e_hostile_paths_still_compile);
 }
 

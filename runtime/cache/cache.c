@@ -255,6 +255,14 @@ clcrt_status clcrt__cache_init(clcrt_runtime *rt) {
     clcrt__log(rt, CLCRT_LOG_DEBUG, "disk cache off: %s", why);
     return CLCRT_OK;
   }
+  /* A path that can never hold an entry is refused before anything is created: mkdir
+   * would otherwise leave the levels that fit behind before the first one that does not. */
+  char buf[256];
+  if ((why = clcrt__dc_path_problem(dir, buf, sizeof buf)) != NULL) {
+    clcrt__log(rt, CLCRT_LOG_WARN, "disk cache off: %.512s is not used: %s", dir, why);
+    clcrt__free(dir);
+    return CLCRT_OK;
+  }
   int e = clcrt__dc_mkdirs(dir);
   if (e) {
     clcrt__log(rt, CLCRT_LOG_WARN, "disk cache off: cannot create %.512s (%s); kernels are compiled, not stored",

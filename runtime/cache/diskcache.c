@@ -4,6 +4,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -542,6 +543,35 @@ clcrt_status clcrt__dc_resolve_dir(const char *opt_dir, char **out, const char *
   else w = "neither CLCRT_CACHE_DIR, an absolute XDG_CACHE_HOME nor an absolute HOME is set";
   if (why) *why = w;
   return w || *out ? CLCRT_OK : CLCRT_E_NOMEM;
+}
+
+const char *clcrt__dc_path_problem(const char *dir, char *buf, size_t n) {
+  size_t len = strlen(dir);
+  if (dir[0] != '/') {
+    /* A relative directory is made absolute once it exists (cache.c): count the working
+     * directory too. One that cannot be read is judged by the relative path alone. */
+    char cwd[PATH_MAX];
+    if (getcwd(cwd, sizeof cwd)) len += strlen(cwd) + 1;
+  }
+  size_t limit = CLCRT__DC_PATH_BYTES < PATH_MAX ? CLCRT__DC_PATH_BYTES : PATH_MAX;
+  if (len + 1 + CLCRT__DC_FILE_LEN + 1 > limit) {
+    snprintf(buf, n,
+             "its path is too long for the entries' paths (%zu bytes with the working directory; an entry adds %zu, "
+             "and a path holds at most %zu)",
+             len, (size_t)CLCRT__DC_FILE_LEN + 1, limit - 1);
+    return buf;
+  }
+  for (const char *p = dir; *p;) {
+    size_t c = strcspn(p, "/");
+    if (c > NAME_MAX) {
+      snprintf(buf, n, "its component \"%.32s...\" is %zu bytes long, and a file name holds at most %d", p, c,
+               NAME_MAX);
+      return buf;
+    }
+    p += c;
+    p += strspn(p, "/");
+  }
+  return NULL;
 }
 
 int clcrt__dc_mkdirs(const char *dir) {

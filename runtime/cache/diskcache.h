@@ -141,6 +141,13 @@ clcrt_status clcrt__dc_clear(const char *dir, unsigned long *removed);
  * XDG_CACHE_HOME and HOME count only when absolute (env.c). */
 clcrt_status clcrt__dc_resolve_dir(const char *opt_dir, char **out, const char **why);
 
+/* Why dir cannot hold entries because of its path alone, or NULL: the path of an entry in
+ * it (made absolute against the working directory when dir is relative) would not fit
+ * CLCRT__DC_PATH_BYTES or PATH_MAX, or one of its components is longer than NAME_MAX. A
+ * sentence, in buf. Checked before anything is created, so that a path that can never work
+ * leaves no directories behind. */
+const char *clcrt__dc_path_problem(const char *dir, char *buf, size_t n);
+
 /* Creates dir and its parents (mode 0700). 0 on success, else an errno value. */
 int clcrt__dc_mkdirs(const char *dir);
 #endif
