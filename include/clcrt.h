@@ -8,7 +8,8 @@
  *   - every function that can fail returns a clcrt_status; CLCRT_OK is 0;
  *   - the detail of the last failure is clcrt_errmsg(rt): per thread, like cudaGetLastError
  *     (a failure on one thread never changes the message another thread reads); calls that
- *     take no runtime (the trace functions) leave theirs in clcrt_errmsg(NULL);
+ *     take no runtime (the trace functions), and calls given a NULL handle, leave theirs in
+ *     clcrt_errmsg(NULL);
  *   - handles are opaque; destroy(NULL) is a no-op;
  *   - option structs start with `size` and have an ..._INIT macro; zero means "default".
  */
@@ -103,7 +104,11 @@ typedef struct clcrt_runtime_opts {
   const char *cache_dir;   /* NULL: $CLCRT_CACHE_DIR, else $XDG_CACHE_HOME/clcrt, else ~/.cache/clcrt; "": no disk cache */
   clcrt_log_fn log;        /* optional: the library never prints; it reports here */
   void *log_user;
-  const char *cuda_home;   /* NULL: $CUDA_HOME, else /usr/local/cuda; its include dirs are given to NVRTC */
+  const char *cuda_home;   /* NULL: $CUDA_HOME, else $CUDA_PATH, else /usr/local/cuda; its include and
+                              include/cccl dirs are given to NVRTC. One named here or in the environment
+                              must be a toolkit (include/cuda.h or include/cuda_runtime.h, at most 1000
+                              bytes), else clcrt_runtime_create fails with CLCRT_E_INVALID; the default
+                              may be absent (NVRTC's built-in headers serve most tile functions) */
 } clcrt_runtime_opts;
 
 #define CLCRT_RUNTIME_OPTS_INIT {sizeof(clcrt_runtime_opts), 0, NULL, NULL, NULL, NULL, NULL}

@@ -1306,8 +1306,8 @@ START_TEST(e2e_hostile_paths_still_compile) {
     reg(rt, &d);
     clcrt_runtime_destroy(rt);
   }
-  /* A CUDA_HOME that does not exist still compiles (the source needs no toolkit header);
-   * one longer than any path is refused with a message rather than passed on cut. */
+  /* A CUDA_HOME that is not a toolkit, or longer than any path, is refused when the runtime
+   * is created, with a message, rather than passed on to NVRTC (test_core: test_bad_cuda_home). */
   const char *homes[] = {"/nonexistent/cuda", longp};
   for (int i = 0; i < 2; i++) {
     clcrt_runtime_opts o = CLCRT_RUNTIME_OPTS_INIT;
@@ -1315,16 +1315,67 @@ START_TEST(e2e_hostile_paths_still_compile) {
     o.cache_dir = g_dir;
     o.cuda_home = homes[i];
     clcrt_runtime *rt = NULL;
-    ck_assert_int_eq(clcrt_runtime_create(&rt, &o), CLCRT_OK);
-    if (i == 0) {
-      reg(rt, &d);
-    } else {
-      clcrt_kernel *k = NULL;
-      ck_assert_int_eq(clcrt_register(rt, &d, &k), CLCRT_E_INVALID);
-      ck_assert_msg(strstr(clcrt_errmsg(rt), "characters long"), "message: %s", clcrt_errmsg(rt));
-    }
+    ck_assert_int_eq(clcrt_runtime_create(&rt, &o), CLCRT_E_INVALID);
+    ck_assert_msg(strstr(clcrt_errmsg(rt), i ? "characters long" : "include/cuda.h"), "message: %s",
+                  clcrt_errmsg(rt));
     clcrt_runtime_destroy(rt);
   }
+}
+END_TEST
+
+/* A log line longer than 1 KiB reaches the callback whole: the reason an entry of a
+ * 1300-character tile function is not stored comes after its name, and was cut off. */
+START_TEST(e2e_long_log_lines_whole) {
+  char fn[1301], *src = malloc(4096);
+  memset(fn, 'f', 1300);
+  fn[0] = 'l', fn[1300] = 0;
+  snprintf(src, 4096,
+           "struct ScaleArgs { float *x; long n; float alpha; };\n"
+           "__device__ void %s(const clcrt::Tile &t, const ScaleArgs &a) {\n"
+           "  long i = (long)t.linear * blockDim.x + threadIdx.x;\n"
+           "  if (i < a.n) a.x[i] *= a.alpha;\n"
+           "}\n",
+           fn);
+  clcrt_tile_desc d = scale_desc(256);
+  d.source = src;
+  d.tile_fn = fn;
+  g_log[0] = 0;
+  clcrt_runtime *rt = rt_new();
+  reg(rt, &d);
+  clcrt_runtime_destroy(rt);
+  ck_assert_msg(strstr(g_log, "not stored in the disk cache") && strstr(g_log, "too long to store"), "%.200s...",
+                g_log);
+  ck_assert_int_eq(entries_in(g_dir), 0);
+  free(src);
+}
+END_TEST
+
+/* An entry stored under a description's key whose metadata disagrees (a forged entry, or a
+ * bug in the key) is a miss whose log names the field that differs, with both values: it
+ * used to say "holds X for sm_90a, not X" when only the block differed. */
+START_TEST(e2e_forged_entry_names_the_difference) {
+  clcrt_runtime *rt = rt_new();
+  clcrt_tile_desc d = scale_desc(256);
+  clcrt__build b;
+  ck_assert_int_eq(clcrt__build_prepare(rt, &d, 0, &b), CLCRT_OK);
+  uint8_t key[CLCRT__KEY_BYTES];
+  ck_assert(clcrt__cache_key(rt, &b, key));
+  clcrt__dc_meta m = {0};
+  memcpy(m.key, key, sizeof key);
+  m.sched = b.sched, m.grid = b.grid, m.block = b.block, m.cluster = b.cluster, m.smem_bytes = b.smem_bytes;
+  m.min_blocks = b.min_blocks;
+  m.block.x = 128;
+  m.name = b.name, m.arch = "sm_90a", m.options = "";
+  static const char junk[] = "never read: the metadata is checked first";
+  ck_assert_int_eq(clcrt__dc_write(g_dir, &m, junk, sizeof junk, NULL, 0, 0, NULL, 0), CLCRT_OK);
+  clcrt__build_free(&b);
+  g_log[0] = 0;
+  clcrt_kernel *k = reg(rt, &d);
+  ck_assert_int_eq(k->from_cache, 0);
+  ck_assert_msg(strstr(g_log, "block (128,1,1)") && strstr(g_log, "(256,1,1)") && strstr(g_log, "compiling again"),
+                "%s", g_log);
+  ck_assert_msg(!strstr(g_log, "not clcrt_steal_scale_tile"), "%s", g_log);
+  clcrt_runtime_destroy(rt);
 }
 END_TEST
 
@@ -1375,6 +1426,8 @@ static void add_review_tests(TCase *t) {
   tcase_add_test(t, e2e_relative_directory_stays_put);
   tcase_add_test(t, e2e_directory_path_too_long);
   tcase_add_test(t, e2e_cache_dir_too_long_creates_nothing);
+  tcase_add_test(t, e2e_long_log_lines_whole);
+  tcase_add_test(t, e2e_forged_entry_names_the_difference);
   tcase_add_test(t, e2e_hostile_paths_still_compile);
 }
 

@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -555,7 +556,7 @@ START_TEST(test_bad_handles) {
   clcrt_tile_desc d = scale_desc();
   clcrt_kernel *k = (clcrt_kernel *)&k;
   ck_assert_int_eq(clcrt_register(NULL, &d, &k), CLCRT_E_INVALID);
-  ck_assert_str_eq(clcrt_errmsg(NULL), "no runtime (NULL handle)");
+  ck_assert_str_eq(clcrt_errmsg(NULL), "clcrt_register: the runtime is NULL");
   ck_assert_int_eq(clcrt_register(rt, &d, NULL), CLCRT_E_INVALID);
   ck_assert_msg(strstr(clcrt_errmsg(rt), "out is NULL"), "%s", clcrt_errmsg(rt));
   EXPECT_FAIL(rt, NULL, CLCRT_E_INVALID, "descriptor is NULL");
@@ -680,11 +681,194 @@ START_TEST(test_long_names_and_paths) {
   o.target_arch = "sm_90a";
   o.cache_dir = "";
   o.cuda_home = home;
-  ck_assert_int_eq(clcrt_runtime_create(&rt, &o), CLCRT_OK);
-  d = scale_desc();
-  ck_assert_int_eq(clcrt_register(rt, &d, &k), CLCRT_E_INVALID);
+  ck_assert_int_eq(clcrt_runtime_create(&rt, &o), CLCRT_E_INVALID);
   ck_assert_msg(strstr(clcrt_errmsg(rt), "1199 characters"), "message: %s", clcrt_errmsg(rt));
   clcrt_runtime_destroy(rt);
+}
+END_TEST
+
+/* Args too large for a kernel's parameters fail in the generated entry, but the hint is
+ * the parameter limit, not the signatures: the front end ("Formal parameter space
+ * overflowed") and ptxas ("too much parameter space") both report it. */
+START_TEST(test_args_over_parameter_limit) {
+  clcrt_runtime *rt = rt_new("sm_90a");
+  static const int floats[] = {8160, 8159};
+  for (int i = 0; i < 2; i++) {
+    char src[512];
+    snprintf(src, sizeof src,
+             "struct BigArgs { float x[%d]; };\n"
+             "__device__ void big_tile(const clcrt::Tile &t, const BigArgs &a) {\n"
+             "  if (a.x[t.linear] > 1.0f) asm volatile(\"trap;\");\n"
+             "}\n",
+             floats[i]);
+    clcrt_tile_desc d = scale_desc();
+    d.source = src;
+    d.tile_fn = "big_tile";
+    d.args_type = "BigArgs";
+    EXPECT_FAIL(rt, &d, CLCRT_E_COMPILE, "parameter space", "32,764 bytes", "pointer");
+    ck_assert_msg(!strstr(clcrt_errmsg(rt), "signatures"), "%d floats: %s", floats[i], clcrt_errmsg(rt));
+  }
+  clcrt_runtime_destroy(rt);
+}
+END_TEST
+
+/* Every E_INVALID of a public entry point says what was wrong: NULL handles in
+ * clcrt_errmsg(NULL), the rest on the runtime. These used to read "no error". */
+#define EXPECT_NULL_MSG(call, fn)                                                                               \
+  do {                                                                                                          \
+    clcrt__err_forget(NULL);                                                                                    \
+    ck_assert_int_eq((call), CLCRT_E_INVALID);                                                                  \
+    ck_assert_msg(strstr(clcrt_errmsg(NULL), fn) && strstr(clcrt_errmsg(NULL), "NULL"), "%s: %s", #call,         \
+                  clcrt_errmsg(NULL));                                                                          \
+  } while (0)
+#define EXPECT_RT_MSG(rt, call, ...)                                                                            \
+  do {                                                                                                          \
+    clcrt__err_forget(rt);                                                                                      \
+    ck_assert_int_eq((call), CLCRT_E_INVALID);                                                                  \
+    const char *const subs_[] = {__VA_ARGS__, NULL};                                                             \
+    for (const char *const *s_ = subs_; *s_; s_++)                                                              \
+      ck_assert_msg(strstr(clcrt_errmsg(rt), *s_), "%s: %s", #call, clcrt_errmsg(rt));                          \
+  } while (0)
+
+START_TEST(test_invalid_arguments_have_messages) {
+  clcrt_runtime *rt = rt_new("sm_90a");
+  clcrt_tile_desc d = scale_desc();
+  clcrt_kernel *k = NULL;
+  ck_assert_int_eq(clcrt_register(rt, &d, &k), CLCRT_OK);
+  const void *p;
+  size_t n;
+  const char *ptx;
+  const clcrt_kernel *v;
+  clcrt_kernel_info info = CLCRT_KERNEL_INFO_INIT;
+  clcrt_cache_stats cs = CLCRT_CACHE_STATS_INIT;
+  clcrt_stream_stats ss = CLCRT_STREAM_STATS_INIT;
+  clcrt_stream *s = NULL;
+  clcrt_trace *t = NULL;
+  EXPECT_NULL_MSG(clcrt_register(NULL, &d, &k), "clcrt_register");
+  EXPECT_NULL_MSG(clcrt_register_async(NULL, &d, NULL, NULL, NULL), "clcrt_register_async");
+  EXPECT_NULL_MSG(clcrt_kernel_cubin(NULL, &p, &n), "clcrt_kernel_cubin");
+  EXPECT_NULL_MSG(clcrt_kernel_ptx(NULL, &ptx), "clcrt_kernel_ptx");
+  EXPECT_NULL_MSG(clcrt_kernel_info_get(NULL, &info), "clcrt_kernel_info_get");
+  EXPECT_NULL_MSG(clcrt_kernel_variant(NULL, 0, &v), "clcrt_kernel_variant");
+  EXPECT_NULL_MSG(clcrt_kernel_observed(NULL, &v), "clcrt_kernel_observed");
+  EXPECT_NULL_MSG(clcrt_kernel_prepare(NULL, 0), "clcrt_kernel_prepare");
+  EXPECT_NULL_MSG(clcrt_cache_stats_get(NULL, &cs), "clcrt_cache_stats_get");
+  EXPECT_NULL_MSG(clcrt_stream_create(NULL, NULL, &s), "clcrt_stream_create");
+  EXPECT_NULL_MSG(clcrt_stream_sync(NULL), "clcrt_stream_sync");
+  EXPECT_NULL_MSG(clcrt_run(NULL, k, (clcrt_dim3){1, 1, 1}, NULL, 0), "clcrt_run");
+  EXPECT_NULL_MSG(clcrt_stream_stats_enable(NULL, 1), "clcrt_stream_stats_enable");
+  EXPECT_NULL_MSG(clcrt_stream_stats_read(NULL, &ss), "clcrt_stream_stats_read");
+  EXPECT_NULL_MSG(clcrt_stream_trace_enable(NULL, 16), "clcrt_stream_trace_enable");
+  EXPECT_NULL_MSG(clcrt_stream_trace_read(NULL, &t), "clcrt_stream_trace_read");
+  EXPECT_NULL_MSG(clcrt_run_notify(NULL, NULL, NULL, NULL), "clcrt_run_notify");
+  EXPECT_NULL_MSG(clcrt_preempt_begin(NULL), "clcrt_preempt_begin");
+  EXPECT_NULL_MSG(clcrt_tensor_map_2d(NULL, NULL, CLCRT_DTYPE_F32, 0, 0, 0, 0, 0, 0, CLCRT_SWIZZLE_NONE),
+                  "clcrt_tensor_map_2d");
+  /* A kernel, but an argument missing or of no known size. */
+  EXPECT_RT_MSG(rt, clcrt_kernel_cubin(k, NULL, &n), "clcrt_kernel_cubin", "data is NULL");
+  EXPECT_RT_MSG(rt, clcrt_kernel_cubin(k, &p, NULL), "clcrt_kernel_cubin", "size is NULL");
+  EXPECT_RT_MSG(rt, clcrt_kernel_ptx(k, NULL), "clcrt_kernel_ptx", "ptx is NULL");
+  EXPECT_RT_MSG(rt, clcrt_kernel_info_get(k, NULL), "clcrt_kernel_info_get", "info is NULL");
+  info.size = 0;
+  EXPECT_RT_MSG(rt, clcrt_kernel_info_get(k, &info), "info->size is 0", "CLCRT_KERNEL_INFO_INIT");
+  info.size = sizeof info + 8;
+  EXPECT_RT_MSG(rt, clcrt_kernel_info_get(k, &info), "info->size", "CLCRT_KERNEL_INFO_INIT");
+  EXPECT_RT_MSG(rt, clcrt_cache_stats_get(rt, NULL), "clcrt_cache_stats_get", "out is NULL");
+  cs.size = 0;
+  EXPECT_RT_MSG(rt, clcrt_cache_stats_get(rt, &cs), "out->size is 0", "CLCRT_CACHE_STATS_INIT");
+  clcrt_runtime_destroy(rt);
+}
+END_TEST
+
+/* A toolkit named by the caller must be one: it used to be accepted, and a tile function
+ * including <cuda_bf16.h> then failed with "no directories in search list". */
+START_TEST(test_bad_cuda_home) {
+  char dir[] = "/tmp/clcrt-home-XXXXXX", inc[64], hdr[80];
+  ck_assert_ptr_nonnull(mkdtemp(dir));
+  /* From the environment (read once per process, so in a child that has read nothing yet):
+   * the message names the variable. */
+  pid_t pid = fork();
+  if (pid == 0) {
+    setenv("CUDA_HOME", "/nonexistent/cuda", 1);
+    clcrt_runtime_opts e = CLCRT_RUNTIME_OPTS_INIT;
+    e.target_arch = "sm_90a";
+    e.cache_dir = "";
+    clcrt_runtime *r = NULL;
+    clcrt_status st = clcrt_runtime_create(&r, &e);
+    _exit(st == CLCRT_E_INVALID && strstr(clcrt_errmsg(r), "(CUDA_HOME)") && strstr(clcrt_errmsg(r), "unset CUDA_HOME")
+              ? 0
+              : 1);
+  }
+  int ws;
+  waitpid(pid, &ws, 0);
+  ck_assert_msg(WIFEXITED(ws) && WEXITSTATUS(ws) == 0, "CUDA_HOME=/nonexistent/cuda: child status %d", ws);
+  clcrt_runtime_opts o = CLCRT_RUNTIME_OPTS_INIT;
+  o.target_arch = "sm_90a";
+  o.cache_dir = "";
+  clcrt_runtime *rt = NULL;
+  const char *bad[] = {"/nonexistent/cuda", dir};
+  for (int i = 0; i < 2; i++) {
+    o.cuda_home = bad[i];
+    ck_assert_int_eq(clcrt_runtime_create(&rt, &o), CLCRT_E_INVALID);
+    ck_assert_msg(strstr(clcrt_errmsg(rt), bad[i]) && strstr(clcrt_errmsg(rt), "include/cuda.h") &&
+                      strstr(clcrt_errmsg(rt), "opts.cuda_home"),
+                  "%s", clcrt_errmsg(rt));
+    clcrt_runtime_destroy(rt);
+  }
+  /* Something with a toolkit's include/cuda.h is a toolkit. */
+  snprintf(inc, sizeof inc, "%s/include", dir);
+  snprintf(hdr, sizeof hdr, "%s/cuda.h", inc);
+  ck_assert_int_eq(mkdir(inc, 0700), 0);
+  fclose(fopen(hdr, "w"));
+  o.cuda_home = dir;
+  ck_assert_msg(clcrt_runtime_create(&rt, &o) == CLCRT_OK, "%s", clcrt_errmsg(rt));
+  clcrt_runtime_destroy(rt);
+  unlink(hdr);
+  rmdir(inc);
+  rmdir(dir);
+}
+END_TEST
+
+/* The toolkit's stub libcuda (lib64/stubs), found first through LD_LIBRARY_PATH, answers
+ * every call with CUDA_ERROR_STUB_LIBRARY (34). That is not an old driver, and the message
+ * said "update the driver". Run in a child started with LD_LIBRARY_PATH, which the loader
+ * reads only at start-up. */
+START_TEST(test_stub_driver) {
+  const char *home = getenv("CUDA_HOME") && *getenv("CUDA_HOME") ? getenv("CUDA_HOME") : "/usr/local/cuda";
+  char stub[512], dir[] = "/tmp/clcrt-stub-XXXXXX", link[64];
+  snprintf(stub, sizeof stub, "%s/lib64/stubs/libcuda.so", home);
+  if (access(stub, R_OK) != 0) {
+    printf("test_stub_driver: skipped: no stub library at %s\n", stub);
+    fflush(stdout);
+    return;
+  }
+  ck_assert_ptr_nonnull(mkdtemp(dir));
+  snprintf(link, sizeof link, "%s/libcuda.so.1", dir);
+  ck_assert_int_eq(symlink(stub, link), 0);
+  int fds[2];
+  ck_assert_int_eq(pipe(fds), 0);
+  pid_t pid = fork();
+  if (pid == 0) {
+    dup2(fds[1], 1);
+    close(fds[0]);
+    setenv("LD_LIBRARY_PATH", dir, 1);
+    execl("/proc/self/exe", "test_core", "--create-default-runtime", (char *)NULL);
+    _exit(127);
+  }
+  close(fds[1]);
+  char out[2048] = "";
+  size_t got = 0;
+  for (ssize_t r; got < sizeof out - 1 && (r = read(fds[0], out + got, sizeof out - 1 - got)) > 0;) got += (size_t)r;
+  out[got] = 0;
+  close(fds[0]);
+  int ws;
+  waitpid(pid, &ws, 0);
+  unlink(link);
+  rmdir(dir);
+  ck_assert_msg(WIFEXITED(ws) && WEXITSTATUS(ws) == 0, "child status %d: %s", ws, out);
+  ck_assert_msg(strstr(out, "CLCRT_E_NO_DEVICE") && strstr(out, "stub library") && strstr(out, "LD_LIBRARY_PATH") &&
+                    strstr(out, "target_arch") && !strstr(out, "update the driver"),
+                "%s", out);
 }
 END_TEST
 
@@ -849,6 +1033,13 @@ START_TEST(test_bad_smem) {
   f.sched = CLCRT_SCHED_FIXED;
   clcrt_kernel *k = NULL;
   ck_assert_msg(clcrt_register(rt, &f, &k) == CLCRT_OK, "%s", clcrt_errmsg(rt));
+  /* A scheduler without a ring says nothing about one (the message once ended "per CTA0"). */
+  f.sched = CLCRT_SCHED_STATIC;
+  f.smem_bytes = 232448 + 1;
+  EXPECT_FAIL(rt, &f, CLCRT_E_INVALID, "232449", "232448");
+  const char *m = clcrt_errmsg(rt);
+  ck_assert_msg(!strstr(m, "ring") && !strstr(m, "CTA0") && strlen(m) > 8 && !strcmp(m + strlen(m) - 8, " per CTA"),
+                "%s", m);
   clcrt_runtime_destroy(rt);
   rt = rt_new("sm_100a");
   d.smem_bytes = 300 * 1024;
@@ -1176,6 +1367,9 @@ static Suite *core_suite(void) {
   tcase_add_test(tc, test_syntax_error_line);
   tcase_add_test(tc, test_bad_names);
   tcase_add_test(tc, test_long_names_and_paths);
+  tcase_add_test(tc, test_args_over_parameter_limit);
+  tcase_add_test(tc, test_invalid_arguments_have_messages);
+  tcase_add_test(tc, test_bad_cuda_home);
   tcase_add_test(tc, test_wrong_signature);
   tcase_add_test(tc, test_bad_block);
   tcase_add_test(tc, test_bad_cluster);
@@ -1193,6 +1387,7 @@ static Suite *core_suite(void) {
   tc = tcase_create("runtime");
   tcase_add_test(tc, test_no_driver);
   tcase_add_test(tc, test_no_driver_real);
+  tcase_add_test(tc, test_stub_driver);
   tcase_add_test(tc, test_status_table);
   tcase_add_test(tc, test_preempt_waves_parse);
   tcase_add_test(tc, test_long_cycles_env);
@@ -1203,7 +1398,15 @@ static Suite *core_suite(void) {
   return s;
 }
 
-int main(void) {
+int main(int argc, char **argv) {
+  /* test_stub_driver's child: a default runtime, its status and message on stdout. */
+  if (argc > 1 && !strcmp(argv[1], "--create-default-runtime")) {
+    clcrt_runtime *rt = NULL;
+    clcrt_status st = clcrt_runtime_create(&rt, NULL);
+    printf("%s: %s\n", clcrt_status_name(st), clcrt_errmsg(rt));
+    clcrt_runtime_destroy(rt);
+    return 0;
+  }
   SRunner *sr = srunner_create(core_suite());
   srunner_run_all(sr, CK_NORMAL);
   int failed = srunner_ntests_failed(sr);

@@ -296,6 +296,36 @@ void clcrt__cache_fini(clcrt_runtime *rt) {
   rt->disk_dir = NULL;
 }
 
+/* Whether an entry's metadata differs from the build it was looked up for; why names the
+ * first field that differs, with both values. */
+static int meta_differs(const clcrt__dc_meta *m, const clcrt_runtime *rt, const clcrt__build *b, char *why, size_t n) {
+  if (strcmp(m->name, b->name) != 0)
+    snprintf(why, n, "it holds the entry %.80s, this description makes %.80s", m->name, b->name);
+  else if (strcmp(m->arch, rt->arch) != 0)
+    snprintf(why, n, "it was compiled for %.31s, this runtime compiles for %s", m->arch, rt->arch);
+  else if (m->sched != b->sched)
+    snprintf(why, n, "it was compiled for scheduler %s, this description uses %s", clcrt__sched_name(m->sched),
+             clcrt__sched_name(b->sched));
+  else if (m->grid != b->grid)
+    snprintf(why, n, "it was compiled for grid kind %u, this description uses %u", (unsigned)m->grid,
+             (unsigned)b->grid);
+  else if (memcmp(&m->block, &b->block, sizeof m->block) != 0)
+    snprintf(why, n, "it was compiled for block (%u,%u,%u), this description has (%u,%u,%u)", m->block.x, m->block.y,
+             m->block.z, b->block.x, b->block.y, b->block.z);
+  else if (memcmp(&m->cluster, &b->cluster, sizeof m->cluster) != 0)
+    snprintf(why, n, "it was compiled for cluster (%u,%u,%u), this description has (%u,%u,%u)", m->cluster.x,
+             m->cluster.y, m->cluster.z, b->cluster.x, b->cluster.y, b->cluster.z);
+  else if (m->smem_bytes != b->smem_bytes)
+    snprintf(why, n, "it was compiled for %u bytes of dynamic shared memory, this description has %u", m->smem_bytes,
+             b->smem_bytes);
+  else if (m->min_blocks != b->min_blocks)
+    snprintf(why, n, "it was compiled for %u CTAs per SM, this description asks for %u", m->min_blocks,
+             b->min_blocks);
+  else
+    return 0;
+  return 1;
+}
+
 int clcrt__disk_get(clcrt_runtime *rt, const uint8_t key[CLCRT__KEY_BYTES], clcrt__build *b) {
   if (!rt->disk_dir) return 0;
   clcrt__dc_entry e;
@@ -310,17 +340,15 @@ int clcrt__disk_get(clcrt_runtime *rt, const uint8_t key[CLCRT__KEY_BYTES], clcr
     return 0;
   }
   /* Equal keys imply equal descriptions; checking the metadata as well costs nothing and
-   * turns any bug in the key recipe into a miss instead of a wrong kernel. */
-  const clcrt__dc_meta *m = &e.meta;
-  if (strcmp(m->name, b->name) != 0 || strcmp(m->arch, rt->arch) != 0 || m->sched != b->sched ||
-      m->grid != b->grid || memcmp(&m->block, &b->block, sizeof m->block) != 0 ||
-      memcmp(&m->cluster, &b->cluster, sizeof m->cluster) != 0 || m->smem_bytes != b->smem_bytes ||
-      m->min_blocks != b->min_blocks) {
-    clcrt__log(rt, CLCRT_LOG_WARN, "disk cache entry %.16s… holds %s for %s, not %s: compiling again", hex, m->name,
-               m->arch, b->name);
+   * turns any bug in the key recipe (or a forged entry) into a miss instead of a wrong kernel. */
+  char differs[256];
+  if (meta_differs(&e.meta, rt, b, differs, sizeof differs)) {
+    clcrt__log(rt, CLCRT_LOG_WARN, "disk cache entry %.16s… for %s does not match its key: %s; compiling again", hex,
+               b->name, differs);
     clcrt__dc_entry_free(&e);
     return 0;
   }
+  const clcrt__dc_meta *m = &e.meta;
   b->cubin = e.cubin;
   b->cubin_size = (size_t)m->cubin_size;
   b->ptx = e.ptx;
@@ -370,9 +398,13 @@ void clcrt__disk_put(clcrt_runtime *rt, const uint8_t key[CLCRT__KEY_BYTES], con
 }
 
 clcrt_status clcrt_cache_stats_get(const clcrt_runtime *rt, clcrt_cache_stats *out) {
-  if (!rt || !out || out->size < sizeof out->size) return CLCRT_E_INVALID;
+  if (!rt) return clcrt__fail_norts(CLCRT_E_INVALID, "clcrt_cache_stats_get: the runtime is NULL");
+  clcrt_runtime *mrt = (clcrt_runtime *)rt; /* the lock and the message are not part of the value */
+  if (!out) return clcrt__fail(mrt, CLCRT_E_INVALID, "clcrt_cache_stats_get: out is NULL");
+  if (out->size < sizeof out->size)
+    return clcrt__fail(mrt, CLCRT_E_INVALID,
+                       "clcrt_cache_stats_get: out->size is %zu: initialise it with CLCRT_CACHE_STATS_INIT", out->size);
   size_t n = out->size < sizeof *out ? out->size : sizeof *out;
-  clcrt_runtime *mrt = (clcrt_runtime *)rt; /* the lock is not part of the value */
   clcrt_cache_stats s;
   if (mrt->lock_ok) pthread_mutex_lock(&mrt->lock);
   s = rt->cstats;

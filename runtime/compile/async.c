@@ -88,7 +88,7 @@ static void reg_after(uv_work_t *w, int status) {
 
 clcrt_status clcrt_register_async(clcrt_runtime *rt, const clcrt_tile_desc *d, uv_loop_t *loop,
                                   clcrt_register_cb cb, void *user) {
-  if (!rt) return CLCRT_E_INVALID;
+  if (!rt) return clcrt__fail_norts(CLCRT_E_INVALID, "clcrt_register_async: the runtime is NULL");
   if (!d || !loop || !cb)
     return clcrt__fail(rt, CLCRT_E_INVALID, "clcrt_register_async: %s is NULL",
                        !d ? "the tile descriptor" : !loop ? "the loop" : "the callback");
@@ -195,7 +195,7 @@ void clcrt__notify_fail(const clcrt_stream *s, clcrt_status st) {
 
 clcrt_status clcrt_run_notify(clcrt_stream *s, uv_loop_t *loop, clcrt_notify_cb cb, void *user) {
   clcrt_runtime *rt = clcrt__stream_runtime(s);
-  if (!rt) return CLCRT_E_INVALID;
+  if (!rt) return clcrt__fail_norts(CLCRT_E_INVALID, "clcrt_run_notify: the stream is NULL");
   if (!loop || !cb)
     return clcrt__fail(rt, CLCRT_E_INVALID, "clcrt_run_notify: %s is NULL", !loop ? "the loop" : "the callback");
   if (!rt->cu) return clcrt__fail(rt, CLCRT_E_UNSUPPORTED, "clcrt_run_notify: the runtime only compiles");

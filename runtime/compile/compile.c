@@ -187,12 +187,13 @@ static clcrt_status validate(clcrt_runtime *rt, const clcrt_tile_desc *d, clcrt_
   unsigned limit = rt->compile_only ? arch_smem_limit(rt->sm) : (unsigned)rt->max_smem_optin;
   /* STEAL's and CLC's response ring follows the tile function's shared memory (internal.h). */
   unsigned ring = s == CLCRT_SCHED_STEAL || s == CLCRT_SCHED_CLC ? CLCRT__RING_BYTES + 15u : 0u;
-  if (d->smem_bytes > limit - ring)
+  if (d->smem_bytes > limit - ring) {
+    char ring_note[96] = "";
+    if (ring) snprintf(ring_note, sizeof ring_note, ", and the scheduler's response ring needs up to %u of them", ring);
     return clcrt__fail(rt, CLCRT_E_INVALID,
-                       "desc->smem_bytes is %u: %s%s allows at most %u bytes of dynamic shared memory per CTA%s%u%s",
-                       d->smem_bytes, rt->compile_only ? "" : "this device, ", rt->arch, limit,
-                       ring ? ", and the scheduler's response ring needs up to " : "", ring,
-                       ring ? " of them" : "");
+                       "desc->smem_bytes is %u: %s%s allows at most %u bytes of dynamic shared memory per CTA%s",
+                       d->smem_bytes, rt->compile_only ? "" : "this device, ", rt->arch, limit, ring_note);
+  }
 
   if (d->num_options < 0 || (d->num_options > 0 && !d->options))
     return clcrt__fail(rt, CLCRT_E_INVALID, "desc->options/num_options: %d options at %p", d->num_options,
@@ -316,12 +317,8 @@ clcrt_status clcrt__build_prepare(clcrt_runtime *rt, const clcrt_tile_desc *d, u
   b->variant = variant;
   clcrt_status st = validate(rt, d, b);
   if (st != CLCRT_OK) return st;
-  /* cuda_home comes from the options or the environment: refuse one that would not fit
-   * rather than pass NVRTC a cut path (and silently compile without the toolkit headers). */
-  if (strlen(rt->opts.cuda_home) > 1000)
-    return clcrt__fail(rt, CLCRT_E_INVALID,
-                       "the CUDA toolkit path (opts.cuda_home or CUDA_HOME) is %zu characters long: at most 1000",
-                       strlen(rt->opts.cuda_home));
+  /* cuda_home was checked by clcrt_runtime_create: at most CLCRT__CUDA_HOME_MAX bytes, so
+   * the include options below hold it whole. */
 
   sbuf name = {0};
   sb_printf(&name, "clcrt_%s_", clcrt__sched_name(b->sched));
@@ -455,14 +452,21 @@ clcrt_status clcrt__build_compile(clcrt_runtime *rt, clcrt__build *b) {
     if (nvrtcGetProgramLogSize(prog, &n) == NVRTC_SUCCESS && n > 0 && (log = clcrt__malloc(n)) &&
         nvrtcGetProgramLog(prog, log) != NVRTC_SUCCESS)
       log[0] = 0;
+    /* The front end ("Formal parameter space overflowed") and ptxas ("uses too much
+     * parameter space") both place this error at the entry, whose signature is not the
+     * problem: Args is. */
+    int params = log && strstr(log, "parameter space");
     int in_entry = log && strstr(log, "clcrt_entry");
     st = clcrt__fail(rt, r == NVRTC_ERROR_OUT_OF_MEMORY ? CLCRT_E_NOMEM : CLCRT_E_COMPILE,
                      "NVRTC could not compile tile function \"%s\" for %s (%s):\n%s%s", b->name, rt->arch,
                      nvrtcGetErrorString(r), log ? log : "(no log)",
-                     in_entry ? "\nhint: the generated entry (\"clcrt_entry\") calls the tile function as fn(const "
-                                "clcrt::Tile &, const Args &[, State &]) and the prologue as p(const Args &, State "
-                                "&): check their signatures and the names in the descriptor"
-                              : "");
+                     params ? "\nhint: Args is passed to the kernel by value, after the scheduler's 128 bytes of "
+                              "parameters, and a kernel's parameters hold at most 32,764 bytes: keep large data in "
+                              "device memory and put a pointer to it in Args"
+                     : in_entry ? "\nhint: the generated entry (\"clcrt_entry\") calls the tile function as fn(const "
+                                  "clcrt::Tile &, const Args &[, State &]) and the prologue as p(const Args &, State "
+                                  "&): check their signatures and the names in the descriptor"
+                                : "");
     clcrt__free(log);
     goto out;
   }

@@ -76,14 +76,17 @@ void clcrt__kernel_free(clcrt_kernel *k) {
 }
 
 clcrt_status clcrt_kernel_cubin(const clcrt_kernel *k, const void **data, size_t *size) {
-  if (!k || !data || !size) return CLCRT_E_INVALID;
+  if (!k) return clcrt__fail_norts(CLCRT_E_INVALID, "clcrt_kernel_cubin: the kernel is NULL");
+  if (!data || !size)
+    return clcrt__fail(k->rt, CLCRT_E_INVALID, "clcrt_kernel_cubin(%s): %s is NULL", k->name, !data ? "data" : "size");
   *data = k->cubin;
   *size = k->cubin_size;
   return CLCRT_OK;
 }
 
 clcrt_status clcrt_kernel_ptx(const clcrt_kernel *k, const char **ptx) {
-  if (!k || !ptx) return CLCRT_E_INVALID;
+  if (!k) return clcrt__fail_norts(CLCRT_E_INVALID, "clcrt_kernel_ptx: the kernel is NULL");
+  if (!ptx) return clcrt__fail(k->rt, CLCRT_E_INVALID, "clcrt_kernel_ptx(%s): ptx is NULL", k->name);
   *ptx = k->ptx;
   if (!k->ptx)
     return clcrt__fail(k->rt, CLCRT_E_NOT_FOUND,
@@ -94,7 +97,13 @@ clcrt_status clcrt_kernel_ptx(const clcrt_kernel *k, const char **ptx) {
 }
 
 clcrt_status clcrt_kernel_info_get(const clcrt_kernel *k, clcrt_kernel_info *info) {
-  if (!k || !info || info->size < sizeof(size_t) || info->size > sizeof *info) return CLCRT_E_INVALID;
+  if (!k) return clcrt__fail_norts(CLCRT_E_INVALID, "clcrt_kernel_info_get: the kernel is NULL");
+  if (!info) return clcrt__fail(k->rt, CLCRT_E_INVALID, "clcrt_kernel_info_get(%s): info is NULL", k->name);
+  if (info->size < sizeof(size_t) || info->size > sizeof *info)
+    return clcrt__fail(k->rt, CLCRT_E_INVALID,
+                       "clcrt_kernel_info_get(%s): info->size is %zu (this library's clcrt_kernel_info has %zu): "
+                       "initialise it with CLCRT_KERNEL_INFO_INIT",
+                       k->name, info->size, sizeof *info);
   clcrt_kernel_info v;
   memset(&v, 0, sizeof v);
   v.size = info->size;

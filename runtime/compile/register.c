@@ -211,7 +211,7 @@ static clcrt_status register_variant(clcrt_runtime *rt, const clcrt_tile_desc *d
 }
 
 clcrt_status clcrt_register(clcrt_runtime *rt, const clcrt_tile_desc *d, clcrt_kernel **out) {
-  if (!rt) return CLCRT_E_INVALID;
+  if (!rt) return clcrt__fail_norts(CLCRT_E_INVALID, "clcrt_register: the runtime is NULL");
   if (!out) return clcrt__fail(rt, CLCRT_E_INVALID, "clcrt_register: out is NULL");
   *out = NULL;
   if (!d) return clcrt__fail(rt, CLCRT_E_INVALID, "clcrt_register: the tile descriptor is NULL");
@@ -226,7 +226,7 @@ static clcrt_status bad_uses(const clcrt_kernel *k, const char *fn, unsigned use
 }
 
 clcrt_status clcrt_kernel_variant(const clcrt_kernel *k, unsigned uses, const clcrt_kernel **out) {
-  if (!k) return CLCRT_E_INVALID;
+  if (!k) return clcrt__fail_norts(CLCRT_E_INVALID, "clcrt_kernel_variant: the kernel is NULL");
   if (!out) return clcrt__fail(k->rt, CLCRT_E_INVALID, "clcrt_kernel_variant: out is NULL");
   *out = NULL;
   if (uses & ~CLCRT__V_ALL) return bad_uses(k, "clcrt_kernel_variant", uses);
@@ -238,7 +238,8 @@ clcrt_status clcrt_kernel_variant(const clcrt_kernel *k, unsigned uses, const cl
 }
 
 clcrt_status clcrt_kernel_observed(const clcrt_kernel *k, const clcrt_kernel **out) {
-  if (k && !out) return clcrt__fail(k->rt, CLCRT_E_INVALID, "clcrt_kernel_observed: out is NULL");
+  if (!k) return clcrt__fail_norts(CLCRT_E_INVALID, "clcrt_kernel_observed: the kernel is NULL");
+  if (!out) return clcrt__fail(k->rt, CLCRT_E_INVALID, "clcrt_kernel_observed: out is NULL");
   return clcrt_kernel_variant(k, CLCRT_USE_TRACE, out);
 }
 
@@ -247,7 +248,7 @@ _Static_assert(CLCRT_USE_TRACE == CLCRT__V_OBS && CLCRT_USE_GRAPH == CLCRT__V_GR
                "the public CLCRT_USE_* are the variant bits");
 
 clcrt_status clcrt_kernel_prepare(const clcrt_kernel *k, unsigned uses) {
-  if (!k) return CLCRT_E_INVALID;
+  if (!k) return clcrt__fail_norts(CLCRT_E_INVALID, "clcrt_kernel_prepare: the kernel is NULL");
   if (uses & ~CLCRT__V_ALL) return bad_uses(k, "clcrt_kernel_prepare", uses);
   /* Every combination of the uses: a run needs the variant with exactly its own (combinations
    * that name the same variant are built once). */

@@ -11,6 +11,7 @@
 #include "driver.h"
 
 #define CLCRT__ERRMSG_MAX 16384
+#define CLCRT__CUDA_HOME_MAX 1000 /* bytes of a toolkit path (runtime.c: check_cuda_home) */
 #define CLCRT__KEY_BYTES 32
 
 /* The scheduler parameters passed to every kernel after Args; mirrors clcrt::Params in
