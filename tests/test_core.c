@@ -1009,6 +1009,40 @@ START_TEST(test_bad_options) {
     d.num_options = 2;
     EXPECT_FAIL(rt, &d, CLCRT_E_INVALID, "desc->options[1]", arch_opts[i], "target_arch");
   }
+  /* Options NVRTC 13 accepts that change what it makes (no cubin, a cubin without the kernel,
+   * a relocatable one): refused up front, naming the option. They used to end in "an empty
+   * cubin" or "no entry named ...". */
+  static const char *const output_opts[] = {"-fdevice-syntax-only",
+                                            "--fdevice-syntax-only",
+                                            "-dlto",
+                                            "--dlink-time-opt",
+                                            "-gen-opt-lto",
+                                            "--gen-opt-lto",
+                                            "-optix-ir",
+                                            "--optix-ir",
+                                            "--device-c",
+                                            "-ewp",
+                                            "--extensible-whole-program",
+                                            "-fdevice-time-trace=/tmp/t",
+                                            "--fdevice-time-trace=/tmp/t",
+                                            "-Xptxas=-c",
+                                            "-Xptxas=-v,--compile-only",
+                                            "--ptxas-options=-c"};
+  for (size_t i = 0; i < sizeof output_opts / sizeof *output_opts; i++) {
+    const char *o[] = {output_opts[i]};
+    d.options = o;
+    d.num_options = 1;
+    EXPECT_FAIL(rt, &d, CLCRT_E_INVALID, "desc->options[0]", output_opts[i], "refused");
+  }
+  /* Options that only change how the code is made stay the user's. */
+  static const char *const fine[] = {"-G", "-lineinfo", "-Xptxas=-v", "--use_fast_math", "-default-device"};
+  for (size_t i = 0; i < sizeof fine / sizeof *fine; i++) {
+    const char *o[] = {fine[i]};
+    d.options = o;
+    d.num_options = 1;
+    clcrt_kernel *k = NULL;
+    ck_assert_msg(clcrt_register(rt, &d, &k) == CLCRT_OK, "%s: %s", fine[i], clcrt_errmsg(rt));
+  }
   /* An option NVRTC does not know is NVRTC's to refuse. */
   const char *unknown[] = {"--no-such-option"};
   d.options = unknown;

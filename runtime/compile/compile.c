@@ -100,6 +100,48 @@ static int mentions(const char *src, const char *name) {
 
 static int starts(const char *s, const char *prefix) { return strncmp(s, prefix, strlen(prefix)) == 0; }
 
+/* Whether option o is name, alone or with "=value". */
+static int is_opt(const char *o, const char *name) {
+  size_t n = strlen(name);
+  return strncmp(o, name, n) == 0 && (o[n] == 0 || o[n] == '=');
+}
+
+/* Why option o would make NVRTC's output something other than a cubin holding the whole
+ * kernel, or NULL. NVRTC 13.0 accepts each of these and then produces no cubin (LTO or
+ * OptiX IR), a cubin without the kernel (syntax only), or a relocatable one for a device
+ * link that never comes; the failure used to surface later as "an empty cubin" or "no
+ * entry named ...", without the option's name. */
+static const char *output_option(const char *o) {
+  static const struct {
+    const char *name, *why;
+  } table[] = {
+      {"-fdevice-syntax-only", "it only checks the syntax, and NVRTC then makes no code for the kernel"},
+      {"--fdevice-syntax-only", "it only checks the syntax, and NVRTC then makes no code for the kernel"},
+      {"-dlto", "it makes NVRTC emit LTO IR for a later device link instead of a cubin"},
+      {"--dlink-time-opt", "it makes NVRTC emit LTO IR for a later device link instead of a cubin"},
+      {"-gen-opt-lto", "it belongs to link-time optimisation (-dlto), which makes no cubin"},
+      {"--gen-opt-lto", "it belongs to link-time optimisation (-dlto), which makes no cubin"},
+      {"-optix-ir", "it makes NVRTC emit OptiX IR instead of a cubin"},
+      {"--optix-ir", "it makes NVRTC emit OptiX IR instead of a cubin"},
+      {"--device-c", "it makes relocatable device code for a device link that never comes"},
+      {"-ewp", "extensible whole-program mode is for a later device link"},
+      {"--extensible-whole-program", "extensible whole-program mode is for a later device link"},
+      {"-fdevice-time-trace", "the runtime asks NVRTC for this trace itself, to learn which headers a compile reads"},
+      {"--fdevice-time-trace", "the runtime asks NVRTC for this trace itself, to learn which headers a compile reads"},
+  };
+  for (size_t i = 0; i < sizeof table / sizeof *table; i++)
+    if (is_opt(o, table[i].name)) return table[i].why;
+  /* ptxas's own "compile only" makes the same relocatable cubin as -rdc. */
+  const char *v = starts(o, "-Xptxas=") ? o + 8 : starts(o, "--ptxas-options=") ? o + 16 : NULL;
+  for (; v && *v; v += strspn(v, ",")) {
+    size_t n = strcspn(v, ",");
+    if ((n == 2 && !strncmp(v, "-c", 2)) || (n == 14 && !strncmp(v, "--compile-only", 14)))
+      return "ptxas's compile-only mode makes relocatable code for a device link that never comes";
+    v += n;
+  }
+  return NULL;
+}
+
 /* Shared memory a CTA may use on an architecture, for compile-only mode. */
 static unsigned arch_smem_limit(int sm) {
   if (sm == 120 || sm == 121) return 99 * 1024;
@@ -207,6 +249,11 @@ static clcrt_status validate(clcrt_runtime *rt, const clcrt_tile_desc *d, clcrt_
                          "desc->options[%d] \"%s\": the architecture and the output are chosen by the runtime (set "
                          "opts.target_arch instead)",
                          i, o);
+    const char *why = output_option(o);
+    if (why)
+      return clcrt__fail(rt, CLCRT_E_INVALID,
+                         "desc->options[%d] \"%s\" is refused: %s; clcrt needs a cubin of the whole kernel to load", i,
+                         o, why);
     if (starts(o, "-I") || starts(o, "--include-path") || starts(o, "-include") || starts(o, "--pre-include"))
       b->has_user_include_dirs = 1;
   }
