@@ -1082,6 +1082,48 @@ START_TEST(test_bad_smem) {
 }
 END_TEST
 
+/* Compile-only mode refuses what a device would: the cubin's static shared memory plus the
+ * dynamic and the ring above the architecture's 232448 bytes. 201,088 static + 200,000
+ * dynamic bytes used to compile "fine" for both architectures. */
+START_TEST(test_compile_only_smem_total) {
+  static const char *const SRC =
+      "struct ScaleArgs { float *x; long n; float alpha; };\n"
+      "__device__ void big_tile(const clcrt::Tile &t, const ScaleArgs &a) {\n"
+      "  __shared__ float s[STATIC_FLOATS];\n"
+      "  s[threadIdx.x] = a.alpha;\n"
+      "  __syncthreads();\n"
+      "  a.x[t.linear] = s[(threadIdx.x + 1) % STATIC_FLOATS] + ((float *)clcrt::smem())[0];\n"
+      "}\n";
+  const char *arches[] = {"sm_90a", "sm_100a"};
+  for (int i = 0; i < 2; i++) {
+    clcrt_runtime *rt = rt_new(arches[i]);
+    clcrt_tile_desc d = scale_desc();
+    d.source = SRC;
+    d.tile_fn = "big_tile";
+    const char *big[] = {"-DSTATIC_FLOATS=50016"}; /* 200,064 bytes, 201,088 with the reserved 1 KiB */
+    d.options = big;
+    d.num_options = 1;
+    d.smem_bytes = 200000;
+    EXPECT_FAIL(rt, &d, CLCRT_E_INVALID, "big_tile", "200128 bytes of dynamic", "128 of them", "201088 of static", "232448",
+                arches[i]);
+    /* Under the limit it compiles, and the cubin says how much was static. */
+    d.smem_bytes = 20000;
+    clcrt_kernel *k = NULL;
+    ck_assert_msg(clcrt_register(rt, &d, &k) == CLCRT_OK, "%s: %s", arches[i], clcrt_errmsg(rt));
+    clcrt_kernel_info info = CLCRT_KERNEL_INFO_INIT;
+    ck_assert_int_eq(clcrt_kernel_info_get(k, &info), CLCRT_OK);
+    ck_assert_uint_ge(info.static_smem, 200064);
+    /* FIXED has no ring: the sum is exactly static + dynamic. */
+    d.sched = CLCRT_SCHED_FIXED;
+    d.smem_bytes = 232448 - info.static_smem + 1;
+    EXPECT_FAIL(rt, &d, CLCRT_E_INVALID, "big_tile", "0 of them", "232448");
+    d.smem_bytes -= 1;
+    ck_assert_msg(clcrt_register(rt, &d, &k) == CLCRT_OK, "%s: %s", arches[i], clcrt_errmsg(rt));
+    clcrt_runtime_destroy(rt);
+  }
+}
+END_TEST
+
 START_TEST(test_bad_sched_grid) {
   clcrt_runtime *rt = rt_new("sm_100a");
   clcrt_tile_desc d = scale_desc();
@@ -1413,6 +1455,7 @@ static Suite *core_suite(void) {
   tcase_add_test(tc, test_bad_state);
   tcase_add_test(tc, test_bad_options);
   tcase_add_test(tc, test_bad_smem);
+  tcase_add_test(tc, test_compile_only_smem_total);
   tcase_add_test(tc, test_bad_sched_grid);
   tcase_add_test(tc, test_failure_then_success);
   tcase_add_test(tc, test_minimal_fallback);

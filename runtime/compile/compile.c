@@ -142,8 +142,7 @@ static const char *output_option(const char *o) {
   return NULL;
 }
 
-/* Shared memory a CTA may use on an architecture, for compile-only mode. */
-static unsigned arch_smem_limit(int sm) {
+unsigned clcrt__arch_smem_limit(int sm) {
   if (sm == 120 || sm == 121) return 99 * 1024;
   return 227 * 1024; /* sm_90, sm_100, sm_103, sm_110 */
 }
@@ -226,7 +225,7 @@ static clcrt_status validate(clcrt_runtime *rt, const clcrt_tile_desc *d, clcrt_
     g = natural;
   }
 
-  unsigned limit = rt->compile_only ? arch_smem_limit(rt->sm) : (unsigned)rt->max_smem_optin;
+  unsigned limit = rt->compile_only ? clcrt__arch_smem_limit(rt->sm) : (unsigned)rt->max_smem_optin;
   /* STEAL's and CLC's response ring follows the tile function's shared memory (internal.h). */
   unsigned ring = s == CLCRT_SCHED_STEAL || s == CLCRT_SCHED_CLC ? CLCRT__RING_BYTES + 15u : 0u;
   if (d->smem_bytes > limit - ring) {

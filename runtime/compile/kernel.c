@@ -60,7 +60,18 @@ clcrt_status clcrt__kernel_finish(clcrt_runtime *rt, clcrt_kernel *k) {
   for (size_t i = 0; i < k->info.num_kernels; i++)
     if (k->info.kernels[i].name && strcmp(k->info.kernels[i].name, k->name) == 0) k->kinfo = &k->info.kernels[i];
   if (!k->kinfo) return clcrt__fail(rt, CLCRT_E_CORRUPT, "the cubin has no entry named %s", k->name);
-  if (rt->compile_only) return CLCRT_OK;
+  if (rt->compile_only) {
+    /* The check load() makes on a device, against the architecture's limit: a kernel that
+     * compiles here must not be one the device then refuses. */
+    unsigned dyn = k->smem_bytes + k->ring_bytes, limit = clcrt__arch_smem_limit(rt->sm);
+    unsigned long long total = (unsigned long long)k->kinfo->static_smem + dyn;
+    if (total > limit)
+      return clcrt__fail(rt, CLCRT_E_INVALID,
+                         "kernel %s needs %u bytes of dynamic (%u of them the scheduler's response ring) plus %llu of "
+                         "static shared memory per CTA, but %s allows %u in all",
+                         k->name, dyn, k->ring_bytes, (unsigned long long)k->kinfo->static_smem, rt->arch, limit);
+    return CLCRT_OK;
+  }
   return load(rt, k);
 }
 

@@ -228,6 +228,11 @@ clcrt_status clcrt__kernel_variant(clcrt_kernel *k, unsigned bits, clcrt_kernel 
 clcrt_status clcrt__kernel_finish(clcrt_runtime *rt, clcrt_kernel *k); /* parse cubin, load */
 void clcrt__kernel_free(clcrt_kernel *k);
 
+/* compile.c: the shared memory a CTA may opt in to on an architecture (static and dynamic
+ * together; 232448 bytes on sm_90 and sm_100), for compile-only runtimes, which have no
+ * device to ask. */
+unsigned clcrt__arch_smem_limit(int sm);
+
 /* Supported NVRTC architectures, e.g. 90, 100; returns the count. */
 int clcrt__nvrtc_archs(int *out, int max);
 #endif
