@@ -651,6 +651,75 @@ START_TEST(test_bad_names) {
 }
 END_TEST
 
+/* Names the cheap check cannot see whole: made by token pasting through a macro, or split
+ * by a line splice. They were refused as "does not appear in the source"; a plain typo
+ * still is, and a typo in a source that pastes tokens is NVRTC's to report. */
+START_TEST(test_names_made_by_macros) {
+  clcrt_runtime *rt = rt_new("sm_90a");
+  clcrt_tile_desc d = scale_desc();
+  d.source =
+      "#define CLCRT_NAME(x) x##_tile\n"
+      "#define ARGS(x) x%:%:Args\n"
+      "struct ARGS(Paste) { float *x; long n; float alpha; };\n"
+      "struct PasteState { float alpha; };\n"
+      "#define PROLOGUE(x) __device__ void x##_prologue(const PasteArgs &a, PasteState &s) { s.alpha = a.alpha; }\n"
+      "PROLOGUE(paste)\n"
+      "__device__ void CLCRT_NAME(paste)(const clcrt::Tile &t, const ARGS(Paste) &a, PasteState &s) {\n"
+      "  long i = (long)t.linear * blockDim.x + threadIdx.x;\n"
+      "  if (i < a.n) a.x[i] *= s.alpha;\n"
+      "}\n";
+  d.tile_fn = "paste_tile";
+  d.args_type = "PasteArgs";
+  d.state_type = "PasteState";
+  d.prologue_fn = "paste_prologue";
+  clcrt_kernel *k = NULL;
+  ck_assert_msg(clcrt_register(rt, &d, &k) == CLCRT_OK, "token pasting: %s", clcrt_errmsg(rt));
+  /* A typo where tokens are pasted: NVRTC names it, in the entry, with the hint. */
+  d.tile_fn = "paste_tiles";
+  EXPECT_FAIL(rt, &d, CLCRT_E_COMPILE, "paste_tiles", "clcrt_entry", "names in the descriptor");
+  /* A name split by a line splice. */
+  d = scale_desc();
+  d.source =
+      "struct ScaleArgs { float *x; long n; float alpha; };\n"
+      "__device__ void scale_\\\ntile(const clcrt::Tile &t, const ScaleArgs &a) {\n"
+      "  long i = (long)t.linear * blockDim.x + threadIdx.x;\n"
+      "  if (i < a.n) a.x[i] *= a.alpha;\n"
+      "}\n";
+  ck_assert_msg(clcrt_register(rt, &d, &k) == CLCRT_OK, "line splice: %s", clcrt_errmsg(rt));
+  /* The early message for a plain typo stays. */
+  d.tile_fn = "scale_til";
+  EXPECT_FAIL(rt, &d, CLCRT_E_INVALID, "\"scale_til\"", "does not appear");
+  clcrt_runtime_destroy(rt);
+}
+END_TEST
+
+/* The generated entry's own names never shadow the user's: a tile function called t,
+ * args, params or state used to fail in clcrt_entry (its lambda took "t", its parameters
+ * were "args" and "params", the state "state"); Args may be called Tile too. */
+START_TEST(test_names_the_entry_uses) {
+  clcrt_runtime *rt = rt_new("sm_90a");
+  static const char *const names[] = {"t", "args", "params", "state"};
+  for (size_t i = 0; i < sizeof names / sizeof *names; i++) {
+    char src[512];
+    snprintf(src, sizeof src,
+             "struct Tile { float *x; };\n"
+             "struct St { float alpha; };\n"
+             "__device__ void p(const Tile &a, St &s) { s.alpha = 2.0f; }\n"
+             "__device__ void %s(const clcrt::Tile &t, const Tile &a, St &s) { a.x[t.linear] *= s.alpha; }\n",
+             names[i]);
+    clcrt_tile_desc d = scale_desc();
+    d.source = src;
+    d.tile_fn = names[i];
+    d.args_type = "Tile";
+    d.state_type = "St";
+    d.prologue_fn = "p";
+    clcrt_kernel *k = NULL;
+    ck_assert_msg(clcrt_register(rt, &d, &k) == CLCRT_OK, "tile function %s: %s", names[i], clcrt_errmsg(rt));
+  }
+  clcrt_runtime_destroy(rt);
+}
+END_TEST
+
 /* Long names reach the generated entry whole (the formatter once cut at 1024 bytes and
  * garbled the #line and the entry), and a toolkit path too long to pass whole is refused. */
 START_TEST(test_long_names_and_paths) {
@@ -1442,6 +1511,8 @@ static Suite *core_suite(void) {
   tcase_add_test(tc, test_bad_source);
   tcase_add_test(tc, test_syntax_error_line);
   tcase_add_test(tc, test_bad_names);
+  tcase_add_test(tc, test_names_made_by_macros);
+  tcase_add_test(tc, test_names_the_entry_uses);
   tcase_add_test(tc, test_long_names_and_paths);
   tcase_add_test(tc, test_args_over_parameter_limit);
   tcase_add_test(tc, test_invalid_arguments_have_messages);

@@ -83,17 +83,48 @@ static int is_cxx_name(const char *s) {
   }
 }
 
-/* Whether the last component of a C++ name occurs in src as a whole word. A cheap check
- * that turns the commonest mistake (a misspelt name) into a clear message before NVRTC
- * runs; NVRTC still has the last word. */
+/* The source as the preprocessor reads it: a backslash at the end of a line joins the
+ * next one ("scale_\<newline>tile" is scale_tile). Skips any such splices at p. */
+static const char *unsplice(const char *p) {
+  for (;;) {
+    if (p[0] == '\\' && p[1] == '\n') p += 2;
+    else if (p[0] == '\\' && p[1] == '\r' && p[2] == '\n') p += 3;
+    else return p;
+  }
+}
+
+static int is_ident_char(char c) { return isalnum((unsigned char)c) || c == '_'; }
+
+/* Whether the last component of a C++ name occurs in src as a whole identifier (line
+ * splices joined). A cheap check that turns the commonest mistake (a misspelt name) into a
+ * clear message before NVRTC runs; NVRTC still has the last word. */
 static int mentions(const char *src, const char *name) {
   const char *last = strrchr(name, ':');
   last = last ? last + 1 : name;
-  size_t n = strlen(last);
-  for (const char *p = strstr(src, last); p; p = strstr(p + 1, last)) {
-    int before = p > src && (isalnum((unsigned char)p[-1]) || p[-1] == '_');
-    int after = isalnum((unsigned char)p[n]) || p[n] == '_';
-    if (!before && !after) return 1;
+  for (const char *p = unsplice(src); *p;) {
+    if (!is_ident_char(*p)) {
+      p = unsplice(p + 1);
+      continue;
+    }
+    const char *want = last;
+    while (is_ident_char(*p)) {
+      if (*want == *p) want++;
+      else want = "\x01"; /* a mismatch: read the rest of the identifier, match nothing */
+      p = unsplice(p + 1);
+    }
+    if (!*want) return 1;
+  }
+  return 0;
+}
+
+/* Whether src pastes tokens (## or its digraph %:%:, line splices joined): then a name may
+ * be made by a macro (NAME##_tile) and not appear whole anywhere, so its absence is NVRTC's
+ * to judge, not the cheap check's. */
+static int pastes_tokens(const char *src) {
+  for (const char *p = unsplice(src); *p;) {
+    const char *q = p[0] == '#' ? unsplice(p + 1) : p[0] == '%' && p[1] == ':' ? unsplice(p + 2) : NULL;
+    if (q && (q[0] == '#' || (q[0] == '%' && q[1] == ':'))) return 1;
+    p = unsplice(p + 1);
   }
   return 0;
 }
@@ -160,10 +191,11 @@ static clcrt_status validate(clcrt_runtime *rt, const clcrt_tile_desc *d, clcrt_
     return clcrt__fail(rt, CLCRT_E_INVALID, "desc->tile_fn \"%s\" is not a C++ function name", d->tile_fn);
   if (!is_cxx_name(d->args_type))
     return clcrt__fail(rt, CLCRT_E_INVALID, "desc->args_type \"%s\" is not a C++ type name", d->args_type);
-  if (!mentions(d->source, d->tile_fn))
+  int pasted = pastes_tokens(d->source);
+  if (!pasted && !mentions(d->source, d->tile_fn))
     return clcrt__fail(rt, CLCRT_E_INVALID, "tile function \"%s\" does not appear in the source: check desc->tile_fn",
                        d->tile_fn);
-  if (!mentions(d->source, d->args_type))
+  if (!pasted && !mentions(d->source, d->args_type))
     return clcrt__fail(rt, CLCRT_E_INVALID, "Args type \"%s\" does not appear in the source: check desc->args_type",
                        d->args_type);
   if ((d->state_type == NULL) != (d->prologue_fn == NULL))
@@ -171,10 +203,10 @@ static clcrt_status validate(clcrt_runtime *rt, const clcrt_tile_desc *d, clcrt_
                        "desc->state_type and desc->prologue_fn go together: give both (per-CTA state made by the "
                        "prologue) or neither");
   if (d->state_type) {
-    if (!is_cxx_name(d->state_type) || !mentions(d->source, d->state_type))
+    if (!is_cxx_name(d->state_type) || (!pasted && !mentions(d->source, d->state_type)))
       return clcrt__fail(rt, CLCRT_E_INVALID, "State type \"%s\" is not a name that appears in the source",
                          d->state_type);
-    if (!is_cxx_name(d->prologue_fn) || !mentions(d->source, d->prologue_fn))
+    if (!is_cxx_name(d->prologue_fn) || (!pasted && !mentions(d->source, d->prologue_fn)))
       return clcrt__fail(rt, CLCRT_E_INVALID, "prologue \"%s\" is not a function name that appears in the source",
                          d->prologue_fn);
   }
@@ -389,14 +421,20 @@ clcrt_status clcrt__build_prepare(clcrt_runtime *rt, const clcrt_tile_desc *d, u
               b->cluster.y, b->cluster.z);
   else
     sb_printf(&tu, "extern \"C\" __global__ void %s\n", bounds);
-  sb_printf(&tu, "%s(const __grid_constant__ %s args, const __grid_constant__ clcrt::Params params) {\n",
+  /* The entry's own names end in an underscore after a clcrt_ prefix, so that no tile
+   * function, prologue or type of the user's (a tile function called "t" or "args") is
+   * shadowed by them. */
+  sb_printf(&tu, "%s(const __grid_constant__ %s clcrt_args_, const __grid_constant__ clcrt::Params clcrt_params_) {\n",
             name.p ? name.p : "", d->args_type);
-  if (d->state_type) sb_printf(&tu, "  %s state;\n  %s(args, state);\n", d->state_type, d->prologue_fn);
+  if (d->state_type)
+    sb_printf(&tu, "  %s clcrt_state_;\n  %s(clcrt_args_, clcrt_state_);\n", d->state_type, d->prologue_fn);
   /* The same text, and so the same cache entry, for bits that name no code of the scheduler's. */
   unsigned v = clcrt__variant_bits(b->sched, variant);
-  sb_printf(&tu, "  clcrt::run<%d, %u, %u, %u, %u, %u, %uu>(params, [&](const clcrt::Tile &t) { %s(t, args%s); });\n",
+  sb_printf(&tu,
+            "  clcrt::run<%d, %u, %u, %u, %u, %u, %uu>(clcrt_params_, [&](const clcrt::Tile &clcrt_tile_) { "
+            "%s(clcrt_tile_, clcrt_args_%s); });\n",
             kind[b->sched], b->cluster.x, b->cluster.y, b->cluster.z, nt, CLCRT__RING_OFF(b->smem_bytes), v,
-            d->tile_fn, d->state_type ? ", state" : "");
+            d->tile_fn, d->state_type ? ", clcrt_state_" : "");
   sb_puts(&tu, "}\n");
 
   /* Canonical options: the runtime's, then the user's in their order (order matters for
