@@ -50,7 +50,8 @@ typedef struct uv_loop_s uv_loop_t;
   X(E_IO, "a file could not be read or written")                                              \
   X(E_CORRUPT, "a file is damaged or not in the expected format")                            \
   X(E_NOT_FOUND, "the requested item does not exist")                                         \
-  X(E_BUSY, "the handle still has work in flight")
+  X(E_BUSY, "the handle still has work in flight")                                            \
+  X(E_CANCELLED, "the operation was cancelled: its runtime was destroyed before it finished")
 
 typedef enum clcrt_status {
 #define CLCRT__STATUS_ENUM(name, msg) CLCRT_##name,
@@ -139,7 +140,10 @@ typedef struct clcrt_tile_desc {
 #define CLCRT_TILE_DESC_INIT \
   {sizeof(clcrt_tile_desc), NULL, NULL, NULL, {0, 0, 0}, {0, 0, 0}, 0, CLCRT_SCHED_AUTO, NULL, 0, NULL, NULL, CLCRT_GRID_AUTO, NULL, 0}
 
-/* Replace the allocator (like uv_replace_allocator). Call before any other function. */
+/* Replace the allocator (like uv_replace_allocator). Call before any other function: while
+ * any block from the current allocator is still in use (a runtime, a trace, a thread's
+ * error message) it is refused with CLCRT_E_BUSY, since those blocks would reach the new
+ * free function. All four functions are required (CLCRT_E_INVALID otherwise). */
 typedef void *(*clcrt_malloc_fn)(size_t);
 typedef void *(*clcrt_realloc_fn)(void *, size_t);
 typedef void *(*clcrt_calloc_fn)(size_t, size_t);
@@ -357,8 +361,11 @@ CLCRT_API clcrt_status clcrt_cache_stats_get(const clcrt_runtime *rt, clcrt_cach
 
 /* Asynchronous compile on libuv's thread pool: returns at once; cb runs on `loop` with the
  * status, the kernel (NULL on failure) and the failure's message (NULL on success). Call it
- * on the loop's thread; the runtime must outlive the callbacks. At most as many NVRTC
- * compiles run at once as the machine has cores. */
+ * on the loop's thread. At most as many NVRTC compiles run at once as the machine has cores.
+ * Destroying the runtime first is safe: clcrt_runtime_destroy waits for the runtime's
+ * compiles that are running (not for queued ones, nor for the loop), and every callback
+ * not yet delivered then gets CLCRT_E_CANCELLED with a NULL kernel, never a freed one; run
+ * the loop afterwards so that those callbacks free their requests. */
 typedef void (*clcrt_register_cb)(void *user, clcrt_status st, clcrt_kernel *k, const char *errmsg);
 CLCRT_API clcrt_status clcrt_register_async(clcrt_runtime *rt, const clcrt_tile_desc *d, uv_loop_t *loop,
                                             clcrt_register_cb cb, void *user);

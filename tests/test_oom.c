@@ -13,6 +13,7 @@
 
 #include "alloc.h"
 #include "clcrt.h"
+#include "internal.h"
 
 /* ---- a counting allocator ---- */
 
@@ -191,11 +192,32 @@ START_TEST(test_hook) {
 }
 END_TEST
 
+/* The allocator cannot change while blocks of the current one are in use: a runtime created
+ * before the swap used to be destroyed with the new free function. Refused with a message
+ * while anything is live; allowed again once everything went back. */
+START_TEST(test_replace_while_in_use) {
+  clcrt_runtime_opts o = CLCRT_RUNTIME_OPTS_INIT;
+  o.target_arch = "sm_90a";
+  o.cache_dir = "";
+  clcrt_runtime *rt = NULL;
+  ck_assert_int_eq(clcrt_runtime_create(&rt, &o), CLCRT_OK);
+  ck_assert_int_gt(g_live, 0);
+  ck_assert_int_eq(clcrt_replace_allocator(malloc, realloc, calloc, free), CLCRT_E_BUSY);
+  ck_assert_msg(strstr(clcrt_errmsg(NULL), "still in use") && strstr(clcrt_errmsg(NULL), "before any other"), "%s",
+                clcrt_errmsg(NULL));
+  clcrt_runtime_destroy(rt); /* freed by count_free: g_live would go wrong otherwise */
+  clcrt__err_forget(NULL);   /* the message above is a block too */
+  ck_assert_int_eq(g_live, 0);
+  ck_assert_int_eq(clcrt_replace_allocator(count_malloc, count_realloc, count_calloc, count_free), CLCRT_OK);
+}
+END_TEST
+
 static Suite *oom_suite(void) {
   Suite *s = suite_create("oom");
   TCase *tc = tcase_create("oom");
   tcase_add_checked_fixture(tc, setup, teardown);
   tcase_add_test(tc, test_hook);
+  tcase_add_test(tc, test_replace_while_in_use);
   tcase_add_loop_test(tc, test_oom, 0, NCASES);
   suite_add_tcase(s, tc);
   return s;

@@ -157,7 +157,6 @@ struct clcrt_runtime {
 
   char *disk_dir;              /* resolved disk cache directory, NULL when off */
   int nvrtc_major, nvrtc_minor;
-  int live_async;              /* async compiles whose work has not finished (destroy waits) */
 };
 
 /* errmsg.c. Records the detail of a failure as the calling thread's last message for rt

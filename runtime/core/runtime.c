@@ -8,6 +8,7 @@
 #include <sys/stat.h>
 #include <time.h>
 
+#include "async.h"
 #include "cache.h"
 #include "checks.h"
 #include "env.h"
@@ -229,6 +230,23 @@ static clcrt_status check_cuda_home(clcrt_runtime *rt, const char *from) {
                      home, from, opt ? "set opts.cuda_home to NULL" : "unset ", opt ? "" : from);
 }
 
+/* The allocator may change only while nothing it handed out is in use: a runtime created
+ * before a swap used to be freed by the new free function. */
+clcrt_status clcrt_replace_allocator(clcrt_malloc_fn m, clcrt_realloc_fn r, clcrt_calloc_fn c, clcrt_free_fn f) {
+  if (!m || !r || !c || !f)
+    return clcrt__fail_norts(CLCRT_E_INVALID, "clcrt_replace_allocator: the %s function is NULL: give all four",
+                             !m ? "malloc" : !r ? "realloc" : !c ? "calloc" : "free");
+  long live = clcrt__alloc_live();
+  if (live != 0)
+    return clcrt__fail_norts(CLCRT_E_BUSY,
+                             "clcrt_replace_allocator: %ld block%s from the current allocator %s still in use (a "
+                             "runtime, a trace, an error message...), and would be freed by the new one: call it "
+                             "before any other clcrt function",
+                             live, live == 1 ? "" : "s", live == 1 ? "is" : "are");
+  clcrt__alloc_set(m, r, c, f);
+  return CLCRT_OK;
+}
+
 static char *dup_opt(const char *s, int *ok) {
   if (!s) return NULL;
   char *d = clcrt__strdup(s);
@@ -299,13 +317,10 @@ clcrt_status clcrt_runtime_create(clcrt_runtime **out, const clcrt_runtime_opts 
 
 void clcrt_runtime_destroy(clcrt_runtime *rt) {
   if (!rt) return;
-  /* Async compiles hold the runtime: wait for them (their callbacks still run later on
-   * their loop, but they never touch the runtime after the work is done). */
-  if (rt->lock_ok) {
-    pthread_mutex_lock(&rt->lock);
-    while (rt->live_async > 0 && rt->cond_ok) pthread_cond_wait(&rt->cond, &rt->lock);
-    pthread_mutex_unlock(&rt->lock);
-  }
+  /* Asynchronous compiles that are running hold the runtime: wait for those; the rest are
+   * detached, and their callbacks, still to run on their loop, get CLCRT_E_CANCELLED and no
+   * kernel (async.c). */
+  clcrt__async_orphan(rt);
   if (rt->cu && rt->ctx) rt->cu->cuCtxSetCurrent(rt->ctx);
   for (clcrt_kernel *k = rt->kernels, *next; k; k = next) {
     next = k->next;
