@@ -131,8 +131,12 @@ typedef struct clcrt_tile_desc {
                               the tile function then takes (const clcrt::Tile &, const Args &, State &) */
   clcrt_grid grid;         /* STEAL only: full or persistent grid */
   const char *include_digest; /* optional: a digest (any string) vouching for every header outside
-                                 the template (-I directories, quoted includes); without it such a
-                                 compile is not cached, never a stale hit */
+                                 the template and the toolkit. Without it, the headers a compile reads
+                                 from disk are recorded (NVRTC's time trace) and hashed again on every
+                                 cache hit, memory or disk, so an edited header is never served stale;
+                                 a compile with -I, -include or precompiled-header options, or whose
+                                 source uses __has_include, is then not cached. With it, nothing is
+                                 recorded or checked: a new digest is a new key */
   unsigned min_blocks_per_sm; /* 0: none; n: __launch_bounds__(threads, n), which caps the registers
                                  per thread so that n CTAs fit on an SM (setmaxnreg needs a cap) */
 } clcrt_tile_desc;

@@ -7,7 +7,9 @@
 #include <unistd.h>
 
 #include "checks.h"
+#include "deps.h"
 #include "embedded.h"
+#include "headers.h"
 #include "internal.h"
 
 /* ---- a small growable string ---- */
@@ -285,7 +287,12 @@ static clcrt_status validate(clcrt_runtime *rt, const clcrt_tile_desc *d, clcrt_
       return clcrt__fail(rt, CLCRT_E_INVALID,
                          "desc->options[%d] \"%s\" is refused: %s; clcrt needs a cubin of the whole kernel to load", i,
                          o, why);
-    if (starts(o, "-I") || starts(o, "--include-path") || starts(o, "-include") || starts(o, "--pre-include"))
+    /* Headers the runtime cannot vouch for without include_digest: user include
+     * directories (a file placed later in an earlier one would shadow the one read),
+     * pre-included files, and precompiled headers, which NVRTC reads whole. */
+    if (starts(o, "-I") || starts(o, "--include-path") || starts(o, "-include") || starts(o, "--pre-include") ||
+        starts(o, "-pch") || starts(o, "--pch") || starts(o, "-use-pch") || starts(o, "--use-pch") ||
+        starts(o, "-create-pch") || starts(o, "--create-pch"))
       b->has_user_include_dirs = 1;
   }
 
@@ -404,11 +411,16 @@ clcrt_status clcrt__build_prepare(clcrt_runtime *rt, const clcrt_tile_desc *d, u
 
   static const int kind[] = {0, 1, 2, 3, 4}; /* clcrt_sched -> clcrt::SCHED_* */
   unsigned nt = b->block.x * b->block.y * b->block.z;
-  sbuf tu = {0};
-  sb_puts(&tu, "#include \"clcrt.cuh\"\n");
-  sb_printf(&tu, "#line 1 \"%s\"\n", d->tile_fn);
-  sb_puts(&tu, d->source);
-  sb_puts(&tu, "\n#line 1 \"clcrt_entry\"\n");
+  /* The translation unit includes three headers NVRTC holds in memory: the template, the
+   * user's source under the tile function's name, and the generated entry under
+   * "clcrt_entry", so that NVRTC's messages point at "scale_tile(3)" or "clcrt_entry(2)".
+   * It used to splice them with #line directives instead, but NVRTC 13.0's time trace,
+   * which the cache relies on (cache/deps.h), crashes in a later compile of the process
+   * after a compile with #line in its main file (reproduced with NVRTC alone), and never
+   * did with headers in memory. A tile function called clcrt_entry gets another name. */
+  const char *user_name = strcmp(d->tile_fn, "clcrt_entry") ? d->tile_fn : "clcrt_entry (the tile function)";
+  sbuf tu = {0}, tu_entry = {0}, *entry = &tu_entry;
+  sb_printf(&tu, "#include \"clcrt.cuh\"\n#include \"%s\"\n#include \"clcrt_entry\"\n", user_name);
   /* A 1-CTA cluster is launched as a plain grid: measured on the H100, an explicit
    * __cluster_dims__(1,1,1) launch schedules CTAs markedly slower (README, benchmarks). */
   char bounds[48];
@@ -417,25 +429,26 @@ clcrt_status clcrt__build_prepare(clcrt_runtime *rt, const clcrt_tile_desc *d, u
   else
     snprintf(bounds, sizeof bounds, "__launch_bounds__(%u)", nt);
   if (b->cluster.x * b->cluster.y * b->cluster.z > 1)
-    sb_printf(&tu, "extern \"C\" __global__ void %s __cluster_dims__(%u, %u, %u)\n", bounds, b->cluster.x,
+    sb_printf(entry, "extern \"C\" __global__ void %s __cluster_dims__(%u, %u, %u)\n", bounds, b->cluster.x,
               b->cluster.y, b->cluster.z);
   else
-    sb_printf(&tu, "extern \"C\" __global__ void %s\n", bounds);
+    sb_printf(entry, "extern \"C\" __global__ void %s\n", bounds);
   /* The entry's own names end in an underscore after a clcrt_ prefix, so that no tile
    * function, prologue or type of the user's (a tile function called "t" or "args") is
    * shadowed by them. */
-  sb_printf(&tu, "%s(const __grid_constant__ %s clcrt_args_, const __grid_constant__ clcrt::Params clcrt_params_) {\n",
+  sb_printf(entry,
+            "%s(const __grid_constant__ %s clcrt_args_, const __grid_constant__ clcrt::Params clcrt_params_) {\n",
             name.p ? name.p : "", d->args_type);
   if (d->state_type)
-    sb_printf(&tu, "  %s clcrt_state_;\n  %s(clcrt_args_, clcrt_state_);\n", d->state_type, d->prologue_fn);
+    sb_printf(entry, "  %s clcrt_state_;\n  %s(clcrt_args_, clcrt_state_);\n", d->state_type, d->prologue_fn);
   /* The same text, and so the same cache entry, for bits that name no code of the scheduler's. */
   unsigned v = clcrt__variant_bits(b->sched, variant);
-  sb_printf(&tu,
+  sb_printf(entry,
             "  clcrt::run<%d, %u, %u, %u, %u, %u, %uu>(clcrt_params_, [&](const clcrt::Tile &clcrt_tile_) { "
             "%s(clcrt_tile_, clcrt_args_%s); });\n",
             kind[b->sched], b->cluster.x, b->cluster.y, b->cluster.z, nt, CLCRT__RING_OFF(b->smem_bytes), v,
             d->tile_fn, d->state_type ? ", clcrt_state_" : "");
-  sb_puts(&tu, "}\n");
+  sb_puts(entry, "}\n");
 
   /* Canonical options: the runtime's, then the user's in their order (order matters for
    * -D/-U). The include directories of the toolkit are given when present so that tile
@@ -458,12 +471,19 @@ clcrt_status clcrt__build_prepare(clcrt_runtime *rt, const clcrt_tile_desc *d, u
   }
   b->num_options = nf + d->num_options;
   b->options = clcrt__calloc((size_t)b->num_options, sizeof(char *));
-  int oom = tu.oom || name.oom || !b->options;
+  int oom = tu.oom || entry->oom || name.oom || !b->options;
   for (int i = 0; !oom && i < b->num_options; i++) {
     b->options[i] = clcrt__strdup(i < nf ? fixed[i] : d->options[i - nf]);
     oom |= !b->options[i];
   }
   b->minimal = minimal_ok(d);
+  size_t srclen = strlen(d->source);
+  b->may_read_files = clcrt__text_may_read_files(d->source, srclen);
+  b->probes_files = clcrt__text_probes_files(d->source, srclen);
+  b->user_name = clcrt__strdup(user_name);
+  b->user_src = clcrt__strdup(d->source);
+  oom |= !b->user_name || !b->user_src;
+  b->entry = entry->p;
   b->source = tu.p;
   b->name = name.p;
   if (oom) {
@@ -498,21 +518,31 @@ static void slot_give(void) {
 clcrt_status clcrt__build_compile(clcrt_runtime *rt, clcrt__build *b) {
   clcrt_status st = CLCRT_OK;
   nvrtcProgram prog = NULL;
-  const char *hdr_text[16], *hdr_name[16];
+  /* The template's headers, then the user's source and the entry (clcrt__build_prepare). */
+  const char *hdr_text[18], *hdr_name[18];
   int nh = 0;
   for (const clcrt__embedded_file *f = clcrt__embedded; f->name && nh < 16; f++, nh++) {
     hdr_text[nh] = f->text;
     hdr_name[nh] = f->name;
   }
-  /* The canonical options, then -minimal where the source allows it (minimal_ok). */
-  const char **opts = clcrt__calloc((size_t)b->num_options + 1, sizeof(char *));
+  hdr_name[nh] = b->user_name, hdr_text[nh++] = b->user_src;
+  hdr_name[nh] = "clcrt_entry", hdr_text[nh++] = b->entry;
+  /* Where the cache needs the headers the compile reads: NVRTC's time trace (headers.h). */
+  clcrt__hdr_trace trace;
+  int traced = b->want_deps && clcrt__hdr_trace_begin(&trace, b) == 0, attempt = 0;
+  if (!traced) trace.dir[0] = 0;
+  /* The canonical options, then the trace and -minimal where the source allows it
+   * (minimal_ok); a second attempt without -minimal has a trace of its own. */
+  const char **opts = clcrt__calloc((size_t)b->num_options + 2, sizeof(char *));
   NOMEM_GOTO(rt, opts, st, out);
   for (int i = 0; i < b->num_options; i++) opts[i] = b->options[i];
   int nopts = b->num_options, minimal = b->minimal;
+  if (traced) opts[nopts++] = trace.opt[0];
   if (minimal) opts[nopts++] = "-minimal";
   double t0 = clcrt__now_ms();
   NVRTC_CHECK_GOTO(rt, nvrtcCreateProgram(&prog, b->source, "clcrt_tu.cu", nh, hdr_text, hdr_name), st, out);
   slot_take();
+  clock_gettime(CLOCK_REALTIME, &trace.started[0]);
   nvrtcResult r = nvrtcCompileProgram(prog, nopts, opts);
   if (r == NVRTC_ERROR_COMPILATION && minimal) {
     /* Something the check did not see needed what -minimal omits, or the source has an
@@ -520,8 +550,12 @@ clcrt_status clcrt__build_compile(clcrt_runtime *rt, clcrt__build *b) {
      * without -minimal. */
     nvrtcDestroyProgram(&prog);
     prog = NULL;
+    attempt = 1;
+    nopts = b->num_options;
+    if (traced) opts[nopts++] = trace.opt[1];
+    clock_gettime(CLOCK_REALTIME, &trace.started[1]);
     r = nvrtcCreateProgram(&prog, b->source, "clcrt_tu.cu", nh, hdr_text, hdr_name);
-    if (r == NVRTC_SUCCESS) r = nvrtcCompileProgram(prog, b->num_options, (const char *const *)b->options);
+    if (r == NVRTC_SUCCESS) r = nvrtcCompileProgram(prog, nopts, opts);
   }
   slot_give();
   b->compile_ms = clcrt__now_ms() - t0;
@@ -570,8 +604,10 @@ clcrt_status clcrt__build_compile(clcrt_runtime *rt, clcrt__build *b) {
     NOMEM_GOTO(rt, b->ptx, st, out);
     NVRTC_CHECK_GOTO(rt, nvrtcGetPTX(prog, b->ptx), st, out);
   }
+  if (traced) clcrt__hdr_trace_collect(rt, &trace, attempt, b);
 out:
   if (prog) nvrtcDestroyProgram(&prog);
+  if (traced) clcrt__hdr_trace_end(&trace);
   clcrt__free(opts);
   return st;
 }
@@ -579,6 +615,10 @@ out:
 void clcrt__build_free(clcrt__build *b) {
   if (!b) return;
   clcrt__free(b->name);
+  clcrt__free(b->user_name);
+  clcrt__free(b->user_src);
+  clcrt__free(b->entry);
+  clcrt__deps_free(b->deps);
   clcrt__free(b->source);
   for (int i = 0; b->options && i < b->num_options; i++) clcrt__free(b->options[i]);
   clcrt__free(b->options);

@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "checks.h"
+#include "deps.h"
 #include "internal.h"
 
 /* Loads the cubin context-independently and prepares the kernel for launches: parameter
@@ -83,6 +84,7 @@ void clcrt__kernel_free(clcrt_kernel *k) {
   clcrt__free(k->cubin);
   clcrt__free(k->ptx);
   clcrt__free(k->desc);
+  clcrt__deps_free(k->deps);
   clcrt__free(k);
 }
 

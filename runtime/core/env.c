@@ -65,6 +65,8 @@ static void read_env(void) {
   g_env.cuda_home = nonempty(getenv("CUDA_HOME"));
   g_env.cuda_home_var = g_env.cuda_home ? "CUDA_HOME" : NULL;
   if (!g_env.cuda_home && (g_env.cuda_home = nonempty(getenv("CUDA_PATH"))) != NULL) g_env.cuda_home_var = "CUDA_PATH";
+  g_env.tmpdir = absolute(nonempty(getenv("TMPDIR")));
+  if (!g_env.tmpdir) g_env.tmpdir = "/tmp";
   const char *w = getenv("CLCRT_WARMUP");
   g_env.warmup = !(w && strcmp(w, "0") == 0);
   g_env.preempt_waves = CLCRT__PREEMPT_WAVES_DEFAULT;

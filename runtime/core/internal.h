@@ -116,6 +116,7 @@ struct clcrt_kernel {
   const clcrt__cubin_kernel *kinfo;
   double compile_ms;
   int from_cache;
+  struct clcrt__deps *deps;    /* files outside the key this kernel was compiled from (cache/deps.h), or NULL */
 
   /* Device side; all zero in compile-only mode. */
   CUlibrary lib;
@@ -189,10 +190,16 @@ typedef struct clcrt__build {
   unsigned smem_bytes;
   unsigned min_blocks;       /* __launch_bounds__ minimum blocks per SM, 0: none */
   char *name;                /* entry symbol */
-  char *source;              /* the whole translation unit */
+  char *source;              /* the translation unit: it includes the template, user_src and entry */
   char **options;            /* canonical NVRTC options, in order */
   int num_options;
-  int has_user_include_dirs; /* -I/--include-path given by the user */
+  int has_user_include_dirs; /* -I/--include-path, -include or a PCH option given by the user */
+  int may_read_files;        /* the source may include a file from disk (cache/deps.h) */
+  int probes_files;          /* the source uses __has_include (cache/deps.h) */
+  int want_deps;             /* compile with NVRTC's time trace to learn the files it reads (cache.c) */
+  char *user_name;           /* the user's source is the in-memory header of this name (the tile function's) */
+  char *user_src;            /* ... with this text */
+  char *entry;               /* the generated entry: the in-memory header "clcrt_entry" */
   int minimal;               /* compile with NVRTC's -minimal (compile.c: minimal_ok) */
   unsigned variant;          /* CLCRT__V_* bits (clcrt.cuh: V) */
   const char *include_digest;
@@ -201,6 +208,8 @@ typedef struct clcrt__build {
   size_t cubin_size;
   char *ptx;
   double compile_ms;
+  struct clcrt__deps *deps;  /* want_deps: the files the compile read outside the key, NULL when unknown */
+  char deps_why[384];        /* want_deps and no deps: why */
 } clcrt__build;
 
 /* variant: CLCRT__V_* bits (clcrt.cuh: V), as clcrt__variant_bits gives them. */
