@@ -212,6 +212,9 @@ typedef struct clcrt__build {
   char deps_why[384];        /* want_deps and no deps: why */
 } clcrt__build;
 
+/* validate.c: checks d and fills the resolved description into b (scheduler, grid, block,
+ * cluster, shared memory, user include options). */
+clcrt_status clcrt__build_validate(clcrt_runtime *rt, const clcrt_tile_desc *d, clcrt__build *b);
 /* variant: CLCRT__V_* bits (clcrt.cuh: V), as clcrt__variant_bits gives them. */
 clcrt_status clcrt__build_prepare(clcrt_runtime *rt, const clcrt_tile_desc *d, unsigned variant, clcrt__build *b);
 clcrt_status clcrt__build_compile(clcrt_runtime *rt, clcrt__build *b);
