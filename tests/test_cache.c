@@ -1052,6 +1052,40 @@ START_TEST(e2e_toolkit_headers_cached) {
 }
 END_TEST
 
+/* Where the trace cannot be written ($TMPDIR not a directory), a compile that reads a header
+ * still succeeds, uncached, and the log says why; one that reads none is cached as ever. */
+START_TEST(e2e_no_trace_directory) {
+  char val[512], src[1024];
+  snprintf(val, sizeof val, "%s/val.h", g_dir);
+  snprintf(src, sizeof src,
+           "#include <%s>\n"
+           "struct ValArgs { float *x; };\n"
+           "__device__ void val_tile(const clcrt::Tile &t, const ValArgs &a) { a.x[t.linear] = VAL; }\n",
+           val);
+  write_settled(val, "#define VAL 1.5f\n");
+  pid_t pid = fork();
+  if (pid == 0) {
+    setenv("TMPDIR", "/nonexistent/tmp", 1);
+    clcrt_runtime *rt = rt_new();
+    clcrt_tile_desc d = CLCRT_TILE_DESC_INIT;
+    d.source = src;
+    d.tile_fn = "val_tile";
+    d.args_type = "ValArgs";
+    d.block = (clcrt_dim3){128, 1, 1};
+    clcrt_kernel *k = NULL;
+    if (clcrt_register(rt, &d, &k) != CLCRT_OK) _exit(2);
+    clcrt_tile_desc plain = scale_desc(128);
+    if (clcrt_register(rt, &plain, &k) != CLCRT_OK) _exit(3);
+    clcrt_cache_stats s = stats(rt);
+    clcrt_runtime_destroy(rt);
+    _exit(s.uncached == 1 && s.misses == 1 && strstr(g_log, "TMPDIR") ? 0 : 4);
+  }
+  int ws;
+  waitpid(pid, &ws, 0);
+  ck_assert_msg(WIFEXITED(ws) && WEXITSTATUS(ws) == 0, "child status %d", ws);
+}
+END_TEST
+
 /* include_digest still vouches for headers: nothing is traced or checked, and a new digest
  * is a new key. */
 START_TEST(e2e_include_digest_vouches) {
@@ -1810,6 +1844,7 @@ static void add_review_tests(TCase *t) {
   tcase_add_test(t, e2e_header_edit_in_one_process);
   tcase_add_test(t, e2e_toolkit_headers_cached);
   tcase_add_test(t, e2e_include_digest_vouches);
+  tcase_add_test(t, e2e_no_trace_directory);
   tcase_add_test(t, deps_pieces);
   tcase_add_loop_test(t, e2e_header_forms_never_stale, 0, NFORMS);
   tcase_add_test(t, e2e_hostile_paths_still_compile);
