@@ -8,7 +8,8 @@
  *   - every function that can fail returns a clcrt_status; CLCRT_OK is 0;
  *   - the detail of the last failure is clcrt_errmsg(rt): per thread, like cudaGetLastError
  *     (a failure on one thread never changes the message another thread reads); calls that
- *     take no runtime (the trace functions) leave theirs in clcrt_errmsg(NULL);
+ *     take no runtime (the trace functions), and calls given a NULL handle, leave theirs in
+ *     clcrt_errmsg(NULL);
  *   - handles are opaque; destroy(NULL) is a no-op;
  *   - option structs start with `size` and have an ..._INIT macro; zero means "default".
  */
@@ -49,7 +50,8 @@ typedef struct uv_loop_s uv_loop_t;
   X(E_IO, "a file could not be read or written")                                              \
   X(E_CORRUPT, "a file is damaged or not in the expected format")                            \
   X(E_NOT_FOUND, "the requested item does not exist")                                         \
-  X(E_BUSY, "the handle still has work in flight")
+  X(E_BUSY, "the handle still has work in flight")                                            \
+  X(E_CANCELLED, "the operation was cancelled: its runtime was destroyed before it finished")
 
 typedef enum clcrt_status {
 #define CLCRT__STATUS_ENUM(name, msg) CLCRT_##name,
@@ -103,7 +105,11 @@ typedef struct clcrt_runtime_opts {
   const char *cache_dir;   /* NULL: $CLCRT_CACHE_DIR, else $XDG_CACHE_HOME/clcrt, else ~/.cache/clcrt; "": no disk cache */
   clcrt_log_fn log;        /* optional: the library never prints; it reports here */
   void *log_user;
-  const char *cuda_home;   /* NULL: $CUDA_HOME, else /usr/local/cuda; its include dirs are given to NVRTC */
+  const char *cuda_home;   /* NULL: $CUDA_HOME, else $CUDA_PATH, else /usr/local/cuda; its include and
+                              include/cccl dirs are given to NVRTC. One named here or in the environment
+                              must be a toolkit (include/cuda.h or include/cuda_runtime.h, at most 1000
+                              bytes), else clcrt_runtime_create fails with CLCRT_E_INVALID; the default
+                              may be absent (NVRTC's built-in headers serve most tile functions) */
 } clcrt_runtime_opts;
 
 #define CLCRT_RUNTIME_OPTS_INIT {sizeof(clcrt_runtime_opts), 0, NULL, NULL, NULL, NULL, NULL}
@@ -125,8 +131,12 @@ typedef struct clcrt_tile_desc {
                               the tile function then takes (const clcrt::Tile &, const Args &, State &) */
   clcrt_grid grid;         /* STEAL only: full or persistent grid */
   const char *include_digest; /* optional: a digest (any string) vouching for every header outside
-                                 the template (-I directories, quoted includes); without it such a
-                                 compile is not cached, never a stale hit */
+                                 the template and the toolkit. Without it, the headers a compile reads
+                                 from disk are recorded (NVRTC's time trace) and hashed again on every
+                                 cache hit, memory or disk, so an edited header is never served stale;
+                                 a compile with -I, -include or precompiled-header options, or whose
+                                 source uses __has_include, is then not cached. With it, nothing is
+                                 recorded or checked: a new digest is a new key */
   unsigned min_blocks_per_sm; /* 0: none; n: __launch_bounds__(threads, n), which caps the registers
                                  per thread so that n CTAs fit on an SM (setmaxnreg needs a cap) */
 } clcrt_tile_desc;
@@ -134,7 +144,10 @@ typedef struct clcrt_tile_desc {
 #define CLCRT_TILE_DESC_INIT \
   {sizeof(clcrt_tile_desc), NULL, NULL, NULL, {0, 0, 0}, {0, 0, 0}, 0, CLCRT_SCHED_AUTO, NULL, 0, NULL, NULL, CLCRT_GRID_AUTO, NULL, 0}
 
-/* Replace the allocator (like uv_replace_allocator). Call before any other function. */
+/* Replace the allocator (like uv_replace_allocator). Call before any other function: while
+ * any block from the current allocator is still in use (a runtime, a trace, a thread's
+ * error message) it is refused with CLCRT_E_BUSY, since those blocks would reach the new
+ * free function. All four functions are required (CLCRT_E_INVALID otherwise). */
 typedef void *(*clcrt_malloc_fn)(size_t);
 typedef void *(*clcrt_realloc_fn)(void *, size_t);
 typedef void *(*clcrt_calloc_fn)(size_t, size_t);
@@ -356,8 +369,11 @@ CLCRT_API const char *clcrt_runtime_cache_dir(const clcrt_runtime *rt);
 
 /* Asynchronous compile on libuv's thread pool: returns at once; cb runs on `loop` with the
  * status, the kernel (NULL on failure) and the failure's message (NULL on success). Call it
- * on the loop's thread; the runtime must outlive the callbacks. At most as many NVRTC
- * compiles run at once as the machine has cores. */
+ * on the loop's thread. At most as many NVRTC compiles run at once as the machine has cores.
+ * Destroying the runtime first is safe: clcrt_runtime_destroy waits for the runtime's
+ * compiles that are running (not for queued ones, nor for the loop), and every callback
+ * not yet delivered then gets CLCRT_E_CANCELLED with a NULL kernel, never a freed one; run
+ * the loop afterwards so that those callbacks free their requests. */
 typedef void (*clcrt_register_cb)(void *user, clcrt_status st, clcrt_kernel *k, const char *errmsg);
 CLCRT_API clcrt_status clcrt_register_async(clcrt_runtime *rt, const clcrt_tile_desc *d, uv_loop_t *loop,
                                             clcrt_register_cb cb, void *user);

@@ -119,7 +119,7 @@ static void spin_unlock(int *l) { __atomic_store_n(l, 0, __ATOMIC_RELEASE); }
 
 clcrt_status clcrt_run(clcrt_stream *s, const clcrt_kernel *kc, clcrt_dim3 tiles, const void *args,
                        size_t args_size) {
-  if (!s) return CLCRT_E_INVALID;
+  if (!s) return clcrt__fail_norts(CLCRT_E_INVALID, "clcrt_run: the stream is NULL");
   clcrt_runtime *rt = s->rt;
   if (!kc) return clcrt__fail(rt, CLCRT_E_INVALID, "clcrt_run: the kernel is NULL");
   clcrt_kernel *k = (clcrt_kernel *)kc; /* only the occupancy memo is written */

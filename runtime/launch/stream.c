@@ -68,7 +68,7 @@ clcrt_status clcrt_stream_create(clcrt_runtime *rt, CUstream cu, clcrt_stream **
 }
 
 clcrt_status clcrt_stream_create_ex(clcrt_runtime *rt, const clcrt_stream_opts *opts, clcrt_stream **out) {
-  if (!rt) return CLCRT_E_INVALID;
+  if (!rt) return clcrt__fail_norts(CLCRT_E_INVALID, "clcrt_stream_create: the runtime is NULL");
   if (!out) return clcrt__fail(rt, CLCRT_E_INVALID, "clcrt_stream_create: out is NULL");
   *out = NULL;
   clcrt_stream_opts o = CLCRT_STREAM_OPTS_INIT;
@@ -149,7 +149,7 @@ void clcrt_stream_destroy(clcrt_stream *s) {
 }
 
 clcrt_status clcrt_stream_sync(clcrt_stream *s) {
-  if (!s) return CLCRT_E_INVALID;
+  if (!s) return clcrt__fail_norts(CLCRT_E_INVALID, "clcrt_stream_sync: the stream is NULL");
   clcrt_status st = clcrt__ctx_enter(s->rt);
   if (st != CLCRT_OK) return st;
   CUresult r = s->rt->cu->cuStreamSynchronize(s->cu);
@@ -207,7 +207,7 @@ clcrt_status clcrt_preempt_end(clcrt_stream *s) {
 /* ---- statistics -------------------------------------------------------------------- */
 
 clcrt_status clcrt_stream_stats_enable(clcrt_stream *s, int on) {
-  if (!s) return CLCRT_E_INVALID;
+  if (!s) return clcrt__fail_norts(CLCRT_E_INVALID, "clcrt_stream_stats_enable: the stream is NULL");
   clcrt_runtime *rt = s->rt;
   clcrt_status st = clcrt__ctx_enter(rt);
   if (st != CLCRT_OK) return st;
@@ -229,8 +229,13 @@ clcrt_status clcrt_stream_stats_enable(clcrt_stream *s, int on) {
 }
 
 clcrt_status clcrt_stream_stats_read(clcrt_stream *s, clcrt_stream_stats *out) {
-  if (!s || !out || out->size < sizeof(size_t) || out->size > sizeof *out) return CLCRT_E_INVALID;
+  if (!s) return clcrt__fail_norts(CLCRT_E_INVALID, "clcrt_stream_stats_read: the stream is NULL");
   clcrt_runtime *rt = s->rt;
+  if (!out) return clcrt__fail(rt, CLCRT_E_INVALID, "clcrt_stream_stats_read: out is NULL");
+  if (out->size < sizeof(size_t) || out->size > sizeof *out)
+    return clcrt__fail(rt, CLCRT_E_INVALID,
+                       "clcrt_stream_stats_read: out->size is %zu: initialise it with CLCRT_STREAM_STATS_INIT",
+                       out->size);
   if (!s->stats)
     return clcrt__fail(rt, CLCRT_E_INVALID, "statistics are off on this stream: call clcrt_stream_stats_enable first");
   clcrt_status st = clcrt__ctx_enter(rt);
