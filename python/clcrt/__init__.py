@@ -29,6 +29,7 @@ See docs/python.md in the repository for the whole API.
 from ._errors import (
     ArgsMismatchError,
     BusyError,
+    CancelledError,
     CompileError,
     CorruptError,
     CudaError,
@@ -90,7 +91,7 @@ def nvrtc_path():
 
 
 __all__ = [
-    "Args", "ArgsMismatchError", "BusyError", "CacheStats", "CompileError", "CorruptError", "CudaError", "Error",
+    "Args", "ArgsMismatchError", "BusyError", "CacheStats", "CancelledError", "CompileError", "CorruptError", "CudaError", "Error",
     "FileError", "Grid", "InvalidError", "Kernel", "KernelInfo", "Launcher", "LibraryError", "NoDeviceError",
     "NoMemoryError", "NotFoundError", "Record", "Runtime", "Sched", "Stream", "StreamStats", "Summary", "Swizzle",
     "TensorMap", "Trace", "UnsupportedError", "Use", "array", "bool_", "f32", "f64", "i8", "i16", "i32", "i64",

@@ -23,6 +23,7 @@ STATUS_NAMES = (
     "CLCRT_E_CORRUPT",
     "CLCRT_E_NOT_FOUND",
     "CLCRT_E_BUSY",
+    "CLCRT_E_CANCELLED",
 )
 STATUS = {name: i for i, name in enumerate(STATUS_NAMES)}
 
@@ -103,6 +104,12 @@ class BusyError(Error, RuntimeError):
     status = STATUS["CLCRT_E_BUSY"]
 
 
+class CancelledError(Error, RuntimeError):
+    """The runtime was destroyed before the operation finished."""
+
+    status = STATUS["CLCRT_E_CANCELLED"]
+
+
 class LibraryError(Error, ImportError):
     """The bundled library or NVRTC could not be loaded."""
 
@@ -120,6 +127,7 @@ CLASSES = {
     STATUS["CLCRT_E_CORRUPT"]: CorruptError,
     STATUS["CLCRT_E_NOT_FOUND"]: NotFoundError,
     STATUS["CLCRT_E_BUSY"]: BusyError,
+    STATUS["CLCRT_E_CANCELLED"]: CancelledError,
 }
 
 

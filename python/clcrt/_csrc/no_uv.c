@@ -8,6 +8,9 @@
 #include "async.h"
 #include "internal.h"
 
+/* No asynchronous compile can be pending: clcrt_register_async refuses every request below. */
+void clcrt__async_orphan(clcrt_runtime *rt) { (void)rt; }
+
 /* No notification can be pending: clcrt_run_notify refuses every request below. */
 void clcrt__notify_fail(const clcrt_stream *s, clcrt_status st) {
   (void)s;
@@ -17,7 +20,7 @@ void clcrt__notify_fail(const clcrt_stream *s, clcrt_status st) {
 clcrt_status clcrt_register_async(clcrt_runtime *rt, const clcrt_tile_desc *d, uv_loop_t *loop, clcrt_register_cb cb,
                                   void *user) {
   (void)d, (void)loop, (void)cb, (void)user;
-  if (!rt) return CLCRT_E_INVALID;
+  if (!rt) return clcrt__fail_norts(CLCRT_E_INVALID, "clcrt_register_async: the runtime is NULL");
   return clcrt__fail(rt, CLCRT_E_UNSUPPORTED,
                      "clcrt_register_async: the Python package's library has no libuv; use "
                      "Runtime.register_async, which compiles on a thread pool");
@@ -25,7 +28,7 @@ clcrt_status clcrt_register_async(clcrt_runtime *rt, const clcrt_tile_desc *d, u
 
 clcrt_status clcrt_run_notify(clcrt_stream *s, uv_loop_t *loop, clcrt_notify_cb cb, void *user) {
   (void)loop, (void)cb, (void)user;
-  if (!s) return CLCRT_E_INVALID;
+  if (!s) return clcrt__fail_norts(CLCRT_E_INVALID, "clcrt_run_notify: the stream is NULL");
   return clcrt__fail(clcrt__stream_runtime(s), CLCRT_E_UNSUPPORTED,
                      "clcrt_run_notify: the Python package's library has no libuv; use Stream.done, which returns "
                      "a future");
