@@ -1,10 +1,12 @@
 /* clcrt cache ls | info | clear over the on-disk compile cache (runtime/cache/diskcache.h):
  * the directory is resolved and entries are read, validated and removed by the cache's own
  * code, so the tool and the runtime can never disagree about the format. */
+#include <errno.h>
 #include <getopt.h>
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 
 #include "diskcache.h"
@@ -27,9 +29,10 @@ static const char help[] =
     "  clear   delete every entry and leftover temporary file (nothing else is touched)\n"
     "  --json  (ls) one JSON document: {\"schema\": \"clcrt-cache-ls-1\", \"dir\", \"entries\"}\n"
     "\n"
-    "Exit codes: 0 success (a missing cache directory is an empty cache); 2 usage error,\n"
-    "or the disk cache is turned off; 3 the directory or an entry cannot be read or\n"
-    "removed, or a named ENTRY is damaged.\n";
+    "Exit codes: 0 success (a missing cache directory is an empty cache, unless --dir\n"
+    "names it); 2 usage error, or the disk cache is turned off; 3 the --dir directory does\n"
+    "not exist, the directory or an entry cannot be read or removed, or a named ENTRY is\n"
+    "damaged.\n";
 
 static const char *sched_name(int s) {
   static const char *const n[] = {"auto", "clc", "steal", "static", "fixed"};
@@ -214,6 +217,17 @@ int cmd_cache(int argc, char **argv) {
   char *dir = NULL;
   const char *why = NULL;
   if (dir_opt && !*dir_opt) dir_opt = NULL;
+  /* A directory named on the command line must exist: a typo would otherwise read as an
+   * empty cache, or a clear that removed nothing, and exit 0. (The directory the runtime
+   * would use may well not exist yet; that one is an empty cache.) */
+  if (dir_opt) {
+    struct stat ds;
+    const char *bad = stat(dir_opt, &ds) != 0 ? strerror(errno) : !S_ISDIR(ds.st_mode) ? "not a directory" : NULL;
+    if (bad) {
+      fprintf(stderr, "clcrt cache %s: --dir %s: %s; name an existing cache directory\n", sub, dir_opt, bad);
+      return TOOL_BADINPUT;
+    }
+  }
   clcrt_status st = clcrt__dc_resolve_dir(dir_opt, &dir, &why);
   if (st != CLCRT_OK || !dir) {
     fprintf(stderr, "clcrt cache: no cache directory: %s\n", why ? why : clcrt_status_str(st));
