@@ -8,6 +8,7 @@
 #   make bench        the side-by-side scheduler benchmark (needs a GPU)
 #   make bench-gemm   clcrt's GEMM tile functions against cuBLAS (needs a GPU)
 #   make install PREFIX=/usr/local
+#   make figures      docs/figures.md: the figures the README cites, measured here (scripts/figures.py)
 # Sources are picked up by pattern: runtime/*/*.c is the library, tools/*.c the tool,
 # tests/test_*.c CPU suites, tests/gpu_*.c GPU suites, bench/*.c benchmarks, one binary each.
 # cuBLAS (the reference) is linked by GPU suites and benchmarks only, never by libclcrt.
@@ -57,7 +58,7 @@ USER_CU := $(sort $(wildcard examples/*/*.cu))
 USER_SRC_OBJ := $(BUILD)/gen/user_src.o
 EXAMPLES := $(patsubst examples/%.c,$(BUILD)/examples/%,$(sort $(wildcard examples/*.c examples/*/*.c)))
 
-.PHONY: all deps lib tool test test-cpu test-asan test-install test-gpu sanitize-gpu demo bench bench-gemm benches examples install clean fuzz-smoke
+.PHONY: all deps lib tool test test-cpu test-asan test-install test-gpu sanitize-gpu demo bench bench-gemm benches examples install clean fuzz-smoke figures
 
 all: deps lib tool
 
@@ -173,6 +174,10 @@ bench-gemm: all $(BUILD)/bench/bench_gemm
 	$(BUILD)/bench/bench_gemm --json $(BUILD)/bench-gemm.json
 	@python3 scripts/bench_chart.py $(BUILD)/bench-gemm.json $(BUILD)/bench-gemm.png 2>/dev/null && echo "chart: $(BUILD)/bench-gemm.png" || \
 	  echo "no chart: scripts/bench_chart.py needs python3 with matplotlib"
+
+# docs/figures.md: the README example's kernel figures and first-compile times on this machine.
+figures: all $(BUILD)/examples/cache_timing
+	CUDA_HOME="$(CUDA_HOME)" python3 scripts/figures.py --build $(BUILD)
 
 fuzz-smoke: all
 	@if [ -x scripts/fuzz.sh ]; then CUDA_HOME="$(CUDA_HOME)" scripts/fuzz.sh smoke; fi
