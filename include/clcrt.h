@@ -440,6 +440,28 @@ CLCRT_API int clcrt_stream_sms(const clcrt_stream *s);
 /* SMs its persistent grids are sized for: grid_sms when given, else clcrt_stream_sms (-1 for NULL). */
 CLCRT_API int clcrt_stream_grid_sms(const clcrt_stream *s);
 
+/* A small persistent key-value store in the runtime's cache directory, for results a
+ * program measures once and reuses in later processes (a GEMM's chosen plan). Entries
+ * are scoped by the runtime's device (architecture, device name and SM count; in
+ * compile-only mode the architecture), so another GPU never reads them. Values are at
+ * most CLCRT_STORE_MAX_VALUE bytes (64 KiB). A namespace and a key are 1 to
+ * CLCRT_STORE_MAX_NAME bytes, with no '/' and no control characters. Entries live in
+ * <cache dir>/store, one file each, written atomically (another process, or thread, reads
+ * the old value or the new one whole, never a mix); they are not evicted, and
+ * `clcrt cache ls` lists them, `clcrt cache clear` removes them. */
+#define CLCRT_STORE_MAX_VALUE 65536u
+#define CLCRT_STORE_MAX_NAME 255u
+/* Replaces any value of ns/key. CLCRT_E_INVALID for bad arguments; CLCRT_E_UNSUPPORTED when
+ * the store is off (no disk cache); CLCRT_E_IO when the cache directory cannot be written
+ * (a read-only cache still serves clcrt_store_get). */
+CLCRT_API clcrt_status clcrt_store_put(clcrt_runtime *rt, const char *ns, const char *key,
+                                       const void *value, size_t size);
+/* CLCRT_E_NOT_FOUND when there is no entry (or the store is off: no disk cache); a damaged
+ * entry reads as not found and is removed. *size gets the value's size; with cap too small,
+ * CLCRT_E_INVALID and *size the size needed. */
+CLCRT_API clcrt_status clcrt_store_get(clcrt_runtime *rt, const char *ns, const char *key,
+                                       void *value, size_t cap, size_t *size);
+
 #ifdef __cplusplus
 }
 #endif
