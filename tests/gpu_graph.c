@@ -12,6 +12,7 @@
 #include "clcrt.h"
 #include "common/gpu.h"
 #include "internal.h"
+#include "variants.h"
 #include "sched_state.h"
 #include "common/sched_check.h"
 
@@ -280,8 +281,8 @@ START_TEST(test_variant_builds) {
   unsigned long long n0 = lookups(rt);
   CUgraph g3 = capture(s0, CU_STREAM_CAPTURE_MODE_GLOBAL, k3, ts, &b3);
   ck_assert_uint_eq(lookups(rt), n0 + 1); /* 75 units: no claims, the short variant */
-  ck_assert_ptr_null(k3->var[CLCRT__V_GRAPH]);
-  ck_assert_ptr_nonnull(k3->var[CLCRT__V_ONE]);
+  ck_assert_ptr_null(k3->vars->var[CLCRT__V_GRAPH]);
+  ck_assert_ptr_nonnull(k3->vars->var[CLCRT__V_ONE]);
   n0++;
   CUgraph g1 = capture(s0, CU_STREAM_CAPTURE_MODE_GLOBAL, k1, t, &b1);
   ck_assert_uint_eq(lookups(rt), n0 + 1); /* the graph variant, built inside the capture */

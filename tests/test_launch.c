@@ -1,4 +1,11 @@
-/* clcrt_run's launch logic on a machine without a GPU: a fake driver table stands in for the
+/* The run plan (runtime/launch/plan.c) as a table: for every scheduler, cluster shape (1, 2 and 4
+ * CTAs, 2 x 2), grid kind and state of the stream (plain, traced, statistics, captured,
+ * preemptible, short, long units, each variant built or not), the variant, grid, claim base,
+ * flags and shared memory the plan gives; and, over the whole cross product, what every plan
+ * must satisfy (every unit has a cluster, the launched variant is built, a captured run that
+ * claims has graph code, ...).
+ *
+ * clcrt_run's launch logic on a machine without a GPU: a fake driver table stands in for the
  * driver (an H100-like device of 132 SMs, host memory for device memory) and records every
  * cuLaunchKernelEx. The kernels are real: compiled by NVRTC for sm_90a and read from their
  * cubins; only loading and launching are pretended. Checked, from the launch configuration
@@ -20,8 +27,10 @@
 #include "driver.h"
 #include "env.h"
 #include "internal.h"
+#include "plan.h"
 #include "sched_state.h"
 #include "stream.h"
+#include "variants.h"
 
 /* ---- the fake driver ---- */
 
@@ -333,7 +342,313 @@ static unsigned fastdiv(unsigned n, unsigned mul, unsigned shr) {
   return mul == 0 ? n : (unsigned)(((unsigned long long)n * mul) >> 32) >> shr;
 }
 
-/* ---- tests ---- */
+/* ---- the plan (plan.c), as a table: no driver, no runtime ---- */
+
+/* Synthetic registered kernels: a scheduler, a grid kind and a cluster shape each. */
+enum { PK_STEAL, PK_STEAL_FULL, PK_STEAL_PERSIST, PK_STEAL2, PK_STEAL4, PK_STEAL2X2, PK_STATIC, PK_FIXED, PK_FIXED2,
+       PK_CLC, PK_COUNT };
+static clcrt_kernel g_pk[PK_COUNT];
+static clcrt__occ g_pocc[PK_COUNT][CLCRT__V_COUNT];
+enum { PSMEM = 1000, PRING = 136 }; /* the tile function's shared memory, and the ring after it */
+
+/* Occupancy of each variant of a 1-CTA kernel (a 2- or 4-CTA cluster fits half or a quarter):
+ * the registered kernel 1000 clusters, the short one (fewer registers) more, every other variant
+ * fewer, all different so that the table shows whose occupancy sized the grid. */
+static int occ_1cta(unsigned v) {
+  static const int t[CLCRT__V_COUNT] = {1000, 900, 800, 700, 600, 500, 400, 300, 1200, 1100, 0, 0, 0, 0, 0, 0};
+  return t[v];
+}
+static void plan_kernel(int i, clcrt_sched s, clcrt_grid g, unsigned cx, unsigned cy, unsigned cz) {
+  clcrt_kernel *k = &g_pk[i];
+  memset(k, 0, sizeof *k);
+  k->sched = s, k->grid = g;
+  k->cluster = (clcrt_dim3){cx, cy, cz};
+  k->cluster_size = cx * cy * cz;
+  k->block = (clcrt_dim3){256, 1, 1};
+  k->smem_bytes = PSMEM;
+  k->ring_bytes = s == CLCRT_SCHED_STEAL || s == CLCRT_SCHED_CLC ? PRING : 0;
+  for (unsigned v = 0; v < CLCRT__V_COUNT; v++) {
+    g_pocc[i][v].clusters = occ_1cta(v) / (int)k->cluster_size;
+    clcrt__fastdiv(2u * (unsigned)g_pocc[i][v].clusters, &g_pocc[i][v].guide_mul, &g_pocc[i][v].guide_shr);
+  }
+}
+static void plan_kernels(void) {
+  plan_kernel(PK_STEAL, CLCRT_SCHED_STEAL, CLCRT_GRID_AUTO, 1, 1, 1);
+  plan_kernel(PK_STEAL_FULL, CLCRT_SCHED_STEAL, CLCRT_GRID_FULL, 1, 1, 1);
+  plan_kernel(PK_STEAL_PERSIST, CLCRT_SCHED_STEAL, CLCRT_GRID_PERSISTENT, 1, 1, 1);
+  plan_kernel(PK_STEAL2, CLCRT_SCHED_STEAL, CLCRT_GRID_AUTO, 2, 1, 1);
+  plan_kernel(PK_STEAL4, CLCRT_SCHED_STEAL, CLCRT_GRID_AUTO, 4, 1, 1);
+  plan_kernel(PK_STEAL2X2, CLCRT_SCHED_STEAL, CLCRT_GRID_AUTO, 2, 2, 1);
+  plan_kernel(PK_STATIC, CLCRT_SCHED_STATIC, CLCRT_GRID_PERSISTENT, 1, 1, 1);
+  plan_kernel(PK_FIXED, CLCRT_SCHED_FIXED, CLCRT_GRID_FULL, 1, 1, 1);
+  plan_kernel(PK_FIXED2, CLCRT_SCHED_FIXED, CLCRT_GRID_FULL, 2, 1, 1);
+  plan_kernel(PK_CLC, CLCRT_SCHED_CLC, CLCRT_GRID_FULL, 1, 1, 1);
+}
+
+/* The state of a run: what the stream and the device are doing. */
+enum { T = 1, S = 2, G = 4, P = 8, L = 16, R = 32 }; /* traced, statistics, captured, preemptible, long, recheck */
+#define ALL 0xffffu
+#define NOT(v) (ALL & ~(1u << (v)))
+enum { O = CLCRT__V_OBS, GR = CLCRT__V_GRAPH, Y = CLCRT__V_YIELD, ONE = CLCRT__V_ONE };
+enum { F3 = CLCRT__PF_GRID3, FG = CLCRT__PF_GRAPH };
+
+typedef struct {
+  int line, kernel;
+  unsigned tx, ty, tz, state, ready;
+  /* expected */
+  unsigned variant, gx, gy, gz, clusters, claim_base, ring, flags, missing, count_long, obs_lost;
+} plan_row;
+
+#define ROW(...) {__LINE__, __VA_ARGS__}
+/* kernel, tiles, state, ready -> variant, grid (CTAs), clusters, claim base, ring, flags, missing, counted long, obs lost */
+static const plan_row PLAN_TABLE[] = {
+    /* STEAL on an AUTO grid, 1-CTA clusters: persistent, the rest claimed. */
+    ROW(PK_STEAL, 5000, 1, 1, 0, ALL, 0, 1000, 1, 1, 1000, 1000, 1, 0, 0, 0, 0),
+    ROW(PK_STEAL, 1001, 1, 1, 0, ALL, 0, 1000, 1, 1, 1000, 1000, 1, 0, 0, 0, 0), /* claims: never the short one */
+    ROW(PK_STEAL, 1000, 1, 1, 0, ALL, ONE, 1000, 1, 1, 1000, 1000, 0, F3, 0, 0, 0), /* exactly what fits: short */
+    ROW(PK_STEAL, 500, 1, 1, 0, ALL, ONE, 500, 1, 1, 500, 500, 0, F3, 0, 0, 0),
+    ROW(PK_STEAL, 1, 1, 1, 0, ALL, ONE, 1, 1, 1, 1, 1, 0, F3, 0, 0, 0),
+    ROW(PK_STEAL, 100, 30, 7, 0, ALL, 0, 1000, 1, 1, 1000, 1000, 1, 0, 0, 0, 0),       /* 3-D: 21000 units */
+    ROW(PK_STEAL, 10, 10, 5, 0, ALL, ONE, 10, 10, 5, 500, 500, 0, F3, 0, 0, 0),         /* 3-D short: its own grid */
+    /* traced, statistics: the observed variants (the ring holds a traced run's start times) */
+    ROW(PK_STEAL, 5000, 1, 1, T, ALL, O, 900, 1, 1, 900, 900, 1, 0, 0, 0, 0),
+    ROW(PK_STEAL, 5000, 1, 1, S, ALL, O, 900, 1, 1, 900, 900, 1, 0, 0, 0, 0),
+    ROW(PK_STEAL, 5000, 1, 1, T | S, ALL, O, 900, 1, 1, 900, 900, 1, 0, 0, 0, 0),
+    ROW(PK_STEAL, 500, 1, 1, T, ALL, O | ONE, 500, 1, 1, 500, 500, 1, F3, 0, 0, 0),
+    ROW(PK_STEAL, 500, 1, 1, S, ALL, O | ONE, 500, 1, 1, 500, 500, 0, F3, 0, 0, 0),
+    ROW(PK_STEAL, 950, 1, 1, T, ALL, O, 900, 1, 1, 900, 900, 1, 0, 0, 0, 0), /* claims with the observed variant */
+    /* captured: claiming runs claim from the graph table; short ones are only told */
+    ROW(PK_STEAL, 5000, 1, 1, G, ALL, GR, 800, 1, 1, 800, 800, 1, FG, 0, 0, 0),
+    ROW(PK_STEAL, 500, 1, 1, G, ALL, ONE, 500, 1, 1, 500, 500, 0, F3 | FG, 0, 0, 0),
+    ROW(PK_STEAL, 5000, 1, 1, G | T, ALL, O | GR, 700, 1, 1, 700, 700, 1, FG, 0, 0, 0),
+    ROW(PK_STEAL, 750, 1, 1, G, ALL, ONE, 750, 1, 1, 750, 750, 0, F3 | FG, 0, 0, 0),
+    /* preemptible: a full grid that yields, the resident clusters on their own units, 2 waves of reserve */
+    ROW(PK_STEAL, 5000, 1, 1, P, ALL, Y, 1800, 1, 1, 1800, 600, 1, 0, 0, 0, 0),
+    ROW(PK_STEAL, 1000, 1, 1, P, ALL, Y, 1000, 1, 1, 1000, 600, 1, 0, 0, 0, 0),
+    ROW(PK_STEAL, 500, 1, 1, P, ALL, ONE, 500, 1, 1, 500, 500, 0, F3, 0, 0, 0),
+    ROW(PK_STEAL, 5000, 1, 1, P | G, ALL, Y | GR, 1200, 1, 1, 1200, 400, 1, FG, 0, 0, 0),
+    ROW(PK_STEAL, 5000, 1, 1, P | T, ALL, O | Y, 1500, 1, 1, 1500, 500, 1, 0, 0, 0, 0),
+    ROW(PK_STEAL, 5000, 1, 1, P | G | T, ALL, O | GR | Y, 900, 1, 1, 900, 300, 1, FG, 0, 0, 0),
+    /* long units: one cluster per unit (the short variant), every CLCRT__HW_RECHECK-th run persistent */
+    ROW(PK_STEAL, 5000, 1, 1, L, ALL, ONE, 5000, 1, 1, 5000, 5000, 0, F3, 0, 1, 0),
+    ROW(PK_STEAL, 5000, 1, 1, L | R, ALL, 0, 1000, 1, 1, 1000, 1000, 1, 0, 0, 1, 0),
+    ROW(PK_STEAL, 5000, 1, 1, L | G, ALL, ONE, 5000, 1, 1, 5000, 5000, 0, F3 | FG, 0, 1, 0),
+    ROW(PK_STEAL, 5000, 1, 1, L | R | G, ALL, GR, 800, 1, 1, 800, 800, 1, FG, 0, 1, 0),
+    ROW(PK_STEAL, 5000, 1, 1, L | T, ALL, O | ONE, 5000, 1, 1, 5000, 5000, 1, F3, 0, 1, 0),
+    ROW(PK_STEAL, 5000, 1, 1, L | P, ALL, ONE, 5000, 1, 1, 5000, 5000, 0, F3, 0, 1, 0),
+    ROW(PK_STEAL, 500, 1, 1, L, ALL, ONE, 500, 1, 1, 500, 500, 0, F3, 0, 0, 0), /* short anyway: not counted */
+    ROW(PK_STEAL, 300, 20, 4, L, ALL, ONE, 300, 20, 4, 24000, 24000, 0, F3, 0, 1, 0),
+    ROW(PK_STEAL, 3, 66001, 1, L, ALL, ONE, 198003, 1, 1, 198003, 198003, 0, 0, 0, 1, 0), /* y > 65535: 1-D */
+    /* Variants not built yet: the run asks for one and launches the fallback, one cluster per unit
+     * with no claims, or the variant it needs not. */
+    ROW(PK_STEAL, 5000, 1, 1, G, NOT(GR), 0, 5000, 1, 1, 5000, 5000, 0, FG, GR, 0, 0),
+    ROW(PK_STEAL, 500, 1, 1, 0, NOT(ONE), 0, 500, 1, 1, 500, 500, 0, 0, ONE, 0, 0),
+    ROW(PK_STEAL, 500, 1, 1, G, NOT(ONE), 0, 500, 1, 1, 500, 500, 0, FG, ONE, 0, 0),
+    ROW(PK_STEAL, 5000, 1, 1, P, NOT(Y), 0, 5000, 1, 1, 5000, 5000, 0, 0, Y, 0, 0),
+    ROW(PK_STEAL, 500, 1, 1, P, NOT(Y), ONE, 500, 1, 1, 500, 500, 0, F3, Y, 0, 0),
+    ROW(PK_STEAL, 5000, 1, 1, P | G, NOT(Y | GR), 0, 5000, 1, 1, 5000, 5000, 0, FG, Y | GR, 0, 0),
+    ROW(PK_STEAL, 5000, 1, 1, L, NOT(ONE), 0, 5000, 1, 1, 5000, 5000, 0, 0, ONE, 1, 0),
+    ROW(PK_STEAL, 5000, 1, 1, T | G, NOT(O | GR), O, 5000, 1, 1, 5000, 5000, 1, FG, O | GR, 0, 0),
+    ROW(PK_STEAL, 5000, 1, 1, T | P, NOT(O | Y) & NOT(O | ONE), O, 5000, 1, 1, 5000, 5000, 1, 0, O | Y, 0, 0),
+    ROW(PK_STEAL, 500, 1, 1, T, NOT(O | ONE), O, 500, 1, 1, 500, 500, 1, 0, O | ONE, 0, 0),
+    /* ... and the observed variant missing (it is built when tracing is enabled: this does not
+     * happen unless that build failed): run without, records lost and said so */
+    ROW(PK_STEAL, 5000, 1, 1, T, NOT(O), 0, 1000, 1, 1, 1000, 1000, 1, 0, O, 0, 1),
+    ROW(PK_STEAL, 500, 1, 1, S, NOT(O), ONE, 500, 1, 1, 500, 500, 0, F3, O, 0, 1),
+    /* STEAL on an explicitly full grid: every unit claimed, never the short variant */
+    ROW(PK_STEAL_FULL, 5000, 1, 1, 0, ALL, 0, 5000, 1, 1, 5000, 0, 1, 0, 0, 0, 0),
+    ROW(PK_STEAL_FULL, 500, 1, 1, 0, ALL, 0, 500, 1, 1, 500, 0, 1, 0, 0, 0, 0),
+    ROW(PK_STEAL_FULL, 5000, 1, 1, P, ALL, Y, 5000, 1, 1, 5000, 0, 1, 0, 0, 0, 0),
+    ROW(PK_STEAL_FULL, 5000, 1, 1, G, ALL, GR, 5000, 1, 1, 5000, 0, 1, FG, 0, 0, 0),
+    ROW(PK_STEAL_FULL, 500, 1, 1, P, NOT(Y), 0, 500, 1, 1, 500, 500, 0, 0, Y, 0, 0),
+    /* STEAL on an explicitly persistent grid: never yields */
+    ROW(PK_STEAL_PERSIST, 5000, 1, 1, 0, ALL, 0, 1000, 1, 1, 1000, 1000, 1, 0, 0, 0, 0),
+    ROW(PK_STEAL_PERSIST, 5000, 1, 1, P, ALL, 0, 1000, 1, 1, 1000, 1000, 1, 0, 0, 0, 0),
+    ROW(PK_STEAL_PERSIST, 500, 1, 1, P, ALL, ONE, 500, 1, 1, 500, 500, 0, F3, 0, 0, 0),
+    /* 2-CTA clusters: units are 2 x 1 blocks of tiles, the grid counts CTAs */
+    ROW(PK_STEAL2, 20001, 1, 1, 0, ALL, 0, 1000, 1, 1, 500, 500, 1, 0, 0, 0, 0),
+    ROW(PK_STEAL2, 7, 3, 1, 0, ALL, ONE, 8, 3, 1, 12, 12, 0, F3, 0, 0, 0),
+    ROW(PK_STEAL2, 20001, 1, 1, G, ALL, GR, 800, 1, 1, 400, 400, 1, FG, 0, 0, 0),
+    ROW(PK_STEAL2, 20001, 1, 1, P, ALL, Y, 1800, 1, 1, 900, 300, 1, 0, 0, 0, 0),
+    ROW(PK_STEAL2, 20001, 1, 1, T, ALL, O, 900, 1, 1, 450, 450, 1, 0, 0, 0, 0),
+    ROW(PK_STEAL2, 20001, 1, 1, L, ALL, ONE, 20002, 1, 1, 10001, 10001, 0, F3, 0, 1, 0),
+    ROW(PK_STEAL2, 20001, 1, 1, G, NOT(GR), 0, 20002, 1, 1, 10001, 10001, 0, FG, GR, 0, 0),
+    /* 4-CTA clusters */
+    ROW(PK_STEAL4, 10000, 1, 1, 0, ALL, 0, 1000, 1, 1, 250, 250, 1, 0, 0, 0, 0),
+    ROW(PK_STEAL4, 10, 1, 1, 0, ALL, ONE, 12, 1, 1, 3, 3, 0, F3, 0, 0, 0), /* padded */
+    ROW(PK_STEAL4, 10000, 1, 1, P | G, ALL, Y | GR, 1200, 1, 1, 300, 100, 1, FG, 0, 0, 0),
+    ROW(PK_STEAL4, 10000, 1, 1, P, NOT(Y), 0, 10000, 1, 1, 2500, 2500, 0, 0, Y, 0, 0),
+    /* 2 x 2 clusters over a 2-D tile grid */
+    ROW(PK_STEAL2X2, 100, 100, 1, 0, ALL, 0, 500, 2, 1, 250, 250, 1, 0, 0, 0, 0),
+    ROW(PK_STEAL2X2, 10, 10, 1, 0, ALL, ONE, 10, 10, 1, 25, 25, 0, F3, 0, 0, 0),
+    ROW(PK_STEAL2X2, 1000, 200, 1, L, ALL, ONE, 1000, 200, 1, 50000, 50000, 0, F3, 0, 1, 0),
+    ROW(PK_STEAL2X2, 101, 101, 1, G, NOT(GR), 0, 5202, 2, 1, 2601, 2601, 0, FG, GR, 0, 0),
+    /* STATIC: a persistent grid; capture and preemption change nothing */
+    ROW(PK_STATIC, 50000, 1, 1, 0, ALL, 0, 1000, 1, 1, 1000, 0, 0, 0, 0, 0, 0),
+    ROW(PK_STATIC, 77, 1, 1, G | P, ALL, 0, 77, 1, 1, 77, 0, 0, 0, 0, 0, 0),
+    ROW(PK_STATIC, 50000, 1, 1, T, ALL, O, 900, 1, 1, 900, 0, 0, 0, 0, 0, 0),
+    ROW(PK_STATIC, 50000, 1, 1, S, NOT(O), 0, 1000, 1, 1, 1000, 0, 0, 0, O, 0, 1),
+    /* FIXED: a 3-D grid of units where y and z fit, else 1-D */
+    ROW(PK_FIXED, 100, 20, 3, 0, ALL, 0, 100, 20, 3, 6000, 0, 0, F3, 0, 0, 0),
+    ROW(PK_FIXED, 3, 66001, 1, 0, ALL, 0, 198003, 1, 1, 198003, 0, 0, 0, 0, 0, 0),
+    ROW(PK_FIXED, 100, 20, 3, T | G | P, ALL, O, 100, 20, 3, 6000, 0, 0, F3, 0, 0, 0),
+    ROW(PK_FIXED2, 9, 4, 1, 0, ALL, 0, 10, 4, 1, 20, 0, 0, F3, 0, 0, 0),
+    /* CLC: every cluster, the ring always */
+    ROW(PK_CLC, 5000, 1, 1, 0, ALL, 0, 5000, 1, 1, 5000, 0, 1, 0, 0, 0, 0),
+    ROW(PK_CLC, 5000, 1, 1, T | G, ALL, O, 5000, 1, 1, 5000, 0, 1, 0, 0, 0, 0),
+};
+
+static void plan_input(clcrt__plan_in *in, int kernel, unsigned tx, unsigned ty, unsigned tz, unsigned state,
+                       unsigned ready) {
+  memset(in, 0x5a, sizeof *in); /* every field must be set below */
+  in->k = &g_pk[kernel];
+  in->occ = g_pocc[kernel];
+  in->ready = ready | 1u;
+  in->tiles = (clcrt_dim3){tx, ty, tz};
+  in->traced = !!(state & T), in->stats = !!(state & S), in->graph = !!(state & G);
+  in->preemptible = !!(state & P), in->long_measured = !!(state & L), in->long_recheck = !!(state & R);
+  in->preempt_waves = 2;
+}
+
+/* What holds for every plan, whatever its input (checked on the table and on the sweep below). */
+static void plan_invariants(const clcrt__plan_in *in, const clcrt__plan_out *o, const char *what) {
+  const clcrt_kernel *k = in->k;
+  const clcrt__params *p = &o->p;
+  const int steal = k->sched == CLCRT_SCHED_STEAL;
+  const unsigned n = p->num_units, v = o->variant;
+  const int claims = steal && p->claim_base < n;
+  ck_assert_msg((in->ready >> v) & 1u, "%s: variant %u launched but not built", what, v);
+  ck_assert_msg(!o->missing || !((in->ready >> o->missing) & 1u), "%s: asks for %u, which is built", what, o->missing);
+  ck_assert_msg(v == clcrt__variant_bits(k->sched, v), "%s: variant %u has bits its scheduler has no code for", what, v);
+  /* Observed when asked, or said to be lost. */
+  ck_assert_msg(!!(v & CLCRT__V_OBS) == ((in->traced || in->stats) && !o->obs_lost), "%s: observed %u", what, v);
+  ck_assert_msg(o->obs_lost == ((in->traced || in->stats) && !((in->ready >> CLCRT__V_OBS) & 1u)), "%s: obs lost",
+                what);
+  /* Every unit has a cluster that runs it: a cluster of its own below claim_base, or a claim. */
+  if (steal) {
+    ck_assert_msg(p->claim_base <= p->num_clusters, "%s: claim base %u > clusters %u", what, p->claim_base,
+                  p->num_clusters);
+    ck_assert_msg(claims || p->num_clusters >= n, "%s: %u clusters for %u units, no claims", what, p->num_clusters, n);
+    ck_assert_msg(!claims || !(v & CLCRT__V_ONE), "%s: the short variant claims", what);
+    ck_assert_msg(!claims || !in->graph || (v & CLCRT__V_GRAPH), "%s: a captured run claims without graph code", what);
+    ck_assert_msg(!(v & CLCRT__V_GRAPH) || in->graph, "%s: graph code outside a capture", what);
+    ck_assert_msg(!(v & CLCRT__V_YIELD) || in->preemptible, "%s: yields with nothing to yield to", what);
+    ck_assert_msg(!!(p->flags & CLCRT__PF_GRAPH) == !!in->graph, "%s: graph flag", what);
+    ck_assert_msg(p->active >= 1 && p->active <= p->num_clusters, "%s: active %u", what, p->active);
+    for (unsigned x = 0; x < (1u << 31); x = x * 5 + 3)
+      ck_assert_msg(fastdiv(x, p->guide_mul, p->guide_shr) == x / (2 * p->active), "%s: guided bound", what);
+  } else {
+    ck_assert_uint_eq(p->claim_base, 0);
+    ck_assert_uint_eq(p->flags & CLCRT__PF_GRAPH, 0);
+    ck_assert_uint_eq(o->missing & ~CLCRT__V_OBS, 0);
+    if (k->sched != CLCRT_SCHED_STATIC) ck_assert_uint_eq(p->num_clusters, n);
+  }
+  /* The grid: one cluster per unit in 3-D, or num_clusters along x. */
+  if (p->flags & CLCRT__PF_GRID3) {
+    ck_assert(k->sched == CLCRT_SCHED_FIXED || (v & CLCRT__V_ONE));
+    ck_assert_uint_eq(o->grid[0], p->units[0] * k->cluster.x);
+    ck_assert_uint_eq(o->grid[1], p->units[1] * k->cluster.y);
+    ck_assert_uint_eq(o->grid[2], p->units[2] * k->cluster.z);
+    ck_assert_uint_eq(p->num_clusters, n);
+  } else {
+    ck_assert_uint_eq(o->grid[0], p->num_clusters * k->cluster.x);
+    ck_assert_uint_eq(o->grid[1], k->cluster.y);
+    ck_assert_uint_eq(o->grid[2], k->cluster.z);
+  }
+  /* The ring where the kernel reads it: CLC always, STEAL when it claims or records start times. */
+  const int ring = k->ring_bytes && (k->sched == CLCRT_SCHED_CLC || claims || (in->traced && (v & CLCRT__V_OBS)));
+  ck_assert_msg(o->smem == k->smem_bytes + (ring ? k->ring_bytes : 0), "%s: smem %u", what, o->smem);
+  /* The units and their decomposition on the device. */
+  ck_assert_uint_eq(p->tiles[0], in->tiles.x);
+  ck_assert_uint_eq(p->units[0], (in->tiles.x - 1) / k->cluster.x + 1);
+  ck_assert_uint_eq(p->units[1], (in->tiles.y - 1) / k->cluster.y + 1);
+  ck_assert_uint_eq(p->units[2], (in->tiles.z - 1) / k->cluster.z + 1);
+  ck_assert_uint_eq(n, p->units[0] * p->units[1] * p->units[2]);
+  for (unsigned u = 0; u < n; u += n / 97 + 1) {
+    unsigned t = fastdiv(u, p->div1_mul, p->div1_shr);
+    ck_assert_msg(t == u / p->units[0], "%s: u / units[0] for %u", what, u);
+    ck_assert_uint_eq(fastdiv(t, p->div2_mul, p->div2_shr), t / p->units[1]);
+  }
+  /* What belongs to the stream is left to clcrt_run. */
+  ck_assert(p->seq == 0 && p->state == 0 && p->stats == 0 && p->trace == 0 && p->yield == 0 && p->run == 0 &&
+            p->chunk_cycles == 0 && p->prio == 0 && p->unit_cycles == 0 && p->yield_words == 0);
+}
+
+/* Every row of the table: the variant, the grid, the claim base and the rest, exactly. */
+START_TEST(plan_table) {
+  plan_kernels();
+  for (size_t i = 0; i < sizeof PLAN_TABLE / sizeof PLAN_TABLE[0]; i++) {
+    const plan_row *r = &PLAN_TABLE[i];
+    char what[64];
+    snprintf(what, sizeof what, "test_launch.c:%d", r->line);
+    clcrt__plan_in in;
+    plan_input(&in, r->kernel, r->tx, r->ty, r->tz, r->state, r->ready);
+    const clcrt__plan_in copy = in;
+    clcrt__plan_out o;
+    memset(&o, 0xa5, sizeof o);
+    ck_assert_msg(clcrt__plan(&in, &o) == CLCRT__PLAN_OK, "%s", what);
+    ck_assert_msg(memcmp(&in, &copy, sizeof in) == 0, "%s: the input changed", what);
+    ck_assert_msg(o.variant == r->variant, "%s: variant %u, want %u", what, o.variant, r->variant);
+    ck_assert_msg(o.grid[0] == r->gx && o.grid[1] == r->gy && o.grid[2] == r->gz, "%s: grid (%u,%u,%u), want (%u,%u,%u)",
+                  what, o.grid[0], o.grid[1], o.grid[2], r->gx, r->gy, r->gz);
+    ck_assert_msg(o.p.num_clusters == r->clusters, "%s: %u clusters, want %u", what, o.p.num_clusters, r->clusters);
+    ck_assert_msg(o.p.claim_base == r->claim_base, "%s: claim base %u, want %u", what, o.p.claim_base, r->claim_base);
+    ck_assert_msg(o.smem == PSMEM + (r->ring ? PRING : 0), "%s: smem %u", what, o.smem);
+    ck_assert_msg(o.p.flags == r->flags, "%s: flags %u, want %u", what, o.p.flags, r->flags);
+    ck_assert_msg(o.missing == r->missing, "%s: missing %u, want %u", what, o.missing, r->missing);
+    ck_assert_msg(o.count_long == r->count_long, "%s: counted long %u", what, o.count_long);
+    ck_assert_msg(o.obs_lost == r->obs_lost, "%s: observation lost %u", what, o.obs_lost);
+    plan_invariants(&in, &o, what);
+  }
+}
+END_TEST
+
+/* Every scheduler x cluster shape x grid kind x state x which variants are built: the
+ * invariants, and the same answer twice (no hidden state). */
+START_TEST(plan_everywhere) {
+  plan_kernels();
+  static const unsigned tiles[][3] = {{1, 1, 1}, {500, 1, 1}, {1000, 1, 1}, {5000, 1, 1}, {20001, 1, 1},
+                                      {37, 29, 1}, {100, 30, 7}, {3, 66001, 1}};
+  static const unsigned readies[] = {ALL, 1u, NOT(O), NOT(ONE), NOT(GR), NOT(Y), NOT(O | ONE), NOT(Y) & NOT(ONE),
+                                     NOT(Y | GR) & NOT(GR), NOT(O | Y) & NOT(O | GR)};
+  unsigned long plans = 0;
+  for (int kk = 0; kk < PK_COUNT; kk++)
+    for (size_t t = 0; t < sizeof tiles / sizeof tiles[0]; t++)
+      for (unsigned state = 0; state < 64; state++)
+        for (size_t r = 0; r < sizeof readies / sizeof readies[0]; r++) {
+          if ((state & R) && !(state & L)) continue;
+          if (g_pk[kk].sched != CLCRT_SCHED_STEAL && (state & (G | P | L))) continue; /* clcrt_run never sets them */
+          if ((state & L) && !(g_pk[kk].sched == CLCRT_SCHED_STEAL && g_pk[kk].grid == CLCRT_GRID_AUTO)) continue;
+          char what[96];
+          snprintf(what, sizeof what, "kernel %d, tiles (%u,%u,%u), state 0x%x, ready 0x%x", kk, tiles[t][0],
+                   tiles[t][1], tiles[t][2], state, readies[r]);
+          clcrt__plan_in in;
+          plan_input(&in, kk, tiles[t][0], tiles[t][1], tiles[t][2], state, readies[r]);
+          clcrt__plan_out a, b;
+          memset(&a, 0, sizeof a), memset(&b, 0xff, sizeof b);
+          ck_assert_msg(clcrt__plan(&in, &a) == CLCRT__PLAN_OK, "%s", what);
+          plan_invariants(&in, &a, what);
+          ck_assert_msg(clcrt__plan(&in, &b) == CLCRT__PLAN_OK, "%s", what);
+          ck_assert_msg(memcmp(&a.p, &b.p, sizeof a.p) == 0 && a.variant == b.variant && a.missing == b.missing &&
+                            memcmp(a.grid, b.grid, sizeof a.grid) == 0 && a.smem == b.smem,
+                        "%s: another answer the second time", what);
+          plans++;
+        }
+  ck_assert_uint_gt(plans, 10000);
+  /* Too many units: refused, with the units for the message. */
+  clcrt__plan_in in;
+  clcrt__plan_out o;
+  plan_input(&in, PK_STEAL2, 0x7fffffffu, 1, 1, 0, ALL);
+  ck_assert_int_eq(clcrt__plan(&in, &o), CLCRT__PLAN_TOO_MANY_UNITS); /* 2^30 units, 2^31 CTAs */
+  ck_assert_uint_eq(o.p.units[0], 0x40000000u);
+  plan_input(&in, PK_STEAL, 65536, 65536, 1, 0, ALL);
+  ck_assert_int_eq(clcrt__plan(&in, &o), CLCRT__PLAN_TOO_MANY_UNITS);
+  plan_input(&in, PK_FIXED, 65536, 32767, 1, 0, ALL);
+  ck_assert_int_eq(clcrt__plan(&in, &o), CLCRT__PLAN_OK);
+}
+END_TEST
+
+/* ---- clcrt_run on the fake driver ---- */
 
 /* More units than fit: a persistent grid of the resident clusters, each starting on its own
  * unit, the rest claimed; the registered kernel with its response ring. */
@@ -609,7 +924,7 @@ START_TEST(steal_long_units_go_one_cluster_per_unit) {
   ck_assert_uint_eq(g_p.num_clusters, 10001);
   set_unit_cycles(g_steal2, 0, 0);
   /* Captured: the short variant on a full grid needs no graph state. */
-  g_steal->hw_runs = 0;
+  g_steal->vars->hw_runs = 0;
   g_capture = CU_STREAM_CAPTURE_STATUS_ACTIVE;
   ck_assert(launched_long(g_steal, 20000));
   ck_assert_uint_eq(g_p.flags & CLCRT__PF_GRAPH, CLCRT__PF_GRAPH);
@@ -633,7 +948,7 @@ END_TEST
 /* The host cost of clcrt_run's own code, with a driver whose calls cost next to nothing:
  * printed for the README's host-overhead figures; nothing is asserted on time. */
 static double ns_per_call(const clcrt_kernel *k, unsigned units, int bare) {
-  const int n = 200000;
+  const int n = 1000000;
   struct timespec t0, t1;
   clock_gettime(CLOCK_MONOTONIC, &t0);
   for (int i = 0; i < n; i++) {
@@ -654,13 +969,13 @@ static double ns_per_call(const clcrt_kernel *k, unsigned units, int bare) {
 
 START_TEST(host_cost_printed) {
   double best[5] = {1e9, 1e9, 1e9, 1e9, 1e9};
-  for (int rep = 0; rep < 5; rep++) {
+  for (int rep = 0; rep < 3; rep++) {
     double v[5] = {ns_per_call(g_steal, 1, 1), ns_per_call(g_steal, 1, 0), ns_per_call(g_steal, 20000, 0),
                    ns_per_call(g_fixed, 1, 0), ns_per_call(g_static, 20000, 0)};
     for (int i = 0; i < 5; i++)
       if (v[i] < best[i]) best[i] = v[i];
   }
-  printf("test_launch: host cost per call with a fake driver (best of 5 x 200000): fake launch alone %.1f ns; "
+  printf("test_launch: host cost per call with a fake driver (best of 3 x 10^6): fake launch alone %.1f ns; "
          "clcrt_run STEAL 1 tile (short) %.1f ns, STEAL 20000 tiles %.1f ns, FIXED 1 tile %.1f ns, STATIC 20000 "
          "tiles %.1f ns\n",
          best[0], best[1], best[2], best[3], best[4]);
@@ -687,6 +1002,8 @@ int main(void) {
   tcase_add_test(tc, run_restores_the_context);
   tcase_add_test(tc, steal_long_units_go_one_cluster_per_unit);
   tcase_add_test(tc, host_cost_printed);
+  tcase_add_test(tc, plan_table);
+  tcase_add_test(tc, plan_everywhere);
   suite_add_tcase(s, tc);
   SRunner *sr = srunner_create(s);
   srunner_run_all(sr, CK_NORMAL);

@@ -197,7 +197,7 @@ static void bench_backtoback(void) {
     if (clcrt_stream_stats_read(st, &ss) != CLCRT_OK || clcrt_stream_stats_enable(st, 0) != CLCRT_OK) exit(1);
     printf("  %-9s %-8s    %-16s host %.2f us per clcrt_run, GPU %.2f us per run in the batch, %.2f us alone; "
            "%llu clusters (at most %d resident), at most %llu units per cluster\n",
-           "", "", "", host, t * 1e3 / RUNS, one * 1e3, ss.clusters, lc.k->max_clusters, ss.max_units_per_cluster);
+           "", "", "", host, t * 1e3 / RUNS, one * 1e3, ss.clusters, lc.k->occ.clusters, ss.max_units_per_cluster);
   }
   printf("  the same %d runs as one graph, replayed (GPU time alone; %.2f and %.2f us per run for the references):\n",
          RUNS, g0 * 1e3 / RUNS, g1 * 1e3 / RUNS);

@@ -9,6 +9,7 @@
 #include "checks.h"
 #include "internal.h"
 #include "sched_state.h"
+#include "variants.h"
 
 static clcrt_kernel *find_key(clcrt_runtime *rt, const uint8_t *key) {
   for (clcrt_kernel *k = rt->kernels; k; k = k->next)
@@ -134,7 +135,8 @@ static clcrt_status register_variant(clcrt_runtime *rt, const clcrt_tile_desc *d
       return CLCRT_OK;
     }
   }
-  clcrt_kernel *k = clcrt__calloc(1, sizeof *k);
+  /* The registered kernel carries its variants' table in the same allocation. */
+  clcrt_kernel *k = clcrt__calloc(1, sizeof *k + (base ? 0 : sizeof(clcrt__variants)));
   if (!k) {
     pthread_mutex_unlock(&rt->lock);
     clcrt__build_free(&b);
@@ -143,6 +145,7 @@ static clcrt_status register_variant(clcrt_runtime *rt, const clcrt_tile_desc *d
   k->rt = rt;
   k->variant = variant;
   k->base = base ? base : k;
+  k->vars = base ? base->vars : (clcrt__variants *)(k + 1);
   k->state = CLCRT__K_BUILDING;
   k->cacheable = cacheable;
   memcpy(k->key, key, sizeof key);
@@ -182,6 +185,11 @@ static clcrt_status register_variant(clcrt_runtime *rt, const clcrt_tile_desc *d
       k->grid == CLCRT_GRID_AUTO && !k->desc->prologue_fn && !k->desc->state_type)
     no_hint = clcrt__hint_slot(rt, &k->unit_cycles, &k->unit_cycles_dev);
   if (st == CLCRT_OK) {
+    if (!variant) { /* before any other thread can find it */
+      k->vars->var[0] = k;
+      k->vars->occ[0] = k->occ;
+      __atomic_store_n(&k->vars->ready, 1u, __ATOMIC_RELEASE);
+    }
     k->state = CLCRT__K_READY;
     if (cacheable && have_dk) {
       memcpy(k->desc_key, dk, sizeof dk);
@@ -231,8 +239,7 @@ clcrt_status clcrt_kernel_variant(const clcrt_kernel *k, unsigned uses, const cl
   *out = NULL;
   if (uses & ~CLCRT__V_ALL) return bad_uses(k, "clcrt_kernel_variant", uses);
   clcrt_kernel *o = NULL;
-  /* only the variant's slot of the registered kernel is written */
-  clcrt_status st = clcrt__kernel_variant((clcrt_kernel *)k, uses, &o);
+  clcrt_status st = clcrt__kernel_variant(k, uses, &o);
   if (st == CLCRT_OK) *out = o;
   return st;
 }
@@ -254,7 +261,7 @@ clcrt_status clcrt_kernel_prepare(const clcrt_kernel *k, unsigned uses) {
   for (unsigned v = 1; v <= CLCRT__V_ALL; v++) {
     if ((v & uses) != v) continue;
     clcrt_kernel *o = NULL;
-    clcrt_status st = clcrt__kernel_variant((clcrt_kernel *)k, v, &o);
+    clcrt_status st = clcrt__kernel_variant(k, v, &o);
     if (st != CLCRT_OK) return st;
   }
   return CLCRT_OK;
@@ -278,19 +285,17 @@ unsigned clcrt__variant_bits(clcrt_sched sched, unsigned bits) {
 
 /* Compiled (or found in the memory or disk cache) like any registration: concurrent first
  * uses wait for one compile and get the same kernel. Bits that name no code of the kernel's
- * scheduler never build a copy of the same kernel (clcrt__variant_bits). */
-clcrt_status clcrt__kernel_variant(clcrt_kernel *k, unsigned bits, clcrt_kernel **out) {
+ * scheduler never build a copy of the same kernel (clcrt__variant_bits). Published in the
+ * registered kernel's table (variants.h) with its occupancy: runs launch it from then on. */
+clcrt_status clcrt__kernel_variant(const clcrt_kernel *k, unsigned bits, clcrt_kernel **out) {
   clcrt_kernel *base = k->base; /* set for every kernel (register_variant) */
+  clcrt__variants *vs = k->vars;
   unsigned v = clcrt__variant_bits(k->sched, k->variant | bits);
-  if (v == k->variant) {
-    *out = k;
-    return CLCRT_OK;
-  }
   if (v == 0) {
     *out = base;
     return CLCRT_OK;
   }
-  clcrt_kernel *o = __atomic_load_n(&base->var[v], __ATOMIC_ACQUIRE);
+  clcrt_kernel *o = __atomic_load_n(&vs->var[v], __ATOMIC_ACQUIRE);
   if (!o) {
     clcrt_status st = register_variant(k->rt, base->desc, v, base, &o);
     if (st != CLCRT_OK) {
@@ -300,7 +305,9 @@ clcrt_status clcrt__kernel_variant(clcrt_kernel *k, unsigned bits, clcrt_kernel 
       variant_uses(v, uses, sizeof uses);
       return clcrt__fail(k->rt, st, "kernel %s: its variant for %s could not be built: %s", k->name, uses, why);
     }
-    __atomic_store_n(&base->var[v], o, __ATOMIC_RELEASE);
+    vs->occ[v] = o->occ; /* before the pointer and the bit: a run that sees either reads it */
+    __atomic_store_n(&vs->var[v], o, __ATOMIC_RELEASE);
+    __atomic_or_fetch(&vs->ready, 1u << v, __ATOMIC_RELEASE);
   }
   *out = o;
   return CLCRT_OK;

@@ -219,6 +219,7 @@ clcrt_status clcrt_runtime_create(clcrt_runtime **out, const clcrt_runtime_opts 
   if (!rt->opts.cuda_home) rt->opts.cuda_home = "/usr/local/cuda";
   rt->chunk_cycles = clcrt__env_get()->chunk_cycles;
   rt->long_cycles = clcrt__env_get()->long_cycles;
+  rt->preempt_waves = clcrt__env_get()->preempt_waves;
 
   nvrtcVersion(&rt->nvrtc_major, &rt->nvrtc_minor);
   clcrt_status st;
