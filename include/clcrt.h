@@ -157,9 +157,15 @@ CLCRT_API clcrt_status clcrt_register(clcrt_runtime *rt, const clcrt_tile_desc *
 CLCRT_API clcrt_status clcrt_kernel_cubin(const clcrt_kernel *k, const void **data, size_t *size);
 CLCRT_API clcrt_status clcrt_kernel_ptx(const clcrt_kernel *k, const char **ptx);
 /* Variants. A kernel is compiled with its tile loop and nothing it may never use: a run that
- * uses one of the following launches a variant of the kernel compiled with it, which the
- * first such run compiles and loads (a compile like the registration's, found in the memory
- * and disk caches like any other; it works inside a graph capture too):
+ * uses one of the following launches a variant of the kernel compiled with it (a compile like
+ * the registration's, found in the memory and disk caches like any other). No run compiles or
+ * waits for a compile: variants are built before runs need them, the observed ones (TRACE) when
+ * a stream starts tracing or keeping statistics (and at registration while one does), the
+ * yielding ones (PREEMPT) in the background once streams of two priorities live; the others in
+ * the background after the first run that wanted one. Until its variant is built a run
+ * launches a correct fallback: the kernel as registered (or observed) with one cluster per
+ * work unit and no claims, which needs no graph state and yields by itself. The runtime's
+ * thread that builds them may call the log callback.
  *   CLCRT_USE_TRACE    a traced run, or one with statistics on (trace and statistics code)
  *   CLCRT_USE_GRAPH    a STEAL run captured into a graph (claims from per-launch graph state)
  *   CLCRT_USE_PREEMPT  a STEAL run that can be preempted (yielding code): on a full or AUTO
@@ -172,7 +178,7 @@ CLCRT_API clcrt_status clcrt_kernel_ptx(const clcrt_kernel *k, const char **ptx)
  *                      the code a kernel carries); it replaces GRAPH and PREEMPT
  * A run that uses several launches the variant with all of them. clcrt_kernel_prepare builds
  * now the variants for every combination of `uses` (an OR of CLCRT_USE_*): call it before
- * timing or capturing so that no build happens inside clcrt_run. Outside STEAL only
+ * timing or capturing so that runs launch the variants, not the fallback. Outside STEAL only
  * CLCRT_USE_TRACE has a variant (the other bits are accepted and cost nothing).
  * clcrt_kernel_info_get, _cubin and _ptx describe the kernel as registered. */
 #define CLCRT_USE_TRACE 1u
@@ -221,7 +227,8 @@ CLCRT_API clcrt_status clcrt_run(clcrt_stream *s, const clcrt_kernel *k, clcrt_d
 CLCRT_API clcrt_status clcrt_stream_sync(clcrt_stream *s);
 
 /* Statistics of the runs on a stream (off by default; no device work when off). Runs with
- * statistics on launch the kernel's observed variant, as traced runs do (see tracing). */
+ * statistics on launch the kernel's observed variant, as traced runs do (see tracing): enabling
+ * builds the observed variant of every kernel of the runtime first (a compile each, once). */
 typedef struct clcrt_stream_stats {
   size_t size;
   unsigned long long runs;      /* runs since the statistics were enabled or reset */
@@ -280,7 +287,9 @@ typedef struct clcrt_trace_record {
 typedef struct clcrt_trace clcrt_trace; /* opaque: a set of records, owned by the caller */
 
 /* capacity 0 turns tracing off; a new capacity replaces the buffer (and its records).
- * Synchronises the stream when the buffer changes. */
+ * Synchronises the stream when the buffer changes. Enabling builds the observed variant of every
+ * kernel of the runtime first (a compile each, once); should one be missing all the same (its
+ * build failed), runs of that kernel record nothing and their tiles count as dropped. */
 CLCRT_API clcrt_status clcrt_stream_trace_enable(clcrt_stream *s, size_t capacity);
 /* Synchronises the stream, takes every record written since the last read (sorted by
  * start time) and empties the device buffer. Destroy the result with clcrt_trace_destroy. */

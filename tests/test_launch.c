@@ -22,11 +22,13 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "clcrt.h"
 #include "driver.h"
 #include "env.h"
 #include "internal.h"
+#include "builder.h"
 #include "plan.h"
 #include "sched_state.h"
 #include "stream.h"
@@ -147,7 +149,10 @@ static CUresult CUDAAPI f_is_capturing(CUstream s, CUstreamCaptureStatus *st) {
   return CUDA_SUCCESS;
 }
 static CUresult CUDAAPI f_stream_sync(CUstream s) { (void)s; return CUDA_SUCCESS; }
-static CUresult CUDAAPI f_stream_prio(CUstream s, int *p) { (void)s; *p = 0; return CUDA_SUCCESS; }
+static CUresult CUDAAPI f_stream_prio(CUstream s, int *p) {
+  *p = s == (CUstream)0x77 ? -1 : 0; /* one stream of a higher priority (tests: HI_STREAM) */
+  return CUDA_SUCCESS;
+}
 static CUresult CUDAAPI f_capture_info(CUstream s, CUstreamCaptureStatus *st, cuuint64_t *id, CUgraph *g,
                                        const CUgraphNode **deps, const CUgraphEdgeData **edges, size_t *n) {
   (void)s, (void)edges;
@@ -298,10 +303,6 @@ static void setup_once(void) {
     fprintf(stderr, "test_launch: runtime on the fake driver: %s\n", clcrt_errmsg(g_rt));
     exit(1);
   }
-  if (clcrt_stream_create(g_rt, NULL, &g_s) != CLCRT_OK) {
-    fprintf(stderr, "test_launch: stream: %s\n", clcrt_errmsg(g_rt));
-    exit(1);
-  }
   g_steal = reg(CLCRT_SCHED_STEAL, 1);
   g_steal2 = reg(CLCRT_SCHED_STEAL, 2);
   g_fixed = reg(CLCRT_SCHED_FIXED, 1);
@@ -317,7 +318,11 @@ static void setup_once(void) {
   }
 }
 
+/* The stream is made in each test's own process: the first stream starts the runtime's build
+ * thread, which a forked child would not have (and LeakSanitizer would count there). */
 static void setup(void) {
+  g_current = CTX;
+  ck_assert_msg(clcrt_stream_create(g_rt, NULL, &g_s) == CLCRT_OK, "%s", clcrt_errmsg(g_rt));
   g_capture = CU_STREAM_CAPTURE_STATUS_NONE;
   g_launch_result = CUDA_SUCCESS;
   g_launches = 0;
@@ -325,6 +330,11 @@ static void setup(void) {
   g_set_current = 0;
   memset(&g_cfg, 0, sizeof g_cfg);
   memset(&g_p, 0, sizeof g_p);
+}
+
+static void teardown(void) {
+  clcrt_stream_destroy(g_s);
+  g_s = NULL;
 }
 
 static clcrt_status run(const clcrt_kernel *k, unsigned x, unsigned y, unsigned z) {
@@ -850,6 +860,297 @@ START_TEST(run_restores_the_context) {
 }
 END_TEST
 
+/* ---- no run compiles: variants are built before runs need them, or in the background ---- */
+
+static unsigned long long compiles(void) {
+  clcrt_cache_stats cs = CLCRT_CACHE_STATS_INIT;
+  ck_assert_int_eq(clcrt_cache_stats_get(g_rt, &cs), CLCRT_OK);
+  return cs.misses + cs.uncached;
+}
+/* A kernel none of whose variants is built: a block size of its own makes it a kernel of its own. */
+static clcrt_kernel *fresh(clcrt_grid grid, unsigned block) {
+  clcrt_tile_desc d = CLCRT_TILE_DESC_INIT;
+  d.source = SRC, d.tile_fn = "mark", d.args_type = "A";
+  d.block = (clcrt_dim3){block, 1, 1};
+  d.sched = CLCRT_SCHED_STEAL;
+  d.grid = grid;
+  clcrt_kernel *k = NULL;
+  ck_assert_msg(clcrt_register(g_rt, &d, &k) == CLCRT_OK, "%s", clcrt_errmsg(g_rt));
+  ck_assert_uint_eq(k->vars->ready, 1u);
+  return k;
+}
+static int built(const clcrt_kernel *k, unsigned v) {
+  return (int)((__atomic_load_n(&k->vars->ready, __ATOMIC_ACQUIRE) >> v) & 1u);
+}
+static double now_ns(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (double)t.tv_sec * 1e9 + (double)t.tv_nsec;
+}
+/* The host time of one clcrt_run (ns). */
+static double timed_run(const clcrt_kernel *k, unsigned x) {
+  double t0 = now_ns();
+  ck_assert_msg(run(k, x, 1, 1) == CLCRT_OK, "%s", clcrt_errmsg(g_rt));
+  return now_ns() - t0;
+}
+/* The fallback: the registered kernel (or its observed variant) on a full grid, every cluster
+ * one unit of its own, no claims, no ring unless traced. */
+static void expect_fallback(const clcrt_kernel *launched, unsigned units) {
+  ck_assert_ptr_eq(g_fn, launched->fn);
+  ck_assert_uint_eq(g_cfg.gridDimX, units);
+  ck_assert_uint_eq(g_p.num_clusters, units);
+  ck_assert_uint_eq(g_p.claim_base, units);
+  ck_assert_uint_eq(g_p.yield, 0);
+}
+
+/* Captured: the first run that claims launches the fallback at once and leaves the graph
+ * variant to the background; once it is built, runs claim from the graph table. */
+START_TEST(captured_runs_never_build) {
+  clcrt_kernel *k = fresh(CLCRT_GRID_AUTO, 128);
+  const unsigned long long c0 = compiles();
+  g_capture = CU_STREAM_CAPTURE_STATUS_ACTIVE;
+  double first = timed_run(k, 20000);
+  expect_fallback(k, 20000);
+  ck_assert_uint_eq(g_p.flags & CLCRT__PF_GRAPH, CLCRT__PF_GRAPH);
+  ck_assert_uint_eq(g_p.state, g_rt->devstate->table);
+  ck_assert_uint_eq(g_cfg.sharedMemBytes, k->smem_bytes);
+  ck_assert_uint_eq(k->vars->requested, 1u << CLCRT__V_GRAPH);
+  double second = timed_run(k, 20000);
+  expect_fallback(k, 20000);
+  clcrt__builder_wait(g_rt);
+  ck_assert(built(k, CLCRT__V_GRAPH));
+  ck_assert_uint_eq(compiles(), c0 + 1); /* the graph variant, once */
+  double later = timed_run(k, 20000);
+  ck_assert_ptr_eq(g_fn, variant_fn(k, CLCRT_USE_GRAPH));
+  ck_assert_uint_lt(g_p.claim_base, 20000);
+  printf("test_launch: captured run, host time on the fake driver: first %.0f ns, second %.0f ns, once built %.0f ns\n",
+         first, second, later);
+  g_capture = CU_STREAM_CAPTURE_STATUS_NONE;
+}
+END_TEST
+
+/* Short runs and long units without the short variant: the registered kernel claiming nothing
+ * (a short run) or on a full grid (long units); then the short one. */
+START_TEST(short_and_long_runs_never_build) {
+  clcrt_kernel *k = fresh(CLCRT_GRID_AUTO, 96);
+  ck_assert_int_eq(run(k, 100, 1, 1), CLCRT_OK);
+  ck_assert_ptr_eq(g_fn, k->fn);
+  ck_assert_uint_eq(g_p.claim_base, 100);
+  ck_assert_uint_eq(g_cfg.gridDimX, 100);
+  uint32_t *w = (uint32_t *)(uintptr_t)k->unit_cycles;
+  for (unsigned i = 0; i < CLCRT__HINT_WORDS; i++) w[i] = 10 * g_rt->long_cycles;
+  ck_assert_int_eq(run(k, 50000, 1, 1), CLCRT_OK);
+  expect_fallback(k, 50000);
+  ck_assert_uint_eq(g_p.flags & CLCRT__PF_GRID3, 0);
+  ck_assert_uint_eq(k->vars->hw_runs, 1);
+  clcrt__builder_wait(g_rt);
+  ck_assert_int_eq(run(k, 50000, 1, 1), CLCRT_OK);
+  ck_assert_ptr_eq(g_fn, variant_fn(k, CLCRT_USE_SHORT));
+  ck_assert_uint_eq(g_p.flags & CLCRT__PF_GRID3, CLCRT__PF_GRID3);
+  ck_assert_int_eq(run(k, 100, 1, 1), CLCRT_OK);
+  ck_assert_ptr_eq(g_fn, variant_fn(k, CLCRT_USE_SHORT));
+}
+END_TEST
+
+/* A stream of higher priority than a live one: the yielding variants of the STEAL kernels
+ * that can yield (not those on an explicitly persistent grid) are built in the background, and
+ * so are those of kernels registered while it lives. Runs before that launch the fallback. */
+static CUstream const HI_STREAM = (CUstream)0x77; /* f_stream_prio gives it a priority above the least */
+START_TEST(preemptible_streams_build_yielding_variants) {
+  clcrt_kernel *ka = fresh(CLCRT_GRID_AUTO, 160), *kf = fresh(CLCRT_GRID_FULL, 160),
+               *kp = fresh(CLCRT_GRID_PERSISTENT, 160);
+  clcrt_stream *hi = NULL;
+  ck_assert_int_eq(clcrt_stream_create(g_rt, HI_STREAM, &hi), CLCRT_OK);
+  ck_assert_uint_eq(clcrt_stream_priority(hi), 1);
+  double first = timed_run(ka, 20000); /* preemptible now: YIELD, or the fallback until it is built */
+  if (g_fn == ka->fn) expect_fallback(ka, 20000);
+  double second = timed_run(ka, 20000);
+  clcrt__builder_wait(g_rt);
+  ck_assert(built(ka, CLCRT__V_YIELD) && built(kf, CLCRT__V_YIELD));
+  ck_assert(!built(kp, CLCRT__V_YIELD));
+  ck_assert(!built(g_fixed, CLCRT__V_YIELD) && !(g_fixed->vars->requested & (1u << CLCRT__V_YIELD)));
+  double later = timed_run(ka, 20000);
+  ck_assert_ptr_eq(g_fn, variant_fn(ka, CLCRT_USE_PREEMPT));
+  ck_assert_uint_ne(g_p.yield, 0);
+  printf("test_launch: preemptible run, host time on the fake driver: first %.0f ns, second %.0f ns, once built %.0f "
+         "ns\n",
+         first, second, later);
+  clcrt_kernel *k2 = fresh(CLCRT_GRID_AUTO, 192);
+  ck_assert(k2->vars->requested & (1u << CLCRT__V_YIELD));
+  clcrt__builder_wait(g_rt);
+  ck_assert(built(k2, CLCRT__V_YIELD));
+  clcrt_stream_destroy(hi);
+}
+END_TEST
+
+/* Tracing and statistics build the observed variant of every kernel when enabled, and of every
+ * kernel registered while a stream observes; never a run. rt->observing counts the streams. */
+START_TEST(observing_builds_observed_variants_first) {
+  clcrt_kernel *k = fresh(CLCRT_GRID_AUTO, 224);
+  ck_assert_int_eq(g_rt->observing, 0);
+  ck_assert_int_eq(clcrt_stream_trace_enable(g_s, 1000), CLCRT_OK);
+  ck_assert(built(k, CLCRT__V_OBS) && built(g_fixed, CLCRT__V_OBS) && built(g_static, CLCRT__V_OBS));
+  ck_assert_int_eq(g_rt->observing, 1);
+  const unsigned long long c0 = compiles();
+  double first = timed_run(k, 20000);
+  ck_assert_ptr_eq(g_fn, variant_fn(k, CLCRT_USE_TRACE));
+  ck_assert_uint_eq(g_p.trace, g_s->trace);
+  ck_assert_uint_eq(g_cfg.sharedMemBytes, k->smem_bytes + k->ring_bytes);
+  double second = timed_run(k, 20000);
+  ck_assert_uint_eq(compiles(), c0); /* no run built anything */
+  printf("test_launch: traced run, host time on the fake driver: first %.0f ns, second %.0f ns\n", first, second);
+  clcrt_tile_desc d = CLCRT_TILE_DESC_INIT;
+  d.source = SRC, d.tile_fn = "mark", d.args_type = "A", d.block = (clcrt_dim3){32, 1, 1};
+  d.sched = CLCRT_SCHED_STEAL;
+  clcrt_kernel *k2 = NULL;
+  ck_assert_int_eq(clcrt_register(g_rt, &d, &k2), CLCRT_OK);
+  ck_assert(built(k2, CLCRT__V_OBS)); /* registered while a stream traces */
+  ck_assert_int_eq(clcrt_stream_stats_enable(g_s, 1), CLCRT_OK);
+  ck_assert_int_eq(g_rt->observing, 1);
+  ck_assert_int_eq(clcrt_stream_trace_enable(g_s, 0), CLCRT_OK);
+  ck_assert_int_eq(g_rt->observing, 1);
+  d.block = (clcrt_dim3){480, 1, 1};
+  d.sched = CLCRT_SCHED_FIXED;
+  clcrt_kernel *k3 = NULL;
+  ck_assert_int_eq(clcrt_register(g_rt, &d, &k3), CLCRT_OK);
+  ck_assert(built(k3, CLCRT__V_OBS));
+  first = timed_run(k3, 1000);
+  ck_assert_ptr_eq(g_fn, variant_fn(k3, CLCRT_USE_TRACE));
+  ck_assert_uint_eq(g_p.stats, g_s->stats);
+  ck_assert_uint_eq(g_p.trace, 0);
+  second = timed_run(k3, 1000);
+  printf("test_launch: run with statistics on, host time on the fake driver: first %.0f ns, second %.0f ns\n", first,
+         second);
+  ck_assert_int_eq(clcrt_stream_stats_enable(g_s, 0), CLCRT_OK);
+  ck_assert_int_eq(g_rt->observing, 0);
+  d.block = (clcrt_dim3){448, 1, 1};
+  ck_assert_int_eq(clcrt_register(g_rt, &d, &k3), CLCRT_OK);
+  ck_assert(!built(k3, CLCRT__V_OBS)); /* nothing observes: nothing built */
+  /* A stream that goes while it observes is uncounted. */
+  clcrt_stream *s2 = NULL;
+  ck_assert_int_eq(clcrt_stream_create(g_rt, NULL, &s2), CLCRT_OK);
+  ck_assert_int_eq(clcrt_stream_trace_enable(s2, 10), CLCRT_OK);
+  ck_assert(built(k3, CLCRT__V_OBS));
+  ck_assert_int_eq(g_rt->observing, 1);
+  clcrt_stream_destroy(s2);
+  ck_assert_int_eq(g_rt->observing, 0);
+}
+END_TEST
+
+/* Should a traced run find no observed variant (its build failed when tracing was enabled, which
+ * said so): the run is not refused, and its tiles are counted as dropped records. */
+static int g_warnings;
+static void count_warnings(void *user, clcrt_log_level lvl, const char *msg) {
+  (void)user, (void)msg;
+  g_warnings += lvl == CLCRT_LOG_WARN;
+}
+START_TEST(traced_run_without_observed_variant_says_so) {
+  ck_assert_int_eq(clcrt_stream_trace_enable(g_s, 100), CLCRT_OK);
+  g_rt->opts.log = count_warnings;
+  __atomic_and_fetch(&g_fixed->vars->ready, ~(1u << CLCRT__V_OBS), __ATOMIC_RELAXED); /* as if it had failed */
+  ck_assert_int_eq(run(g_fixed, 30, 2, 1), CLCRT_OK);
+  ck_assert_int_eq(run(g_fixed, 7, 1, 1), CLCRT_OK);
+  ck_assert_ptr_eq(g_fn, g_fixed->fn);
+  ck_assert_uint_eq(g_p.trace, 0);
+  ck_assert_int_eq(g_warnings, 1); /* once per stream */
+  clcrt_trace *t = NULL;
+  ck_assert_int_eq(clcrt_stream_trace_read(g_s, &t), CLCRT_OK);
+  ck_assert_uint_eq(clcrt_trace_dropped(t), 67);
+  clcrt_trace_destroy(t);
+  ck_assert_int_eq(clcrt_stream_trace_read(g_s, &t), CLCRT_OK);
+  ck_assert_uint_eq(clcrt_trace_dropped(t), 0);
+  clcrt_trace_destroy(t);
+  g_rt->opts.log = NULL;
+}
+END_TEST
+
+/* Destroying a runtime with builds queued and one running: the queued ones are dropped, the
+ * running one finishes first, nothing is freed under it (the ASan build checks the memory). */
+START_TEST(destroy_cancels_and_joins_builds) {
+  clcrt_runtime *rt = NULL;
+  clcrt_runtime_opts o = CLCRT_RUNTIME_OPTS_INIT;
+  o.cache_dir = "";
+  ck_assert_int_eq(clcrt_runtime_create(&rt, &o), CLCRT_OK);
+  clcrt_stream *s = NULL;
+  ck_assert_int_eq(clcrt_stream_create(rt, NULL, &s), CLCRT_OK);
+  clcrt_kernel *k[3];
+  for (int i = 0; i < 3; i++) {
+    clcrt_tile_desc d = CLCRT_TILE_DESC_INIT;
+    d.source = SRC, d.tile_fn = "mark", d.args_type = "A", d.block = (clcrt_dim3){64u * (unsigned)(i + 1), 1, 1};
+    d.sched = CLCRT_SCHED_STEAL;
+    ck_assert_int_eq(clcrt_register(rt, &d, &k[i]), CLCRT_OK);
+  }
+  g_capture = CU_STREAM_CAPTURE_STATUS_ACTIVE;
+  for (int i = 0; i < 3; i++) ck_assert_int_eq(clcrt_run(s, k[i], (clcrt_dim3){50000, 1, 1}, &g_a, sizeof g_a), CLCRT_OK);
+  g_capture = CU_STREAM_CAPTURE_STATUS_NONE;
+  for (int i = 0; i < 3; i++) ck_assert_int_eq(clcrt_run(s, k[i], (clcrt_dim3){10, 1, 1}, &g_a, sizeof g_a), CLCRT_OK);
+  usleep(30000); /* the worker finds them and starts one */
+  clcrt_stream_destroy(s);
+  double t0 = now_ns();
+  clcrt_runtime_destroy(rt);
+  printf("test_launch: runtime destroyed with 6 builds asked for 30 ms earlier in %.1f ms\n", (now_ns() - t0) / 1e6);
+}
+END_TEST
+
+/* The host time of the first run in each situation that needs a variant (traced, captured,
+ * preemptible, statistics) against the second, on the fake driver: printed, not asserted.
+ * In a runtime made in this test's own process (memory inherited from the parent would make
+ * every first write a copy-on-write fault), each kernel warmed by plain runs first, so that
+ * what differs is what the situation adds. Median of REPS runtimes. */
+static double run_on(clcrt_stream *s, const clcrt_kernel *k, unsigned x) {
+  double t0 = now_ns();
+  ck_assert_int_eq(clcrt_run(s, k, (clcrt_dim3){x, 1, 1}, &g_a, sizeof g_a), CLCRT_OK);
+  return now_ns() - t0;
+}
+static int cmp_d(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return (x > y) - (x < y);
+}
+START_TEST(first_run_host_time_printed) {
+  enum { REPS = 5, SIT = 4 };
+  static const char *const names[SIT] = {"traced", "captured", "preemptible", "statistics"};
+  double first[SIT][REPS], second[SIT][REPS];
+  for (int r = 0; r < REPS; r++) {
+    clcrt_runtime *rt = NULL;
+    clcrt_runtime_opts o = CLCRT_RUNTIME_OPTS_INIT;
+    o.cache_dir = "";
+    ck_assert_int_eq(clcrt_runtime_create(&rt, &o), CLCRT_OK);
+    clcrt_stream *s = NULL, *hi = NULL;
+    ck_assert_int_eq(clcrt_stream_create(rt, NULL, &s), CLCRT_OK);
+    clcrt_kernel *k[SIT];
+    for (int i = 0; i < SIT; i++) {
+      clcrt_tile_desc d = CLCRT_TILE_DESC_INIT;
+      d.source = SRC, d.tile_fn = "mark", d.args_type = "A", d.block = (clcrt_dim3){64u * (unsigned)(i + 1), 1, 1};
+      d.sched = CLCRT_SCHED_STEAL;
+      ck_assert_int_eq(clcrt_register(rt, &d, &k[i]), CLCRT_OK);
+    }
+    for (int i = 0; i < SIT; i++) {
+      for (int w = 0; w < 3; w++) run_on(s, k[i], 20000); /* warm: plain runs of the kernel */
+      if (i == 0) ck_assert_int_eq(clcrt_stream_trace_enable(s, 1000), CLCRT_OK);
+      if (i == 1) g_capture = CU_STREAM_CAPTURE_STATUS_ACTIVE;
+      if (i == 2) ck_assert_int_eq(clcrt_stream_create(rt, HI_STREAM, &hi), CLCRT_OK);
+      if (i == 3) ck_assert_int_eq(clcrt_stream_stats_enable(s, 1), CLCRT_OK);
+      first[i][r] = run_on(s, k[i], 20000);
+      second[i][r] = run_on(s, k[i], 20000);
+      if (i == 0) ck_assert_int_eq(clcrt_stream_trace_enable(s, 0), CLCRT_OK);
+      if (i == 1) g_capture = CU_STREAM_CAPTURE_STATUS_NONE;
+      if (i == 2) clcrt_stream_destroy(hi);
+      if (i == 3) ck_assert_int_eq(clcrt_stream_stats_enable(s, 0), CLCRT_OK);
+    }
+    clcrt_stream_destroy(s);
+    clcrt_runtime_destroy(rt);
+  }
+  printf("test_launch: first run in a situation against the second, host time on the fake driver (median of %d):",
+         REPS);
+  for (int i = 0; i < SIT; i++) {
+    qsort(first[i], REPS, sizeof(double), cmp_d);
+    qsort(second[i], REPS, sizeof(double), cmp_d);
+    printf(" %s %.0f / %.0f ns;", names[i], first[i][REPS / 2], second[i][REPS / 2]);
+  }
+  printf("\n");
+}
+END_TEST
+
 /* Long units: what a kernel's claiming runs measured (cycles per unit in the kernel's mapped
  * words) decides whether its next runs go one cluster per unit (the short variant on a full
  * grid, handed out by the GPU's block scheduler) or persistent. */
@@ -988,7 +1289,7 @@ int main(void) {
   Suite *s = suite_create("launch");
   TCase *tc = tcase_create("fake driver");
   tcase_set_timeout(tc, 120);
-  tcase_add_checked_fixture(tc, setup, NULL);
+  tcase_add_checked_fixture(tc, setup, teardown);
   tcase_add_test(tc, steal_persistent_grid_claims_the_rest);
   tcase_add_test(tc, steal_two_d_grid_decomposes);
   tcase_add_test(tc, steal_sequence_numbers_follow_the_runs);
@@ -1003,13 +1304,19 @@ int main(void) {
   tcase_add_test(tc, steal_long_units_go_one_cluster_per_unit);
   tcase_add_test(tc, host_cost_printed);
   tcase_add_test(tc, plan_table);
+  tcase_add_test(tc, captured_runs_never_build);
+  tcase_add_test(tc, short_and_long_runs_never_build);
+  tcase_add_test(tc, preemptible_streams_build_yielding_variants);
+  tcase_add_test(tc, observing_builds_observed_variants_first);
+  tcase_add_test(tc, traced_run_without_observed_variant_says_so);
+  tcase_add_test(tc, destroy_cancels_and_joins_builds);
+  tcase_add_test(tc, first_run_host_time_printed);
   tcase_add_test(tc, plan_everywhere);
   suite_add_tcase(s, tc);
   SRunner *sr = srunner_create(s);
   srunner_run_all(sr, CK_NORMAL);
   int failed = srunner_ntests_failed(sr);
   srunner_free(sr);
-  clcrt_stream_destroy(g_s);
   clcrt_runtime_destroy(g_rt);
   clcrt__driver_override(NULL);
   return failed ? 1 : 0;

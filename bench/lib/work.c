@@ -179,6 +179,7 @@ void bench_work(void) {
 void armed_pair(const char *what, const char *param, lctx *lc) {
   int least = 0, greatest = 0;
   CK(cu->cuCtxGetStreamPriorityRange(&least, &greatest));
+  if (clcrt_kernel_prepare(lc->k, CLCRT_USE_PREEMPT) != CLCRT_OK) exit(1); /* armed runs yield: built now */
   double t_off = time_median(launch_clcrt, lc);
   CUstream chi;
   clcrt_stream *hi;

@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "builder.h"
 #include "cache.h"
 #include "checks.h"
 #include "internal.h"
@@ -223,7 +224,77 @@ clcrt_status clcrt_register(clcrt_runtime *rt, const clcrt_tile_desc *d, clcrt_k
   if (!out) return clcrt__fail(rt, CLCRT_E_INVALID, "clcrt_register: out is NULL");
   *out = NULL;
   if (!d) return clcrt__fail(rt, CLCRT_E_INVALID, "clcrt_register: the tile descriptor is NULL");
-  return register_variant(rt, d, 0, NULL, out);
+  clcrt_kernel *k = NULL;
+  clcrt_status st = register_variant(rt, d, 0, NULL, &k);
+  if (st != CLCRT_OK) return st;
+  /* While a stream of the runtime records a trace or statistics, a kernel is handed out with
+   * its observed variant (found in the caches like any kernel when it was built before), so
+   * that no traced run of it goes unrecorded (variants.h). */
+  if (__atomic_load_n(&rt->observing, __ATOMIC_SEQ_CST) > 0) {
+    clcrt_kernel *o = NULL;
+    if ((st = clcrt__kernel_variant(k, CLCRT__V_OBS, &o)) != CLCRT_OK) return st;
+  }
+  clcrt__variants_preemptible(rt, k);
+  *out = k;
+  return CLCRT_OK;
+}
+
+clcrt_status clcrt__registered_each(clcrt_runtime *rt, clcrt_status (*fn)(const clcrt_kernel *k, void *arg),
+                                    void *arg) {
+  /* Collected under the runtime's lock, called after it (fn may build, which takes it). A
+   * ready kernel is never unlinked before the runtime goes, so the walk resumes after the last
+   * one collected. */
+  enum { BATCH = 64 };
+  const clcrt_kernel *batch[BATCH];
+  clcrt_kernel *from = NULL;
+  for (;;) {
+    int n = 0;
+    pthread_mutex_lock(&rt->lock);
+    clcrt_kernel *k = from ? from->next : rt->kernels;
+    for (; k && n < BATCH; k = k->next) {
+      if (k->state != CLCRT__K_READY) continue;
+      from = k;
+      if (!k->variant && k->desc) batch[n++] = k;
+    }
+    const int more = k != NULL;
+    pthread_mutex_unlock(&rt->lock);
+    for (int i = 0; i < n; i++) {
+      clcrt_status st = fn(batch[i], arg);
+      if (st != CLCRT_OK) return st;
+    }
+    if (!more) return CLCRT_OK;
+  }
+}
+
+static clcrt_status observe_one(const clcrt_kernel *k, void *arg) {
+  (void)arg;
+  clcrt_kernel *o = NULL;
+  return clcrt__kernel_variant(k, CLCRT__V_OBS, &o);
+}
+
+clcrt_status clcrt__observe_hold(clcrt_runtime *rt) {
+  __atomic_add_fetch(&rt->observing, 1, __ATOMIC_SEQ_CST);
+  clcrt_status st = clcrt__registered_each(rt, observe_one, NULL);
+  if (st != CLCRT_OK) {
+    clcrt__observe_release(rt);
+    return st;
+  }
+  clcrt__variants_preemptible(rt, NULL);
+  return CLCRT_OK;
+}
+
+void clcrt__observe_release(clcrt_runtime *rt) { __atomic_sub_fetch(&rt->observing, 1, __ATOMIC_SEQ_CST); }
+
+void clcrt__variants_preemptible(clcrt_runtime *rt, const clcrt_kernel *k) {
+  if (!rt->devstate || !clcrt__devstate_mixed(rt->devstate)) return;
+  const int obs = __atomic_load_n(&rt->observing, __ATOMIC_SEQ_CST) > 0;
+  if (!k) {
+    clcrt__builder_request_all(rt, CLCRT__V_YIELD);
+    if (obs) clcrt__builder_request_all(rt, CLCRT__V_OBS | CLCRT__V_YIELD);
+  } else if (k->sched == CLCRT_SCHED_STEAL && k->grid != CLCRT_GRID_PERSISTENT) {
+    clcrt__builder_request(k, CLCRT__V_YIELD, 1);
+    if (obs) clcrt__builder_request(k, CLCRT__V_OBS | CLCRT__V_YIELD, 1);
+  }
 }
 
 static clcrt_status bad_uses(const clcrt_kernel *k, const char *fn, unsigned uses) {

@@ -20,4 +20,20 @@ typedef struct clcrt__variants {
   struct clcrt_kernel *next_queued;         /* the queue, through registered kernels */
   int queued;
 } clcrt__variants;
+
+/* Calls fn on every registered kernel of rt that is ready (not the variants), until fn fails;
+ * returns the first failure. fn runs with no lock held; kernels registered meanwhile may be
+ * missed (registration sees to their own variants). */
+clcrt_status clcrt__registered_each(clcrt_runtime *rt, clcrt_status (*fn)(const clcrt_kernel *k, void *arg),
+                                    void *arg);
+/* A stream of rt is about to record a trace or statistics: rt->observing is raised (so that
+ * kernels registered from now on get their observed variant too), then every registered kernel
+ * gets its observed variant now, synchronously, so that no traced run lacks it; where runs can
+ * be preempted, the observed yielding variants follow in the background. On failure the count
+ * is lowered again. clcrt__observe_release lowers it once the stream's own count is set. */
+clcrt_status clcrt__observe_hold(clcrt_runtime *rt);
+void clcrt__observe_release(clcrt_runtime *rt);
+/* Streams of two priority levels live on the device (clcrt_stream_create, clcrt_register):
+ * the yielding variants (observed ones too while a stream observes) in the background. */
+void clcrt__variants_preemptible(clcrt_runtime *rt, const clcrt_kernel *k);
 #endif

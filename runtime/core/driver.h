@@ -73,7 +73,8 @@
   X(cuEventQuery)                    \
   X(cuMemHostAlloc)                  \
   X(cuMemHostGetDevicePointer)       \
-  X(cuMemFreeHost)
+  X(cuMemFreeHost)                   \
+  X(cuThreadExchangeStreamCaptureMode)
 
 typedef struct clcrt__driver {
 #define CLCRT__DRV_FIELD(name) __typeof__(name) *name;

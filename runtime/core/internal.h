@@ -161,6 +161,8 @@ struct clcrt_runtime {
   char *disk_dir;              /* resolved disk cache directory, NULL when off */
   int nvrtc_major, nvrtc_minor;
   int live_async;              /* async compiles whose work has not finished (destroy waits) */
+  struct clcrt__builder *builder; /* background builds of variants (builder.c), from the first stream */
+  int observing;               /* streams recording a trace or statistics (atomic; variants.h) */
 };
 
 /* errmsg.c. Records the detail of a failure as the calling thread's last message for rt

@@ -7,6 +7,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "builder.h"
 #include "cache.h"
 #include "checks.h"
 #include "env.h"
@@ -256,6 +257,9 @@ void clcrt_runtime_destroy(clcrt_runtime *rt) {
     while (rt->live_async > 0 && rt->cond_ok) pthread_cond_wait(&rt->cond, &rt->lock);
     pthread_mutex_unlock(&rt->lock);
   }
+  /* Then the background builds (after the async compiles, which may ask for some): queued ones
+   * are dropped, a running one finishes, so that no kernel is freed under a build. */
+  clcrt__builder_stop(rt);
   if (rt->cu && rt->ctx) rt->cu->cuCtxSetCurrent(rt->ctx);
   for (clcrt_kernel *k = rt->kernels, *next; k; k = next) {
     next = k->next;

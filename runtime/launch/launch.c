@@ -6,11 +6,15 @@
  * the run's claim set was zeroed by the stream's previous run (sched_state.h). A run that
  * needs a variant of the kernel (traced or with statistics on, captured into a graph and
  * claiming, preemptible, or short: claiming nothing; register.c, clcrt__kernel_variant)
- * launches it once it is built; the plan says when it is not, and what runs meanwhile. */
+ * launches it once it is built. No run builds one: the variants are built before runs need
+ * them (the observed ones when a stream starts to trace or keep statistics, the yielding ones
+ * once streams of two priorities live), or in the background (builder.c) after the first run
+ * that wanted one, which launches the plan's fallback (plan.c) meanwhile. */
 #include <sched.h>
 #include <stdio.h>
 #include <string.h>
 
+#include "builder.h"
 #include "checks.h"
 #include "plan.h"
 #include "sched_state.h"
@@ -63,10 +67,18 @@ static void spin_lock(int *l) {
 static void spin_unlock(int *l) { __atomic_store_n(l, 0, __ATOMIC_RELEASE); }
 
 
-/* A variant the plan wanted but found unbuilt. */
-static clcrt_status want_variant(clcrt_kernel *k0, unsigned v) {
-  clcrt_kernel *o = NULL;
-  return clcrt__kernel_variant(k0, v, &o);
+/* A traced run launched without the observed variant (plan.c: obs_lost; its build failed
+ * when tracing was enabled or the kernel registered, which reported it): its tiles are counted
+ * as dropped records, so that the trace says what it lacks. */
+static void obs_lost(clcrt_stream *s, const clcrt_kernel *k0, clcrt_dim3 tiles) {
+  if (s->trace) s->trace_lost += (unsigned long long)tiles.x * tiles.y * tiles.z;
+  if (!s->obs_lost_logged) {
+    s->obs_lost_logged = 1;
+    clcrt__log(s->rt, CLCRT_LOG_WARN,
+               "kernel %s has no observed variant: its runs on a traced stream (or one with statistics on) record "
+               "nothing, and their tiles count as dropped records; clcrt_kernel_prepare(k, CLCRT_USE_TRACE) says why",
+               k0->name);
+  }
 }
 
 clcrt_status clcrt_run(clcrt_stream *s, const clcrt_kernel *k, clcrt_dim3 tiles, const void *args,
@@ -120,19 +132,21 @@ clcrt_status clcrt_run(clcrt_stream *s, const clcrt_kernel *k, clcrt_dim3 tiles,
       in.long_recheck = (__atomic_load_n(&vs->hw_runs, __ATOMIC_RELAXED) + 1) % CLCRT__HW_RECHECK == 0;
     }
   }
+  in.ready = __atomic_load_n(&vs->ready, __ATOMIC_ACQUIRE);
   clcrt__plan_out pl;
-  for (;;) {
-    in.ready = __atomic_load_n(&vs->ready, __ATOMIC_ACQUIRE);
-    if (clcrt__plan(&in, &pl) != CLCRT__PLAN_OK) {
-      unsigned long long units = (unsigned long long)pl.p.units[0] * pl.p.units[1] * pl.p.units[2];
-      return clcrt__fail(rt, CLCRT_E_INVALID,
-                         "clcrt_run(%s): tile grid (%u,%u,%u) makes %llu work units of (%u,%u,%u) tiles: at most "
-                         "%llu fit in one run; split the grid over several runs",
-                         k0->name, tiles.x, tiles.y, tiles.z, units, k0->cluster.x, k0->cluster.y, k0->cluster.z,
-                         0x7fffffffull / k0->cluster.x);
-    }
-    if (!pl.missing) break;
-    if ((st = want_variant((clcrt_kernel *)k0, pl.missing)) != CLCRT_OK) return st;
+  if (clcrt__plan(&in, &pl) != CLCRT__PLAN_OK) {
+    unsigned long long units = (unsigned long long)pl.p.units[0] * pl.p.units[1] * pl.p.units[2];
+    return clcrt__fail(rt, CLCRT_E_INVALID,
+                       "clcrt_run(%s): tile grid (%u,%u,%u) makes %llu work units of (%u,%u,%u) tiles: at most "
+                       "%llu fit in one run; split the grid over several runs",
+                       k0->name, tiles.x, tiles.y, tiles.z, units, k0->cluster.x, k0->cluster.y, k0->cluster.z,
+                       0x7fffffffull / k0->cluster.x);
+  }
+  /* No run compiles, nor waits for a compile: a variant the run would rather have launched is
+   * built in the background (once asked for, this is one load), the plan's fallback runs now. */
+  if (pl.missing) {
+    clcrt__builder_request(k0, pl.missing, 0);
+    if (pl.obs_lost) obs_lost(s, k0, tiles);
   }
   if (pl.count_long) /* racy on purpose: a count, not a lock */
     __atomic_store_n(&vs->hw_runs, __atomic_load_n(&vs->hw_runs, __ATOMIC_RELAXED) + 1, __ATOMIC_RELAXED);

@@ -6,9 +6,11 @@
 #include <string.h>
 
 #include "async.h"
+#include "builder.h"
 #include "checks.h"
 #include "sched_state.h"
 #include "stream.h"
+#include "variants.h"
 
 clcrt_runtime *clcrt__stream_runtime(const clcrt_stream *s) { return s ? s->rt : NULL; }
 CUstream clcrt_stream_cu(const clcrt_stream *s) { return s ? s->cu : NULL; }
@@ -42,7 +44,12 @@ clcrt_status clcrt_stream_create(clcrt_runtime *rt, CUstream cu, clcrt_stream **
   s->level = (unsigned)level;
   CU_CHECK_GOTO(rt, cuMemAlloc(&s->state, CLCRT__STREAM_STATE_BYTES), st, fail);
   if ((st = clcrt__zero_device(rt, s->state, CLCRT__STREAM_STATE_BYTES)) != CLCRT_OK) goto fail;
-  if (s->level > 0) s->yield_slot = clcrt__devstate_stream_add(rt->devstate, s->level);
+  s->yield_slot = clcrt__devstate_stream_add(rt->devstate, s->level);
+  /* Runs need a stream: the thread that builds their variants starts with the first. Once
+   * streams of two priorities live, runs can be preempted: their yielding variants are built
+   * before such a run needs them. */
+  clcrt__builder_start(rt);
+  clcrt__variants_preemptible(rt, NULL);
   *out = s;
   return CLCRT_OK;
 fail:
@@ -70,7 +77,8 @@ void clcrt_stream_destroy(clcrt_stream *s) {
     rt->cu->cuMemFree(s->state);
     if (s->owned) rt->cu->cuStreamDestroy(s->cu);
   }
-  if (s->level > 0 && rt->devstate) clcrt__devstate_stream_remove(rt->devstate, s->level);
+  if (rt->devstate) clcrt__devstate_stream_remove(rt->devstate, s->level);
+  if (s->observing) __atomic_sub_fetch(&rt->observing, 1, __ATOMIC_SEQ_CST);
   clcrt__free(s);
 }
 
@@ -132,8 +140,27 @@ clcrt_status clcrt_preempt_end(clcrt_stream *s) {
 
 /* ---- statistics -------------------------------------------------------------------- */
 
+void clcrt__stream_observing(clcrt_stream *s) {
+  const int now = s->trace || s->stats;
+  if (now != s->observing) __atomic_add_fetch(&s->rt->observing, now ? 1 : -1, __ATOMIC_SEQ_CST);
+  s->observing = now;
+}
+
+static clcrt_status stats_enable(clcrt_stream *s, int on);
+
 clcrt_status clcrt_stream_stats_enable(clcrt_stream *s, int on) {
   if (!s) return CLCRT_E_INVALID;
+  /* Runs with statistics on launch the observed variants: built now, not by a run. */
+  const int hold = on && !s->stats;
+  clcrt_status st = hold ? clcrt__observe_hold(s->rt) : CLCRT_OK;
+  if (st != CLCRT_OK) return st;
+  st = stats_enable(s, on);
+  clcrt__stream_observing(s);
+  if (hold) clcrt__observe_release(s->rt);
+  return st;
+}
+
+static clcrt_status stats_enable(clcrt_stream *s, int on) {
   clcrt_runtime *rt = s->rt;
   clcrt_status st = clcrt__ctx_enter(rt);
   if (st != CLCRT_OK) return st;

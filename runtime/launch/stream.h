@@ -27,7 +27,13 @@ struct clcrt_stream {
   size_t trace_bytes;
   unsigned trace_cap;     /* records the buffer holds */
   uint32_t trace_runs;    /* runs traced since tracing was enabled */
+  unsigned long long trace_lost; /* records of runs launched without the observed variant (launch.c) */
+  int observing;          /* counted in rt->observing: trace or stats on */
+  int obs_lost_logged;
 };
+
+/* Counts s in rt->observing while it records a trace or statistics, after either changed. */
+void clcrt__stream_observing(clcrt_stream *s);
 
 /* Enqueues the preemption word's write on s (value: s->level to begin, 0 to end). */
 clcrt_status clcrt__stream_preempt_write(clcrt_stream *s, unsigned value);
