@@ -10,7 +10,8 @@
  *     (a failure on one thread never changes the message another thread reads); calls that
  *     take no runtime (the trace functions) leave theirs in clcrt_errmsg(NULL);
  *   - handles are opaque; destroy(NULL) is a no-op;
- *   - option structs start with `size` and have an ..._INIT macro; zero means "default".
+ *   - option structs start with `size` and have an ..._INIT macro (designated initializers,
+ *     every field named: C99 and later, C++20, and GNU C++ before it); zero means "default".
  */
 #ifndef CLCRT_H
 #define CLCRT_H
@@ -106,7 +107,9 @@ typedef struct clcrt_runtime_opts {
   const char *cuda_home;   /* NULL: $CUDA_HOME, else /usr/local/cuda; its include dirs are given to NVRTC */
 } clcrt_runtime_opts;
 
-#define CLCRT_RUNTIME_OPTS_INIT {sizeof(clcrt_runtime_opts), 0, NULL, NULL, NULL, NULL, NULL}
+#define CLCRT_RUNTIME_OPTS_INIT                                                                                \
+  {.size = sizeof(clcrt_runtime_opts), .device = 0, .target_arch = NULL, .cache_dir = NULL, .log = NULL,       \
+   .log_user = NULL, .cuda_home = NULL}
 
 typedef struct clcrt_tile_desc {
   size_t size;
@@ -131,8 +134,11 @@ typedef struct clcrt_tile_desc {
                                  per thread so that n CTAs fit on an SM (setmaxnreg needs a cap) */
 } clcrt_tile_desc;
 
-#define CLCRT_TILE_DESC_INIT \
-  {sizeof(clcrt_tile_desc), NULL, NULL, NULL, {0, 0, 0}, {0, 0, 0}, 0, CLCRT_SCHED_AUTO, NULL, 0, NULL, NULL, CLCRT_GRID_AUTO, NULL, 0}
+#define CLCRT_TILE_DESC_INIT                                                                                   \
+  {.size = sizeof(clcrt_tile_desc), .source = NULL, .tile_fn = NULL, .args_type = NULL, .block = {0, 0, 0},    \
+   .cluster = {0, 0, 0}, .smem_bytes = 0, .sched = CLCRT_SCHED_AUTO, .options = NULL, .num_options = 0,        \
+   .state_type = NULL, .prologue_fn = NULL, .grid = CLCRT_GRID_AUTO, .include_digest = NULL,                   \
+   .min_blocks_per_sm = 0}
 
 /* Replace the allocator (like uv_replace_allocator). Call before any other function. */
 typedef void *(*clcrt_malloc_fn)(size_t);
@@ -188,10 +194,9 @@ CLCRT_API clcrt_status clcrt_kernel_ptx(const clcrt_kernel *k, const char **ptx)
 CLCRT_API clcrt_status clcrt_kernel_prepare(const clcrt_kernel *k, unsigned uses);
 /* The variant a run with `uses` launches (k itself for 0), built now if it is not yet. *out is
  * a kernel of the same runtime whose info, cubin and PTX read like any kernel's; it is valid
- * as long as k (pass k itself to clcrt_run, which picks the variant). clcrt_kernel_observed is
- * clcrt_kernel_variant(k, CLCRT_USE_TRACE, out). */
+ * as long as k (pass k itself to clcrt_run, which picks the variant). The observed variant of
+ * traced runs is clcrt_kernel_variant(k, CLCRT_USE_TRACE, out). */
 CLCRT_API clcrt_status clcrt_kernel_variant(const clcrt_kernel *k, unsigned uses, const clcrt_kernel **out);
-CLCRT_API clcrt_status clcrt_kernel_observed(const clcrt_kernel *k, const clcrt_kernel **out);
 
 typedef struct clcrt_kernel_info {
   size_t size;
@@ -212,8 +217,10 @@ typedef struct clcrt_kernel_info {
   int from_cache;         /* 0 compiled, 1 memory cache, 2 disk cache */
 } clcrt_kernel_info;
 
-#define CLCRT_KERNEL_INFO_INIT \
-  {sizeof(clcrt_kernel_info), NULL, NULL, CLCRT_SCHED_AUTO, CLCRT_GRID_AUTO, {0, 0, 0}, {0, 0, 0}, 0, 0, 0, 0, 0, 0, 0.0, 0}
+#define CLCRT_KERNEL_INFO_INIT                                                                                 \
+  {.size = sizeof(clcrt_kernel_info), .name = NULL, .arch = NULL, .sched = CLCRT_SCHED_AUTO,                    \
+   .grid = CLCRT_GRID_AUTO, .block = {0, 0, 0}, .cluster = {0, 0, 0}, .registers = 0, .stack_bytes = 0,         \
+   .static_smem = 0, .dynamic_smem = 0, .param_bytes = 0, .has_clc = 0, .compile_ms = 0.0, .from_cache = 0}
 CLCRT_API clcrt_status clcrt_kernel_info_get(const clcrt_kernel *k, clcrt_kernel_info *info);
 
 /* Streams. cu NULL: clcrt creates and owns a non-blocking stream. */
@@ -239,7 +246,9 @@ typedef struct clcrt_stream_stats {
   unsigned long long clusters;  /* clusters that obtained at least one unit */
   unsigned long long max_units_per_cluster;
 } clcrt_stream_stats;
-#define CLCRT_STREAM_STATS_INIT {sizeof(clcrt_stream_stats), 0, 0, 0, 0, NULL, 0, 0}
+#define CLCRT_STREAM_STATS_INIT                                                                                \
+  {.size = sizeof(clcrt_stream_stats), .runs = 0, .tiles = 0, .steals = 0, .num_sms = 0, .tiles_per_sm = NULL, \
+   .clusters = 0, .max_units_per_cluster = 0}
 CLCRT_API clcrt_status clcrt_stream_stats_enable(clcrt_stream *s, int on);
 /* Synchronises the stream, then reads and resets the counters. */
 CLCRT_API clcrt_status clcrt_stream_stats_read(clcrt_stream *s, clcrt_stream_stats *out);
@@ -327,7 +336,9 @@ typedef struct clcrt_trace_summary {
    * 0 for SMs that ran none, when span is 0, and from num_sms on */
   double busy_fraction[CLCRT_TRACE_MAX_SMS];
 } clcrt_trace_summary;
-#define CLCRT_TRACE_SUMMARY_INIT {sizeof(clcrt_trace_summary), 0, 0, 0, 0, 0, 0, 0, 0, 0, {0}}
+#define CLCRT_TRACE_SUMMARY_INIT                                                                               \
+  {.size = sizeof(clcrt_trace_summary), .tiles = 0, .steals = 0, .runs = 0, .dropped = 0, .num_sms = 0,        \
+   .span_ns = 0, .tail_ns = 0, .imbalance = 0, .busy_mean = 0, .busy_fraction = {0}}
 CLCRT_API clcrt_status clcrt_trace_summarize(const clcrt_trace *t, clcrt_trace_summary *out);
 
 /* Host helpers for tile functions. A 2-D tensor map for TMA loads and stores
@@ -356,7 +367,9 @@ typedef struct clcrt_cache_stats {
   unsigned long long mem_hits, disk_hits, misses, uncached;
   double compile_ms, load_ms; /* summed over the runtime's life */
 } clcrt_cache_stats;
-#define CLCRT_CACHE_STATS_INIT {sizeof(clcrt_cache_stats), 0, 0, 0, 0, 0.0, 0.0}
+#define CLCRT_CACHE_STATS_INIT                                                                                 \
+  {.size = sizeof(clcrt_cache_stats), .mem_hits = 0, .disk_hits = 0, .misses = 0, .uncached = 0,              \
+   .compile_ms = 0.0, .load_ms = 0.0}
 CLCRT_API clcrt_status clcrt_cache_stats_get(const clcrt_runtime *rt, clcrt_cache_stats *out);
 
 /* Asynchronous compile on libuv's thread pool: returns at once; cb runs on `loop` with the

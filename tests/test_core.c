@@ -325,10 +325,10 @@ START_TEST(test_observed_variant) {
     ck_assert_int_eq(clcrt__kernel_variant(k, CLCRT__V_OBS, &o2), CLCRT_OK);
     ck_assert_ptr_eq(o2, o); /* compiled once */
     const clcrt_kernel *po = NULL;
-    ck_assert_int_eq(clcrt_kernel_observed(k, &po), CLCRT_OK); /* the public entry */
+    ck_assert_int_eq(clcrt_kernel_variant(k, CLCRT_USE_TRACE, &po), CLCRT_OK); /* the public entry */
     ck_assert_ptr_eq(po, o);
-    ck_assert_int_eq(clcrt_kernel_observed(NULL, &po), CLCRT_E_INVALID);
-    ck_assert_int_eq(clcrt_kernel_observed(k, NULL), CLCRT_E_INVALID);
+    ck_assert_int_eq(clcrt_kernel_variant(NULL, CLCRT_USE_TRACE, &po), CLCRT_E_INVALID);
+    ck_assert_int_eq(clcrt_kernel_variant(k, CLCRT_USE_TRACE, NULL), CLCRT_E_INVALID);
     ck_assert_ptr_nonnull(strstr(clcrt_errmsg(rt), "out is NULL"));
     ck_assert_int_eq(clcrt__kernel_variant(o, CLCRT__V_OBS, &o3), CLCRT_OK);
     ck_assert_ptr_eq(o3, o);
@@ -395,7 +395,7 @@ START_TEST(test_variants) {
         ck_assert_int_eq(clcrt_kernel_variant(v[u], w, &x), CLCRT_OK); /* bits add up */
         ck_assert_ptr_eq(x, v[u | w]);
       }
-    ck_assert_int_eq(clcrt_kernel_observed(v[CLCRT_USE_GRAPH], &x), CLCRT_OK);
+    ck_assert_int_eq(clcrt_kernel_variant(v[CLCRT_USE_GRAPH], CLCRT_USE_TRACE, &x), CLCRT_OK);
     ck_assert_ptr_eq(x, v[CLCRT_USE_GRAPH | CLCRT_USE_TRACE]);
     ck_assert_uint_eq(compiles(rt), c0 + 7);
     clcrt_kernel_info a = CLCRT_KERNEL_INFO_INIT, b = CLCRT_KERNEL_INFO_INIT;
@@ -439,7 +439,7 @@ START_TEST(test_variants) {
     ck_assert_ptr_eq(x, sv);
     ck_assert_int_eq(clcrt_kernel_variant(sv, CLCRT_USE_GRAPH, &x), CLCRT_OK);
     ck_assert_ptr_eq(x, sv);
-    ck_assert_int_eq(clcrt_kernel_observed(sv, &so), CLCRT_OK);
+    ck_assert_int_eq(clcrt_kernel_variant(sv, CLCRT_USE_TRACE, &so), CLCRT_OK);
     expect_code(so, CLCRT_USE_TRACE, "short, observed");
     ck_assert_int_eq(clcrt_kernel_variant(k, CLCRT_USE_TRACE | CLCRT_USE_SHORT, &x), CLCRT_OK);
     ck_assert_ptr_eq(x, so);
@@ -487,7 +487,7 @@ START_TEST(test_variants) {
   ck_assert_int_eq(clcrt_kernel_prepare(k, 15u), CLCRT_OK);
   ck_assert_uint_eq(compiles(rt), c0 + 1);
   const clcrt_kernel *o = NULL;
-  ck_assert_int_eq(clcrt_kernel_observed(k, &o), CLCRT_OK);
+  ck_assert_int_eq(clcrt_kernel_variant(k, CLCRT_USE_TRACE, &o), CLCRT_OK);
   ck_assert_int_eq(clcrt_kernel_variant(k, 15u, &x), CLCRT_OK);
   ck_assert_ptr_eq(x, o);
   clcrt_runtime_destroy(rt);
@@ -1157,6 +1157,101 @@ START_TEST(test_cold_compile_time) {
 }
 END_TEST
 
+/* ---- the public header, as other languages read it ---- */
+
+/* A program that includes only clcrt.h and fills every option struct from its ..._INIT macro:
+ * size set, every other field zero or its documented default. Compiled by the test as C11
+ * (pedantic), C++20 and GNU C++17 with every warning an error, then run. */
+static const char *const HEADER_PROG =
+    "#include <clcrt.h>\n"
+    "#include <string.h>\n"
+    "#define ZERO_AFTER_SIZE(v) zero_after((const unsigned char *)&(v), sizeof(v))\n"
+    "static int zero_after(const unsigned char *p, size_t n) {\n"
+    "  for (size_t i = sizeof(size_t); i < n; i++) if (p[i]) return 0;\n"
+    "  return 1;\n"
+    "}\n"
+    "int main(void) {\n"
+    "  clcrt_runtime_opts o = CLCRT_RUNTIME_OPTS_INIT;\n"
+    "  clcrt_tile_desc d = CLCRT_TILE_DESC_INIT;\n"
+    "  clcrt_kernel_info ki = CLCRT_KERNEL_INFO_INIT;\n"
+    "  clcrt_stream_stats ss = CLCRT_STREAM_STATS_INIT;\n"
+    "  static clcrt_trace_summary ts = CLCRT_TRACE_SUMMARY_INIT;\n"
+    "  clcrt_cache_stats cs = CLCRT_CACHE_STATS_INIT;\n"
+    "  int bad = 0;\n"
+    "  bad |= o.size != sizeof o || d.size != sizeof d || ki.size != sizeof ki || ss.size != sizeof ss;\n"
+    "  bad |= ts.size != sizeof ts || cs.size != sizeof cs;\n"
+    "  bad |= d.sched != CLCRT_SCHED_AUTO || d.grid != CLCRT_GRID_AUTO;\n"
+    "  bad |= !ZERO_AFTER_SIZE(o) || !ZERO_AFTER_SIZE(d) || !ZERO_AFTER_SIZE(ki) || !ZERO_AFTER_SIZE(ss);\n"
+    "  bad |= !ZERO_AFTER_SIZE(ts) || !ZERO_AFTER_SIZE(cs);\n"
+    "  return bad;\n"
+    "}\n";
+
+/* The repository's include/ directory, from this file's path. */
+static int include_dir(char *out, size_t n) {
+  const char *f = __FILE__;
+  const char *slash = strrchr(f, '/');
+  if (!slash) return snprintf(out, n, "../include") < (int)n;
+  return snprintf(out, n, "%.*s/../include", (int)(slash - f), f) < (int)n;
+}
+
+static int compile_and_run(const char *compiler, const char *lang, const char *flags, const char *inc,
+                           const char *dir) {
+  char src[512], exe[512], cmd[2048];
+  snprintf(src, sizeof src, "%s/prog.%s", dir, lang);
+  snprintf(exe, sizeof exe, "%s/prog_%s", dir, lang);
+  FILE *f = fopen(src, "w");
+  ck_assert_ptr_nonnull(f);
+  fputs(HEADER_PROG, f);
+  fclose(f);
+  snprintf(cmd, sizeof cmd, "%s %s -Wall -Wextra -Werror -I%s %s -o %s 2>&1 && %s", compiler, flags, inc, src, exe,
+           exe);
+  int rc = system(cmd);
+  if (rc != 0) fprintf(stderr, "test_core: header as %s (%s): `%s` exited with %d\n", lang, flags, cmd, rc);
+  return rc;
+}
+
+START_TEST(test_header_languages) {
+  char inc[512], hdr[600], dir[] = "/tmp/clcrt_hdr_XXXXXX";
+  ck_assert(include_dir(inc, sizeof inc));
+  snprintf(hdr, sizeof hdr, "%s/clcrt.h", inc);
+  if (access(hdr, R_OK) != 0) {
+    printf("test_core: SKIP header languages: %s not found from the working directory\n", hdr);
+    return;
+  }
+  /* Every ..._INIT macro names its fields (a positional one would shift every value when a
+   * field is inserted): its body starts with {.size = sizeof(. */
+  FILE *h = fopen(hdr, "r");
+  ck_assert_ptr_nonnull(h);
+  char line[512], body[4096];
+  int macros = 0;
+  while (fgets(line, sizeof line, h)) {
+    char name[128];
+    if (sscanf(line, "#define %127s", name) != 1 || strncmp(name, "CLCRT_", 6) != 0) continue;
+    size_t nl = strlen(name);
+    if (nl < 5 || strcmp(name + nl - 5, "_INIT") != 0) continue;
+    body[0] = 0;
+    strncat(body, line + strlen("#define ") + nl, sizeof body - 1);
+    while (strstr(line, "\\\n") && fgets(line, sizeof line, h)) strncat(body, line, sizeof body - strlen(body) - 1);
+    const char *b = body + strspn(body, " \t\\\n");
+    ck_assert_msg(strncmp(b, "{.size = sizeof(", 16) == 0, "%s is not a designated initializer: %s", name, b);
+    macros++;
+  }
+  fclose(h);
+  ck_assert_int_ge(macros, 6);
+  ck_assert_ptr_nonnull(mkdtemp(dir));
+  ck_assert_int_eq(compile_and_run("cc", "c", "-std=c11 -pedantic", inc, dir), 0);
+  if (system("command -v c++ >/dev/null 2>&1") != 0) {
+    printf("test_core: SKIP header as C++: no c++ on the PATH\n");
+  } else {
+    ck_assert_int_eq(compile_and_run("c++ -x c++", "cc", "-std=c++20 -pedantic", inc, dir), 0);
+    ck_assert_int_eq(compile_and_run("c++ -x c++", "cc", "-std=gnu++17", inc, dir), 0);
+  }
+  char rm[600];
+  snprintf(rm, sizeof rm, "rm -rf %s", dir);
+  ck_assert_int_eq(system(rm), 0);
+}
+END_TEST
+
 static Suite *core_suite(void) {
   Suite *s = suite_create("core");
   TCase *tc = tcase_create("matrix");
@@ -1198,6 +1293,7 @@ static Suite *core_suite(void) {
   tcase_add_test(tc, test_long_cycles_env);
   tcase_add_test(tc, test_compile_only_refuses_streams);
   tcase_add_test(tc, test_preempt_bad_input);
+  tcase_add_test(tc, test_header_languages);
   tcase_add_test(tc, test_cold_compile_time);
   suite_add_tcase(s, tc);
   return s;

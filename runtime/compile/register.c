@@ -315,11 +315,6 @@ clcrt_status clcrt_kernel_variant(const clcrt_kernel *k, unsigned uses, const cl
   return st;
 }
 
-clcrt_status clcrt_kernel_observed(const clcrt_kernel *k, const clcrt_kernel **out) {
-  if (k && !out) return clcrt__fail(k->rt, CLCRT_E_INVALID, "clcrt_kernel_observed: out is NULL");
-  return clcrt_kernel_variant(k, CLCRT_USE_TRACE, out);
-}
-
 _Static_assert(CLCRT_USE_TRACE == CLCRT__V_OBS && CLCRT_USE_GRAPH == CLCRT__V_GRAPH &&
                    CLCRT_USE_PREEMPT == CLCRT__V_YIELD && CLCRT_USE_SHORT == CLCRT__V_ONE,
                "the public CLCRT_USE_* are the variant bits");
