@@ -105,11 +105,29 @@ typedef struct clcrt_runtime_opts {
   clcrt_log_fn log;        /* optional: the library never prints; it reports here */
   void *log_user;
   const char *cuda_home;   /* NULL: $CUDA_HOME, else /usr/local/cuda; its include dirs are given to NVRTC */
+  /* Tunables. 0 is the default; the environment variable named, when set to a valid value,
+   * overrides the field (to try a value without rebuilding). Out of range: clcrt_runtime_create
+   * fails with CLCRT_E_INVALID. */
+  unsigned steal_chunk_cycles; /* $CLCRT_STEAL_CHUNK_CYCLES: a STEAL claim takes units lasting about this
+                                  many cycles (default 8000, at most 10^7) */
+  unsigned steal_long_cycles;  /* $CLCRT_STEAL_LONG_CYCLES: a STEAL kernel on an AUTO grid whose units
+                                  measured at least this many cycles per CTA of its cluster runs one cluster
+                                  per unit (default 4000, at most 10^8; CLCRT_OPT_OFF: never) */
+  unsigned preempt_waves;      /* $CLCRT_PREEMPT_WAVES: waves of reserve clusters of a STEAL grid that may
+                                  yield (default 2, at most 64) */
+  unsigned long long cache_max_bytes; /* $CLCRT_CACHE_MAX_BYTES: the disk cache's size cap (default 1 GiB;
+                                         CLCRT_OPT_OFF: no cap) */
+  int warmup;                  /* $CLCRT_WARMUP: NVRTC's start-up while a device runtime is created (0: the
+                                  default, on; > 0 on; < 0 off) */
 } clcrt_runtime_opts;
+
+/* A tunable of clcrt_runtime_opts switched off, where its comment says it can be. */
+#define CLCRT_OPT_OFF 0xffffffffu
 
 #define CLCRT_RUNTIME_OPTS_INIT                                                                                \
   {.size = sizeof(clcrt_runtime_opts), .device = 0, .target_arch = NULL, .cache_dir = NULL, .log = NULL,       \
-   .log_user = NULL, .cuda_home = NULL}
+   .log_user = NULL, .cuda_home = NULL, .steal_chunk_cycles = 0, .steal_long_cycles = 0, .preempt_waves = 0,   \
+   .cache_max_bytes = 0, .warmup = 0}
 
 typedef struct clcrt_tile_desc {
   size_t size;

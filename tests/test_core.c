@@ -9,6 +9,7 @@
  * earlier run left in ~/.cache. */
 #include <check.h>
 #include <dlfcn.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -1019,6 +1020,85 @@ START_TEST(test_long_cycles_env) {
 }
 END_TEST
 
+/* The tunables as options (clcrt_runtime_opts, 0: the default), the environment overriding them
+ * when set to a valid value, read once (env.c). Each case in a process of its own, so that the
+ * environment it sets is the one read. */
+typedef struct tun_case {
+  const char *env[5];           /* CLCRT_STEAL_CHUNK_CYCLES, _LONG_CYCLES, CLCRT_PREEMPT_WAVES, CLCRT_CACHE_MAX_BYTES,
+                                   CLCRT_WARMUP; NULL: unset */
+  clcrt_runtime_opts o;         /* target_arch and cache_dir are set by the test */
+  size_t size;                  /* o.size; 0: sizeof o */
+  clcrt_status st;
+  unsigned chunk, lng, waves;   /* expected */
+  unsigned long long cap;
+  int warmup;
+} tun_case;
+
+static int tun_run(const tun_case *c) {
+  static const char *const names[5] = {"CLCRT_STEAL_CHUNK_CYCLES", "CLCRT_STEAL_LONG_CYCLES", "CLCRT_PREEMPT_WAVES",
+                                       "CLCRT_CACHE_MAX_BYTES", "CLCRT_WARMUP"};
+  for (int i = 0; i < 5; i++) {
+    if (c->env[i])
+      setenv(names[i], c->env[i], 1);
+    else
+      unsetenv(names[i]);
+  }
+  clcrt_runtime_opts o = c->o;
+  o.size = c->size ? c->size : sizeof o;
+  o.target_arch = "sm_90a";
+  o.cache_dir = "";
+  clcrt_runtime *rt = NULL;
+  clcrt_status st = clcrt_runtime_create(&rt, &o);
+  int ok = st == c->st;
+  if (st != CLCRT_OK)
+    ok = ok && strstr(clcrt_errmsg(rt), "clcrt_runtime_opts.") != NULL;
+  else
+    ok = ok && rt->chunk_cycles == c->chunk && rt->long_cycles == c->lng && rt->preempt_waves == c->waves &&
+         rt->cache_max_bytes == c->cap && rt->warmup == c->warmup;
+  if (!ok && rt)
+    fprintf(stderr, "tunables: status %s (%s): chunk %u long %u waves %u cap %llu warmup %d\n", clcrt_status_name(st),
+            clcrt_errmsg(rt), rt->chunk_cycles, rt->long_cycles, rt->preempt_waves, rt->cache_max_bytes, rt->warmup);
+  clcrt_runtime_destroy(rt);
+  return ok;
+}
+
+START_TEST(test_tunables_options) {
+  const unsigned C = CLCRT__CHUNK_CYCLES_DEFAULT, L = CLCRT__LONG_CYCLES_DEFAULT, W = CLCRT__PREEMPT_WAVES_DEFAULT;
+  const unsigned long long B = CLCRT__CACHE_MAX_BYTES_DEFAULT;
+  clcrt_runtime_opts zero = CLCRT_RUNTIME_OPTS_INIT, set = CLCRT_RUNTIME_OPTS_INIT, off = CLCRT_RUNTIME_OPTS_INIT,
+                     junk = CLCRT_RUNTIME_OPTS_INIT;
+  set.steal_chunk_cycles = 1234, set.steal_long_cycles = 5678, set.preempt_waves = 5, set.cache_max_bytes = 12345;
+  set.warmup = -1;
+  off.steal_long_cycles = CLCRT_OPT_OFF, off.cache_max_bytes = CLCRT_OPT_OFF, off.warmup = 1;
+  /* Beyond an older caller's size: never read. */
+  junk.steal_chunk_cycles = 0xdeadbeefu, junk.steal_long_cycles = 7, junk.preempt_waves = 999, junk.warmup = -5;
+  clcrt_runtime_opts big = set, big2 = set, big3 = set;
+  big.steal_chunk_cycles = CLCRT__CHUNK_CYCLES_MAX + 1;
+  big2.steal_long_cycles = CLCRT__LONG_CYCLES_MAX + 1;
+  big3.preempt_waves = CLCRT__PREEMPT_WAVES_MAX + 1;
+  const tun_case cases[] = {
+      {{NULL}, zero, 0, CLCRT_OK, C, L, W, B, 1},                           /* defaults */
+      {{NULL}, set, 0, CLCRT_OK, 1234, 5678, 5, 12345, 0},                  /* the options */
+      {{NULL}, off, 0, CLCRT_OK, C, 0, W, 0, 1},                            /* switched off, warm-up on */
+      {{"777", "0", "3", "2K", "1"}, set, 0, CLCRT_OK, 777, 0, 3, 2048, 1}, /* the environment overrides */
+      {{"x", "-1", "65", "1Q", ""}, set, 0, CLCRT_OK, 1234, 5678, 5, 12345, 0}, /* invalid or empty: the options */
+      {{"777", NULL, NULL, NULL, "0"}, zero, 0, CLCRT_OK, 777, L, W, B, 0},   /* over the defaults */
+      {{NULL}, junk, offsetof(clcrt_runtime_opts, steal_chunk_cycles), CLCRT_OK, C, L, W, B, 1},
+      {{NULL}, big, 0, CLCRT_E_INVALID, 0, 0, 0, 0, 0},
+      {{NULL}, big2, 0, CLCRT_E_INVALID, 0, 0, 0, 0, 0},
+      {{NULL}, big3, 0, CLCRT_E_INVALID, 0, 0, 0, 0, 0},
+      {{"5"}, big, 0, CLCRT_E_INVALID, 0, 0, 0, 0, 0}, /* a bad option is refused even where the environment wins */
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    pid_t pid = fork();
+    if (pid == 0) _exit(tun_run(&cases[i]) ? 0 : 1);
+    int ws;
+    waitpid(pid, &ws, 0);
+    ck_assert_msg(WIFEXITED(ws) && WEXITSTATUS(ws) == 0, "tunables case %zu", i);
+  }
+}
+END_TEST
+
 START_TEST(test_status_table) {
   static const clcrt_status all[] = {
 #define X(name, msg) CLCRT_##name,
@@ -1291,6 +1371,7 @@ static Suite *core_suite(void) {
   tcase_add_test(tc, test_status_table);
   tcase_add_test(tc, test_preempt_waves_parse);
   tcase_add_test(tc, test_long_cycles_env);
+  tcase_add_test(tc, test_tunables_options);
   tcase_add_test(tc, test_compile_only_refuses_streams);
   tcase_add_test(tc, test_preempt_bad_input);
   tcase_add_test(tc, test_header_languages);

@@ -139,9 +139,12 @@ struct clcrt_runtime {
   CUcontext ctx;               /* the device's primary context, retained */
   int num_sms;
   int max_smem_optin;          /* bytes of dynamic shared memory a CTA may opt in to */
-  unsigned chunk_cycles;       /* CLCRT_STEAL_CHUNK_CYCLES, read once here: clcrt_run copies it into every STEAL run */
-  unsigned long_cycles;        /* CLCRT_STEAL_LONG_CYCLES, read once here (launch.c: long units) */
-  unsigned preempt_waves;      /* CLCRT_PREEMPT_WAVES, read once here (plan.c) */
+  /* Tunables (env.c: clcrt__tunables_get, options and environment), read once here. */
+  unsigned chunk_cycles;       /* clcrt_run copies it into every STEAL run */
+  unsigned long_cycles;        /* launch.c: long units; 0 never */
+  unsigned preempt_waves;      /* plan.c */
+  unsigned long long cache_max_bytes; /* the disk cache's cap; 0 none */
+  int warmup;
   /* Mapped host memory for kernels' measured unit times (CLCRT__HINT_*), a page at a time;
    * guarded by lock. */
   struct clcrt__hint_page *hint_pages;

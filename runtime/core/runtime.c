@@ -218,9 +218,14 @@ clcrt_status clcrt_runtime_create(clcrt_runtime **out, const clcrt_runtime_opts 
   if (!ok) return clcrt__fail(rt, CLCRT_E_NOMEM, "out of memory copying the runtime options");
   if (!rt->opts.cuda_home) rt->opts.cuda_home = clcrt__env_get()->cuda_home;
   if (!rt->opts.cuda_home) rt->opts.cuda_home = "/usr/local/cuda";
-  rt->chunk_cycles = clcrt__env_get()->chunk_cycles;
-  rt->long_cycles = clcrt__env_get()->long_cycles;
-  rt->preempt_waves = clcrt__env_get()->preempt_waves;
+  clcrt__tunables tun;
+  char why[256];
+  if (!clcrt__tunables_get(&rt->opts, &tun, why, sizeof why)) return clcrt__fail(rt, CLCRT_E_INVALID, "%s", why);
+  rt->chunk_cycles = tun.chunk_cycles;
+  rt->long_cycles = tun.long_cycles;
+  rt->preempt_waves = tun.preempt_waves;
+  rt->cache_max_bytes = tun.cache_max_bytes;
+  rt->warmup = tun.warmup;
 
   nvrtcVersion(&rt->nvrtc_major, &rt->nvrtc_minor);
   clcrt_status st;
@@ -238,7 +243,7 @@ clcrt_status clcrt_runtime_create(clcrt_runtime **out, const clcrt_runtime_opts 
   } else {
     /* NVRTC's one-time start-up runs while the driver sets the device up, and is over
      * (done or cancelled) before this returns (warmup.c). */
-    int warming = clcrt__warmup_start();
+    int warming = rt->warmup && clcrt__warmup_start();
     st = open_device(rt);
     if (st == CLCRT_OK) st = device_setup(rt);
     if (warming) clcrt__warmup_stop();
