@@ -77,6 +77,8 @@ typedef enum clcrt_sched {
   CLCRT_SCHED_STATIC,   /* persistent grid, tile += number of clusters */
   CLCRT_SCHED_FIXED     /* one cluster per cluster-shaped block of tiles */
 } clcrt_sched;
+/* "auto", "clc", "steal", "static", "fixed"; "unknown" for any other value. */
+CLCRT_API const char *clcrt_sched_name(clcrt_sched s);
 
 /* How many clusters a STEAL kernel launches. FULL launches one cluster per work unit;
  * clusters that start after the work is gone leave at once. PERSISTENT launches as many
@@ -175,6 +177,9 @@ CLCRT_API const char *clcrt_errmsg(const clcrt_runtime *rt); /* detail of the la
 CLCRT_API const char *clcrt_runtime_arch(const clcrt_runtime *rt);
 /* 1 when the runtime only compiles (target_arch given), 0 when it can run kernels. */
 CLCRT_API int clcrt_runtime_compile_only(const clcrt_runtime *rt);
+/* Streaming multiprocessors of the runtime's device; 0 in compile-only mode. */
+CLCRT_API int clcrt_runtime_num_sms(const clcrt_runtime *rt);
+/* The runtime's CUDA driver table and context: see the end of this header (needs <cuda.h>). */
 
 /* Kernels. Registration compiles (or finds in the cache) and, with a device, loads. */
 CLCRT_API clcrt_status clcrt_register(clcrt_runtime *rt, const clcrt_tile_desc *d, clcrt_kernel **out);
@@ -409,3 +414,104 @@ CLCRT_API clcrt_status clcrt_run_notify(clcrt_stream *s, uv_loop_t *loop, clcrt_
 }
 #endif
 #endif /* CLCRT_H */
+
+/* The CUDA driver as the runtime loaded it: libcuda.so.1 opened at run time and every entry
+ * point taken through cuGetProcAddress, so that a program that makes its own driver calls
+ * through this table (device buffers, events, graphs) needs no libcuda to link or to start,
+ * as the runtime needs none (a missing driver is CLCRT_E_NO_DEVICE from clcrt_runtime_create,
+ * not a loader error). Declared once <cuda.h> has been included, before or after this header
+ * (this part has a guard of its own). Entries are only ever appended. */
+#if defined(CUDA_VERSION) && !defined(CLCRT_H_DRIVER)
+#define CLCRT_H_DRIVER
+#ifdef __cplusplus
+extern "C" {
+#endif
+/* X(name): every driver entry point in the table. Each field has the type of cuda.h's own
+ * prototype (which maps e.g. cuMemAlloc to cuMemAlloc_v2), looked up by the base name.
+ * cuGetProcAddress returns the newest ABI of a name for CUDA_VERSION, so only names whose
+ * cuda.h prototype IS that newest ABI may be listed: cuCtxSynchronize, for one, is not
+ * (cuda.h's is the 2.0 ABI, CUDA 13.0 returns cuCtxSynchronize_v2(CUcontext)). The test
+ * tests/test_driver.c guards this list against cudaTypedefs.h. */
+#define CLCRT_DRIVER_MAP(X)          \
+  X(cuInit)                          \
+  X(cuDriverGetVersion)              \
+  X(cuGetErrorName)                  \
+  X(cuGetErrorString)                \
+  X(cuDeviceGet)                     \
+  X(cuDeviceGetCount)                \
+  X(cuDeviceGetAttribute)            \
+  X(cuDeviceGetName)                 \
+  X(cuDevicePrimaryCtxRetain)        \
+  X(cuDevicePrimaryCtxRelease)       \
+  X(cuCtxSetCurrent)                 \
+  X(cuCtxGetCurrent)                 \
+  X(cuCtxPushCurrent)                \
+  X(cuCtxPopCurrent)                 \
+  X(cuLibraryLoadData)               \
+  X(cuLibraryUnload)                 \
+  X(cuLibraryGetKernel)              \
+  X(cuKernelGetFunction)             \
+  X(cuFuncSetAttribute)              \
+  X(cuFuncGetAttribute)              \
+  X(cuFuncGetParamInfo)              \
+  X(cuOccupancyMaxActiveClusters)    \
+  X(cuLaunchKernelEx)                \
+  X(cuLaunchHostFunc)                \
+  X(cuStreamCreate)                  \
+  X(cuStreamDestroy)                 \
+  X(cuStreamSynchronize)             \
+  X(cuStreamQuery)                   \
+  X(cuStreamGetCaptureInfo)          \
+  X(cuStreamIsCapturing)             \
+  X(cuMemAlloc)                      \
+  X(cuMemFree)                       \
+  X(cuMemsetD8)                      \
+  X(cuMemcpyHtoD)                    \
+  X(cuMemcpyDtoH)                    \
+  X(cuMemcpyHtoDAsync)               \
+  X(cuMemcpyDtoHAsync)               \
+  X(cuMemcpyDtoDAsync)               \
+  X(cuMemsetD32Async)                \
+  X(cuStreamBeginCapture)            \
+  X(cuStreamEndCapture)              \
+  X(cuGraphInstantiateWithFlags)     \
+  X(cuGraphLaunch)                   \
+  X(cuGraphExecDestroy)              \
+  X(cuGraphDestroy)                  \
+  X(cuEventCreate)                   \
+  X(cuEventRecord)                   \
+  X(cuEventSynchronize)              \
+  X(cuEventElapsedTime)              \
+  X(cuEventDestroy)                  \
+  X(cuOccupancyMaxActiveBlocksPerMultiprocessor) \
+  X(cuStreamGetPriority)             \
+  X(cuCtxGetStreamPriorityRange)     \
+  X(cuStreamWriteValue32)            \
+  X(cuMemsetD8Async)                 \
+  X(cuTensorMapEncodeTiled)         \
+  X(cuStreamCreateWithPriority)     \
+  X(cuEventQuery)                    \
+  X(cuMemHostAlloc)                  \
+  X(cuMemHostGetDevicePointer)       \
+  X(cuMemFreeHost)                   \
+  X(cuThreadExchangeStreamCaptureMode)
+
+#ifdef __cplusplus
+#define CLCRT__DRIVER_FIELD(name) decltype(name) *name;
+#else
+#define CLCRT__DRIVER_FIELD(name) __typeof__(name) *name;
+#endif
+typedef struct clcrt_driver {
+  CLCRT_DRIVER_MAP(CLCRT__DRIVER_FIELD)
+} clcrt_driver;
+#undef CLCRT__DRIVER_FIELD
+
+/* The runtime's driver table; NULL in compile-only mode. */
+CLCRT_API const clcrt_driver *clcrt_runtime_driver(const clcrt_runtime *rt);
+/* The device's primary context, which the runtime retains: make it current (cuCtxSetCurrent)
+ * before driver calls of your own on a thread. NULL in compile-only mode. */
+CLCRT_API CUcontext clcrt_runtime_context(const clcrt_runtime *rt);
+#ifdef __cplusplus
+}
+#endif
+#endif /* CLCRT_H_DRIVER */

@@ -1320,15 +1320,63 @@ START_TEST(test_header_languages) {
   ck_assert_int_ge(macros, 6);
   ck_assert_ptr_nonnull(mkdtemp(dir));
   ck_assert_int_eq(compile_and_run("cc", "c", "-std=c11 -pedantic", inc, dir), 0);
-  if (system("command -v c++ >/dev/null 2>&1") != 0) {
+  int cxx = system("command -v c++ >/dev/null 2>&1") == 0;
+  if (!cxx) {
     printf("test_core: SKIP header as C++: no c++ on the PATH\n");
   } else {
     ck_assert_int_eq(compile_and_run("c++ -x c++", "cc", "-std=c++20 -pedantic", inc, dir), 0);
     ck_assert_int_eq(compile_and_run("c++ -x c++", "cc", "-std=gnu++17", inc, dir), 0);
   }
+  /* The driver table's part (clcrt_driver, clcrt_runtime_driver, clcrt_runtime_context): there
+   * once <cuda.h> is in, whether it comes before or after clcrt.h. */
+  const char *cuda = getenv("CUDA_HOME");
+  static const char *const orders[2] = {"#include <cuda.h>\n#include <clcrt.h>\n",
+                                        "#include <clcrt.h>\n#include <cuda.h>\n#include <clcrt.h>\n"};
+  for (int i = 0; i < 2; i++) {
+    char src[600], cmd[2048];
+    snprintf(src, sizeof src, "%s/driver%d.c", dir, i);
+    FILE *f = fopen(src, "w");
+    ck_assert_ptr_nonnull(f);
+    fprintf(f, "%sconst clcrt_driver *get(const clcrt_runtime *rt);\n"
+               "const clcrt_driver *get(const clcrt_runtime *rt) {\n"
+               "  CUcontext c = clcrt_runtime_context(rt);\n"
+               "  return c ? clcrt_runtime_driver(rt) : 0;\n}\n",
+            orders[i]);
+    fclose(f);
+    snprintf(cmd, sizeof cmd, "cc -std=c11 -Wall -Wextra -Werror -fsyntax-only -I%s -I%s/include %s", inc,
+             cuda && *cuda ? cuda : "/usr/local/cuda", src);
+    ck_assert_msg(system(cmd) == 0, "%s", cmd);
+    if (cxx) {
+      snprintf(cmd, sizeof cmd, "c++ -x c++ -std=c++20 -Wall -Wextra -Werror -fsyntax-only -I%s -I%s/include %s", inc,
+               cuda && *cuda ? cuda : "/usr/local/cuda", src);
+      ck_assert_msg(system(cmd) == 0, "%s", cmd);
+    }
+  }
   char rm[600];
   snprintf(rm, sizeof rm, "rm -rf %s", dir);
   ck_assert_int_eq(system(rm), 0);
+}
+END_TEST
+
+/* The examples and the benchmarks build against the public header alone, as a user's program
+ * does: nothing of runtime/ on the include path (only <cuda.h>, cuBLAS's headers, and the
+ * generated header of the embedded user sources). */
+START_TEST(test_programs_use_public_header) {
+  char inc[512], cmd[4096];
+  ck_assert(include_dir(inc, sizeof inc));
+  const char *build = getenv("CLCRT_TEST_BUILD"), *cuda = getenv("CUDA_HOME");
+  char gen[600];
+  snprintf(gen, sizeof gen, "%s/gen/user_src.h", build ? build : "");
+  if (!build || access(gen, R_OK) != 0) {
+    printf("test_core: SKIP programs against the public header: no CLCRT_TEST_BUILD with gen/user_src.h\n");
+    return;
+  }
+  snprintf(cmd, sizeof cmd,
+           "n=0; for f in %s/../examples/*.c %s/../examples/*/*.c %s/../bench/*.c %s/../bench/lib/*.c; do "
+           "cc -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -fsyntax-only -I%s -I%s/include -I%s/gen \"$f\" || exit 1; "
+           "n=$((n+1)); done; test $n -ge 10",
+           inc, inc, inc, inc, inc, cuda && *cuda ? cuda : "/usr/local/cuda", build);
+  ck_assert_msg(system(cmd) == 0, "%s", cmd);
 }
 END_TEST
 
@@ -1375,6 +1423,7 @@ static Suite *core_suite(void) {
   tcase_add_test(tc, test_compile_only_refuses_streams);
   tcase_add_test(tc, test_preempt_bad_input);
   tcase_add_test(tc, test_header_languages);
+  tcase_add_test(tc, test_programs_use_public_header);
   tcase_add_test(tc, test_cold_compile_time);
   suite_add_tcase(s, tc);
   return s;

@@ -6,81 +6,11 @@
 #define CLCRT_DRIVER_H
 #include <cuda.h>
 
-/* X(name): every driver entry point clcrt uses. The typedef comes from cuda.h's own
- * prototype (which maps e.g. cuMemAlloc to cuMemAlloc_v2), the string from the base name.
- * cuGetProcAddress returns the newest ABI of a name for CUDA_VERSION, so only names whose
- * cuda.h prototype IS that newest ABI may be listed: cuCtxSynchronize, for one, is not
- * (cuda.h's is the 2.0 ABI, CUDA 13.0 returns cuCtxSynchronize_v2(CUcontext)). The test
- * tests/test_driver.c guards this list against cudaTypedefs.h. */
-#define CLCRT_DRIVER_MAP(X)          \
-  X(cuInit)                          \
-  X(cuDriverGetVersion)              \
-  X(cuGetErrorName)                  \
-  X(cuGetErrorString)                \
-  X(cuDeviceGet)                     \
-  X(cuDeviceGetCount)                \
-  X(cuDeviceGetAttribute)            \
-  X(cuDeviceGetName)                 \
-  X(cuDevicePrimaryCtxRetain)        \
-  X(cuDevicePrimaryCtxRelease)       \
-  X(cuCtxSetCurrent)                 \
-  X(cuCtxGetCurrent)                 \
-  X(cuCtxPushCurrent)                \
-  X(cuCtxPopCurrent)                 \
-  X(cuLibraryLoadData)               \
-  X(cuLibraryUnload)                 \
-  X(cuLibraryGetKernel)              \
-  X(cuKernelGetFunction)             \
-  X(cuFuncSetAttribute)              \
-  X(cuFuncGetAttribute)              \
-  X(cuFuncGetParamInfo)              \
-  X(cuOccupancyMaxActiveClusters)    \
-  X(cuLaunchKernelEx)                \
-  X(cuLaunchHostFunc)                \
-  X(cuStreamCreate)                  \
-  X(cuStreamDestroy)                 \
-  X(cuStreamSynchronize)             \
-  X(cuStreamQuery)                   \
-  X(cuStreamGetCaptureInfo)          \
-  X(cuStreamIsCapturing)             \
-  X(cuMemAlloc)                      \
-  X(cuMemFree)                       \
-  X(cuMemsetD8)                      \
-  X(cuMemcpyHtoD)                    \
-  X(cuMemcpyDtoH)                    \
-  X(cuMemcpyHtoDAsync)               \
-  X(cuMemcpyDtoHAsync)               \
-  X(cuMemcpyDtoDAsync)               \
-  X(cuMemsetD32Async)                \
-  X(cuStreamBeginCapture)            \
-  X(cuStreamEndCapture)              \
-  X(cuGraphInstantiateWithFlags)     \
-  X(cuGraphLaunch)                   \
-  X(cuGraphExecDestroy)              \
-  X(cuGraphDestroy)                  \
-  X(cuEventCreate)                   \
-  X(cuEventRecord)                   \
-  X(cuEventSynchronize)              \
-  X(cuEventElapsedTime)              \
-  X(cuEventDestroy)                  \
-  X(cuOccupancyMaxActiveBlocksPerMultiprocessor) \
-  X(cuStreamGetPriority)             \
-  X(cuCtxGetStreamPriorityRange)     \
-  X(cuStreamWriteValue32)            \
-  X(cuMemsetD8Async)                 \
-  X(cuTensorMapEncodeTiled)         \
-  X(cuStreamCreateWithPriority)     \
-  X(cuEventQuery)                    \
-  X(cuMemHostAlloc)                  \
-  X(cuMemHostGetDevicePointer)       \
-  X(cuMemFreeHost)                   \
-  X(cuThreadExchangeStreamCaptureMode)
-
-typedef struct clcrt__driver {
-#define CLCRT__DRV_FIELD(name) __typeof__(name) *name;
-  CLCRT_DRIVER_MAP(CLCRT__DRV_FIELD)
-#undef CLCRT__DRV_FIELD
-} clcrt__driver;
+/* The table and its list of entry points (CLCRT_DRIVER_MAP) are public: programs use the
+ * runtime's table (clcrt_runtime_driver) to start where libcuda is missing, as the library
+ * does. Declared by clcrt.h once <cuda.h> is in. */
+#include "clcrt.h"
+typedef clcrt_driver clcrt__driver;
 
 /* Loads the driver once (thread-safe). Returns the table, or NULL with a sentence in
  * err saying why (no libcuda, too old, cuInit failed...). *cu_err gets cuInit's result. */

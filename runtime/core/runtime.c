@@ -50,6 +50,10 @@ const char *clcrt__cu_name(const clcrt_runtime *rt, CUresult r) {
 
 const char *clcrt_runtime_arch(const clcrt_runtime *rt) { return rt ? rt->arch : NULL; }
 int clcrt_runtime_compile_only(const clcrt_runtime *rt) { return rt ? rt->compile_only : 0; }
+int clcrt_runtime_num_sms(const clcrt_runtime *rt) { return rt && !rt->compile_only ? rt->num_sms : 0; }
+const clcrt_driver *clcrt_runtime_driver(const clcrt_runtime *rt) { return rt ? rt->cu : NULL; }
+CUcontext clcrt_runtime_context(const clcrt_runtime *rt) { return rt ? rt->ctx : NULL; }
+const char *clcrt_sched_name(clcrt_sched s) { return clcrt__sched_name(s); }
 
 int clcrt__nvrtc_archs(int *out, int max) {
   /* No allocation here: a failed one would read as "this NVRTC supports no architecture"
