@@ -84,12 +84,12 @@ CLCRT_API const char *clcrt_sched_name(clcrt_sched s);
  * clusters that start after the work is gone leave at once. PERSISTENT launches as many
  * clusters as fit on the device at once. AUTO is PERSISTENT, except while a stream of
  * higher priority exists on the device: then the clusters that fit at once plus
- * $CLCRT_PREEMPT_WAVES (default 2) waves of reserve, so that the run can yield (see README:
- * Preemption, measured); and except for long units: a kernel with no prologue and no state
- * whose earlier runs measured units of at least $CLCRT_STEAL_LONG_CYCLES (default 4000)
- * cycles per CTA of its cluster runs one cluster per unit, which the GPU's block scheduler
- * hands out as clusters finish, with no claims, preempted as FIXED is (see README: long
- * units). */
+ * preempt_waves (clcrt_runtime_opts, $CLCRT_PREEMPT_WAVES; default 2) waves of reserve, so that
+ * the run can yield (see README: Preemption, measured); and except for long units: a kernel with
+ * no prologue and no state whose earlier runs measured units of at least steal_long_cycles
+ * ($CLCRT_STEAL_LONG_CYCLES; default 4000) cycles per CTA of its cluster runs one cluster per
+ * unit, which the GPU's block scheduler hands out as clusters finish, with no claims, preempted
+ * as FIXED is (see README: long units). */
 typedef enum clcrt_grid {
   CLCRT_GRID_AUTO = 0,
   CLCRT_GRID_FULL,

@@ -71,9 +71,9 @@ static void spin_unlock(int *l) { __atomic_store_n(l, 0, __ATOMIC_RELEASE); }
  * when tracing was enabled or the kernel registered, which reported it): its tiles are counted
  * as dropped records, so that the trace says what it lacks. */
 static void obs_lost(clcrt_stream *s, const clcrt_kernel *k0, clcrt_dim3 tiles) {
-  if (s->trace) s->trace_lost += (unsigned long long)tiles.x * tiles.y * tiles.z;
-  if (!s->obs_lost_logged) {
-    s->obs_lost_logged = 1;
+  /* Atomic: several threads may run on one stream. */
+  if (s->trace) __atomic_add_fetch(&s->trace_lost, (unsigned long long)tiles.x * tiles.y * tiles.z, __ATOMIC_RELAXED);
+  if (!__atomic_exchange_n(&s->obs_lost_logged, 1, __ATOMIC_RELAXED)) {
     clcrt__log(s->rt, CLCRT_LOG_WARN,
                "kernel %s has no observed variant: its runs on a traced stream (or one with statistics on) record "
                "nothing, and their tiles count as dropped records; clcrt_kernel_prepare(k, CLCRT_USE_TRACE) says why",
