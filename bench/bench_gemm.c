@@ -44,14 +44,15 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <cuda.h> /* types only: the calls go through the runtime's driver table */
+
 #include "../examples/gemm/gemm.h"
 #include "clcrt.h"
-#include "internal.h"
 
 #define WARMUP 5
 static int reps = 20;
 
-static const clcrt__driver *cu;
+static const clcrt_driver *cu;
 static clcrt_runtime *rt;
 static clcrt_stream *st;
 static CUstream cs;
@@ -59,11 +60,21 @@ static FILE *json;
 static int json_first = 1;
 static int failures;
 
+static const char *cu_name(CUresult r) {
+  const char *s = NULL;
+  return cu && cu->cuGetErrorName(r, &s) == CUDA_SUCCESS && s ? s : "an unknown CUDA error";
+}
+static double now_ms(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (double)t.tv_sec * 1e3 + (double)t.tv_nsec / 1e6;
+}
+
 #define CK(x)                                                                                     \
   do {                                                                                            \
     CUresult r_ = (x);                                                                            \
     if (r_ != CUDA_SUCCESS) {                                                                     \
-      fprintf(stderr, "%s:%d: %s failed: %s\n", __FILE__, __LINE__, #x, clcrt__cu_name(rt, r_)); \
+      fprintf(stderr, "%s:%d: %s failed: %s\n", __FILE__, __LINE__, #x, cu_name(r_));            \
       exit(1);                                                                                    \
     }                                                                                             \
   } while (0)
@@ -280,29 +291,29 @@ static void bench_compile(void) {
       clcrt_runtime *r2 = NULL;
       CKC(clcrt_runtime_create(&r2, &o));
       clcrt_kernel *k = NULL;
-      double t0 = clcrt__now_ms();
+      double t0 = now_ms();
       if (gemm_register(r2, &GEMM_VARIANTS[0], SCHEDS[s], 0, &k) != CLCRT_OK) {
         fprintf(stderr, "register: %s\n", clcrt_errmsg(r2));
         exit(1);
       }
-      double t = clcrt__now_ms() - t0;
+      double t = now_ms() - t0;
       clcrt_kernel_info info = CLCRT_KERNEL_INFO_INIT;
       CKC(clcrt_kernel_info_get(k, &info));
       if (pass == 0) {
         cold = t;
         printf("  %-7s cold %7.1f ms (NVRTC %.1f ms), %d registers, %u + %u bytes shared\n",
-               clcrt__sched_name(SCHEDS[s]), cold, info.compile_ms, info.registers, info.static_smem,
+               clcrt_sched_name(SCHEDS[s]), cold, info.compile_ms, info.registers, info.static_smem,
                info.dynamic_smem);
       } else {
         hit = t;
         from = info.from_cache;
-        printf("  %-7s disk-cache hit %.3f ms (from_cache %d: 2 = disk)\n", clcrt__sched_name(SCHEDS[s]), hit, from);
+        printf("  %-7s disk-cache hit %.3f ms (from_cache %d: 2 = disk)\n", clcrt_sched_name(SCHEDS[s]), hit, from);
       }
       clcrt_runtime_destroy(r2);
     }
     json_row("{\"section\":\"compile\",\"contender\":\"%s\",\"variant\":\"%s\",\"cold_ms\":%.2f,\"disk_hit_ms\":%.4f,"
              "\"from_cache\":%d}",
-             clcrt__sched_name(SCHEDS[s]), GEMM_VARIANTS[0].name, cold, hit, from);
+             clcrt_sched_name(SCHEDS[s]), GEMM_VARIANTS[0].name, cold, hit, from);
   }
   char cmd[128];
   snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
@@ -397,10 +408,10 @@ static void bench_dense_shape(const dshape *sh, int idx) {
     const gemm_variant *var = &GEMM_VARIANTS[v];
     /* Split-K: the helper's pick, and where the tiles leave SMs idle, a sweep around it so
      * that one run shows which factor is best. */
-    unsigned pick = gemm_pick_splits(var, m, n, k, rt->num_sms), cand[8], nc = 0;
+    unsigned pick = gemm_pick_splits(var, m, n, k, clcrt_runtime_num_sms(rt)), cand[8], nc = 0;
     unsigned tiles = gemm_cdiv(m, var->bm) * gemm_cdiv(n, var->bn), nk = gemm_cdiv(k, GEMM_BK);
     cand[nc++] = pick;
-    if (tiles < (unsigned)rt->num_sms)
+    if (tiles < (unsigned)clcrt_runtime_num_sms(rt))
       for (unsigned sp = 1; sp <= 16; sp *= 2)
         if (sp != pick && (sp == 1 || sp <= nk / 8)) cand[nc++] = sp;
     for (unsigned ci = 0; ci < nc; ci++) {
@@ -427,11 +438,11 @@ static void bench_dense_shape(const dshape *sh, int idx) {
         double t = time_median(clcrt_launch, &c);
         double tf = flop / (t * 1e9), ratio = t_ref / t;
         printf("  %-10s %-7s splits %-2u%s %9.4f ms %7.1f TFLOP/s %6.3fx cuBLAS  err %.2e%s\n", var->name,
-               clcrt__sched_name(SCHEDS[si]), c.a.splits, ci == 0 ? "*" : " ", t, tf, ratio, err, ok ? "" : "  WRONG");
+               clcrt_sched_name(SCHEDS[si]), c.a.splits, ci == 0 ? "*" : " ", t, tf, ratio, err, ok ? "" : "  WRONG");
         json_row("{\"section\":\"dense\",\"label\":\"%s\",\"shape\":\"%s\",\"m\":%u,\"n\":%u,\"k\":%u,"
                  "\"contender\":\"%s\",\"variant\":\"%s\",\"splits\":%u,\"picked\":%s,\"median_ms\":%.5f,"
                  "\"tflops\":%.2f,\"ratio_to_cublas\":%.4f,\"rel_err\":%.3e,\"ok\":%s}",
-                 sh->label, sum->shape, m, n, k, clcrt__sched_name(SCHEDS[si]), var->name, c.a.splits,
+                 sh->label, sum->shape, m, n, k, clcrt_sched_name(SCHEDS[si]), var->name, c.a.splits,
                  ci == 0 ? "true" : "false", t, tf, ratio, err, ok ? "true" : "false");
         if (ok && ratio > sum->var_ratio[v]) sum->var_ratio[v] = ratio, sum->var_splits[v] = c.a.splits;
         if (ok && ratio > sum->best_ratio[si]) {
@@ -722,13 +733,13 @@ static void bench_grouped_shape(const gshape *g, int idx) {
       double t = time_median(clcrt_launch, &c);
       double tf = flop / (t * 1e9);
       printf("  %-10s %-7s %9.4f ms %7.1f TFLOP/s %6.3fx loop %6.3fx grouped  err %.2e%s\n", var->name,
-             clcrt__sched_name(SCHEDS[si]), t, tf, t_loop / t, sum->gb_tflops > 0 ? tf / sum->gb_tflops : 0, err,
+             clcrt_sched_name(SCHEDS[si]), t, tf, t_loop / t, sum->gb_tflops > 0 ? tf / sum->gb_tflops : 0, err,
              ok ? "" : "  WRONG");
       json_row("{\"section\":\"grouped\",\"shape\":\"%s\",\"routing\":\"%s\",\"skewed\":%s,\"experts\":%u,\"n\":%u,"
                "\"k\":%u,\"rows\":%u,\"contender\":\"%s\",\"variant\":\"%s\",\"launched_tiles\":%u,\"median_ms\":%.5f,"
                "\"tflops\":%.2f,\"ratio_to_loop\":%.4f,\"rel_err\":%.3e,\"ok\":%s}",
                sum->name, g->routing, g->skewed ? "true" : "false", g->experts, g->n, g->k, total,
-               clcrt__sched_name(SCHEDS[si]), var->name, c.tiles.x, t, tf, t_loop / t, err, ok ? "true" : "false");
+               clcrt_sched_name(SCHEDS[si]), var->name, c.tiles.x, t, tf, t_loop / t, err, ok ? "true" : "false");
       if (ok && tf > sum->best[si]) sum->best[si] = tf, sum->best_variant[si] = var->name;
     }
   }
@@ -849,14 +860,15 @@ int main(int argc, char **argv) {
     clcrt_runtime_destroy(rt);
     return 0;
   }
-  cu = rt->cu;
-  CK(cu->cuCtxSetCurrent(rt->ctx));
+  cu = clcrt_runtime_driver(rt);
+  CK(cu->cuCtxSetCurrent(clcrt_runtime_context(rt)));
   CKC(clcrt_stream_create(rt, NULL, &st));
   cs = clcrt_stream_cu(st);
   CKB(cublasLtCreate(&lt));
   CK(cu->cuMemAlloc(&lt_ws, LT_WS_BYTES));
   char name[256] = "";
-  cu->cuDeviceGetName(name, sizeof name, rt->dev);
+  CUdevice dev = 0;
+  if (cu->cuDeviceGet(&dev, o.device) == CUDA_SUCCESS) cu->cuDeviceGetName(name, sizeof name, dev);
   char date[32];
   time_t now = time(NULL);
   strftime(date, sizeof date, "%Y-%m-%d", gmtime(&now));
@@ -867,10 +879,10 @@ int main(int argc, char **argv) {
   if (json)
     fprintf(json, "{\"bench\":\"gemm\",\"device\":\"%s\",\"arch\":\"%s\",\"sms\":%d,\"date\":\"%s\",\"cublasLt\":%zu,"
                   "\"reps\":%d,\"align\":%zu,\"results\":[",
-            name, rt->arch, rt->num_sms, date, cublasLtGetVersion(), reps, window_align);
+            name, clcrt_runtime_arch(rt), clcrt_runtime_num_sms(rt), date, cublasLtGetVersion(), reps, window_align);
   printf("clcrt bench-gemm on %s (%s, %d SMs), %s, cuBLASLt %zu: bf16 in/out, fp32 accumulation; median of %d runs "
          "after %d warm-ups; operands %zu-byte aligned\n",
-         name, rt->arch, rt->num_sms, date, cublasLtGetVersion(), reps, WARMUP, window_align);
+         name, clcrt_runtime_arch(rt), clcrt_runtime_num_sms(rt), date, cublasLtGetVersion(), reps, WARMUP, window_align);
 
   if (!only || !strcmp(only, "compile")) bench_compile();
   const int do_dense = !only || !strcmp(only, "dense"), do_grouped = !only || !strcmp(only, "grouped");

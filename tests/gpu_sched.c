@@ -184,6 +184,9 @@ START_TEST(test_graph_replay) {
   clcrt_dim3 cl = {2, 1, 1};
   clcrt_kernel *k = reg(rt, CLCRT_SCHED_STEAL, CLCRT_GRID_PERSISTENT, cl, (clcrt_dim3){64, 1, 1}, 0, 0, NULL, NULL);
   clcrt_kernel *kf = reg(rt, CLCRT_SCHED_STEAL, CLCRT_GRID_FULL, cl, (clcrt_dim3){64, 1, 1}, 0, 0, NULL, NULL);
+  /* k's graph variant built now: its captured run claims from the graph table. kf's is not: its
+   * captured run is the fallback (one unit per cluster, no claims); the graph holds both. */
+  ck_assert_int_eq(clcrt_kernel_prepare(k, CLCRT_USE_GRAPH), CLCRT_OK);
   clcrt_stream *s = NULL;
   ck_assert_int_eq(clcrt_stream_create(rt, NULL, &s), CLCRT_OK);
   clcrt_dim3 t = {5003, 1, 1};

@@ -136,7 +136,7 @@ START_TEST(test_budget_stays_on_its_sms) {
     bufs_check(&b, c, 1, 1, "budget, prologue");
     unsigned grid = 0;
     gpu_get(&grid, b.a.grid_ctas, 4);
-    const int dev = k->max_clusters;
+    const int dev = k->occ.clusters; /* the device-wide occupancy, memoised at load */
     const int want = clcrt__partition_clusters(dev, cl, rt->num_sms, sms, s->part.align);
     printf("gpu_share: budget %u, STEAL with a prologue, %u-CTA clusters: a grid of %u CTAs; %d clusters fit on the "
            "device, %d derived for %d SMs\n",

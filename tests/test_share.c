@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "clcrt.h"
+#include "builder.h"
 #include "driver.h"
 #include "env.h"
 #include "green.h"
@@ -395,6 +396,10 @@ static void setup(void) {
   memset(&g_p, 0, sizeof g_p);
 }
 
+/* Streams of two priorities ask the runtime's worker for yielding variants in the background
+ * (builder.c): waited for, so that no build is running when the test's process exits. */
+static void teardown(void) { clcrt__builder_wait(g_rt); }
+
 static clcrt_stream *make(unsigned budget, unsigned flags, unsigned prio, unsigned grid_sms) {
   clcrt_stream_opts o = CLCRT_STREAM_OPTS_INIT;
   o.sm_budget = budget, o.flags = flags, o.priority = prio, o.grid_sms = grid_sms;
@@ -736,7 +741,7 @@ int main(void) {
   Suite *s = suite_create("share");
   TCase *tc = tcase_create("fake driver");
   tcase_set_timeout(tc, 120);
-  tcase_add_checked_fixture(tc, setup, NULL);
+  tcase_add_checked_fixture(tc, setup, teardown);
   tcase_add_test(tc, no_budget_is_unchanged);
   tcase_add_test(tc, budget_sizes_the_persistent_grid);
   tcase_add_test(tc, budget_refusals_and_rounding);

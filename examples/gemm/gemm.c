@@ -9,21 +9,29 @@
  *
  * Prints the kernel's resources and compile time, checks 256 elements against a CPU fp64
  * dot product, and times 20 runs with events. Device memory and events go through the
- * runtime's driver table (internal.h), like examples/demo.c. */
+ * runtime's driver table (clcrt_runtime_driver), like examples/demo.c. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include <cuda.h> /* types only: the calls go through the runtime's driver table */
+
 #include "clcrt.h"
 #include "gemm.h"
-#include "internal.h"
+
+/* The driver's name for an error, e.g. "CUDA_ERROR_OUT_OF_MEMORY". */
+static const char *cu_name(const clcrt_runtime *rt, CUresult r) {
+  const clcrt_driver *cu = clcrt_runtime_driver(rt);
+  const char *s = NULL;
+  return cu && cu->cuGetErrorName(r, &s) == CUDA_SUCCESS && s ? s : "an unknown CUDA error";
+}
 
 #define CHECK_CU(x)                                                                          \
   do {                                                                                       \
     CUresult r_ = (x);                                                                       \
     if (r_ != CUDA_SUCCESS) {                                                                \
-      fprintf(stderr, "%s failed: %s\n", #x, clcrt__cu_name(rt, r_));                       \
+      fprintf(stderr, "%s failed: %s\n", #x, cu_name(rt, r_));                              \
       return 1;                                                                              \
     }                                                                                        \
   } while (0)
@@ -54,8 +62,8 @@ int main(int argc, char **argv) {
     clcrt_runtime_destroy(rt);
     return 0;
   }
-  const clcrt__driver *cu = rt->cu;
-  CHECK_CU(cu->cuCtxSetCurrent(rt->ctx));
+  const clcrt_driver *cu = clcrt_runtime_driver(rt);
+  CHECK_CU(cu->cuCtxSetCurrent(clcrt_runtime_context(rt)));
 
   const gemm_variant *v = &GEMM_VARIANTS[0];
   const char *want = getenv("GEMM_VARIANT"), *sname = getenv("GEMM_SCHED");
@@ -92,7 +100,7 @@ int main(int argc, char **argv) {
   CHECK_CU(cu->cuMemsetD8(D, 0xff, nd * 2)); /* NaN: every element must be written */
 
   gemm_args a;
-  unsigned splits = gemm_pick_splits(v, m, n, k, rt->num_sms);
+  unsigned splits = gemm_pick_splits(v, m, n, k, clcrt_runtime_num_sms(rt));
   CHECK(gemm_dense_args(rt, v, &a, A, B, D, m, n, k, splits, 0, 0));
   if (a.splits > 1) {
     CHECK_CU(cu->cuMemAlloc(&ws, gemm_ws_bytes(v, &a)));

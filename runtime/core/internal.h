@@ -75,6 +75,13 @@ _Static_assert(sizeof(clcrt__params) == 128, "clcrt__params must mirror clcrt::P
 
 typedef enum { CLCRT__K_BUILDING = 0, CLCRT__K_READY, CLCRT__K_FAILED } clcrt__kstate;
 
+/* Occupancy of a loaded STEAL or STATIC kernel (kernel.c, at load): clusters resident at once,
+ * and the fast division by twice that (a claiming run's guided bound). */
+typedef struct clcrt__occ {
+  int clusters;
+  uint32_t guide_mul, guide_shr;
+} clcrt__occ;
+
 struct clcrt_kernel {
   /* What clcrt_run reads on every run, together at the start: the driver's launch path evicts
    * these lines between runs, so every line the run touches costs a miss (host overhead). */
@@ -88,17 +95,13 @@ struct clcrt_kernel {
   unsigned nthreads, cluster_size;
   unsigned smem_bytes;
   unsigned ring_bytes;         /* STEAL and CLC: CLCRT__RING_OFF(smem_bytes) - smem_bytes + CLCRT__RING_BYTES */
-  int max_clusters;            /* occupancy: clusters resident at once, 0 = not yet known */
-  uint32_t guide_mul, guide_shr; /* fast division by 2 * max_clusters (written before it) */
   unsigned variant;            /* CLCRT__V_* bits this kernel was compiled with (0: as registered) */
+  struct clcrt__variants *vars; /* the registered kernel's variants (variants.h), allocated with it */
   /* STEAL on an AUTO grid with no prologue (the base's): CLCRT__HINT_WORDS words of measured
    * cycles per unit in mapped host memory and their device address, or NULL / 0. */
   const volatile uint32_t *unit_cycles;
   uint64_t unit_cycles_dev;
-  unsigned hw_runs;            /* runs that could have gone one cluster per unit (racy count; see launch.c) */
-  /* Variants (CLCRT__V_*), compiled when a run first needs them (register.c:
-   * clcrt__kernel_variant) from the registered kernel's kept description. */
-  struct clcrt_kernel *var[CLCRT__V_COUNT]; /* the base's variants once built (atomic), by bits; in the runtime's list */
+  clcrt__occ occ;              /* STEAL and STATIC with a device: set at load (kernel.c) */
 
   struct clcrt_kernel *next;   /* the runtime's list (and memory cache) */
   clcrt__kstate state;         /* guarded by rt->lock */
@@ -134,12 +137,17 @@ struct clcrt_runtime {
   int compile_only;
 
   const clcrt__driver *cu;     /* NULL in compile-only mode */
+  clcrt_driver cu_pub;         /* the public part of *cu, for clcrt_runtime_driver (driver.h) */
   CUdevice dev;
   CUcontext ctx;               /* the device's primary context, retained */
   int num_sms;
   int max_smem_optin;          /* bytes of dynamic shared memory a CTA may opt in to */
-  unsigned chunk_cycles;       /* CLCRT_STEAL_CHUNK_CYCLES, read once here: clcrt_run copies it into every STEAL run */
-  unsigned long_cycles;        /* CLCRT_STEAL_LONG_CYCLES, read once here (launch.c: long units) */
+  /* Tunables (env.c: clcrt__tunables_get, options and environment), read once here. */
+  unsigned chunk_cycles;       /* clcrt_run copies it into every STEAL run */
+  unsigned long_cycles;        /* launch.c: long units; 0 never */
+  unsigned preempt_waves;      /* plan.c */
+  unsigned long long cache_max_bytes; /* the disk cache's cap; 0 none */
+  int warmup;
   /* Mapped host memory for kernels' measured unit times (CLCRT__HINT_*), a page at a time;
    * guarded by lock. */
   struct clcrt__hint_page *hint_pages;
@@ -158,6 +166,8 @@ struct clcrt_runtime {
 
   char *disk_dir;              /* resolved disk cache directory, NULL when off */
   int nvrtc_major, nvrtc_minor;
+  struct clcrt__builder *builder; /* background builds of variants (builder.c), from the first stream */
+  int observing;               /* streams recording a trace or statistics (atomic; variants.h) */
 };
 
 /* errmsg.c. Records the detail of a failure as the calling thread's last message for rt
@@ -233,7 +243,7 @@ clcrt_tile_desc *clcrt__desc_dup(const clcrt_tile_desc *d);
 unsigned clcrt__variant_bits(clcrt_sched sched, unsigned bits);
 /* The variant of k with k's bits and `bits` (CLCRT__V_*; k itself when it has them all),
  * compiled and loaded on first use. */
-clcrt_status clcrt__kernel_variant(clcrt_kernel *k, unsigned bits, clcrt_kernel **out);
+clcrt_status clcrt__kernel_variant(const clcrt_kernel *k, unsigned bits, clcrt_kernel **out);
 
 /* kernel.c */
 clcrt_status clcrt__kernel_finish(clcrt_runtime *rt, clcrt_kernel *k); /* parse cubin, load */

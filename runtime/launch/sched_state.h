@@ -46,11 +46,13 @@ typedef struct clcrt__devstate {
 clcrt_status clcrt__devstate_acquire(clcrt_runtime *rt);
 void clcrt__devstate_release(clcrt_runtime *rt);
 
-/* A stream of priority level `level` came (returns its yield slot) or went. */
+/* A stream of priority level `level` came (returns its yield slot; none for level 0) or went. */
 unsigned clcrt__devstate_stream_add(clcrt__devstate *d, unsigned level);
 void clcrt__devstate_stream_remove(clcrt__devstate *d, unsigned level);
 /* Whether a live stream of a level above `level` exists: only then can a run be preempted. */
 int clcrt__devstate_higher(const clcrt__devstate *d, unsigned level);
+/* Whether live streams of two different levels exist: runs of some of them can be preempted. */
+int clcrt__devstate_mixed(const clcrt__devstate *d);
 
 /* Long units (launch.c): CLCRT__HINT_WORDS words of mapped host memory, zeroed, for a kernel's
  * measured cycles per unit, at *host and (for the device) *dev. Taken from the runtime's
