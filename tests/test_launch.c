@@ -21,6 +21,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 #include <uv.h>
@@ -1143,6 +1144,42 @@ START_TEST(destroy_orphans_async_compiles_then_stops_builds) {
 }
 END_TEST
 
+/* A process that exits with a background build running (its runtime never destroyed, as a
+ * program that returns from main, or an interpreter shutting down, leaves it): the build
+ * finishes before NVRTC is torn down, and the process exits normally. It crashed inside
+ * nvrtcCompileProgram before builder.c stopped its workers at exit. */
+START_TEST(exit_with_a_build_running) {
+  for (int i = 0; i < 10; i++) {
+    fflush(stdout);
+    fflush(stderr);
+    pid_t pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) {
+      clcrt_runtime *rt = NULL;
+      clcrt_runtime_opts o = CLCRT_RUNTIME_OPTS_INIT;
+      o.cache_dir = "";
+      if (clcrt_runtime_create(&rt, &o) != CLCRT_OK) _exit(10);
+      clcrt_tile_desc d = CLCRT_TILE_DESC_INIT;
+      d.source = SRC, d.tile_fn = "mark", d.args_type = "A", d.block = (clcrt_dim3){160u + 32u * (unsigned)i, 1, 1};
+      d.sched = CLCRT_SCHED_STEAL;
+      clcrt_kernel *k = NULL;
+      clcrt_stream *lo = NULL, *hi = NULL;
+      if (clcrt_register(rt, &d, &k) != CLCRT_OK) _exit(11);
+      if (clcrt_stream_create(rt, NULL, &lo) != CLCRT_OK) _exit(12);
+      /* Two priorities: the yielding variant is asked of the worker, which starts compiling. */
+      if (clcrt_stream_create(rt, HI_STREAM, &hi) != CLCRT_OK) _exit(13);
+      usleep(3000u * (unsigned)(i + 1)); /* into the compile, which takes tens of ms */
+      exit(0);
+    }
+    int status = 0;
+    ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+    ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "child %d: %s %d", i,
+                  WIFSIGNALED(status) ? "killed by signal" : "exit status",
+                  WIFSIGNALED(status) ? WTERMSIG(status) : WEXITSTATUS(status));
+  }
+}
+END_TEST
+
 /* The host time of the first run in each situation that needs a variant (traced, captured,
  * preemptible, statistics) against the second, on the fake driver: printed, not asserted.
  * In a runtime made in this test's own process (memory inherited from the parent would make
@@ -1362,6 +1399,7 @@ int main(void) {
   tcase_add_test(tc, traced_run_without_observed_variant_says_so);
   tcase_add_test(tc, destroy_cancels_and_joins_builds);
   tcase_add_test(tc, destroy_orphans_async_compiles_then_stops_builds);
+  tcase_add_test(tc, exit_with_a_build_running);
   tcase_add_test(tc, first_run_host_time_printed);
   tcase_add_test(tc, plan_everywhere);
   suite_add_tcase(s, tc);

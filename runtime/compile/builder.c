@@ -21,11 +21,21 @@
  * caller (stream creation, tracing enabled, registration) wakes it.
  *
  * A process forked after the thread started has no worker (threads do not survive fork):
- * the first request in the child starts one there. */
+ * the first request in the child starts one there.
+ *
+ * A process may exit with a build running (a program that returns from main without destroying
+ * its runtime, an interpreter shutting down, a forked test child): NVRTC's static objects are
+ * then torn down under the compile, which crashed in nvrtcCompileProgram (seen in the test
+ * suites' forked children). An exit handler, registered when the first builder is made, stops
+ * every builder of the process before what was registered earlier is torn down (exit handlers
+ * run last-registered first; NVRTC's static objects are made when it loads, or by a compile
+ * before then: a device runtime's warm-up, a registration): queued builds are dropped and the
+ * running one finishes, so exit waits for at most one build. */
 #include "builder.h"
 
 #include <pthread.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
@@ -43,7 +53,13 @@ struct clcrt__builder {
   int stop;
   int busy;             /* a build is running */
   clcrt_kernel *head, *tail;
+  struct clcrt__builder *next_live; /* g_live, guarded by g_live_lock */
 };
+
+/* Every builder of the process, for the exit handler. Lock order: g_live_lock, then a
+ * builder's lock. */
+static pthread_mutex_t g_live_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct clcrt__builder *g_live;
 
 static void *worker(void *arg) {
   clcrt_runtime *rt = arg;
@@ -137,8 +153,15 @@ static void start_locked(clcrt_runtime *rt, struct clcrt__builder *b) {
  * call, which the run that asks must not make). */
 static unsigned g_forks;
 static pthread_once_t g_atfork_once = PTHREAD_ONCE_INIT;
-static void in_child(void) { __atomic_add_fetch(&g_forks, 1u, __ATOMIC_RELAXED); }
-static void atfork_init(void) { (void)pthread_atfork(NULL, NULL, in_child); }
+static void in_child(void) {
+  __atomic_add_fetch(&g_forks, 1u, __ATOMIC_RELAXED);
+  pthread_mutex_init(&g_live_lock, NULL); /* another thread may have held it at the fork */
+}
+static void at_exit(void);
+static void atfork_init(void) {
+  (void)pthread_atfork(NULL, NULL, in_child);
+  (void)atexit(at_exit);
+}
 
 static void after_fork(struct clcrt__builder *b, unsigned forks) {
   pthread_mutex_init(&b->lock, NULL);
@@ -148,14 +171,42 @@ static void after_fork(struct clcrt__builder *b, unsigned forks) {
   b->forks = forks;
 }
 
-/* The runtime's builder, made new first in a forked child. */
-static struct clcrt__builder *builder_here(clcrt_runtime *rt) {
-  struct clcrt__builder *b = __atomic_load_n(&rt->builder, __ATOMIC_ACQUIRE);
+/* b, made new first when this is a forked child of the process it was made in. */
+static struct clcrt__builder *here(struct clcrt__builder *b) {
   if (b) {
     unsigned forks = __atomic_load_n(&g_forks, __ATOMIC_RELAXED);
     if (b->forks != forks) after_fork(b, forks);
   }
   return b;
+}
+
+/* The runtime's builder, made new first in a forked child. */
+static struct clcrt__builder *builder_here(clcrt_runtime *rt) {
+  return here(__atomic_load_n(&rt->builder, __ATOMIC_ACQUIRE));
+}
+
+/* Stops b's worker: the builds still queued are dropped, the one running finishes (NVRTC
+ * cannot be interrupted), the thread is joined. No request is taken afterwards. */
+static void stop_worker(struct clcrt__builder *b) {
+  pthread_mutex_lock(&b->lock);
+  __atomic_store_n(&b->stop, 1, __ATOMIC_RELAXED); /* the worker reads it between builds, unlocked */
+  for (clcrt_kernel *k = b->head, *next; k; k = next) {
+    next = k->vars->next_queued;
+    k->vars->next_queued = NULL, k->vars->queued = 0, k->vars->pending = 0;
+  }
+  b->head = b->tail = NULL;
+  pthread_cond_signal(&b->work);
+  int join = b->running;
+  b->running = 0;
+  pthread_mutex_unlock(&b->lock);
+  if (join) pthread_join(b->thread, NULL);
+}
+
+/* Before the process's static objects (NVRTC's among them) are torn down: no build runs on. */
+static void at_exit(void) {
+  pthread_mutex_lock(&g_live_lock);
+  for (struct clcrt__builder *b = g_live; b; b = b->next_live) stop_worker(here(b));
+  pthread_mutex_unlock(&g_live_lock);
 }
 
 void clcrt__builder_start(clcrt_runtime *rt) {
@@ -168,10 +219,15 @@ void clcrt__builder_start(clcrt_runtime *rt) {
     if (ok && pthread_cond_init(&b->idle, NULL) != 0)
       pthread_cond_destroy(&b->work), pthread_mutex_destroy(&b->lock), ok = 0;
     b->forks = __atomic_load_n(&g_forks, __ATOMIC_RELAXED);
-    if (ok)
+    if (ok) {
+      pthread_mutex_lock(&g_live_lock);
+      b->next_live = g_live;
+      g_live = b;
+      pthread_mutex_unlock(&g_live_lock);
       __atomic_store_n(&rt->builder, b, __ATOMIC_RELEASE);
-    else
+    } else {
       clcrt__free(b), b = NULL;
+    }
   }
   pthread_mutex_unlock(&rt->lock);
   if (!b) {
@@ -238,21 +294,21 @@ void clcrt__builder_wait(clcrt_runtime *rt) {
 }
 
 void clcrt__builder_stop(clcrt_runtime *rt) {
+  /* Under g_live_lock throughout, so that the exit handler never joins this worker too. */
+  pthread_mutex_lock(&g_live_lock);
   struct clcrt__builder *b = builder_here(rt);
-  if (!b) return;
-  pthread_mutex_lock(&b->lock);
-  __atomic_store_n(&b->stop, 1, __ATOMIC_RELAXED); /* the worker reads it between builds, unlocked */
-  /* What is still queued is dropped: the kernels are about to be freed. */
-  for (clcrt_kernel *k = b->head, *next; k; k = next) {
-    next = k->vars->next_queued;
-    k->vars->next_queued = NULL, k->vars->queued = 0, k->vars->pending = 0;
+  if (!b) {
+    pthread_mutex_unlock(&g_live_lock);
+    return;
   }
-  b->head = b->tail = NULL;
-  pthread_cond_signal(&b->work);
-  int join = b->running;
-  pthread_mutex_unlock(&b->lock);
-  /* The build running (if any) finishes first: NVRTC cannot be interrupted. */
-  if (join) pthread_join(b->thread, NULL);
+  for (struct clcrt__builder **p = &g_live; *p; p = &(*p)->next_live)
+    if (*p == b) {
+      *p = b->next_live;
+      break;
+    }
+  /* What is still queued is dropped: the kernels are about to be freed. */
+  stop_worker(b);
+  pthread_mutex_unlock(&g_live_lock);
   pthread_cond_destroy(&b->idle);
   pthread_cond_destroy(&b->work);
   pthread_mutex_destroy(&b->lock);
