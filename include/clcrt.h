@@ -463,9 +463,12 @@ CLCRT_API clcrt_status clcrt_run_notify(clcrt_stream *s, uv_loop_t *loop, clcrt_
  *              stream (an oversubscribed grid, as before budgets), or fewer than the device's
  *              on a plain stream (a smaller grid and nothing else: other work may still take
  *              those SMs; runs of one cluster per unit, FIXED's, are not limited).
- * Cluster occupancy inside a partition is derived, not queried: the whole device's clusters
- * per SM times the partition's SMs, rounded down to whole co-scheduled groups
- * (docs/sharing.md says why and what the H100 measured). */
+ * Cluster occupancy inside a partition is derived, not queried per run: on a budget's own
+ * partition (whole co-scheduled groups of G SMs, 8 on an H100), floor(G x the kernel's CTAs per
+ * SM / cluster size) clusters per group, what the H100 ran at once; elsewhere (the remainder
+ * side, a user's green context, grid_sms) CTAs per SM x SMs for 1-CTA kernels, and the whole
+ * device's clusters in proportion for clusters, an estimate (docs/sharing.md says why and what
+ * the H100 measured). */
 typedef struct clcrt_stream_opts {
   size_t size;
   CUstream cu;

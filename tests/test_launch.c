@@ -381,6 +381,7 @@ static void plan_kernel(int i, clcrt_sched s, clcrt_grid g, unsigned cx, unsigne
   k->ring_bytes = s == CLCRT_SCHED_STEAL || s == CLCRT_SCHED_CLC ? PRING : 0;
   for (unsigned v = 0; v < CLCRT__V_COUNT; v++) {
     g_pocc[i][v].clusters = occ_1cta(v) / (int)k->cluster_size;
+    g_pocc[i][v].blocks_per_sm = (occ_1cta(v) + 131) / 132;
     clcrt__fastdiv(2u * (unsigned)g_pocc[i][v].clusters, &g_pocc[i][v].guide_mul, &g_pocc[i][v].guide_shr);
   }
 }
@@ -510,6 +511,12 @@ static const plan_row PLAN_TABLE[] = {
     ROW(PK_CLC, 5000, 1, 1, T | G, ALL, O, 5000, 1, 1, 5000, 0, 1, 0, 0, 0, 0),
 };
 
+/* The SMs of the stream a plan is made for: the whole device of 132 by default. */
+static struct {
+  int grid_sms;
+  unsigned align;
+} g_plan_sms = {132, 0};
+
 static void plan_input(clcrt__plan_in *in, int kernel, unsigned tx, unsigned ty, unsigned tz, unsigned state,
                        unsigned ready) {
   memset(in, 0x5a, sizeof *in); /* every field must be set below */
@@ -520,7 +527,9 @@ static void plan_input(clcrt__plan_in *in, int kernel, unsigned tx, unsigned ty,
   in->traced = !!(state & T), in->stats = !!(state & S), in->graph = !!(state & G);
   in->preemptible = !!(state & P), in->long_measured = !!(state & L), in->long_recheck = !!(state & R);
   in->preempt_waves = 2;
-  in->dev_sms = in->grid_sms = 132, in->grid_align = 0; /* the whole device (partitions: test_share) */
+  /* The whole device, unless plan_everywhere sweeps the SMs a stream may have (test_share runs
+   * partitions through clcrt_run). */
+  in->dev_sms = 132, in->grid_sms = g_plan_sms.grid_sms, in->grid_align = g_plan_sms.align;
 }
 
 /* What holds for every plan, whatever its input (checked on the table and on the sweep below). */
@@ -616,10 +625,9 @@ START_TEST(plan_table) {
 }
 END_TEST
 
-/* Every scheduler x cluster shape x grid kind x state x which variants are built: the
- * invariants, and the same answer twice (no hidden state). */
-START_TEST(plan_everywhere) {
-  plan_kernels();
+/* Every kernel x tile grid x state x set of built variants on the SMs g_plan_sms says: the
+ * invariants, and the same answer twice. Returns the plans made. */
+static unsigned long plan_sweep(void) {
   static const unsigned tiles[][3] = {{1, 1, 1}, {500, 1, 1}, {1000, 1, 1}, {5000, 1, 1}, {20001, 1, 1},
                                       {37, 29, 1}, {100, 30, 7}, {3, 66001, 1}};
   static const unsigned readies[] = {ALL, 1u, NOT(O), NOT(ONE), NOT(GR), NOT(Y), NOT(O | ONE), NOT(Y) & NOT(ONE),
@@ -632,9 +640,9 @@ START_TEST(plan_everywhere) {
           if ((state & R) && !(state & L)) continue;
           if (g_pk[kk].sched != CLCRT_SCHED_STEAL && (state & (G | P | L))) continue; /* clcrt_run never sets them */
           if ((state & L) && !(g_pk[kk].sched == CLCRT_SCHED_STEAL && g_pk[kk].grid == CLCRT_GRID_AUTO)) continue;
-          char what[96];
-          snprintf(what, sizeof what, "kernel %d, tiles (%u,%u,%u), state 0x%x, ready 0x%x", kk, tiles[t][0],
-                   tiles[t][1], tiles[t][2], state, readies[r]);
+          char what[112];
+          snprintf(what, sizeof what, "%d SMs, kernel %d, tiles (%u,%u,%u), state 0x%x, ready 0x%x", g_plan_sms.grid_sms,
+                   kk, tiles[t][0], tiles[t][1], tiles[t][2], state, readies[r]);
           clcrt__plan_in in;
           plan_input(&in, kk, tiles[t][0], tiles[t][1], tiles[t][2], state, readies[r]);
           clcrt__plan_out a, b;
@@ -647,7 +655,25 @@ START_TEST(plan_everywhere) {
                         "%s: another answer the second time", what);
           plans++;
         }
-  ck_assert_uint_gt(plans, 10000);
+  return plans;
+}
+
+/* Every scheduler x cluster shape x grid kind x state x which variants are built, on the whole
+ * device, a budget of whole groups, the remainder of one and grid_sms on a plain stream: the
+ * invariants, and the same answer twice (no hidden state). */
+START_TEST(plan_everywhere) {
+  plan_kernels();
+  static const struct {
+    int grid_sms;
+    unsigned align;
+  } sms[] = {{132, 0}, {16, 8}, {116, 0}, {66, 0}};
+  unsigned long plans = 0;
+  for (size_t si = 0; si < sizeof sms / sizeof sms[0]; si++) {
+    g_plan_sms.grid_sms = sms[si].grid_sms, g_plan_sms.align = sms[si].align;
+    plans += plan_sweep();
+  }
+  g_plan_sms.grid_sms = 132, g_plan_sms.align = 0;
+  ck_assert_uint_gt(plans, 40000);
   /* Too many units: refused, with the units for the message. */
   clcrt__plan_in in;
   clcrt__plan_out o;

@@ -75,11 +75,13 @@ _Static_assert(sizeof(clcrt__params) == 128, "clcrt__params must mirror clcrt::P
 
 typedef enum { CLCRT__K_BUILDING = 0, CLCRT__K_READY, CLCRT__K_FAILED } clcrt__kstate;
 
-/* Occupancy of a loaded STEAL or STATIC kernel (kernel.c, at load): clusters resident at once,
- * and the fast division by twice that (a claiming run's guided bound). */
+/* Occupancy of a loaded STEAL or STATIC kernel (kernel.c, at load): clusters resident at once
+ * on the whole device, the fast division by twice that (a claiming run's guided bound), and the
+ * kernel's CTAs per SM, from which a stream's SM partition derives its own count (green.h). */
 typedef struct clcrt__occ {
   int clusters;
   uint32_t guide_mul, guide_shr;
+  int blocks_per_sm; /* 0: unknown (the driver did not say for a cluster kernel) */
 } clcrt__occ;
 
 struct clcrt_kernel {
@@ -247,6 +249,9 @@ clcrt_status clcrt__kernel_variant(const clcrt_kernel *k, unsigned bits, clcrt_k
 
 /* kernel.c */
 clcrt_status clcrt__kernel_finish(clcrt_runtime *rt, clcrt_kernel *k); /* parse cubin, load */
+/* kernel.c: what load records in k->occ for STEAL and STATIC kernels, for any loaded kernel
+ * (its real block size and dynamic shared memory with the response ring). */
+clcrt_status clcrt__kernel_occupancy(clcrt_runtime *rt, const clcrt_kernel *k, clcrt__occ *out);
 void clcrt__kernel_free(clcrt_kernel *k);
 
 /* compile.c: the shared memory a CTA may opt in to on an architecture (static and dynamic

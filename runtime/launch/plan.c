@@ -62,9 +62,8 @@ static inline int has(const clcrt__plan_in *in, unsigned v) { return (in->ready 
 /* Clusters of variant v resident at once on the SMs the stream sizes its grids for: the
  * occupancy of the whole device, or the share of a partition (or of opts.grid_sms). */
 static inline int fit(const clcrt__plan_in *in, unsigned v) {
-  const int c = in->occ[v].clusters;
-  if (in->grid_sms >= in->dev_sms) return c;
-  return clcrt__partition_clusters(c, in->k->cluster_size, in->dev_sms, in->grid_sms, in->grid_align);
+  if (in->grid_sms >= in->dev_sms) return in->occ[v].clusters;
+  return clcrt__partition_clusters(&in->occ[v], in->k->cluster_size, in->dev_sms, in->grid_sms, in->grid_align);
 }
 
 clcrt__plan_status clcrt__plan(const clcrt__plan_in *in, clcrt__plan_out *out) {

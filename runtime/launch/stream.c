@@ -21,8 +21,8 @@ int clcrt_stream_priority(const clcrt_stream *s) { return s ? (int)s->level : -1
 int clcrt_stream_sms(const clcrt_stream *s) { return !s ? -1 : s->part.sms ? s->part.sms : s->rt->num_sms; }
 int clcrt_stream_grid_sms(const clcrt_stream *s) { return s ? s->grid_sms : -1; }
 
-int clcrt__stream_clusters(const clcrt_stream *s, int dev_clusters, unsigned cluster_size) {
-  return clcrt__partition_clusters(dev_clusters, cluster_size, s->rt->num_sms, s->grid_sms, s->grid_align);
+int clcrt__stream_clusters(const clcrt_stream *s, const clcrt__occ *occ, unsigned cluster_size) {
+  return clcrt__partition_clusters(occ, cluster_size, s->rt->num_sms, s->grid_sms, s->grid_align);
 }
 
 /* A stream clcrt made: on its green context (then the green context too, after the last of its

@@ -39,10 +39,10 @@ struct clcrt_stream {
   int obs_lost_logged;
 };
 
-/* Clusters of a kernel of cluster_size CTAs that fit at once in the SMs s's grids are sized
- * for, where dev_clusters fit on the whole device: what the plan derives for s's runs (plan.h:
+/* Clusters of a kernel of cluster_size CTAs, whose occupancy on the whole device is occ, that
+ * fit at once in the SMs s's grids are sized for: what the plan derives for s's runs (plan.h:
  * grid_sms; green.h: clcrt__partition_clusters), for tests and the GPU probe. */
-int clcrt__stream_clusters(const clcrt_stream *s, int dev_clusters, unsigned cluster_size);
+int clcrt__stream_clusters(const clcrt_stream *s, const clcrt__occ *occ, unsigned cluster_size);
 /* Counts s in rt->observing while it records a trace or statistics, after either changed. */
 void clcrt__stream_observing(clcrt_stream *s);
 
