@@ -4,8 +4,9 @@
  *
  *   gemm [M N K]        default 4096 4096 4096; K a multiple of 8
  *
- * GEMM_VARIANT (a name from GEMM_VARIANTS, default the first) and GEMM_SCHED (steal,
- * static or fixed; default steal) pick the kernel.
+ * The plan (gemm_plan_dense in gemm_plan.h) picks the variant, the scheduler and the
+ * decomposition (whole tiles, or stream-K); GEMM_VARIANT (a name from GEMM_VARIANTS) and
+ * GEMM_SCHED (steal, static or fixed) override its variant and scheduler.
  *
  * Prints the kernel's resources and compile time, checks 256 elements against a CPU fp64
  * dot product, and times 20 runs with events. Device memory and events go through the
@@ -57,34 +58,49 @@ int main(int argc, char **argv) {
   const clcrt__driver *cu = rt->cu;
   CHECK_CU(cu->cuCtxSetCurrent(rt->ctx));
 
-  const gemm_variant *v = &GEMM_VARIANTS[0];
+  size_t na = (size_t)m * k, nb = (size_t)n * k, nd = (size_t)m * n;
+  CUdeviceptr A, B, D, ws = 0, ctr = 0;
+  CHECK_CU(cu->cuMemAlloc(&A, na * 2));
+  CHECK_CU(cu->cuMemAlloc(&B, nb * 2));
+  CHECK_CU(cu->cuMemAlloc(&D, nd * 2));
+
+  gemm_plan plan = gemm_plan_dense(m, n, k, gemm_load_align(A, B, k), rt->num_sms);
   const char *want = getenv("GEMM_VARIANT"), *sname = getenv("GEMM_SCHED");
-  for (int i = 0; want && i < GEMM_NUM_VARIANTS; i++)
-    if (!strcmp(GEMM_VARIANTS[i].name, want)) v = &GEMM_VARIANTS[i];
-  if (want && strcmp(v->name, want)) {
-    fprintf(stderr, "gemm: no variant %s\n", want);
-    return 2;
+  if (want) {
+    int vi = -1;
+    for (int i = 0; i < GEMM_NUM_VARIANTS; i++)
+      if (!strcmp(GEMM_VARIANTS[i].name, want)) vi = i;
+    if (vi < 0) {
+      fprintf(stderr, "gemm: no variant %s\n", want);
+      return 2;
+    }
+    /* The same decomposition rule for the variant asked for. */
+    plan.variant = vi;
+    gemm_plan_share(&plan, GEMM_SHARE_TAIL, m, n, k, rt->num_sms);
   }
-  clcrt_sched sched = CLCRT_SCHED_STEAL;
-  if (sname && !strcmp(sname, "static")) sched = CLCRT_SCHED_STATIC;
-  if (sname && !strcmp(sname, "fixed")) sched = CLCRT_SCHED_FIXED;
+  if (sname && !strcmp(sname, "steal")) plan.sched = CLCRT_SCHED_STEAL;
+  if (sname && !strcmp(sname, "static")) plan.sched = CLCRT_SCHED_STATIC;
+  if (sname && !strcmp(sname, "fixed")) plan.sched = CLCRT_SCHED_FIXED;
+  const gemm_variant *v = &GEMM_VARIANTS[plan.variant];
+  printf("plan: %s, %s, ", v->name,
+         plan.sched == CLCRT_SCHED_STATIC ? "static" : plan.sched == CLCRT_SCHED_FIXED ? "fixed" : "steal");
+  if (plan.sk_units)
+    printf("stream-K: %u tiles cut into %u slices each (%u units)\n", plan.sk_tiles, plan.sk_units / plan.sk_tiles,
+           plan.sk_units);
+  else
+    printf("whole tiles\n");
   clcrt_kernel *kern = NULL;
-  CHECK(gemm_register(rt, v, sched, 0, &kern));
+  CHECK(gemm_register(rt, v, plan.sched, 0, &kern));
   clcrt_kernel_info info = CLCRT_KERNEL_INFO_INIT;
   CHECK(clcrt_kernel_info_get(kern, &info));
   printf("%s (%s): %d registers, %d bytes stack, %u + %u bytes shared memory, compiled in %.0f ms%s\n", info.name,
          v->name, info.registers, info.stack_bytes, info.static_smem, info.dynamic_smem, info.compile_ms,
          info.from_cache ? " (from the cache)" : "");
 
-  size_t na = (size_t)m * k, nb = (size_t)n * k, nd = (size_t)m * n;
   uint16_t *ha = malloc(na * 2), *hb = malloc(nb * 2), *hd = malloc(nd * 2);
   if (!ha || !hb || !hd) return 1;
   for (size_t i = 0; i < na; i++) ha[i] = gemm_f2bf(urand());
   for (size_t i = 0; i < nb; i++) hb[i] = gemm_f2bf(urand());
-  CUdeviceptr A, B, D, ws = 0, ctr = 0;
-  CHECK_CU(cu->cuMemAlloc(&A, na * 2));
-  CHECK_CU(cu->cuMemAlloc(&B, nb * 2));
-  CHECK_CU(cu->cuMemAlloc(&D, nd * 2));
   CHECK_CU(cu->cuMemcpyHtoD(A, ha, na * 2));
   CHECK_CU(cu->cuStreamSynchronize(CU_STREAM_LEGACY)); /* the copy has landed */
   CHECK_CU(cu->cuMemcpyHtoD(B, hb, nb * 2));
@@ -92,13 +108,11 @@ int main(int argc, char **argv) {
   CHECK_CU(cu->cuMemsetD8(D, 0xff, nd * 2)); /* NaN: every element must be written */
 
   gemm_args a;
-  unsigned splits = gemm_pick_splits(v, m, n, k, rt->num_sms);
-  CHECK(gemm_dense_args(rt, v, &a, A, B, D, m, n, k, splits, 0, 0));
-  if (a.splits > 1) {
+  CHECK(gemm_dense_args(rt, &plan, &a, A, B, D, m, n, k, 0, 0));
+  if (a.sk_units) { /* stream-K's workspace: partials, and counters zeroed once */
     CHECK_CU(cu->cuMemAlloc(&ws, gemm_ws_bytes(v, &a)));
     CHECK_CU(cu->cuMemAlloc(&ctr, gemm_ctr_bytes(v, &a)));
     CHECK_CU(cu->cuMemsetD8(ctr, 0, gemm_ctr_bytes(v, &a)));
-    CHECK_CU(cu->cuMemsetD8(ws, 0, gemm_ws_bytes(v, &a)));
     a.ws = ws, a.ctr = ctr;
   }
   clcrt_stream *s = NULL;
@@ -123,8 +137,7 @@ int main(int argc, char **argv) {
       if (bad++ < 5) printf("  D[%zu][%zu] = %g, expected %g\n", i, j, got, ref);
     }
   }
-  printf("check: %s (256 elements against fp64, %u split%s)\n", bad ? "FAILED" : "ok", a.splits,
-         a.splits > 1 ? "s" : "");
+  printf("check: %s (256 elements against fp64)\n", bad ? "FAILED" : "ok");
 
   CUevent e0, e1;
   CHECK_CU(cu->cuEventCreate(&e0, 0));
