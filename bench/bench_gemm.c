@@ -470,7 +470,7 @@ typedef struct dcont {
 static void plan_name(const gemm_plan *p, char *out, size_t n) {
   const char *d = p->sk_units ? "" : "whole";
   char sk[32] = "";
-  if (p->sk_units) snprintf(sk, sizeof sk, "sk %u/%u", p->sk_tiles, p->sk_units);
+  if (p->sk_units) snprintf(sk, sizeof sk, "sk %u/%u%s", p->sk_tiles, p->sk_units, p->sk_tail ? " last" : "");
   snprintf(out, n, "%s %s %s%s", GEMM_VARIANTS[p->variant].name, sched_name(p->sched), d, sk);
 }
 
@@ -501,7 +501,8 @@ static void dcont_free(dcont *d) {
   if (d->c.ws) cu->cuMemFree(d->c.ws), cu->cuMemFree(d->c.ctr);
 }
 static int same_plan(const gemm_plan *a, const gemm_plan *b) {
-  return a->variant == b->variant && a->sched == b->sched && a->sk_tiles == b->sk_tiles && a->sk_units == b->sk_units;
+  return a->variant == b->variant && a->sched == b->sched && a->sk_tiles == b->sk_tiles && a->sk_units == b->sk_units &&
+         a->sk_tail == b->sk_tail;
 }
 
 static void bench_dense_shape(const dshape *sh, int idx) {
@@ -627,11 +628,12 @@ static void bench_dense_shape(const dshape *sh, int idx) {
     printf("  %-8s %-34s %9.4f ms (fastest %.4f) %7.1f TFLOP/s %6.3fx cuBLAS  err %.2e\n", is_def ? "default" : "",
            d->what, t, ct[ti].min, tf, ratio, d->err);
     json_row("{\"section\":\"dense\",\"class\":\"%s\",\"label\":\"%s\",\"shape\":\"%s\",\"m\":%u,\"n\":%u,\"k\":%u,"
-             "\"contender\":\"%s\",\"variant\":\"%s\",\"sched\":\"%s\",\"sk_tiles\":%u,\"sk_units\":%u,\"kshift\":%u,"
+             "\"contender\":\"%s\",\"variant\":\"%s\",\"sched\":\"%s\",\"sk_tiles\":%u,\"sk_units\":%u,\"sk_tail\":%u,"
+             "\"kshift\":%u,"
              "\"plan_cost\":%.1f,\"median_ms\":%.5f,\"min_ms\":%.5f,\"tflops\":%.2f,\"ratio_to_cublas\":%.4f,\"rel_err\":%.3e,\"ok\":true}",
              sh->cls, sh->label, sum->shape, m, n, k, is_def ? "default" : "candidate",
              GEMM_VARIANTS[d->p.variant].name, sched_name(d->p.sched), d->c.a[0].sk_tiles, d->c.a[0].sk_units,
-             d->c.a[0].kshift, d->p.cost, t, ct[ti].min, tf, ratio, d->err);
+             d->c.a[0].sk_tail, d->c.a[0].kshift, d->p.cost, t, ct[ti].min, tf, ratio, d->err);
     if (is_def) {
       sum->def_ratio = ratio;
       snprintf(sum->def_what, sizeof sum->def_what, "%s", d->what);

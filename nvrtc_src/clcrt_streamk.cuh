@@ -5,15 +5,24 @@
 // A problem has `tiles` output tiles (in the order of the caller's tile map), each the sum of
 // `iters` iterations. Whole tiles cannot balance a grid whose last wave is short (2.2 waves
 // of tiles run as 3). Stream-K ("data-parallel + stream-K", as CUTLASS's hybrid):
-//   - tiles [0, sk_tiles) are shared out by iterations: their sk_tiles * iters iterations,
-//     in tile order, are cut into sk_units ranges of equal length (+-1), one per unit
-//     [0, sk_units); a unit's range may begin and end inside tiles and cross several;
-//   - tiles [sk_tiles, tiles) are whole tiles, one per unit [sk_units, units).
-// The shared tiles come first so that the units that share them run at the same time (the
-// first wave) and the whole tiles fill the waves after them. With P units running at once
-// and T = W*P + R tiles (0 < R < P), sk_tiles = R + P and sk_units = P give every unit
-// (R + P) / P tiles of iterations and leave (W - 1) whole waves: W + R/P tile times instead
-// of W + 1, and each shared tile has two or three pieces. T < P: all tiles shared.
+//   - sk_tiles of the tiles are shared out by iterations: their sk_tiles * iters iterations,
+//     in tile order, are cut into sk_units ranges of equal length (+-1), one per unit; a
+//     unit's range may begin and end inside tiles and cross several;
+//   - the other tiles are whole, one unit each.
+// Two orders (`tail`):
+//   0: the shared tiles are tiles [0, sk_tiles) and their units come first, [0, sk_units),
+//      so that they run at the same time (the first wave) and the whole tiles fill the waves
+//      after them. With P units at once and T = W*P + R tiles (0 < R < P), sk_tiles = R + P
+//      and sk_units = P give every unit (R + P) / P tiles of iterations and leave W - 1 whole
+//      waves: W + R/P tile times instead of W + 1 (CUTLASS's data-parallel + stream-K).
+//   1: the shared tiles are the last ones, [tiles - sk_tiles, tiles), and their units come
+//      last: the whole tiles run first in full waves that stay in step (every unit the same
+//      length, so the units that share rows of A or columns of B reach the same k together
+//      and find them in L2), and the tail runs at the end. With sk_tiles = R and sk_units =
+//      R * s (at most P), each tail tile is cut into s equal slices (units never cross a
+//      tile): W + 1/s tile times plus the fix-up.
+// Measured on a GEMM (examples/gemm/NOTES.md): order 0's ranges, which start at scattered k,
+// cost the whole tiles after them their L2 reuse; order 1 with slices keeps it.
 //
 // A unit's part of one tile is a segment (clcrt_sk_segment): iterations [k0, k1) of the
 // tile, piece `piece` of the tile's `pieces` (the units sharing it, in the order of their
@@ -47,14 +56,14 @@
 // The portable core (clcrt_sk_*) is plain C as well as CUDA C++, so the CPU tests check it
 // against a brute-force reference; the device helpers in namespace clcrt are CUDA only.
 //
-//   clcrt_sk sk = clcrt_sk_make(tiles, iters, sk_tiles, sk_units);  // launch clcrt_sk_units(&sk)
+//   clcrt_sk sk = clcrt_sk_make(tiles, iters, sk_tiles, sk_units, tail);  // launch clcrt_sk_units(&sk)
 //   for (unsigned i = 0, n = clcrt_sk_segments(&sk, unit); i < n; i++) {
 //     clcrt_sk_seg g = clcrt_sk_segment(&sk, unit, i);
 //     acc = sum over iterations [g.k0, g.k1) of tile g.tile;
 //     if (g.pieces == 1) { write tile g.tile from acc; continue; }
 //     store acc into slot g.slot;
-//     if (clcrt::sk_arrive_warp(&counters[g.tile], g.pieces)) {  // the last piece
-//       out = 0; for (j = 0; j < g.pieces; j++) out += slot clcrt_sk_piece_slot(&sk, g.tile, j);
+//     if (clcrt::sk_arrive_warp(&counters[g.shared], g.pieces)) {  // the last piece
+//       out = 0; for (j = 0; j < g.pieces; j++) out += slot clcrt_sk_piece_slot(&sk, g.shared, j);
 //       (clcrt::sk_sum does this for vectors of floats)
 //       write tile g.tile from out;
 //     }
@@ -76,13 +85,15 @@
 typedef struct clcrt_sk {
   unsigned tiles;    // output tiles, in the caller's map order
   unsigned iters;    // iterations (k-blocks) per tile, >= 1
-  unsigned sk_tiles; // tiles [0, sk_tiles) are shared out by iterations...
-  unsigned sk_units; // ...over units [0, sk_units); 0 and 0: every tile whole
+  unsigned sk_tiles; // tiles shared out by iterations...
+  unsigned sk_units; // ...over this many units; 0 and 0: every tile whole
+  unsigned tail;     // 0: the shared tiles and their units first; 1: last (see above)
 } clcrt_sk;
 
 // A unit's part of one tile.
 typedef struct clcrt_sk_seg {
-  unsigned tile;   // the tile, in map order (also its counter's index when shared)
+  unsigned tile;   // the tile, in map order
+  unsigned shared; // its index among the shared tiles (counters, clcrt_sk_piece_slot, sk_sum)
   unsigned k0, k1; // its iterations [k0, k1)
   unsigned piece;  // its index among the units that share the tile, in iteration order
   unsigned pieces; // how many units share the tile; 1: the segment is the whole tile
@@ -94,9 +105,10 @@ typedef struct clcrt_sk_seg {
 // least one iteration) and at most 65535; either 0 makes both 0 (every tile whole). With
 // these bounds every step below is 32-bit arithmetic with no 64-bit division, which on the
 // GPU is a call (and a call in a kernel that keeps 128 accumulators in registers spills).
-CLCRT_TM_FN clcrt_sk clcrt_sk_make(unsigned tiles, unsigned iters, unsigned sk_tiles, unsigned sk_units) {
+CLCRT_TM_FN clcrt_sk clcrt_sk_make(unsigned tiles, unsigned iters, unsigned sk_tiles, unsigned sk_units, unsigned tail) {
   clcrt_sk s;
   s.tiles = tiles;
+  s.tail = tail ? 1u : 0u;
   s.iters = iters ? iters : 1u;
   s.sk_tiles = sk_tiles < tiles ? sk_tiles : tiles;
   if (s.sk_tiles > 0xffffffffu / s.iters) s.sk_tiles = 0xffffffffu / s.iters;
@@ -109,6 +121,17 @@ CLCRT_TM_FN clcrt_sk clcrt_sk_make(unsigned tiles, unsigned iters, unsigned sk_t
 
 // Units to launch: the shared ones, then one per whole tile.
 CLCRT_TM_FN unsigned clcrt_sk_units(const clcrt_sk *s) { return s->sk_units + (s->tiles - s->sk_tiles); }
+
+// The shared unit that unit u is (u - the whole tiles' units in order 1), or sk_units for a
+// whole tile's unit.
+CLCRT_TM_FN unsigned clcrt_sk_shared_unit(const clcrt_sk *s, unsigned u) {
+  unsigned whole = s->tiles - s->sk_tiles;
+  if (s->tail) return u >= whole ? u - whole : s->sk_units;
+  return u < s->sk_units ? u : s->sk_units;
+}
+
+// Below, u is a shared unit (0 .. sk_units) and t a shared tile (0 .. sk_tiles), both counted
+// among the shared ones; clcrt_sk_segment maps them to the launch's units and the map's tiles.
 
 // The first shared iteration of unit u (u <= sk_units; u == sk_units gives the end):
 // floor(u * S / U) = u * q + floor(u * r / U) for S = q * U + r, and u * r < U * U < 2^32.
@@ -129,8 +152,9 @@ CLCRT_TM_FN unsigned clcrt_sk_unit_of(const clcrt_sk *s, unsigned i) {
   return u;
 }
 
-// How many tiles unit u works on.
-CLCRT_TM_FN unsigned clcrt_sk_segments(const clcrt_sk *s, unsigned u) {
+// How many tiles unit u (of the launch) works on.
+CLCRT_TM_FN unsigned clcrt_sk_segments(const clcrt_sk *s, unsigned unit) {
+  unsigned u = clcrt_sk_shared_unit(s, unit);
   if (u >= s->sk_units) return 1u;
   unsigned b = clcrt_sk_begin(s, u), e = clcrt_sk_begin(s, u + 1u);
   return (e - 1u) / s->iters - b / s->iters + 1u;
@@ -149,18 +173,21 @@ CLCRT_TM_FN unsigned clcrt_sk_piece_slot(const clcrt_sk *s, unsigned t, unsigned
   return clcrt_sk_slot_of(s, t, clcrt_sk_first_unit(s, t) + j);
 }
 
-// Segment i of unit u.
-CLCRT_TM_FN clcrt_sk_seg clcrt_sk_segment(const clcrt_sk *s, unsigned u, unsigned i) {
+// Segment i of unit `unit` of the launch.
+CLCRT_TM_FN clcrt_sk_seg clcrt_sk_segment(const clcrt_sk *s, unsigned unit, unsigned i) {
   clcrt_sk_seg g;
+  const unsigned u = clcrt_sk_shared_unit(s, unit), first_shared = s->tail ? s->tiles - s->sk_tiles : 0u;
   if (u >= s->sk_units) {
-    g.tile = s->sk_tiles + (u - s->sk_units);
+    g.tile = s->tail ? unit : s->sk_tiles + (unit - s->sk_units);
+    g.shared = 0;
     g.k0 = 0, g.k1 = s->iters;
     g.piece = 0, g.pieces = 1, g.slot = 0;
     return g;
   }
   unsigned b = clcrt_sk_begin(s, u), e = clcrt_sk_begin(s, u + 1u);
-  g.tile = b / s->iters + i;
-  unsigned t0 = g.tile * s->iters, t1 = t0 + s->iters;
+  g.shared = b / s->iters + i;
+  g.tile = first_shared + g.shared;
+  unsigned t0 = g.shared * s->iters, t1 = t0 + s->iters;
   g.k0 = (b > t0 ? b : t0) - t0;
   g.k1 = (e < t1 ? e : t1) - t0;
   unsigned first = clcrt_sk_unit_of(s, t0), last = clcrt_sk_unit_of(s, t1 - 1u);
@@ -216,7 +243,8 @@ __device__ __forceinline__ float4 sk_load4(const float *p) {
   return v;
 }
 
-// The fix-up's sum, for the last piece of shared tile `tile` (after sk_arrive_warp): out =
+// The fix-up's sum, for the last piece of shared tile `tile` (counted among the shared ones,
+// clcrt_sk_seg.shared; after sk_arrive_warp): out =
 // 0 + partial of piece 0 + piece 1 + ... in that order, whichever piece the caller is (its
 // own partial is read back like the others, so the bits never depend on who adds). `first`
 // is the tile's first unit (clcrt_sk_first_unit, best found before registers fill up). Each

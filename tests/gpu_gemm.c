@@ -119,7 +119,7 @@ static void sample_fp64(const uint16_t *d, size_t ldd, const uint16_t *a, const 
 
 /* How a problem's tiles are shared: the plan's rule for the variant, whole tiles, every tile
  * shared over the SMs, or exactly the stream-K numbers given (clamped by clcrt_sk_make). */
-enum { PLAN_RULE, WHOLE, ALL, EXPLICIT };
+enum { PLAN_RULE, WHOLE, ALL, EXPLICIT, EXPLICIT_TAIL /* the shared tiles last (order 1) */ };
 
 typedef struct shape {
   unsigned m, n, k;
@@ -147,6 +147,8 @@ static const shape SHAPES[] = {
     {4096, 4352, 264, EXPLICIT, 148, 132}, /* 4.1 waves of 5 k-blocks, the tail shared: units over several tiles */
     {700, 1500, 2056, EXPLICIT, 1000, 1}, /* one unit runs every tile as segments */
     {700, 1500, 2056, EXPLICIT, 17, 29},
+    {4096, 4352, 264, EXPLICIT_TAIL, 16, 64}, /* the last 16 tiles in 4 slices, after 528 whole ones */
+    {1000, 3000, 4000, EXPLICIT_TAIL, 9, 31}, /* the last 9 tiles shared by 31 units (ranges across tiles) */
 };
 #define NUM_SHAPES ((int)(sizeof SHAPES / sizeof SHAPES[0]))
 
@@ -156,7 +158,8 @@ static gemm_plan shape_plan(const shape *sh, int vi, int sms) {
   p.variant = vi;
   gemm_share share = sh->mode == WHOLE ? GEMM_SHARE_WHOLE : sh->mode == ALL ? GEMM_SHARE_ALL : GEMM_SHARE_TAIL;
   gemm_plan_share(&p, share, sh->m, sh->n, sh->k, sms);
-  if (sh->mode == EXPLICIT) p.sk_tiles = sh->sk_tiles, p.sk_units = sh->sk_units;
+  if (sh->mode == EXPLICIT || sh->mode == EXPLICIT_TAIL)
+    p.sk_tiles = sh->sk_tiles, p.sk_units = sh->sk_units, p.sk_tail = sh->mode == EXPLICIT_TAIL;
   return p;
 }
 
@@ -188,8 +191,8 @@ static void dense_open(ctx *c, dense *d, const gemm_plan *p, unsigned m, unsigne
     gpu_fill_u8(d->ws, 0xff, gemm_ws_bytes(d->v, &d->a)); /* NaN: no partial may be read before it is written */
     d->a.ws = d->ws, d->a.ctr = d->ctr;
   }
-  snprintf(d->what, sizeof d->what, "%s %u x %u x %u (stream-K %u tiles over %u units of %u)", tag, m, n, k,
-           d->a.sk_tiles, d->a.sk_units, gemm_dense_tiles(d->v, &d->a).x / d->v->cm);
+  snprintf(d->what, sizeof d->what, "%s %u x %u x %u (stream-K %u tiles over %u units of %u%s)", tag, m, n, k,
+           d->a.sk_tiles, d->a.sk_units, gemm_dense_tiles(d->v, &d->a).x / d->v->cm, d->a.sk_tail ? ", last" : "");
   progress(d->what);
   ref_gemm(c, d->A, d->B, d->R, (int)m, (int)n, (int)k, (int)n);
   ck_assert_int_eq(clcrt_stream_sync(c->s), CLCRT_OK);
@@ -261,6 +264,7 @@ static const shape DETERMINISM[] = {
     {4096, 4352, 264, EXPLICIT, 148, 132}, /* the tail (16 + 132 tiles) shared, 528 units: more than the SMs */
     {700, 1500, 2056, EXPLICIT, 17, 29},
     {128, 1024, 8192, ALL, 0, 0},
+    {4096, 4352, 264, EXPLICIT_TAIL, 16, 64},
 };
 #define NUM_DETERMINISM ((int)(sizeof DETERMINISM / sizeof DETERMINISM[0]))
 

@@ -1,14 +1,19 @@
-/* CPU suite for the GEMM pieces (issues 10 and 11), no GPU or driver needed:
+/* CPU suite for the GEMM pieces (issues 10, 11 and 31), no GPU or driver needed:
  *   - clcrt_tensor_map_2d: every bad argument with its status and message; a compile-only
  *     runtime refuses to encode;
  *   - the tile maps' portable core (nvrtc_src/clcrt_tilemap.cuh, included here as C): the
  *     swizzled raster against a brute-force walk of its definition, the grouped map's group
  *     search and upper bound against a host reference on random group lists (empty groups,
  *     groups smaller than a tile, one group, a thousand tiny groups);
+ *   - stream-K (nvrtc_src/clcrt_streamk.cuh) in both orders: every (tile, iteration) covered
+ *     once, balanced ranges, pieces in order, distinct slots, unit_of at the 32-bit limits
+ *     against a linear search; the fix-up protocol run in random unit orders gives the same
+ *     bits; the GEMM's plan (examples/gemm/gemm_plan.h): its decompositions' properties and
+ *     the choices its table cites;
  *   - the GEMM tile functions (examples/gemm/gemm.cu) compile for sm_90a in compile-only
  *     mode, every variant, dense and grouped, under STEAL, STATIC and FIXED, with ptxas
  *     warnings as errors, no stack and no spills (from the cubin), the instructions they
- *     are about in the PTX (wgmma, TMA, multicast, stmatrix, vector reductions), and the
+ *     are about in the PTX (wgmma, TMA, multicast, stmatrix, the fix-up's atomic), and the
  *     host mirror of Args laid out
  *     exactly like the device struct (checked by NVRTC with static_asserts);
  *   - the clcrt tool compiles and inspects one of them and reports no spills. */
@@ -258,10 +263,12 @@ END_TEST
 /* One decomposition checked against its definition, walked the plain way: the shared
  * iterations cut into sk_units ranges of floor(S / U) or one more; every (tile, k-block)
  * covered once; a tile's pieces are the units over it in order; slots distinct and in range. */
-static void check_sk(unsigned tiles, unsigned iters, unsigned want_tiles, unsigned want_units) {
-  clcrt_sk s = clcrt_sk_make(tiles, iters, want_tiles, want_units);
+static void check_sk(unsigned tiles, unsigned iters, unsigned want_tiles, unsigned want_units, unsigned tail) {
+  clcrt_sk s = clcrt_sk_make(tiles, iters, want_tiles, want_units, tail);
   char what[128];
-  snprintf(what, sizeof what, "tiles %u iters %u sk_tiles %u sk_units %u", tiles, iters, want_tiles, want_units);
+  snprintf(what, sizeof what, "tiles %u iters %u sk_tiles %u sk_units %u tail %u", tiles, iters, want_tiles, want_units,
+           tail);
+  const unsigned first_shared = tail ? tiles - s.sk_tiles : 0;
   /* clcrt_sk_make's clamps */
   unsigned long long shared = (unsigned long long)s.sk_tiles * s.iters;
   SK_CHECK(s.sk_tiles <= tiles && s.sk_units <= shared, "%s: made %u %u", what, s.sk_tiles, s.sk_units);
@@ -280,13 +287,22 @@ static void check_sk(unsigned tiles, unsigned iters, unsigned want_tiles, unsign
   for (unsigned u = 0; u < units; u++) {
     unsigned n = clcrt_sk_segments(&s, u);
     SK_CHECK(n >= 1, "%s: unit %u has no segment", what, u);
+    const unsigned v = clcrt_sk_shared_unit(&s, u); /* == sk_units: a whole tile's unit */
+    /* Order: shared units first (tail 0) or last (tail 1). */
+    SK_CHECK((v < s.sk_units) == (tail ? u >= tiles - s.sk_tiles : u < s.sk_units), "%s: unit %u in the wrong place",
+             what, u);
     unsigned long long its = 0;
     for (unsigned i = 0; i < n; i++) {
       clcrt_sk_seg g = clcrt_sk_segment(&s, u, i);
       SK_CHECK(g.tile < tiles && g.k0 < g.k1 && g.k1 <= s.iters, "%s: unit %u seg %u: tile %u [%u, %u)", what, u,
                     i, g.tile, g.k0, g.k1);
-      if (u >= s.sk_units) SK_CHECK(g.tile >= s.sk_tiles && g.k0 == 0 && g.k1 == s.iters && g.pieces == 1,
-                                         "%s: whole unit %u", what, u);
+      if (v >= s.sk_units)
+        SK_CHECK(g.k0 == 0 && g.k1 == s.iters && g.pieces == 1 &&
+                     (tail ? g.tile < tiles - s.sk_tiles : g.tile >= s.sk_tiles),
+                 "%s: whole unit %u on tile %u", what, u, g.tile);
+      else
+        SK_CHECK(g.tile == first_shared + g.shared && g.shared < s.sk_tiles, "%s: unit %u: tile %u, shared %u", what,
+                 u, g.tile, g.shared);
       if (i > 0) SK_CHECK(g.k0 == 0, "%s: unit %u's segment %u starts inside its tile", what, u, i);
       if (i + 1 < n) SK_CHECK(g.k1 == s.iters, "%s: unit %u's segment %u ends inside its tile", what, u, i);
       /* Units over a tile come in iteration order: this segment starts where the last ended. */
@@ -301,14 +317,14 @@ static void check_sk(unsigned tiles, unsigned iters, unsigned want_tiles, unsign
         SK_CHECK(g.slot < slots && !slot_used[g.slot], "%s: unit %u seg %u: slot %u of %u (used %d)", what, u, i,
                       g.slot, slots, g.slot < slots ? slot_used[g.slot] : -1);
         slot_used[g.slot] = 1;
-        SK_CHECK(clcrt_sk_piece_slot(&s, g.tile, g.piece) == g.slot, "%s: tile %u piece %u: slot %u, segment says %u", what,
-                 g.tile, g.piece, clcrt_sk_piece_slot(&s, g.tile, g.piece), g.slot);
+        SK_CHECK(clcrt_sk_piece_slot(&s, g.shared, g.piece) == g.slot, "%s: tile %u piece %u: slot %u, segment says %u", what,
+                 g.tile, g.piece, clcrt_sk_piece_slot(&s, g.shared, g.piece), g.slot);
       }
       its += g.k1 - g.k0;
     }
-    if (u < s.sk_units) {
+    if (v < s.sk_units) {
       lo = its < lo ? its : lo, hi = its > hi ? its : hi;
-      SK_CHECK(clcrt_sk_begin(&s, u + 1) - clcrt_sk_begin(&s, u) == its, "%s: unit %u: range and segments disagree", what, u);
+      SK_CHECK(clcrt_sk_begin(&s, v + 1) - clcrt_sk_begin(&s, v) == its, "%s: unit %u: range and segments disagree", what, u);
     }
   }
   if (s.sk_units) SK_CHECK(hi - lo <= 1, "%s: shared units of %llu to %llu iterations", what, lo, hi);
@@ -340,15 +356,16 @@ START_TEST(test_streamk_map) {
       {5, 8, 0, 9},     {5, 8, 3, 0},       {264, 64, 132 + 132, 132}, {133, 128, 133, 132},
       {132, 64, 132, 132}, {32, 128, 32, 132}, {2, 5, 2, 3}, {300, 7, 300, 132}, {9, 1000, 9, 132},
   };
-  for (unsigned i = 0; i < sizeof edge / sizeof edge[0]; i++) check_sk(edge[i][0], edge[i][1], edge[i][2], edge[i][3]);
+  for (unsigned i = 0; i < sizeof edge / sizeof edge[0]; i++)
+    for (unsigned tail = 0; tail < 2; tail++) check_sk(edge[i][0], edge[i][1], edge[i][2], edge[i][3], tail);
   for (int iter = 0; iter < 400; iter++) {
     unsigned tiles = 1 + rnd(iter < 200 ? 40 : 700), iters = 1 + rnd(iter % 3 ? 150 : 6);
     unsigned sk_tiles = rnd(4) == 0 ? tiles : rnd(tiles + 1), sk_units = rnd(4) == 0 ? 132 : 1 + rnd(300);
-    check_sk(tiles, iters, sk_tiles, sk_units);
+    check_sk(tiles, iters, sk_tiles, sk_units, (unsigned)(iter & 1));
   }
   /* The bounds that keep every step in 32 bits: at most 65535 units, fewer than 2^32 shared
    * iterations; at the limits the float estimate of unit_of must still land. */
-  clcrt_sk big = clcrt_sk_make(3000000, 4000, 3000000, 2000000);
+  clcrt_sk big = clcrt_sk_make(3000000, 4000, 3000000, 2000000, 0);
   SK_CHECK(big.sk_units == 65535 && (unsigned long long)big.sk_tiles * big.iters <= 0xffffffffull,
            "big: %u tiles shared by %u units", big.sk_tiles, big.sk_units);
   unsigned total = big.sk_tiles * big.iters;
@@ -358,8 +375,9 @@ START_TEST(test_streamk_map) {
     unsigned b = clcrt_sk_begin(&big, u);
     SK_CHECK(clcrt_sk_unit_of(&big, b) == u && clcrt_sk_unit_of(&big, b - 1) == u - 1, "unit %u at %u", u, b);
   }
-  check_sk(70000, 3, 70000, 65535);
-  clcrt_sk edge32 = clcrt_sk_make(5, 858993459, 5, 1000); /* S = 2^32 - 1 */
+  check_sk(70000, 3, 70000, 65535, 0);
+  check_sk(70000, 3, 1000, 3000, 1);
+  clcrt_sk edge32 = clcrt_sk_make(5, 858993459, 5, 1000, 0); /* S = 2^32 - 1 */
   for (unsigned u = 1; u < edge32.sk_units; u++) {
     unsigned b = clcrt_sk_begin(&edge32, u);
     SK_CHECK(b > clcrt_sk_begin(&edge32, u - 1) && clcrt_sk_unit_of(&edge32, b) == u &&
@@ -378,7 +396,7 @@ START_TEST(test_streamk_fixup_order) {
   rng_state = 0xf1c5ull;
   for (int iter = 0; iter < 60; iter++) {
     unsigned tiles = 1 + rnd(30), iters = 1 + rnd(40), sk_tiles = rnd(3) ? tiles : rnd(tiles + 1);
-    clcrt_sk s = clcrt_sk_make(tiles, iters, sk_tiles, 1 + rnd(50));
+    clcrt_sk s = clcrt_sk_make(tiles, iters, sk_tiles, 1 + rnd(50), (unsigned)(iter & 1));
     unsigned units = clcrt_sk_units(&s), slots = clcrt_sk_slots(&s);
     float *term = malloc(sizeof(float) * tiles * iters), *ws = malloc(sizeof(float) * (slots + 1));
     float *out = malloc(sizeof(float) * tiles), *first = malloc(sizeof(float) * tiles);
@@ -406,7 +424,7 @@ START_TEST(test_streamk_fixup_order) {
           if (++ctr[g.tile] != g.pieces) continue;
           ctr[g.tile] = 0;
           float sum = 0.0f;
-          for (unsigned j = 0; j < g.pieces; j++) sum += ws[clcrt_sk_piece_slot(&s, g.tile, j)];
+          for (unsigned j = 0; j < g.pieces; j++) sum += ws[clcrt_sk_piece_slot(&s, g.shared, j)];
           out[g.tile] = sum;
         }
       }
@@ -454,7 +472,7 @@ START_TEST(test_plan) {
                     GEMM_VARIANTS[w.variant].name, w.cost);
     }
     const unsigned tiles = gemm_work_tiles(v, m, n), nk = gemm_cdiv(k, GEMM_BK);
-    clcrt_sk sk = clcrt_sk_make(tiles, nk, p.sk_tiles, p.sk_units);
+    clcrt_sk sk = clcrt_sk_make(tiles, nk, p.sk_tiles, p.sk_units, p.sk_tail);
     ck_assert_msg(sk.sk_tiles == p.sk_tiles && sk.sk_units == p.sk_units, "%ux%ux%u: clamped", m, n, k);
     if (p.sk_units) {
       ck_assert_msg(p.sk_units % p.sk_tiles == 0 && p.sk_units / p.sk_tiles >= 2, "%ux%ux%u: %u units over %u tiles",
@@ -534,8 +552,8 @@ START_TEST(test_compile) {
                 v->cm > 1 ? "yes" : "no");
   ck_assert_msg(strstr(ptx, "wgmma.wait_group.sync.aligned 1"), "%s: the mainloop must keep a wgmma group in flight",
                 what);
-  /* The staged epilogue (stmatrix, 16-byte stores) where the variant asks for it; split-K
-   * (dense) adds its partials with vector reductions at the L2. */
+  /* The staged epilogue (stmatrix, 16-byte stores) where the variant asks for it; stream-K's
+   * fix-up (dense) counts its pieces in with an acq_rel atomic. */
   ck_assert_msg((strstr(ptx, "stmatrix.sync.aligned.m8n8.x4.shared.b16") != NULL) == (v->epi != 0),
                 "%s %s: stmatrix in the PTX: want %s", what, v->name, v->epi ? "yes" : "no");
   ck_assert_msg((strstr(ptx, "atom.acq_rel.gpu.global.add.u32") != NULL) == !grouped,
@@ -549,7 +567,7 @@ END_TEST
 /* The host mirror of Args against the device struct. NVRTC has no constant offsetof, so a
  * probe kernel compiled with the tile function stores every offset as a constant, each
  * encoded as value * 1000 + index so that the PTX's immediates name themselves. */
-#define NUM_LAYOUT 21
+#define NUM_LAYOUT 22
 
 START_TEST(test_args_layout) {
   const unsigned long long host[NUM_LAYOUT] = {
@@ -559,7 +577,8 @@ START_TEST(test_args_layout) {
       offsetof(gemm_args, n),     offsetof(gemm_args, k),        offsetof(gemm_args, tm),
       offsetof(gemm_args, tn),    offsetof(gemm_args, swizzle),  offsetof(gemm_args, along_n),
       offsetof(gemm_args, nk),    offsetof(gemm_args, kshift),   offsetof(gemm_args, sk_tiles),
-      offsetof(gemm_args, sk_units), offsetof(gemm_args, groups), offsetof(gemm_args, group_rows)};
+      offsetof(gemm_args, sk_units), offsetof(gemm_args, sk_tail), offsetof(gemm_args, groups),
+      offsetof(gemm_args, group_rows)};
   const char *probe =
       "\nextern \"C\" __global__ void gemm_layout_probe(unsigned long long *out) {\n"
       "  const GemmArgs *p = (const GemmArgs *)0x10000;\n"
@@ -569,7 +588,7 @@ START_TEST(test_args_layout) {
       "  PUT(5, OFF(ws)); PUT(6, OFF(ctr)); PUT(7, OFF(group_sizes)); PUT(8, OFF(m)); PUT(9, OFF(n));\n"
       "  PUT(10, OFF(k)); PUT(11, OFF(tm)); PUT(12, OFF(tn)); PUT(13, OFF(swizzle)); PUT(14, OFF(along_n));\n"
       "  PUT(15, OFF(nk)); PUT(16, OFF(kshift)); PUT(17, OFF(sk_tiles)); PUT(18, OFF(sk_units));\n"
-      "  PUT(19, OFF(groups)); PUT(20, OFF(group_rows));\n"
+      "  PUT(19, OFF(sk_tail)); PUT(20, OFF(groups)); PUT(21, OFF(group_rows));\n"
       "}\n";
   clcrt_runtime *rt = rt_sm90();
   const char *src = gemm_source();
@@ -608,7 +627,7 @@ START_TEST(test_args_layout) {
   static const char *names[NUM_LAYOUT] = {"sizeof", "alignof", "b",       "d",        "ldd",      "ws",
                                           "ctr",    "group_sizes", "m",   "n",        "k",        "tm",
                                           "tn",     "swizzle", "along_n", "nk",       "kshift",   "sk_tiles",
-                                          "sk_units", "groups", "group_rows"};
+                                          "sk_units", "sk_tail", "groups", "group_rows"};
   for (int i = 0; i < NUM_LAYOUT; i++) {
     ck_assert_msg(found[i], "the probe's value for %s is not in the PTX", names[i]);
     ck_assert_msg(dev[i] == host[i], "GemmArgs.%s: device %llu, host mirror gemm_args %llu", names[i], dev[i],

@@ -5,7 +5,8 @@
 //   gemm_tile          dense   D[M x N] = A[M x K] . B[N x K]^T   (both "K-major": the TN layout)
 //   gemm_grouped_tile  grouped D_g = A_g . B_g^T for G groups (mixture-of-experts layers): the
 //                      groups' rows one after another in A and D (group g has M_g rows, the
-//                      counts in device memory), the weights B_g stacked as one (G*N) x K matrix.
+//                      counts in device memory) or, the masked layout, at row g * R for a fixed
+//                      R; the weights B_g stacked as one (G*N) x K matrix.
 // bf16 in, fp32 accumulation, bf16 out. M, N, K need not be multiples of the tile: TMA fills
 // what lies outside A and B with zeros and the stores are guarded. K must be a multiple of 8
 // (TMA needs 16-byte row strides); any M, N >= 1.
@@ -36,8 +37,8 @@
 // (.multicast::cluster), and each consumer warpgroup releases a stage in both CTAs.
 //
 // Stream-K (dense; nvrtc_src/clcrt_streamk.cuh): the launch's units are whole tiles and
-// units that share the first Args.sk_tiles tiles by k-blocks (Args.sk_units of them; 0: every
-// tile whole). A unit runs its segments one after another through the same ring; a segment
+// units that share Args.sk_tiles tiles by k-blocks (Args.sk_units of them, first or, with
+// Args.sk_tail, last; 0: every tile whole). A unit runs its segments one after another through the same ring; a segment
 // that is a whole tile is stored as usual, a piece of a shared tile goes to the fix-up: every
 // consumer warp stores its fp32 partial (its own rows of the problem only) in the piece's
 // workspace slot and counts itself in on its (tile, CTA, warp) counter; the warp that arrives
@@ -116,6 +117,7 @@ struct GemmArgs {
   unsigned nk;                // k-blocks per tile (kshift included)
   unsigned kshift;            // zero columns before column 0, 0..63: aligns the loads (see above)
   unsigned sk_tiles, sk_units;  // dense: stream-K (clcrt_streamk.cuh); 0, 0: whole tiles
+  unsigned sk_tail;           // dense: 1 when the shared tiles and their units come last
   unsigned groups;            // grouped: number of groups
   unsigned group_rows;        // grouped, masked layout: group g's rows start at g * group_rows
                               // (counts clamped to it); 0: the groups' rows one after another
@@ -558,7 +560,7 @@ __device__ __forceinline__ void sk_piece(const GemmArgs &a, const clcrt_sk &sk, 
                                          unsigned rank, unsigned warp, unsigned lane, unsigned stage, unsigned row0,
                                          unsigned r0, unsigned row_end, unsigned c_base) {
   if (row0 >= row_end) return;
-  const uint2 ts = epi_segment(stage);  // the shared tile and this piece's slot
+  const uint2 ts = epi_segment(stage);  // the shared tile (among the shared ones) and this piece's slot
   const unsigned tile = ts.x, slot = ts.y;
   const unsigned long long region = (unsigned long long)(rank * NCW + warp) * REGION + lane * 4;
   const bool live = r0 < row_end;
@@ -629,6 +631,7 @@ __device__ __forceinline__ clcrt_sk dense_sk(const GemmArgs &a) {
   sk.iters = a.nk;
   sk.sk_tiles = a.sk_tiles;
   sk.sk_units = a.sk_units;
+  sk.tail = a.sk_tail;
   return sk;
 }
 
@@ -679,7 +682,8 @@ __device__ __forceinline__ Epi epi_fetch(unsigned stage) {
   e.pieces = pieces;
   return e;
 }
-// Parked at stage + 16: the tile, the piece's slot, then the tile's pieces.
+// Parked at stage + 16: the tile's index among the shared ones, the piece's slot, then the
+// tile's pieces.
 __device__ __forceinline__ uint2 epi_segment(unsigned stage) {
   uint2 v;
   asm volatile("ld.shared.v2.b32 {%0, %1}, [%2];" : "=r"(v.x), "=r"(v.y) : "r"(stage + 16) : "memory");
@@ -710,17 +714,24 @@ __device__ __forceinline__ void run_grouped(const clcrt::Tile &t, const GemmArgs
 // another through the ring.
 __device__ __forceinline__ void run_dense(const clcrt::Tile &t, const GemmArgs &a, GemmState &s) {
   const unsigned warp = threadIdx.x >> 5;
-  const clcrt_sk sk = dense_sk(a);
-  unsigned unit = t.unit, segs = clcrt_sk_segments(&sk, unit);
+  unsigned unit = t.unit, segs;
+  {
+    const clcrt_sk sk = dense_sk(a);
+    segs = clcrt_sk_segments(&sk, unit);
+  }
 #pragma unroll 1
   for (unsigned i = 0; i < segs; i++) {
+    // The decomposition read from the parameters again in every iteration (the opaque copy
+    // keeps the compiler from holding it in registers across the mainloop).
+    clcrt_sk sk = dense_sk(a);
+    asm volatile("" : "+r"(sk.tiles), "+r"(sk.iters), "+r"(sk.sk_tiles), "+r"(sk.sk_units), "+r"(sk.tail));
     const clcrt_sk_seg g = clcrt_sk_segment(&sk, unit, i);
     const Where w = locate_dense(g.tile, t.cta_rank, a);
     if (warp == NCW) {
       produce(a, s, w.a_row, w.b_row, g.k0, g.k1, t.cta_rank);
       continue;
     }
-    epi_park(s.base + EPI_OFF + warp * EPI_STRIDE, w, g.tile, g.pieces, g.slot, i, segs, unit);
+    epi_park(s.base + EPI_OFF + warp * EPI_STRIDE, w, g.shared, g.pieces, g.slot, i, segs, unit);
     // Zeroed (the first wgmma ignores it) so that the array is not live around the loops'
     // back edges (this one's and the scheduler's): otherwise every register it holds is taken
     // all the way round, and the kernel, at its 168-register cap, spills.

@@ -49,7 +49,7 @@ static const gemm_variant GEMM_VARIANTS[] = {
 typedef struct gemm_args {
   clcrt_tensor_map a, b;
   uint64_t d, ldd, ws, ctr, group_sizes;
-  uint32_t m, n, k, tm, tn, swizzle, along_n, nk, kshift, sk_tiles, sk_units, groups, group_rows;
+  uint32_t m, n, k, tm, tn, swizzle, along_n, nk, kshift, sk_tiles, sk_units, sk_tail, groups, group_rows;
 } gemm_args;
 
 static inline unsigned gemm_cdiv(uint64_t a, uint64_t b) { return (unsigned)((a + b - 1) / b); }
@@ -123,7 +123,7 @@ static inline unsigned gemm_work_tiles(const gemm_variant *v, unsigned m, unsign
   return gemm_cdiv(gemm_cdiv(m, v->bm), v->cm) * gemm_cdiv(n, v->bn);
 }
 static inline clcrt_sk gemm_sk(const gemm_variant *v, const gemm_args *a) {
-  return clcrt_sk_make(gemm_cdiv(a->tm, v->cm) * a->tn, a->nk, a->sk_tiles, a->sk_units);
+  return clcrt_sk_make(gemm_cdiv(a->tm, v->cm) * a->tn, a->nk, a->sk_tiles, a->sk_units, a->sk_tail);
 }
 
 /* Bytes of stream-K workspace (fp32 partials: one cluster tile per slot) and counters (one
@@ -170,7 +170,7 @@ static inline clcrt_status gemm_maps(clcrt_runtime *rt, const gemm_variant *v, g
 }
 
 /* Args of a dense problem for plan p (gemm_plan_dense, or one made by hand: variant p->variant,
- * stream-K p->sk_tiles over p->sk_units, p->shift). ws/ctr: the stream-K workspace when the
+ * stream-K p->sk_tiles over p->sk_units in order p->sk_tail, p->shift). ws/ctr: the stream-K workspace when the
  * decomposition shares tiles (gemm_ws_bytes, gemm_ctr_bytes of these args; counters zeroed
  * once before the first run), else 0: fill them in after this call. */
 static inline clcrt_status gemm_dense_args(clcrt_runtime *rt, const gemm_plan *p, gemm_args *a, uint64_t A,
@@ -186,8 +186,8 @@ static inline clcrt_status gemm_dense_args(clcrt_runtime *rt, const gemm_plan *p
   gemm_order(a->tm, a->tn, &a->swizzle, &a->along_n);
   a->kshift = p->shift ? gemm_kshift(A, B, k) : 0;
   a->nk = gemm_cdiv(k + a->kshift, GEMM_BK);
-  clcrt_sk sk = clcrt_sk_make(gemm_cdiv(a->tm, v->cm) * a->tn, a->nk, p->sk_tiles, p->sk_units);
-  a->sk_tiles = sk.sk_tiles, a->sk_units = sk.sk_units;
+  clcrt_sk sk = clcrt_sk_make(gemm_cdiv(a->tm, v->cm) * a->tn, a->nk, p->sk_tiles, p->sk_units, p->sk_tail);
+  a->sk_tiles = sk.sk_tiles, a->sk_units = sk.sk_units, a->sk_tail = sk.tail;
   a->ws = ws, a->ctr = ctr;
   return CLCRT_OK;
 }
