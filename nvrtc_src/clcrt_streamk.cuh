@@ -39,7 +39,7 @@
 //      next run; the others are done with the tile.
 //
 // Deterministic: which unit covers which iterations depends only on (tiles, iters, sk_tiles,
-// sk_units), never on which CTA runs it or when; each partial is a sum in iteration order,
+// sk_units, tail), never on which CTA runs it or when; each partial is a sum in iteration order,
 // stored exactly (fp32), and the final sum adds the partials in piece order whoever adds
 // them. So the output has the same bits on every run, under every scheduler and grid.
 //
