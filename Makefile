@@ -1,12 +1,14 @@
 # clcrt — GNU make.
 #   make              libclcrt.a, libclcrt.so and the clcrt tool
-#   make test         CPU test suites (CI), then the same under ASan+UBSan, then the fuzz smoke run
+#   make test         CPU test suites (CI), the install test, the suites under ASan+UBSan, the fuzz smoke run
+#   make test-install install to a temporary prefix, build and run the README example with pkg-config alone
 #   make test-gpu     GPU test suites (skip, saying why, without a GPU)
 #   make sanitize-gpu the GPU suites under compute-sanitizer memcheck, racecheck, synccheck
 #   make demo         the README example: compile for sm_90a and sm_100a, run where a GPU is
 #   make bench        the side-by-side scheduler benchmark (needs a GPU)
 #   make bench-gemm   clcrt's GEMM tile functions against cuBLAS (needs a GPU)
 #   make install PREFIX=/usr/local
+#   make figures      docs/figures.md: the figures the README cites, measured here (scripts/figures.py)
 # Sources are picked up by pattern: runtime/*/*.c is the library, tools/*.c the tool,
 # tests/test_*.c CPU suites, tests/gpu_*.c GPU suites, bench/*.c benchmarks, one binary each.
 # cuBLAS (the reference) is linked by GPU suites and benchmarks only, never by libclcrt.
@@ -28,6 +30,7 @@ LDFLAGS += -fsanitize=address,undefined
 endif
 
 CUDA_LIBDIR := $(CUDA_HOME)/lib64
+VERSION := $(shell awk '/^\#define CLCRT_VERSION_(MAJOR|MINOR|PATCH) /{printf "%s%s", s, $$3; s="."}' include/clcrt.h)
 NVRTC_LIBS := -L$(CUDA_LIBDIR) -lnvrtc -Wl,-rpath,$(CUDA_LIBDIR)
 # Test and benchmark binaries link Check and libuv statically so that they run on the GPU
 # machine, which has neither.
@@ -55,7 +58,7 @@ USER_CU := $(sort $(wildcard examples/*/*.cu))
 USER_SRC_OBJ := $(BUILD)/gen/user_src.o
 EXAMPLES := $(patsubst examples/%.c,$(BUILD)/examples/%,$(sort $(wildcard examples/*.c examples/*/*.c)))
 
-.PHONY: all deps lib tool test test-cpu test-asan test-gpu sanitize-gpu demo bench bench-gemm benches examples install clean fuzz-smoke
+.PHONY: all deps lib tool test test-cpu test-asan test-install test-gpu sanitize-gpu demo bench bench-gemm benches examples install clean fuzz-smoke figures
 
 all: deps lib tool
 
@@ -125,7 +128,11 @@ $(BUILD)/tests/gpu_%: $(BUILD)/tests/gpu_%.o $(TEST_COMMON_OBJS) $(USER_SRC_OBJ)
 	$(CC) $(LDFLAGS) -o $@ $< $(TEST_COMMON_OBJS) $(USER_SRC_OBJ) $(BUILD)/libclcrt.a $(NVRTC_LIBS) $(CUBLAS_LIBS) $(STATIC_CHECK) $(STATIC_UV) $(SYS_LIBS)
 
 $(BUILD)/examples/%: $(BUILD)/examples/%.o $(USER_SRC_OBJ) $(BUILD)/libclcrt.a
-	$(CC) $(LDFLAGS) -o $@ $< $(USER_SRC_OBJ) $(BUILD)/libclcrt.a $(NVRTC_LIBS) $(STATIC_UV) $(SYS_LIBS)
+	$(CC) $(LDFLAGS) -o $@ $< $(USER_SRC_OBJ) $(BUILD)/libclcrt.a $(NVRTC_LIBS) $(STATIC_UV) $(SYS_LIBS) $(EXAMPLE_LIBS)
+
+# The README example calls the driver API itself (cuMemAlloc), as a user's program does, so
+# it links libcuda: the toolkit's stub at link time, the driver's libcuda.so.1 at run time.
+$(BUILD)/examples/readme_example: EXAMPLE_LIBS = -L$(CUDA_LIBDIR)/stubs -lcuda
 
 $(BUILD)/bench/%: $(BUILD)/bench/%.o $(BENCH_LIB_OBJS) $(USER_SRC_OBJ) $(BUILD)/libclcrt.a
 	$(CC) $(LDFLAGS) -o $@ $< $(BENCH_LIB_OBJS) $(USER_SRC_OBJ) $(BUILD)/libclcrt.a $(NVRTC_LIBS) $(CUBLAS_LIBS) $(STATIC_UV) $(SYS_LIBS)
@@ -141,7 +148,7 @@ test-cpu: all $(CPU_TESTS)
 test-asan: deps
 	$(MAKE) --no-print-directory BUILD=build/asan SAN=1 CFLAGS="-O1 -g" test-cpu
 
-test: test-cpu test-asan fuzz-smoke
+test: test-cpu test-install test-asan fuzz-smoke test-python
 	@echo "clcrt: all CPU suites passed (normal and ASan+UBSan builds)"
 
 test-gpu: all $(GPU_TESTS)
@@ -168,6 +175,10 @@ bench-gemm: all $(BUILD)/bench/bench_gemm
 	@python3 scripts/bench_chart.py $(BUILD)/bench-gemm.json $(BUILD)/bench-gemm.png 2>/dev/null && echo "chart: $(BUILD)/bench-gemm.png" || \
 	  echo "no chart: scripts/bench_chart.py needs python3 with matplotlib"
 
+# docs/figures.md: the README example's kernel figures and first-compile times on this machine.
+figures: all $(BUILD)/examples/cache_timing
+	CUDA_HOME="$(CUDA_HOME)" python3 scripts/figures.py --build $(BUILD)
+
 fuzz-smoke: all
 	@if [ -x scripts/fuzz.sh ]; then CUDA_HOME="$(CUDA_HOME)" scripts/fuzz.sh smoke; fi
 
@@ -178,9 +189,60 @@ install: all
 	install -m 755 $(BUILD)/libclcrt.so $(DESTDIR)$(PREFIX)/lib/libclcrt.so.0
 	ln -sf libclcrt.so.0 $(DESTDIR)$(PREFIX)/lib/libclcrt.so
 	install -m 755 $(BUILD)/clcrt $(DESTDIR)$(PREFIX)/bin/
-	sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@CUDA_LIBDIR@|$(CUDA_LIBDIR)|g' clcrt.pc.in > $(DESTDIR)$(PREFIX)/lib/pkgconfig/clcrt.pc
+	sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@CUDA_HOME@|$(abspath $(CUDA_HOME))|g' -e 's|@VERSION@|$(VERSION)|g' \
+	  clcrt.pc.in > $(DESTDIR)$(PREFIX)/lib/pkgconfig/clcrt.pc
+
+# The install a user builds from: install to a temporary prefix, build the README example
+# (examples/readme_example.c, which the README shows verbatim) with pkg-config alone, and run
+# it to its result, or without a GPU to its CLCRT_E_NO_DEVICE message and exit status 2.
+test-install: all
+	@BUILD="$(BUILD)" CUDA_HOME="$(CUDA_HOME)" CC="$(CC)" MAKE="$(MAKE)" scripts/test_install.sh
 
 clean:
 	rm -rf build
 
 .SECONDARY:
+
+# ---- Python package (python/, issue 33) -----------------------------------------------------
+#   make python        build/python/dist/clcrt-<version>-py3-none-linux_x86_64.whl
+#   make test-python   that wheel installed into a venv (build/python/venv, pytest from PyPI),
+#                      then python/tests: CPU tests in compile-only mode; the GPU tests skip
+#                      without torch and a GPU
+# The wheel bundles libclcrt_py.so (the library's objects and python/clcrt/_csrc/*.c; no libuv:
+# _csrc/no_uv.c replaces the libuv glue, whose archive is not position-independent here; it
+# needs libc and libnvrtc.so.13 only, NVRTC found at import) and the clcrt tool (libuv,
+# libpng and zlib linked in statically). Both are stripped of debug information.
+PY_BUILD := $(BUILD)/python
+PY_VERSION := $(shell awk '/^\#define CLCRT_VERSION_(MAJOR|MINOR|PATCH) /{printf "%s%s", s, $$3; s="."}' include/clcrt.h)
+PY_SHIM_OBJS := $(patsubst python/clcrt/_csrc/%.c,$(PY_BUILD)/obj/%.o,$(sort $(wildcard python/clcrt/_csrc/*.c)))
+PY_LIB := $(PY_BUILD)/libclcrt_py.so
+PY_TOOL := $(PY_BUILD)/clcrt
+PY_WHEEL := $(PY_BUILD)/dist/clcrt-$(PY_VERSION)-py3-none-linux_x86_64.whl
+PY_VENV := $(PY_BUILD)/venv
+PY_STATIC_PNG := -l:libpng16.a -l:libz.a
+
+.PHONY: python test-python
+
+$(PY_BUILD)/obj/%.o: python/clcrt/_csrc/%.c $(wildcard python/clcrt/_csrc/*.h include/*.h runtime/*/*.h examples/gemm/*.h) | $(DEPS_STAMP)
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) -Iexamples/gemm $(CFLAGS) -c $< -o $@
+
+PY_LIB_OBJS := $(filter-out $(BUILD)/runtime/compile/async.o,$(LIB_OBJS))
+$(PY_LIB): $(PY_LIB_OBJS) $(PY_SHIM_OBJS)
+	$(CC) -shared -Wl,-soname,libclcrt_py.so -Wl,-z,defs -Wl,--as-needed -Wl,-S $(LDFLAGS) -o $@ $^ \
+	  -L$(CUDA_LIBDIR) -lnvrtc $(SYS_LIBS)
+
+$(PY_TOOL): $(TOOL_OBJS) $(BUILD)/libclcrt.a
+	$(CC) -Wl,-S $(LDFLAGS) -o $@ $(TOOL_OBJS) $(BUILD)/libclcrt.a -L$(CUDA_LIBDIR) -lnvrtc $(STATIC_UV) $(PY_STATIC_PNG) $(SYS_LIBS)
+
+$(PY_WHEEL): $(PY_LIB) $(PY_TOOL) $(wildcard python/clcrt/*.py python/README.md) python/build_wheel.py examples/gemm/gemm.cu
+	@rm -f $(PY_BUILD)/dist/clcrt-*.whl
+	python3 python/build_wheel.py --version $(PY_VERSION) --lib $(PY_LIB) --tool $(PY_TOOL) --gemm examples/gemm/gemm.cu --out $(PY_BUILD)/dist
+
+python: all $(PY_WHEEL)
+
+test-python: python
+	@[ -x $(PY_VENV)/bin/python ] || python3 -m venv $(PY_VENV)
+	@$(PY_VENV)/bin/python -c 'import pytest' 2>/dev/null || $(PY_VENV)/bin/python -m pip install -q pytest
+	@$(PY_VENV)/bin/python -m pip install -q --force-reinstall --no-deps --no-index $(PY_WHEEL)
+	cd $(PY_BUILD) && PYTHONDONTWRITEBYTECODE=1 CUDA_HOME=$(CUDA_HOME) $(abspath $(PY_VENV))/bin/python -m pytest -q -rs -p no:cacheprovider $(CURDIR)/python/tests

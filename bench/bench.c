@@ -3,8 +3,9 @@
  * measures): scale (uniform memory-bound tiles), work (compute tiles of unequal cost: skew,
  * ramp, lognormal, triangle, uniform), classes (the README demo, back-to-back short runs, a
  * per-CTA table built by the prologue), preempt (an urgent kernel's latency behind a long
- * run), armed (what being preemptible costs), trace (tracing's cost and what it shows) and
- * overhead (host cost of clcrt_run).
+ * run), armed (what being preemptible costs), trace (tracing's cost and what it shows),
+ * overhead (host cost of clcrt_run) and share (streams with an SM budget: scaling, the grid a
+ * budget gets, a GEMM overlapped with a communication-like copy; bench/lib/share.c).
  * Usage: bench [--json FILE] [--quick] [--dump DIR] [--traces DIR] [--only SECTION[,SECTION...]] */
 #include <stdio.h>
 #include <string.h>
@@ -34,7 +35,7 @@ int main(int argc, char **argv) {
       dump_dir = argv[++i];
     else {
       fprintf(stderr, "usage: bench [--json FILE] [--quick] [--dump DIR] [--traces DIR] [--only "
-                      "scale,work,classes,preempt,armed,trace,overhead]\n");
+                      "scale,work,classes,preempt,armed,trace,overhead,share]\n");
       return 2;
     }
   }
@@ -46,6 +47,7 @@ int main(int argc, char **argv) {
   if (wanted(only, "armed")) bench_armed();
   if (wanted(only, "trace")) bench_trace();
   if (wanted(only, "overhead")) bench_overhead();
+  if (wanted(only, "share")) bench_share();
   bench_close();
   return 0;
 }

@@ -8,7 +8,8 @@
  *   - every function that can fail returns a clcrt_status; CLCRT_OK is 0;
  *   - the detail of the last failure is clcrt_errmsg(rt): per thread, like cudaGetLastError
  *     (a failure on one thread never changes the message another thread reads); calls that
- *     take no runtime (the trace functions) leave theirs in clcrt_errmsg(NULL);
+ *     take no runtime (the trace functions), and calls given a NULL handle, leave theirs in
+ *     clcrt_errmsg(NULL);
  *   - handles are opaque; destroy(NULL) is a no-op;
  *   - option structs start with `size` and have an ..._INIT macro; zero means "default".
  */
@@ -49,7 +50,8 @@ typedef struct uv_loop_s uv_loop_t;
   X(E_IO, "a file could not be read or written")                                              \
   X(E_CORRUPT, "a file is damaged or not in the expected format")                            \
   X(E_NOT_FOUND, "the requested item does not exist")                                         \
-  X(E_BUSY, "the handle still has work in flight")
+  X(E_BUSY, "the handle still has work in flight")                                            \
+  X(E_CANCELLED, "the operation was cancelled: its runtime was destroyed before it finished")
 
 typedef enum clcrt_status {
 #define CLCRT__STATUS_ENUM(name, msg) CLCRT_##name,
@@ -103,7 +105,11 @@ typedef struct clcrt_runtime_opts {
   const char *cache_dir;   /* NULL: $CLCRT_CACHE_DIR, else $XDG_CACHE_HOME/clcrt, else ~/.cache/clcrt; "": no disk cache */
   clcrt_log_fn log;        /* optional: the library never prints; it reports here */
   void *log_user;
-  const char *cuda_home;   /* NULL: $CUDA_HOME, else /usr/local/cuda; its include dirs are given to NVRTC */
+  const char *cuda_home;   /* NULL: $CUDA_HOME, else $CUDA_PATH, else /usr/local/cuda; its include and
+                              include/cccl dirs are given to NVRTC. One named here or in the environment
+                              must be a toolkit (include/cuda.h or include/cuda_runtime.h, at most 1000
+                              bytes), else clcrt_runtime_create fails with CLCRT_E_INVALID; the default
+                              may be absent (NVRTC's built-in headers serve most tile functions) */
 } clcrt_runtime_opts;
 
 #define CLCRT_RUNTIME_OPTS_INIT {sizeof(clcrt_runtime_opts), 0, NULL, NULL, NULL, NULL, NULL}
@@ -125,8 +131,12 @@ typedef struct clcrt_tile_desc {
                               the tile function then takes (const clcrt::Tile &, const Args &, State &) */
   clcrt_grid grid;         /* STEAL only: full or persistent grid */
   const char *include_digest; /* optional: a digest (any string) vouching for every header outside
-                                 the template (-I directories, quoted includes); without it such a
-                                 compile is not cached, never a stale hit */
+                                 the template and the toolkit. Without it, the headers a compile reads
+                                 from disk are recorded (NVRTC's time trace) and hashed again on every
+                                 cache hit, memory or disk, so an edited header is never served stale;
+                                 a compile with -I, -include or precompiled-header options, or whose
+                                 source uses __has_include, is then not cached. With it, nothing is
+                                 recorded or checked: a new digest is a new key */
   unsigned min_blocks_per_sm; /* 0: none; n: __launch_bounds__(threads, n), which caps the registers
                                  per thread so that n CTAs fit on an SM (setmaxnreg needs a cap) */
 } clcrt_tile_desc;
@@ -134,7 +144,10 @@ typedef struct clcrt_tile_desc {
 #define CLCRT_TILE_DESC_INIT \
   {sizeof(clcrt_tile_desc), NULL, NULL, NULL, {0, 0, 0}, {0, 0, 0}, 0, CLCRT_SCHED_AUTO, NULL, 0, NULL, NULL, CLCRT_GRID_AUTO, NULL, 0}
 
-/* Replace the allocator (like uv_replace_allocator). Call before any other function. */
+/* Replace the allocator (like uv_replace_allocator). Call before any other function: while
+ * any block from the current allocator is still in use (a runtime, a trace, a thread's
+ * error message) it is refused with CLCRT_E_BUSY, since those blocks would reach the new
+ * free function. All four functions are required (CLCRT_E_INVALID otherwise). */
 typedef void *(*clcrt_malloc_fn)(size_t);
 typedef void *(*clcrt_realloc_fn)(void *, size_t);
 typedef void *(*clcrt_calloc_fn)(size_t, size_t);
@@ -210,7 +223,8 @@ typedef struct clcrt_kernel_info {
   {sizeof(clcrt_kernel_info), NULL, NULL, CLCRT_SCHED_AUTO, CLCRT_GRID_AUTO, {0, 0, 0}, {0, 0, 0}, 0, 0, 0, 0, 0, 0, 0.0, 0}
 CLCRT_API clcrt_status clcrt_kernel_info_get(const clcrt_kernel *k, clcrt_kernel_info *info);
 
-/* Streams. cu NULL: clcrt creates and owns a non-blocking stream. */
+/* Streams. cu NULL: clcrt creates and owns a non-blocking stream. A CUstream of a green context has
+ * its persistent grids sized for that context's SMs (see clcrt_stream_create_ex, SM budgets). */
 CLCRT_API clcrt_status clcrt_stream_create(clcrt_runtime *rt, CUstream cu, clcrt_stream **out);
 CLCRT_API void clcrt_stream_destroy(clcrt_stream *s); /* NULL is a no-op; waits for the stream's work */
 CLCRT_API CUstream clcrt_stream_cu(const clcrt_stream *s);
@@ -349,11 +363,17 @@ typedef struct clcrt_cache_stats {
 } clcrt_cache_stats;
 #define CLCRT_CACHE_STATS_INIT {sizeof(clcrt_cache_stats), 0, 0, 0, 0, 0.0, 0.0}
 CLCRT_API clcrt_status clcrt_cache_stats_get(const clcrt_runtime *rt, clcrt_cache_stats *out);
+/* The disk cache directory the runtime uses, as an absolute path, valid while rt lives; NULL
+ * when it uses none (turned off, or refused at creation: opts.log says why). */
+CLCRT_API const char *clcrt_runtime_cache_dir(const clcrt_runtime *rt);
 
 /* Asynchronous compile on libuv's thread pool: returns at once; cb runs on `loop` with the
  * status, the kernel (NULL on failure) and the failure's message (NULL on success). Call it
- * on the loop's thread; the runtime must outlive the callbacks. At most as many NVRTC
- * compiles run at once as the machine has cores. */
+ * on the loop's thread. At most as many NVRTC compiles run at once as the machine has cores.
+ * Destroying the runtime first is safe: clcrt_runtime_destroy waits for the runtime's
+ * compiles that are running (not for queued ones, nor for the loop), and every callback
+ * not yet delivered then gets CLCRT_E_CANCELLED with a NULL kernel, never a freed one; run
+ * the loop afterwards so that those callbacks free their requests. */
 typedef void (*clcrt_register_cb)(void *user, clcrt_status st, clcrt_kernel *k, const char *errmsg);
 CLCRT_API clcrt_status clcrt_register_async(clcrt_runtime *rt, const clcrt_tile_desc *d, uv_loop_t *loop,
                                             clcrt_register_cb cb, void *user);
@@ -364,6 +384,83 @@ CLCRT_API clcrt_status clcrt_register_async(clcrt_runtime *rt, const clcrt_tile_
  * clcrt_stream_sync or clcrt_stream_destroy has seen the fault. */
 typedef void (*clcrt_notify_cb)(void *user, clcrt_status st);
 CLCRT_API clcrt_status clcrt_run_notify(clcrt_stream *s, uv_loop_t *loop, clcrt_notify_cb cb, void *user);
+
+/* Sharing the GPU: streams with an SM budget (docs/sharing.md).
+ *
+ * A persistent grid takes every SM it may: on a plain stream, the whole device. An SM budget
+ * gives a stream a part of the device (a CUDA green context: the driver's own SM partition,
+ * CUDA 12.4+), so that other work (communication kernels, another model) keeps the rest, and
+ * clcrt sizes the stream's persistent grids for that part. clcrt_stream_create_ex makes such
+ * a stream, or wraps a CUstream of your own green context (clcrt_stream_create does that
+ * too: either way the grid is sized for the stream's green context, found with
+ * cuStreamGetCtx_v2 and cuGreenCtxGetDevResource).
+ *
+ *   cu         NULL: clcrt creates the stream (and owns it); else your CUstream, plain or of a
+ *              green context of yours (which stays yours: destroy it after the clcrt stream).
+ *              A CUstream of your own takes neither sm_budget nor priority: its own apply.
+ *   sm_budget  0: no budget (the whole device, or your stream's green context). N: the stream
+ *              runs on a green context of N SMs that clcrt makes and shares between every
+ *              stream of the process with the same partition of the device, destroying it
+ *              with the last of them. The driver partitions SMs in co-scheduled groups (8 on
+ *              H100, at least 8 per partition): a budget it cannot make exactly is refused
+ *              (CLCRT_E_UNSUPPORTED, the message says which sizes it can make) unless flags
+ *              allow rounding; more SMs than the device has is CLCRT_E_INVALID. A driver
+ *              without green contexts gives CLCRT_E_UNSUPPORTED.
+ *   priority   clcrt's levels (clcrt_stream_priority): 0 the device's lowest (CUDA's default),
+ *              larger is more urgent, clamped to the device's range; for a stream clcrt creates.
+ *   flags      CLCRT_STREAM_SM_ROUND_UP: accept the smallest partition of at least sm_budget
+ *              SMs; CLCRT_STREAM_SM_ROUND_DOWN: the largest of at most sm_budget (at least the
+ *              minimum); CLCRT_STREAM_SM_REST: the stream runs on the SMs a budget of
+ *              sm_budget leaves (the rest of the same split, disjoint from that budget's
+ *              partition: the other side of a GEMM on sm_budget SMs, e.g. communication).
+ *   grid_sms   0: persistent grids (STEAL, STATIC) are sized for the stream's SMs. N (at most
+ *              the device's SMs): for N SMs instead, e.g. the whole device's on a budget
+ *              stream (an oversubscribed grid, as before budgets), or fewer than the device's
+ *              on a plain stream (a smaller grid and nothing else: other work may still take
+ *              those SMs; runs of one cluster per unit, FIXED's, are not limited).
+ * Cluster occupancy inside a partition is derived, not queried: the whole device's clusters
+ * per SM times the partition's SMs, rounded down to whole co-scheduled groups
+ * (docs/sharing.md says why and what the H100 measured). */
+typedef struct clcrt_stream_opts {
+  size_t size;
+  CUstream cu;
+  unsigned sm_budget;
+  unsigned priority;
+  unsigned flags;
+  unsigned grid_sms;
+} clcrt_stream_opts;
+#define CLCRT_STREAM_OPTS_INIT {.size = sizeof(clcrt_stream_opts)}
+#define CLCRT_STREAM_SM_ROUND_UP 1u
+#define CLCRT_STREAM_SM_ROUND_DOWN 2u
+#define CLCRT_STREAM_SM_REST 4u
+/* opts NULL is clcrt_stream_create(rt, NULL, out). */
+CLCRT_API clcrt_status clcrt_stream_create_ex(clcrt_runtime *rt, const clcrt_stream_opts *opts, clcrt_stream **out);
+/* SMs the stream's runs may use: its green context's, else the device's (-1 for NULL). */
+CLCRT_API int clcrt_stream_sms(const clcrt_stream *s);
+/* SMs its persistent grids are sized for: grid_sms when given, else clcrt_stream_sms (-1 for NULL). */
+CLCRT_API int clcrt_stream_grid_sms(const clcrt_stream *s);
+
+/* A small persistent key-value store in the runtime's cache directory, for results a
+ * program measures once and reuses in later processes (a GEMM's chosen plan). Entries
+ * are scoped by the runtime's device (architecture, device name and SM count; in
+ * compile-only mode the architecture), so another GPU never reads them. Values are at
+ * most CLCRT_STORE_MAX_VALUE bytes (64 KiB). A namespace and a key are 1 to
+ * CLCRT_STORE_MAX_NAME bytes, with no '/' and no control characters. Entries live in
+ * <cache dir>/store, one file each, written atomically (another process, or thread, reads
+ * the old value or the new one whole, never a mix); they are not evicted, and
+ * `clcrt cache ls` lists them, `clcrt cache clear` removes them. */
+#define CLCRT_STORE_MAX_VALUE 65536u
+#define CLCRT_STORE_MAX_NAME 255u
+/* Replaces any value of ns/key. CLCRT_E_INVALID for bad arguments; CLCRT_E_UNSUPPORTED when
+ * the store is off (no disk cache); CLCRT_E_IO when the cache directory cannot be written
+ * (a read-only cache still serves clcrt_store_get). */
+CLCRT_API clcrt_status clcrt_store_put(clcrt_runtime *rt, const char *ns, const char *key,
+                                       const void *value, size_t size);
+/* CLCRT_E_NOT_FOUND when there is no entry (or the store is off: no disk cache); a damaged
+ * entry reads as not found and is removed. *size gets the value's size; with cap too small,
+ * CLCRT_E_INVALID and *size the size needed. */
+CLCRT_API clcrt_status clcrt_store_get(clcrt_runtime *rt, const char *ns, const char *key,
+                                       void *value, size_t cap, size_t *size);
 
 #ifdef __cplusplus
 }

@@ -6,11 +6,13 @@
 #   scripts/fuzz.sh long N     build, then run N inputs on each (e.g. 1000000)
 #   scripts/fuzz.sh build      build only
 # Needs clang with -fsanitize=fuzzer (clang 14 works). When it is missing, the script
-# installs clang with apt-get if it runs as root, and otherwise says why it skips and
-# exits 0, so that `make test` does not fail on a machine without clang.
+# installs clang with apt-get if it runs as root (the README says so), and otherwise says why
+# it skips and exits 0, so that `make test` does not fail on a machine without clang.
+# Everything it writes is under build/fuzz: the growing corpora (corpus, corpus_trace), the
+# copied seeds, findings, and each run's full libFuzzer output (cubin.log, trace.log). It
+# prints one summary line per fuzzer, and the end of the log when a fuzzer fails.
 # Seeds: the committed fixture cubins in tests/data and any cubins the test suites made
-# under build*/; for traces, fuzz/trace_seeds. The growing corpora live in fuzz/corpus and
-# fuzz/corpus_trace (git-ignored), findings in build/fuzz/findings.
+# under build*/; for traces, fuzz/trace_seeds. They are read, never written.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -43,7 +45,9 @@ if ! cc=$(find_clang); then
   fi
 fi
 
-mkdir -p "$out" "$out/findings" fuzz/corpus fuzz/corpus_trace "$out/seeds" "$out/trace_seeds"
+corpus=$out/corpus
+tcorpus=$out/corpus_trace
+mkdir -p "$out" "$out/findings" "$corpus" "$tcorpus" "$out/seeds" "$out/trace_seeds"
 incs=(-Iinclude); for d in runtime/*/; do incs+=("-I${d%/}"); done
 flags=(-g -O1 -std=c11 -D_GNU_SOURCE "${incs[@]}" -fsanitize=fuzzer,address,undefined
        -fno-sanitize-recover=undefined -fno-omit-frame-pointer)
@@ -67,18 +71,36 @@ for f in "${seeds[@]:0:200}"; do
 done
 
 common=(-print_final_stats=1 -max_len=262144 -timeout=10 -rss_limit_mb=2048 -artifact_prefix="$out/findings/")
+
+# Runs one fuzzer with its output in a log, then prints one line from libFuzzer's final
+# statistics; on failure, the end of the log and what it left in findings.
+fuzz() {
+  local name=$1 log=$out/$2.log corp=$3
+  shift 3
+  local start=$SECONDS rc=0
+  nice "$@" >"$log" 2>&1 || rc=$?
+  local secs=$((SECONDS - start))
+  stat() { sed -n "s/^stat::$1: *//p" "$log" | tail -1; }
+  if [ $rc != 0 ]; then
+    echo "fuzz.sh: $name: FAILED (exit $rc) after ${secs} s; the end of $log:" >&2
+    tail -n 40 "$log" >&2
+    echo "fuzz.sh: findings in $out/findings/ (reproduce: $1 FILE)" >&2
+    return $rc
+  fi
+  echo "fuzz.sh: $name: $(stat number_of_executed_units) inputs in ${secs} s ($(stat average_exec_per_sec)/s)," \
+    "$(stat new_units_added) new, corpus $(find "$corp" -type f | wc -l) files, peak RSS $(stat peak_rss_mb) MB;" \
+    "no failure (full output: $log)"
+}
+
 case "$mode" in
   smoke)
-    secs=${FUZZ_SECONDS:-60}
-    nice "$bin" "${common[@]}" -max_total_time="$secs" fuzz/corpus "$out/seeds"
-    echo "fuzz.sh: the trace loader"
-    exec nice "$tbin" "${common[@]}" -max_total_time="${FUZZ_TRACE_SECONDS:-30}" fuzz/corpus_trace "$out/trace_seeds"
+    fuzz "cubin parser" cubin "$corpus" "$bin" "${common[@]}" -max_total_time="${FUZZ_SECONDS:-60}" "$corpus" "$out/seeds"
+    fuzz "trace loader" trace "$tcorpus" "$tbin" "${common[@]}" -max_total_time="${FUZZ_TRACE_SECONDS:-30}" "$tcorpus" "$out/trace_seeds"
     ;;
   long)
     runs=${2:?usage: scripts/fuzz.sh long N}
-    nice "$bin" "${common[@]}" -runs="$runs" fuzz/corpus "$out/seeds"
-    echo "fuzz.sh: the trace loader"
-    exec nice "$tbin" "${common[@]}" -runs="$runs" fuzz/corpus_trace "$out/trace_seeds"
+    fuzz "cubin parser" cubin "$corpus" "$bin" "${common[@]}" -runs="$runs" "$corpus" "$out/seeds"
+    fuzz "trace loader" trace "$tcorpus" "$tbin" "${common[@]}" -runs="$runs" "$tcorpus" "$out/trace_seeds"
     ;;
   *)
     echo "usage: scripts/fuzz.sh smoke | long N | build" >&2

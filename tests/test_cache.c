@@ -16,6 +16,7 @@
 
 #include "cache.h"
 #include "clcrt.h"
+#include "deps.h"
 #include "diskcache.h"
 #include "env.h"
 #include "internal.h"
@@ -779,7 +780,8 @@ START_TEST(e2e_unhashable_headers) {
   ck_assert_uint_eq(s.mem_hits, 1);
   ck_assert_int_eq(entries_in(cache), 2);
 
-  /* A quoted include without -I is found in the current directory: not cached either. */
+  /* A quoted include without -I is found in the current directory: cached with the header
+   * it read (its manifest), and seen again when the header changes. */
   ck_assert_int_eq(chdir(inc), 0);
   static const char *QSRC =
       "#include \"factor.h\"\n"
@@ -790,10 +792,421 @@ START_TEST(e2e_unhashable_headers) {
       "}\n";
   clcrt_tile_desc q = scale_desc(256);
   q.source = QSRC;
-  unsigned long long before = stats(rt).uncached;
-  reg(rt, &q), reg(rt, &q);
-  ck_assert_uint_eq(stats(rt).uncached, before + 2);
+  usleep(100 * 1000); /* older than CLCRT__DEPS_SETTLE_MS, or it is not stored */
+  s = stats(rt);
+  clcrt_kernel *q1 = reg(rt, &q), *q2 = reg(rt, &q);
+  ck_assert_ptr_eq(q1, q2);
+  ck_assert_uint_eq(stats(rt).misses, s.misses + 1);
+  ck_assert_uint_eq(stats(rt).mem_hits, s.mem_hits + 1);
+  ck_assert_uint_eq(stats(rt).uncached, s.uncached);
+  write_file(hdr, "#define FACTOR 4.0f\n");
+  clcrt_kernel *q3 = reg(rt, &q);
+  ck_assert_ptr_ne(q3, q1);
   clcrt_runtime_destroy(rt);
+  ck_assert_int_eq(chdir("/"), 0);
+}
+END_TEST
+
+/* ---- headers on disk: the manifest (deps.h) --------------------------------------- */
+
+/* Whether PTX holds the float constant v (1.5f or 2.5f), which NVRTC writes as a float
+ * (0f3FC00000) or, stored as a word, as the integer of its bits (1069547520). */
+static int ptx_has(const char *ptx, float v) {
+  const char *f = v == 1.5f ? "0f3FC00000" : "0f40200000", *i = v == 1.5f ? "1069547520" : "1075838976";
+  return ptx && (strstr(ptx, f) || strstr(ptx, i));
+}
+
+typedef struct child_result {
+  clcrt_status st;
+  int from_cache;
+  int saw_1_5, saw_2_5;
+  char msg[512];
+} child_result;
+
+/* Registers src in a new process (its own runtime on g_dir/cache, in directory cwd when
+ * given, with cuda_home when given) and says what came back: where from, and which
+ * constant the PTX holds. */
+static child_result register_in_child(const char *src, const char *cwd, const char *cuda_home) {
+  int fds[2];
+  ck_assert_int_eq(pipe(fds), 0);
+  pid_t pid = fork();
+  if (pid == 0) {
+    close(fds[0]);
+    child_result r;
+    memset(&r, 0, sizeof r);
+    if (cwd && chdir(cwd) != 0) _exit(2);
+    char cache[512];
+    snprintf(cache, sizeof cache, "%s/cache", g_dir);
+    clcrt_runtime_opts o = CLCRT_RUNTIME_OPTS_INIT;
+    o.target_arch = "sm_90a";
+    o.cache_dir = cache;
+    o.cuda_home = cuda_home;
+    clcrt_runtime *rt = NULL;
+    r.st = clcrt_runtime_create(&rt, &o);
+    clcrt_kernel *k = NULL;
+    if (r.st == CLCRT_OK) {
+      clcrt_tile_desc d = CLCRT_TILE_DESC_INIT;
+      d.source = src;
+      d.tile_fn = "val_tile";
+      d.args_type = "ValArgs";
+      d.block = (clcrt_dim3){128, 1, 1};
+      r.st = clcrt_register(rt, &d, &k);
+    }
+    snprintf(r.msg, sizeof r.msg, "%s", clcrt_errmsg(rt));
+    if (r.st == CLCRT_OK) {
+      clcrt_kernel_info info = CLCRT_KERNEL_INFO_INIT;
+      clcrt_kernel_info_get(k, &info);
+      r.from_cache = info.from_cache;
+      const char *ptx = NULL;
+      if (clcrt_kernel_ptx(k, &ptx) == CLCRT_OK) {
+        r.saw_1_5 = ptx_has(ptx, 1.5f);
+        r.saw_2_5 = ptx_has(ptx, 2.5f);
+      }
+    }
+    clcrt_runtime_destroy(rt);
+    _exit(write(fds[1], &r, sizeof r) == (ssize_t)sizeof r ? 0 : 3);
+  }
+  close(fds[1]);
+  child_result r;
+  memset(&r, 0, sizeof r);
+  ck_assert_int_eq(read(fds[0], &r, sizeof r), (ssize_t)sizeof r);
+  close(fds[0]);
+  int ws;
+  waitpid(pid, &ws, 0);
+  ck_assert_msg(WIFEXITED(ws) && WEXITSTATUS(ws) == 0, "child status %d", ws);
+  return r;
+}
+
+/* Writes a header and waits until it is older than CLCRT__DEPS_SETTLE_MS: a header
+ * modified just before a compile is never stored (its content might not be what NVRTC
+ * read), which would make the hits below misses. */
+static void write_settled(const char *path, const char *text) {
+  write_file(path, text);
+  usleep(120 * 1000);
+}
+
+typedef struct header_form {
+  const char *what;
+  const char *include; /* the lines before the tile function: %s is the header's absolute path */
+  int relative_home;   /* <../../x/val.h> through a toolkit at g_dir/tk */
+  int in_dir;          /* run in the header's directory (quoted include of a bare name) */
+  int probe;           /* __has_include: the header's existence is what changes */
+  int cached;          /* whether an unchanged header is a disk hit */
+} header_form;
+
+static const header_form FORMS[] = {
+    {"angle brackets, absolute path", "#include <%s>\n", 0, 0, 0, 1},
+    {"angle brackets, relative to the toolkit's include directory", "#include <../../x/val.h>\n", 1, 0, 0, 1},
+    {"a comment between # and include", "#/**/include \"val.h\"\n", 0, 1, 0, 1},
+    {"the digraph %:", "%%:include \"%s\"\n", 0, 0, 0, 1},
+    {"a line splice after #", "#\\\ninclude \"%s\"\n", 0, 0, 0, 1},
+    {"a macro naming the header", "#define VAL_H \"%s\"\n#include VAL_H\n", 0, 0, 0, 1},
+    {"__has_include of an absolute path",
+     "#if __has_include(<%s>)\n#define VAL 2.5f\n#else\n#define VAL 1.5f\n#endif\n", 0, 0, 1, 0},
+};
+#define NFORMS ((int)(sizeof FORMS / sizeof *FORMS))
+
+/* Issue 30: the disk cache served kernels compiled from a header that had changed since,
+ * for every way of naming a header its include scan did not foresee. Each form: compile
+ * in one process, register again with the header unchanged in another (a disk hit where
+ * the form is cacheable), change the header and register in a third: it must see the new
+ * value. The header includes a second one, which is the one that changes, so that nested
+ * headers are covered too. */
+START_TEST(e2e_header_forms_never_stale) {
+  const header_form *f = &FORMS[_i];
+  char x[512], val[600], inner[600], tk[512], tkinc[600], cudah[700], src[2048], pre[1024];
+  snprintf(x, sizeof x, "%s/x", g_dir);
+  snprintf(val, sizeof val, "%s/val.h", x);
+  snprintf(inner, sizeof inner, "%s/inner.h", x);
+  ck_assert_int_eq(mkdir(x, 0700), 0);
+  const char *home = NULL;
+  if (f->relative_home) {
+    snprintf(tk, sizeof tk, "%s/tk", g_dir);
+    snprintf(tkinc, sizeof tkinc, "%s/include", tk);
+    snprintf(cudah, sizeof cudah, "%s/cuda.h", tkinc);
+    ck_assert_int_eq(mkdir(tk, 0700), 0);
+    ck_assert_int_eq(mkdir(tkinc, 0700), 0);
+    write_file(cudah, "/* a toolkit for this test */\n");
+    home = tk;
+  }
+  snprintf(pre, sizeof pre, f->include, val);
+  snprintf(src, sizeof src,
+           "%s"
+           "struct ValArgs { float *x; };\n"
+           "__device__ void val_tile(const clcrt::Tile &t, const ValArgs &a) { a.x[t.linear] = VAL; }\n",
+           pre);
+  const char *cwd = f->in_dir ? x : NULL;
+  if (f->probe) {
+    usleep(120 * 1000);
+  } else {
+    write_file(val, "#include \"inner.h\"\n");
+    write_settled(inner, "#define VAL 1.5f\n");
+  }
+  child_result a = register_in_child(src, cwd, home);
+  ck_assert_msg(a.st == CLCRT_OK, "%s: %s", f->what, a.msg);
+  ck_assert_msg(a.saw_1_5 && !a.saw_2_5 && a.from_cache == 0, "%s: first compile", f->what);
+  child_result b = register_in_child(src, cwd, home);
+  ck_assert_msg(b.st == CLCRT_OK && b.saw_1_5 && !b.saw_2_5, "%s: unchanged: %s", f->what, b.msg);
+  ck_assert_msg(b.from_cache == (f->cached ? 2 : 0), "%s: unchanged header: from_cache %d", f->what, b.from_cache);
+  if (f->probe) write_settled(val, "/* now it exists */\n");
+  else write_settled(inner, "#define VAL 2.5f\n");
+  child_result c = register_in_child(src, cwd, home);
+  ck_assert_msg(c.st == CLCRT_OK, "%s: %s", f->what, c.msg);
+  ck_assert_msg(c.saw_2_5 && !c.saw_1_5, "%s: stale kernel after the header changed (from_cache %d)", f->what,
+                c.from_cache);
+  ck_assert_int_eq(c.from_cache, 0);
+  /* And the new kernel is what the cache holds now (except where nothing is stored). */
+  child_result e = register_in_child(src, cwd, home);
+  ck_assert_msg(e.st == CLCRT_OK && e.saw_2_5 && e.from_cache == (f->cached ? 2 : 0), "%s: after the change",
+                f->what);
+}
+END_TEST
+
+/* The memory cache does not serve a kernel compiled from a header that changed in the
+ * meantime either: the same description registered again after the edit compiles anew
+ * (the old kernel stays valid for whoever holds it). A header deleted since is a miss too. */
+START_TEST(e2e_header_edit_in_one_process) {
+  char val[512], src[1024], cache[512];
+  snprintf(val, sizeof val, "%s/val.h", g_dir);
+  snprintf(cache, sizeof cache, "%s/cache", g_dir);
+  snprintf(src, sizeof src,
+           "#include \"%s\"\n"
+           "struct ValArgs { float *x; };\n"
+           "__device__ void val_tile(const clcrt::Tile &t, const ValArgs &a) { a.x[t.linear] = VAL; }\n",
+           val);
+  write_settled(val, "#define VAL 1.5f\n");
+  clcrt_runtime *rt = rt_in(cache, "sm_90a");
+  clcrt_tile_desc d = CLCRT_TILE_DESC_INIT;
+  d.source = src;
+  d.tile_fn = "val_tile";
+  d.args_type = "ValArgs";
+  d.block = (clcrt_dim3){128, 1, 1};
+  clcrt_kernel *k1 = reg(rt, &d), *k2 = reg(rt, &d);
+  ck_assert_ptr_eq(k1, k2);
+  const char *ptx;
+  ck_assert_int_eq(clcrt_kernel_ptx(k1, &ptx), CLCRT_OK);
+  ck_assert(ptx_has(ptx, 1.5f));
+  write_settled(val, "#define VAL 2.5f\n");
+  clcrt_kernel *k3 = reg(rt, &d);
+  ck_assert_ptr_ne(k3, k1);
+  ck_assert_int_eq(clcrt_kernel_ptx(k3, &ptx), CLCRT_OK);
+  ck_assert(ptx_has(ptx, 2.5f));
+  ck_assert_int_eq(clcrt_kernel_ptx(k1, &ptx), CLCRT_OK); /* the old one is still there */
+  ck_assert(ptx_has(ptx, 1.5f));
+  ck_assert_ptr_eq(reg(rt, &d), k3); /* unchanged since: a memory hit */
+  clcrt_cache_stats s = stats(rt);
+  ck_assert_uint_eq(s.misses, 2);
+  ck_assert_uint_eq(s.mem_hits, 2);
+  /* Gone: the registration fails as NVRTC says, nothing stale is served. */
+  ck_assert_int_eq(unlink(val), 0);
+  clcrt_kernel *k4 = NULL;
+  ck_assert_int_eq(clcrt_register(rt, &d, &k4), CLCRT_E_COMPILE);
+  ck_assert_ptr_nonnull(strstr(clcrt_errmsg(rt), "val.h"));
+  clcrt_runtime_destroy(rt);
+}
+END_TEST
+
+/* Toolkit headers stay cacheable: the key covers the toolkit by its identity, so
+ * <cuda_bf16.h> is neither traced into the manifest nor a reason not to cache. And a
+ * header changed less than CLCRT__DEPS_SETTLE_MS before the compile is not stored (what
+ * was hashed might not be what was compiled). */
+START_TEST(e2e_toolkit_headers_cached) {
+  static const char *BF16 =
+      "#include <cuda_bf16.h>\n"
+      "struct BfArgs { __nv_bfloat16 *x; };\n"
+      "__device__ void bf_tile(const clcrt::Tile &t, const BfArgs &a) {\n"
+      "  a.x[t.linear] = __float2bfloat16(2.0f);\n"
+      "}\n";
+  clcrt_tile_desc d = CLCRT_TILE_DESC_INIT;
+  d.source = BF16;
+  d.tile_fn = "bf_tile";
+  d.args_type = "BfArgs";
+  d.block = (clcrt_dim3){128, 1, 1};
+  clcrt_runtime *rt = rt_new();
+  reg(rt, &d);
+  ck_assert_uint_eq(stats(rt).misses, 1);
+  clcrt_runtime_destroy(rt);
+  rt = rt_new();
+  clcrt_kernel *k = reg(rt, &d);
+  ck_assert_uint_eq(stats(rt).disk_hits, 1);
+  ck_assert_ptr_null(k->deps); /* nothing outside the toolkit */
+  clcrt_runtime_destroy(rt);
+
+  char val[512], src[1024];
+  snprintf(val, sizeof val, "%s/fresh.h", g_dir);
+  snprintf(src, sizeof src,
+           "#include \"%s\"\n"
+           "struct ValArgs { float *x; };\n"
+           "__device__ void val_tile(const clcrt::Tile &t, const ValArgs &a) { a.x[t.linear] = VAL; }\n",
+           val);
+  write_file(val, "#define VAL 1.5f\n"); /* no waiting */
+  d.source = src;
+  d.tile_fn = "val_tile";
+  d.args_type = "ValArgs";
+  g_log[0] = 0;
+  rt = rt_new();
+  reg(rt, &d);
+  ck_assert_uint_eq(stats(rt).uncached, 1);
+  ck_assert_msg(strstr(g_log, "modified while it was being compiled"), "%s", g_log);
+  clcrt_runtime_destroy(rt);
+}
+END_TEST
+
+/* Where the trace cannot be written ($TMPDIR not a directory), a compile that reads a header
+ * still succeeds, uncached, and the log says why; one that reads none is cached as ever. */
+START_TEST(e2e_no_trace_directory) {
+  char val[512], src[1024];
+  snprintf(val, sizeof val, "%s/val.h", g_dir);
+  snprintf(src, sizeof src,
+           "#include <%s>\n"
+           "struct ValArgs { float *x; };\n"
+           "__device__ void val_tile(const clcrt::Tile &t, const ValArgs &a) { a.x[t.linear] = VAL; }\n",
+           val);
+  write_settled(val, "#define VAL 1.5f\n");
+  pid_t pid = fork();
+  if (pid == 0) {
+    setenv("TMPDIR", "/nonexistent/tmp", 1);
+    clcrt_runtime *rt = rt_new();
+    clcrt_tile_desc d = CLCRT_TILE_DESC_INIT;
+    d.source = src;
+    d.tile_fn = "val_tile";
+    d.args_type = "ValArgs";
+    d.block = (clcrt_dim3){128, 1, 1};
+    clcrt_kernel *k = NULL;
+    if (clcrt_register(rt, &d, &k) != CLCRT_OK) _exit(2);
+    clcrt_tile_desc plain = scale_desc(128);
+    if (clcrt_register(rt, &plain, &k) != CLCRT_OK) _exit(3);
+    clcrt_cache_stats s = stats(rt);
+    clcrt_runtime_destroy(rt);
+    _exit(s.uncached == 1 && s.misses == 1 && strstr(g_log, "TMPDIR") ? 0 : 4);
+  }
+  int ws;
+  waitpid(pid, &ws, 0);
+  ck_assert_msg(WIFEXITED(ws) && WEXITSTATUS(ws) == 0, "child status %d", ws);
+}
+END_TEST
+
+/* include_digest still vouches for headers: nothing is traced or checked, and a new digest
+ * is a new key. */
+START_TEST(e2e_include_digest_vouches) {
+  char val[512], src[1024];
+  snprintf(val, sizeof val, "%s/val.h", g_dir);
+  snprintf(src, sizeof src,
+           "#include <%s>\n"
+           "struct ValArgs { float *x; };\n"
+           "__device__ void val_tile(const clcrt::Tile &t, const ValArgs &a) { a.x[t.linear] = VAL; }\n",
+           val);
+  write_file(val, "#define VAL 1.5f\n");
+  clcrt_tile_desc d = CLCRT_TILE_DESC_INIT;
+  d.source = src;
+  d.tile_fn = "val_tile";
+  d.args_type = "ValArgs";
+  d.block = (clcrt_dim3){128, 1, 1};
+  d.include_digest = "val-1";
+  clcrt_runtime *rt = rt_new();
+  clcrt_kernel *k = reg(rt, &d);
+  ck_assert_ptr_null(k->deps);
+  clcrt_runtime_destroy(rt);
+  write_file(val, "#define VAL 2.5f\n");
+  rt = rt_new();
+  k = reg(rt, &d); /* the user said the headers are what "val-1" names: a hit */
+  ck_assert_uint_eq(stats(rt).disk_hits, 1);
+  d.include_digest = "val-2";
+  k = reg(rt, &d);
+  ck_assert_uint_eq(stats(rt).misses, 1);
+  const char *ptx;
+  ck_assert_int_eq(clcrt_kernel_ptx(k, &ptx), CLCRT_OK);
+  ck_assert(ptx_has(ptx, 2.5f));
+  clcrt_runtime_destroy(rt);
+}
+END_TEST
+
+/* The manifest's pieces: the text scans (splices, digraphs, UCNs), the text form and its
+ * damage, and the check. */
+START_TEST(deps_pieces) {
+  const char *may[] = {"#include </x>", "%:include \"x\"", "#/**/include \"x\"", "#\\\ninclude <x>", "# inc\\\nlude <x>",
+                       "#include_next <x>", "#import <x>", "\\u0069nclude"};
+  for (size_t i = 0; i < sizeof may / sizeof *may; i++)
+    ck_assert_msg(clcrt__text_may_read_files(may[i], strlen(may[i])), "%s", may[i]);
+  /* The template's own headers and the toolkit's, named plainly on a line of their own, are
+   * read from memory or from the toolkit (which the key covers); any other spelling counts. */
+  const char *may2[] = {"#include \"clcrt_tilemap.cuh\" // a comment", "#include \"./clcrt_tilemap.cuh\"",
+                        "#define X \\\n#include \"clcrt_tilemap.cuh\"\n", "#include \"clcrt_tilemap.cuh\"\\\n\"/x.h\"",
+                        "#include </abs/x.h>", "#include <../../x/val.h>", "#include <a/../../b.h>",
+                        "#include <cuda_bf16.h> // c", "#/**/include \"clcrt_tilemap.cuh\"",
+                        "#include \"clcrt_tilemap.cuh\"\n#include \"/x.h\"\n"};
+  for (size_t i = 0; i < sizeof may2 / sizeof *may2; i++)
+    ck_assert_msg(clcrt__text_may_read_files(may2[i], strlen(may2[i])), "%s", may2[i]);
+  const char *wont[] = {"int includes; // included",
+                        "__global__ void k() {}",
+                        "#pragma unroll",
+                        "#define X(a) a##b",
+                        "#include \"clcrt_tilemap.cuh\"\nint x;\n",
+                        "  #  include   \"clcrt_tilemap.cuh\"  \r\n",
+                        "#include \"clcrt.cuh\"",
+                        "#include <cuda_bf16.h>\n#include <cuda/std/cstdint>\n#include <a..b/c.h>\n"};
+  for (size_t i = 0; i < sizeof wont / sizeof *wont; i++)
+    ck_assert_msg(!clcrt__text_may_read_files(wont[i], strlen(wont[i])), "%s", wont[i]);
+  const char *probe[] = {"#if __has_include(<x>)", "__has_\\\ninclude", "__has_include_next(\"y\")"};
+  for (size_t i = 0; i < sizeof probe / sizeof *probe; i++)
+    ck_assert_msg(clcrt__text_probes_files(probe[i], strlen(probe[i])), "%s", probe[i]);
+  ck_assert(!clcrt__text_probes_files("has_include", 11));
+
+  char p1[512], p2[512];
+  snprintf(p1, sizeof p1, "%s/a b.h", g_dir); /* a space in the path */
+  snprintf(p2, sizeof p2, "%s/c.h", g_dir);
+  write_file(p1, "#define A 1\n");
+  write_file(p2, "#define C 1\n");
+  char json[2048];
+  snprintf(json, sizeof json,
+           "{\"traceEvents\": [{}, {\"args\":{\"detail\":\"__nv_nvrtc_builtin_header.h\"},\"name\":\"Processing Header File\"},"
+           "{\"args\":{\"detail\":\"clcrt.cuh\"},\"name\":\"Processing Header File\"},"
+           "{\"args\":{\"detail\":\"%s\"},\"name\":\"Processing Header File\"},"
+           "{\"args\":{\"detail\":\"%s\"},\"name\":\"Processing Header File\"},"
+           "{\"args\":{\"detail\":\"%s\"},\"name\":\"Processing Header File\"},"
+           "{\"args\":{\"detail\":\"clcrt_entry\"},\"name\":\"Processing Header File\"},"
+           "{\"args\":{\"detail\":\"f(int)\"},\"name\":\"Scanning Function Body\"}]}",
+           p1, p2, p1);
+  clcrt__deps_ctx ctx = {NULL, (const char *const[]){"clcrt_entry"}, 1, "clcrt.cuh", {0, 0}};
+  clock_gettime(CLOCK_REALTIME, &ctx.started);
+  char why[512] = "";
+  clcrt__deps *d = NULL;
+  /* Just written: not settled. */
+  ck_assert_int_eq(clcrt__deps_from_trace(json, strlen(json), &ctx, &d, why, sizeof why), CLCRT_E_UNSUPPORTED);
+  ck_assert_ptr_nonnull(strstr(why, "modified"));
+  ctx.started.tv_sec += 1;
+  ck_assert_msg(clcrt__deps_from_trace(json, strlen(json), &ctx, &d, why, sizeof why) == CLCRT_OK, "%s", why);
+  ck_assert_uint_eq(d->n, 2); /* builtins, the template and #line names left out; p1 once */
+  ck_assert_str_eq(d->v[0].path, p1);
+  ck_assert_int_eq(clcrt__deps_check(d, 1, 0, why, sizeof why), 1);
+  char *text = clcrt__deps_encode(d);
+  clcrt__deps *back = NULL;
+  ck_assert_int_eq(clcrt__deps_decode(text, &back), CLCRT_OK);
+  ck_assert_uint_eq(back->n, 2);
+  ck_assert_str_eq(back->v[0].path, p1);
+  ck_assert_mem_eq(back->v[1].sha, d->v[1].sha, 32);
+  ck_assert_int_eq(clcrt__deps_check(back, 0, 1, why, sizeof why), 1);
+  /* Damaged text forms. */
+  const char *bad[] = {"zz\n", "0123 4 x\n", text + 1};
+  for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+    clcrt__deps *x = NULL;
+    ck_assert_int_eq(clcrt__deps_decode(bad[i], &x), CLCRT_E_CORRUPT);
+  }
+  clcrt__free(text);
+  /* Same size, other bytes: changed, with the quick check too (ctime moved). */
+  write_file(p2, "#define C 2\n");
+  ck_assert_int_eq(clcrt__deps_check(d, 1, 0, why, sizeof why), 0);
+  ck_assert_msg(strstr(why, "c.h") && strstr(why, "changed"), "%s", why);
+  unlink(p1);
+  ck_assert_int_eq(clcrt__deps_check(back, 0, 0, why, sizeof why), 0);
+  ck_assert_msg(strstr(why, "gone"), "%s", why);
+  clcrt__deps_free(d);
+  clcrt__deps_free(back);
+  /* A trace without the template's header is not understood: uncached. */
+  const char *foreign = "{\"traceEvents\": [{\"args\":{\"detail\":\"x.h\"},\"name\":\"Other\"}]}";
+  ck_assert_int_eq(clcrt__deps_from_trace(foreign, strlen(foreign), &ctx, &d, why, sizeof why), CLCRT_E_UNSUPPORTED);
+  ck_assert_ptr_nonnull(strstr(why, "clcrt.cuh"));
+  ck_assert_int_eq(clcrt__deps_from_trace("[1,", 3, &ctx, &d, why, sizeof why), CLCRT_E_UNSUPPORTED);
 }
 END_TEST
 
@@ -1214,6 +1627,33 @@ START_TEST(e2e_relative_directory_stays_put) {
 }
 END_TEST
 
+/* clcrt_runtime_cache_dir names the directory the runtime really uses: absolute, and NULL
+ * when the cache is off or the directory was refused. */
+START_TEST(e2e_cache_dir_reported) {
+  ck_assert_ptr_null(clcrt_runtime_cache_dir(NULL));
+  char real[PATH_MAX], here[PATH_MAX + 8];
+  ck_assert_ptr_nonnull(realpath(g_dir, real));
+  clcrt_runtime *rt = rt_in(g_dir, "sm_90a");
+  ck_assert_str_eq(clcrt_runtime_cache_dir(rt), real);
+  clcrt_runtime_destroy(rt);
+  rt = rt_in("", "sm_90a");
+  ck_assert_ptr_null(clcrt_runtime_cache_dir(rt));
+  clcrt_runtime_destroy(rt);
+  ck_assert_int_eq(chdir(g_dir), 0);
+  rt = rt_in("rel", "sm_90a");
+  snprintf(here, sizeof here, "%s/rel", real);
+  ck_assert_str_eq(clcrt_runtime_cache_dir(rt), here);
+  clcrt_runtime_destroy(rt);
+  ck_assert_int_eq(chdir("/"), 0);
+  snprintf(here, sizeof here, "%s/shared", g_dir);
+  ck_assert_int_eq(mkdir(here, 0700), 0);
+  ck_assert_int_eq(chmod(here, 0777), 0);
+  rt = rt_in(here, "sm_90a");
+  ck_assert_ptr_null(clcrt_runtime_cache_dir(rt));
+  clcrt_runtime_destroy(rt);
+}
+END_TEST
+
 /* A directory whose entries' paths would not fit the path buffers is refused once, at
  * creation, instead of failing every lookup and every store. */
 START_TEST(e2e_directory_path_too_long) {
@@ -1235,6 +1675,53 @@ START_TEST(e2e_directory_path_too_long) {
   reg(rt, &d);
   ck_assert_msg(!strstr(g_log, "path too long"), "%s", g_log);
   clcrt_runtime_destroy(rt);
+  /* Refused before anything was made: not even the first level exists. */
+  p[strlen(g_dir) + 201] = 0;
+  ck_assert_msg(access(p, F_OK) != 0, "%s was created", p);
+}
+END_TEST
+
+static int dir_is_empty(const char *dir) {
+  DIR *d = opendir(dir);
+  int n = 0;
+  for (struct dirent *de; d && (de = readdir(d));) n += strcmp(de->d_name, ".") && strcmp(de->d_name, "..");
+  if (d) closedir(d);
+  return d && n == 0;
+}
+
+/* CLCRT_CACHE_DIR naming a path that can never hold an entry (a component longer than a
+ * file name may be, or more bytes than a path may hold) is refused before a single
+ * directory is made: mkdir used to create every level that fit first. */
+START_TEST(e2e_cache_dir_too_long_creates_nothing) {
+  char comp[301], deep[600], longp[4300];
+  memset(comp, 'x', 300);
+  comp[300] = 0;
+  snprintf(deep, sizeof deep, "%s/a/b/%s/c", g_dir, comp);
+  int n = snprintf(longp, sizeof longp, "%s/a", g_dir);
+  while (n < 4200) n += snprintf(longp + n, sizeof longp - (size_t)n, "/%.*s", 100, comp);
+  const char *dirs[] = {deep, longp};
+  for (int i = 0; i < 2; i++) {
+    pid_t pid = fork();
+    if (pid == 0) {
+      setenv("CLCRT_CACHE_DIR", dirs[i], 1);
+      clcrt_runtime_opts o = CLCRT_RUNTIME_OPTS_INIT;
+      o.target_arch = "sm_90a";
+      o.log = log_cb;
+      clcrt_runtime *rt = NULL;
+      if (clcrt_runtime_create(&rt, &o) != CLCRT_OK) _exit(2);
+      clcrt_tile_desc d = scale_desc(256);
+      clcrt_kernel *k = NULL;
+      if (clcrt_register(rt, &d, &k) != CLCRT_OK) _exit(3);
+      clcrt_runtime_destroy(rt);
+      /* The log says why, naming the limit it ran into. */
+      const char *want = i == 0 ? "a file name holds at most" : "too long";
+      _exit(strstr(g_log, "disk cache off") && strstr(g_log, want) ? 0 : 4);
+    }
+    int ws;
+    waitpid(pid, &ws, 0);
+    ck_assert_msg(WIFEXITED(ws) && WEXITSTATUS(ws) == 0, "case %d: child status %d", i, ws);
+    ck_assert_msg(dir_is_empty(g_dir), "case %d: directories were created under %s", i, g_dir);
+  }
 }
 END_TEST
 
@@ -1259,8 +1746,8 @@ START_TEST(e2e_hostile_paths_still_compile) {
     reg(rt, &d);
     clcrt_runtime_destroy(rt);
   }
-  /* A CUDA_HOME that does not exist still compiles (the source needs no toolkit header);
-   * one longer than any path is refused with a message rather than passed on cut. */
+  /* A CUDA_HOME that is not a toolkit, or longer than any path, is refused when the runtime
+   * is created, with a message, rather than passed on to NVRTC (test_core: test_bad_cuda_home). */
   const char *homes[] = {"/nonexistent/cuda", longp};
   for (int i = 0; i < 2; i++) {
     clcrt_runtime_opts o = CLCRT_RUNTIME_OPTS_INIT;
@@ -1268,16 +1755,67 @@ START_TEST(e2e_hostile_paths_still_compile) {
     o.cache_dir = g_dir;
     o.cuda_home = homes[i];
     clcrt_runtime *rt = NULL;
-    ck_assert_int_eq(clcrt_runtime_create(&rt, &o), CLCRT_OK);
-    if (i == 0) {
-      reg(rt, &d);
-    } else {
-      clcrt_kernel *k = NULL;
-      ck_assert_int_eq(clcrt_register(rt, &d, &k), CLCRT_E_INVALID);
-      ck_assert_msg(strstr(clcrt_errmsg(rt), "characters long"), "message: %s", clcrt_errmsg(rt));
-    }
+    ck_assert_int_eq(clcrt_runtime_create(&rt, &o), CLCRT_E_INVALID);
+    ck_assert_msg(strstr(clcrt_errmsg(rt), i ? "characters long" : "include/cuda.h"), "message: %s",
+                  clcrt_errmsg(rt));
     clcrt_runtime_destroy(rt);
   }
+}
+END_TEST
+
+/* A log line longer than 1 KiB reaches the callback whole: the reason an entry of a
+ * 1300-character tile function is not stored comes after its name, and was cut off. */
+START_TEST(e2e_long_log_lines_whole) {
+  char fn[1301], *src = malloc(4096);
+  memset(fn, 'f', 1300);
+  fn[0] = 'l', fn[1300] = 0;
+  snprintf(src, 4096,
+           "struct ScaleArgs { float *x; long n; float alpha; };\n"
+           "__device__ void %s(const clcrt::Tile &t, const ScaleArgs &a) {\n"
+           "  long i = (long)t.linear * blockDim.x + threadIdx.x;\n"
+           "  if (i < a.n) a.x[i] *= a.alpha;\n"
+           "}\n",
+           fn);
+  clcrt_tile_desc d = scale_desc(256);
+  d.source = src;
+  d.tile_fn = fn;
+  g_log[0] = 0;
+  clcrt_runtime *rt = rt_new();
+  reg(rt, &d);
+  clcrt_runtime_destroy(rt);
+  ck_assert_msg(strstr(g_log, "not stored in the disk cache") && strstr(g_log, "too long to store"), "%.200s...",
+                g_log);
+  ck_assert_int_eq(entries_in(g_dir), 0);
+  free(src);
+}
+END_TEST
+
+/* An entry stored under a description's key whose metadata disagrees (a forged entry, or a
+ * bug in the key) is a miss whose log names the field that differs, with both values: it
+ * used to say "holds X for sm_90a, not X" when only the block differed. */
+START_TEST(e2e_forged_entry_names_the_difference) {
+  clcrt_runtime *rt = rt_new();
+  clcrt_tile_desc d = scale_desc(256);
+  clcrt__build b;
+  ck_assert_int_eq(clcrt__build_prepare(rt, &d, 0, &b), CLCRT_OK);
+  uint8_t key[CLCRT__KEY_BYTES];
+  ck_assert(clcrt__cache_key(rt, &b, key));
+  clcrt__dc_meta m = {0};
+  memcpy(m.key, key, sizeof key);
+  m.sched = b.sched, m.grid = b.grid, m.block = b.block, m.cluster = b.cluster, m.smem_bytes = b.smem_bytes;
+  m.min_blocks = b.min_blocks;
+  m.block.x = 128;
+  m.name = b.name, m.arch = "sm_90a", m.options = "";
+  static const char junk[] = "never read: the metadata is checked first";
+  ck_assert_int_eq(clcrt__dc_write(g_dir, &m, junk, sizeof junk, NULL, 0, 0, NULL, 0), CLCRT_OK);
+  clcrt__build_free(&b);
+  g_log[0] = 0;
+  clcrt_kernel *k = reg(rt, &d);
+  ck_assert_int_eq(k->from_cache, 0);
+  ck_assert_msg(strstr(g_log, "block (128,1,1)") && strstr(g_log, "(256,1,1)") && strstr(g_log, "compiling again"),
+                "%s", g_log);
+  ck_assert_msg(!strstr(g_log, "not clcrt_steal_scale_tile"), "%s", g_log);
+  clcrt_runtime_destroy(rt);
 }
 END_TEST
 
@@ -1326,7 +1864,17 @@ static void add_review_tests(TCase *t) {
   tcase_add_test(t, resolve_directory_hostile_environment);
   tcase_add_test(t, e2e_world_writable_directory_refused);
   tcase_add_test(t, e2e_relative_directory_stays_put);
+  tcase_add_test(t, e2e_cache_dir_reported);
   tcase_add_test(t, e2e_directory_path_too_long);
+  tcase_add_test(t, e2e_cache_dir_too_long_creates_nothing);
+  tcase_add_test(t, e2e_long_log_lines_whole);
+  tcase_add_test(t, e2e_forged_entry_names_the_difference);
+  tcase_add_test(t, e2e_header_edit_in_one_process);
+  tcase_add_test(t, e2e_toolkit_headers_cached);
+  tcase_add_test(t, e2e_include_digest_vouches);
+  tcase_add_test(t, e2e_no_trace_directory);
+  tcase_add_test(t, deps_pieces);
+  tcase_add_loop_test(t, e2e_header_forms_never_stale, 0, NFORMS);
   tcase_add_test(t, e2e_hostile_paths_still_compile);
 }
 

@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -555,7 +556,7 @@ START_TEST(test_bad_handles) {
   clcrt_tile_desc d = scale_desc();
   clcrt_kernel *k = (clcrt_kernel *)&k;
   ck_assert_int_eq(clcrt_register(NULL, &d, &k), CLCRT_E_INVALID);
-  ck_assert_str_eq(clcrt_errmsg(NULL), "no runtime (NULL handle)");
+  ck_assert_str_eq(clcrt_errmsg(NULL), "clcrt_register: the runtime is NULL");
   ck_assert_int_eq(clcrt_register(rt, &d, NULL), CLCRT_E_INVALID);
   ck_assert_msg(strstr(clcrt_errmsg(rt), "out is NULL"), "%s", clcrt_errmsg(rt));
   EXPECT_FAIL(rt, NULL, CLCRT_E_INVALID, "descriptor is NULL");
@@ -650,6 +651,75 @@ START_TEST(test_bad_names) {
 }
 END_TEST
 
+/* Names the cheap check cannot see whole: made by token pasting through a macro, or split
+ * by a line splice. They were refused as "does not appear in the source"; a plain typo
+ * still is, and a typo in a source that pastes tokens is NVRTC's to report. */
+START_TEST(test_names_made_by_macros) {
+  clcrt_runtime *rt = rt_new("sm_90a");
+  clcrt_tile_desc d = scale_desc();
+  d.source =
+      "#define CLCRT_NAME(x) x##_tile\n"
+      "#define ARGS(x) x%:%:Args\n"
+      "struct ARGS(Paste) { float *x; long n; float alpha; };\n"
+      "struct PasteState { float alpha; };\n"
+      "#define PROLOGUE(x) __device__ void x##_prologue(const PasteArgs &a, PasteState &s) { s.alpha = a.alpha; }\n"
+      "PROLOGUE(paste)\n"
+      "__device__ void CLCRT_NAME(paste)(const clcrt::Tile &t, const ARGS(Paste) &a, PasteState &s) {\n"
+      "  long i = (long)t.linear * blockDim.x + threadIdx.x;\n"
+      "  if (i < a.n) a.x[i] *= s.alpha;\n"
+      "}\n";
+  d.tile_fn = "paste_tile";
+  d.args_type = "PasteArgs";
+  d.state_type = "PasteState";
+  d.prologue_fn = "paste_prologue";
+  clcrt_kernel *k = NULL;
+  ck_assert_msg(clcrt_register(rt, &d, &k) == CLCRT_OK, "token pasting: %s", clcrt_errmsg(rt));
+  /* A typo where tokens are pasted: NVRTC names it, in the entry, with the hint. */
+  d.tile_fn = "paste_tiles";
+  EXPECT_FAIL(rt, &d, CLCRT_E_COMPILE, "paste_tiles", "clcrt_entry", "names in the descriptor");
+  /* A name split by a line splice. */
+  d = scale_desc();
+  d.source =
+      "struct ScaleArgs { float *x; long n; float alpha; };\n"
+      "__device__ void scale_\\\ntile(const clcrt::Tile &t, const ScaleArgs &a) {\n"
+      "  long i = (long)t.linear * blockDim.x + threadIdx.x;\n"
+      "  if (i < a.n) a.x[i] *= a.alpha;\n"
+      "}\n";
+  ck_assert_msg(clcrt_register(rt, &d, &k) == CLCRT_OK, "line splice: %s", clcrt_errmsg(rt));
+  /* The early message for a plain typo stays. */
+  d.tile_fn = "scale_til";
+  EXPECT_FAIL(rt, &d, CLCRT_E_INVALID, "\"scale_til\"", "does not appear");
+  clcrt_runtime_destroy(rt);
+}
+END_TEST
+
+/* The generated entry's own names never shadow the user's: a tile function called t,
+ * args, params or state used to fail in clcrt_entry (its lambda took "t", its parameters
+ * were "args" and "params", the state "state"); Args may be called Tile too. */
+START_TEST(test_names_the_entry_uses) {
+  clcrt_runtime *rt = rt_new("sm_90a");
+  static const char *const names[] = {"t", "args", "params", "state"};
+  for (size_t i = 0; i < sizeof names / sizeof *names; i++) {
+    char src[512];
+    snprintf(src, sizeof src,
+             "struct Tile { float *x; };\n"
+             "struct St { float alpha; };\n"
+             "__device__ void p(const Tile &a, St &s) { s.alpha = 2.0f; }\n"
+             "__device__ void %s(const clcrt::Tile &t, const Tile &a, St &s) { a.x[t.linear] *= s.alpha; }\n",
+             names[i]);
+    clcrt_tile_desc d = scale_desc();
+    d.source = src;
+    d.tile_fn = names[i];
+    d.args_type = "Tile";
+    d.state_type = "St";
+    d.prologue_fn = "p";
+    clcrt_kernel *k = NULL;
+    ck_assert_msg(clcrt_register(rt, &d, &k) == CLCRT_OK, "tile function %s: %s", names[i], clcrt_errmsg(rt));
+  }
+  clcrt_runtime_destroy(rt);
+}
+END_TEST
+
 /* Long names reach the generated entry whole (the formatter once cut at 1024 bytes and
  * garbled the #line and the entry), and a toolkit path too long to pass whole is refused. */
 START_TEST(test_long_names_and_paths) {
@@ -680,11 +750,194 @@ START_TEST(test_long_names_and_paths) {
   o.target_arch = "sm_90a";
   o.cache_dir = "";
   o.cuda_home = home;
-  ck_assert_int_eq(clcrt_runtime_create(&rt, &o), CLCRT_OK);
-  d = scale_desc();
-  ck_assert_int_eq(clcrt_register(rt, &d, &k), CLCRT_E_INVALID);
+  ck_assert_int_eq(clcrt_runtime_create(&rt, &o), CLCRT_E_INVALID);
   ck_assert_msg(strstr(clcrt_errmsg(rt), "1199 characters"), "message: %s", clcrt_errmsg(rt));
   clcrt_runtime_destroy(rt);
+}
+END_TEST
+
+/* Args too large for a kernel's parameters fail in the generated entry, but the hint is
+ * the parameter limit, not the signatures: the front end ("Formal parameter space
+ * overflowed") and ptxas ("too much parameter space") both report it. */
+START_TEST(test_args_over_parameter_limit) {
+  clcrt_runtime *rt = rt_new("sm_90a");
+  static const int floats[] = {8160, 8159};
+  for (int i = 0; i < 2; i++) {
+    char src[512];
+    snprintf(src, sizeof src,
+             "struct BigArgs { float x[%d]; };\n"
+             "__device__ void big_tile(const clcrt::Tile &t, const BigArgs &a) {\n"
+             "  if (a.x[t.linear] > 1.0f) asm volatile(\"trap;\");\n"
+             "}\n",
+             floats[i]);
+    clcrt_tile_desc d = scale_desc();
+    d.source = src;
+    d.tile_fn = "big_tile";
+    d.args_type = "BigArgs";
+    EXPECT_FAIL(rt, &d, CLCRT_E_COMPILE, "parameter space", "32,764 bytes", "pointer");
+    ck_assert_msg(!strstr(clcrt_errmsg(rt), "signatures"), "%d floats: %s", floats[i], clcrt_errmsg(rt));
+  }
+  clcrt_runtime_destroy(rt);
+}
+END_TEST
+
+/* Every E_INVALID of a public entry point says what was wrong: NULL handles in
+ * clcrt_errmsg(NULL), the rest on the runtime. These used to read "no error". */
+#define EXPECT_NULL_MSG(call, fn)                                                                               \
+  do {                                                                                                          \
+    clcrt__err_forget(NULL);                                                                                    \
+    ck_assert_int_eq((call), CLCRT_E_INVALID);                                                                  \
+    ck_assert_msg(strstr(clcrt_errmsg(NULL), fn) && strstr(clcrt_errmsg(NULL), "NULL"), "%s: %s", #call,         \
+                  clcrt_errmsg(NULL));                                                                          \
+  } while (0)
+#define EXPECT_RT_MSG(rt, call, ...)                                                                            \
+  do {                                                                                                          \
+    clcrt__err_forget(rt);                                                                                      \
+    ck_assert_int_eq((call), CLCRT_E_INVALID);                                                                  \
+    const char *const subs_[] = {__VA_ARGS__, NULL};                                                             \
+    for (const char *const *s_ = subs_; *s_; s_++)                                                              \
+      ck_assert_msg(strstr(clcrt_errmsg(rt), *s_), "%s: %s", #call, clcrt_errmsg(rt));                          \
+  } while (0)
+
+START_TEST(test_invalid_arguments_have_messages) {
+  clcrt_runtime *rt = rt_new("sm_90a");
+  clcrt_tile_desc d = scale_desc();
+  clcrt_kernel *k = NULL;
+  ck_assert_int_eq(clcrt_register(rt, &d, &k), CLCRT_OK);
+  const void *p;
+  size_t n;
+  const char *ptx;
+  const clcrt_kernel *v;
+  clcrt_kernel_info info = CLCRT_KERNEL_INFO_INIT;
+  clcrt_cache_stats cs = CLCRT_CACHE_STATS_INIT;
+  clcrt_stream_stats ss = CLCRT_STREAM_STATS_INIT;
+  clcrt_stream *s = NULL;
+  clcrt_trace *t = NULL;
+  EXPECT_NULL_MSG(clcrt_register(NULL, &d, &k), "clcrt_register");
+  EXPECT_NULL_MSG(clcrt_register_async(NULL, &d, NULL, NULL, NULL), "clcrt_register_async");
+  EXPECT_NULL_MSG(clcrt_kernel_cubin(NULL, &p, &n), "clcrt_kernel_cubin");
+  EXPECT_NULL_MSG(clcrt_kernel_ptx(NULL, &ptx), "clcrt_kernel_ptx");
+  EXPECT_NULL_MSG(clcrt_kernel_info_get(NULL, &info), "clcrt_kernel_info_get");
+  EXPECT_NULL_MSG(clcrt_kernel_variant(NULL, 0, &v), "clcrt_kernel_variant");
+  EXPECT_NULL_MSG(clcrt_kernel_observed(NULL, &v), "clcrt_kernel_observed");
+  EXPECT_NULL_MSG(clcrt_kernel_prepare(NULL, 0), "clcrt_kernel_prepare");
+  EXPECT_NULL_MSG(clcrt_cache_stats_get(NULL, &cs), "clcrt_cache_stats_get");
+  EXPECT_NULL_MSG(clcrt_stream_create(NULL, NULL, &s), "clcrt_stream_create");
+  EXPECT_NULL_MSG(clcrt_stream_sync(NULL), "clcrt_stream_sync");
+  EXPECT_NULL_MSG(clcrt_run(NULL, k, (clcrt_dim3){1, 1, 1}, NULL, 0), "clcrt_run");
+  EXPECT_NULL_MSG(clcrt_stream_stats_enable(NULL, 1), "clcrt_stream_stats_enable");
+  EXPECT_NULL_MSG(clcrt_stream_stats_read(NULL, &ss), "clcrt_stream_stats_read");
+  EXPECT_NULL_MSG(clcrt_stream_trace_enable(NULL, 16), "clcrt_stream_trace_enable");
+  EXPECT_NULL_MSG(clcrt_stream_trace_read(NULL, &t), "clcrt_stream_trace_read");
+  EXPECT_NULL_MSG(clcrt_run_notify(NULL, NULL, NULL, NULL), "clcrt_run_notify");
+  EXPECT_NULL_MSG(clcrt_preempt_begin(NULL), "clcrt_preempt_begin");
+  EXPECT_NULL_MSG(clcrt_tensor_map_2d(NULL, NULL, CLCRT_DTYPE_F32, 0, 0, 0, 0, 0, 0, CLCRT_SWIZZLE_NONE),
+                  "clcrt_tensor_map_2d");
+  /* A kernel, but an argument missing or of no known size. */
+  EXPECT_RT_MSG(rt, clcrt_kernel_cubin(k, NULL, &n), "clcrt_kernel_cubin", "data is NULL");
+  EXPECT_RT_MSG(rt, clcrt_kernel_cubin(k, &p, NULL), "clcrt_kernel_cubin", "size is NULL");
+  EXPECT_RT_MSG(rt, clcrt_kernel_ptx(k, NULL), "clcrt_kernel_ptx", "ptx is NULL");
+  EXPECT_RT_MSG(rt, clcrt_kernel_info_get(k, NULL), "clcrt_kernel_info_get", "info is NULL");
+  info.size = 0;
+  EXPECT_RT_MSG(rt, clcrt_kernel_info_get(k, &info), "info->size is 0", "CLCRT_KERNEL_INFO_INIT");
+  info.size = sizeof info + 8;
+  EXPECT_RT_MSG(rt, clcrt_kernel_info_get(k, &info), "info->size", "CLCRT_KERNEL_INFO_INIT");
+  EXPECT_RT_MSG(rt, clcrt_cache_stats_get(rt, NULL), "clcrt_cache_stats_get", "out is NULL");
+  cs.size = 0;
+  EXPECT_RT_MSG(rt, clcrt_cache_stats_get(rt, &cs), "out->size is 0", "CLCRT_CACHE_STATS_INIT");
+  clcrt_runtime_destroy(rt);
+}
+END_TEST
+
+/* A toolkit named by the caller must be one: it used to be accepted, and a tile function
+ * including <cuda_bf16.h> then failed with "no directories in search list". */
+START_TEST(test_bad_cuda_home) {
+  char dir[] = "/tmp/clcrt-home-XXXXXX", inc[64], hdr[80];
+  ck_assert_ptr_nonnull(mkdtemp(dir));
+  /* From the environment (read once per process, so in a child that has read nothing yet):
+   * the message names the variable. */
+  pid_t pid = fork();
+  if (pid == 0) {
+    setenv("CUDA_HOME", "/nonexistent/cuda", 1);
+    clcrt_runtime_opts e = CLCRT_RUNTIME_OPTS_INIT;
+    e.target_arch = "sm_90a";
+    e.cache_dir = "";
+    clcrt_runtime *r = NULL;
+    clcrt_status st = clcrt_runtime_create(&r, &e);
+    _exit(st == CLCRT_E_INVALID && strstr(clcrt_errmsg(r), "(CUDA_HOME)") && strstr(clcrt_errmsg(r), "unset CUDA_HOME")
+              ? 0
+              : 1);
+  }
+  int ws;
+  waitpid(pid, &ws, 0);
+  ck_assert_msg(WIFEXITED(ws) && WEXITSTATUS(ws) == 0, "CUDA_HOME=/nonexistent/cuda: child status %d", ws);
+  clcrt_runtime_opts o = CLCRT_RUNTIME_OPTS_INIT;
+  o.target_arch = "sm_90a";
+  o.cache_dir = "";
+  clcrt_runtime *rt = NULL;
+  const char *bad[] = {"/nonexistent/cuda", dir};
+  for (int i = 0; i < 2; i++) {
+    o.cuda_home = bad[i];
+    ck_assert_int_eq(clcrt_runtime_create(&rt, &o), CLCRT_E_INVALID);
+    ck_assert_msg(strstr(clcrt_errmsg(rt), bad[i]) && strstr(clcrt_errmsg(rt), "include/cuda.h") &&
+                      strstr(clcrt_errmsg(rt), "opts.cuda_home"),
+                  "%s", clcrt_errmsg(rt));
+    clcrt_runtime_destroy(rt);
+  }
+  /* Something with a toolkit's include/cuda.h is a toolkit. */
+  snprintf(inc, sizeof inc, "%s/include", dir);
+  snprintf(hdr, sizeof hdr, "%s/cuda.h", inc);
+  ck_assert_int_eq(mkdir(inc, 0700), 0);
+  fclose(fopen(hdr, "w"));
+  o.cuda_home = dir;
+  ck_assert_msg(clcrt_runtime_create(&rt, &o) == CLCRT_OK, "%s", clcrt_errmsg(rt));
+  clcrt_runtime_destroy(rt);
+  unlink(hdr);
+  rmdir(inc);
+  rmdir(dir);
+}
+END_TEST
+
+/* The toolkit's stub libcuda (lib64/stubs), found first through LD_LIBRARY_PATH, answers
+ * every call with CUDA_ERROR_STUB_LIBRARY (34). That is not an old driver, and the message
+ * said "update the driver". Run in a child started with LD_LIBRARY_PATH, which the loader
+ * reads only at start-up. */
+START_TEST(test_stub_driver) {
+  const char *home = getenv("CUDA_HOME") && *getenv("CUDA_HOME") ? getenv("CUDA_HOME") : "/usr/local/cuda";
+  char stub[512], dir[] = "/tmp/clcrt-stub-XXXXXX", link[64];
+  snprintf(stub, sizeof stub, "%s/lib64/stubs/libcuda.so", home);
+  if (access(stub, R_OK) != 0) {
+    printf("test_stub_driver: skipped: no stub library at %s\n", stub);
+    fflush(stdout);
+    return;
+  }
+  ck_assert_ptr_nonnull(mkdtemp(dir));
+  snprintf(link, sizeof link, "%s/libcuda.so.1", dir);
+  ck_assert_int_eq(symlink(stub, link), 0);
+  int fds[2];
+  ck_assert_int_eq(pipe(fds), 0);
+  pid_t pid = fork();
+  if (pid == 0) {
+    dup2(fds[1], 1);
+    close(fds[0]);
+    setenv("LD_LIBRARY_PATH", dir, 1);
+    execl("/proc/self/exe", "test_core", "--create-default-runtime", (char *)NULL);
+    _exit(127);
+  }
+  close(fds[1]);
+  char out[2048] = "";
+  size_t got = 0;
+  for (ssize_t r; got < sizeof out - 1 && (r = read(fds[0], out + got, sizeof out - 1 - got)) > 0;) got += (size_t)r;
+  out[got] = 0;
+  close(fds[0]);
+  int ws;
+  waitpid(pid, &ws, 0);
+  unlink(link);
+  rmdir(dir);
+  ck_assert_msg(WIFEXITED(ws) && WEXITSTATUS(ws) == 0, "child status %d: %s", ws, out);
+  ck_assert_msg(strstr(out, "CLCRT_E_NO_DEVICE") && strstr(out, "stub library") && strstr(out, "LD_LIBRARY_PATH") &&
+                    strstr(out, "target_arch") && !strstr(out, "update the driver"),
+                "%s", out);
 }
 END_TEST
 
@@ -825,6 +1078,40 @@ START_TEST(test_bad_options) {
     d.num_options = 2;
     EXPECT_FAIL(rt, &d, CLCRT_E_INVALID, "desc->options[1]", arch_opts[i], "target_arch");
   }
+  /* Options NVRTC 13 accepts that change what it makes (no cubin, a cubin without the kernel,
+   * a relocatable one): refused up front, naming the option. They used to end in "an empty
+   * cubin" or "no entry named ...". */
+  static const char *const output_opts[] = {"-fdevice-syntax-only",
+                                            "--fdevice-syntax-only",
+                                            "-dlto",
+                                            "--dlink-time-opt",
+                                            "-gen-opt-lto",
+                                            "--gen-opt-lto",
+                                            "-optix-ir",
+                                            "--optix-ir",
+                                            "--device-c",
+                                            "-ewp",
+                                            "--extensible-whole-program",
+                                            "-fdevice-time-trace=/tmp/t",
+                                            "--fdevice-time-trace=/tmp/t",
+                                            "-Xptxas=-c",
+                                            "-Xptxas=-v,--compile-only",
+                                            "--ptxas-options=-c"};
+  for (size_t i = 0; i < sizeof output_opts / sizeof *output_opts; i++) {
+    const char *o[] = {output_opts[i]};
+    d.options = o;
+    d.num_options = 1;
+    EXPECT_FAIL(rt, &d, CLCRT_E_INVALID, "desc->options[0]", output_opts[i], "refused");
+  }
+  /* Options that only change how the code is made stay the user's. */
+  static const char *const fine[] = {"-G", "-lineinfo", "-Xptxas=-v", "--use_fast_math", "-default-device"};
+  for (size_t i = 0; i < sizeof fine / sizeof *fine; i++) {
+    const char *o[] = {fine[i]};
+    d.options = o;
+    d.num_options = 1;
+    clcrt_kernel *k = NULL;
+    ck_assert_msg(clcrt_register(rt, &d, &k) == CLCRT_OK, "%s: %s", fine[i], clcrt_errmsg(rt));
+  }
   /* An option NVRTC does not know is NVRTC's to refuse. */
   const char *unknown[] = {"--no-such-option"};
   d.options = unknown;
@@ -849,11 +1136,60 @@ START_TEST(test_bad_smem) {
   f.sched = CLCRT_SCHED_FIXED;
   clcrt_kernel *k = NULL;
   ck_assert_msg(clcrt_register(rt, &f, &k) == CLCRT_OK, "%s", clcrt_errmsg(rt));
+  /* A scheduler without a ring says nothing about one (the message once ended "per CTA0"). */
+  f.sched = CLCRT_SCHED_STATIC;
+  f.smem_bytes = 232448 + 1;
+  EXPECT_FAIL(rt, &f, CLCRT_E_INVALID, "232449", "232448");
+  const char *m = clcrt_errmsg(rt);
+  ck_assert_msg(!strstr(m, "ring") && !strstr(m, "CTA0") && strlen(m) > 8 && !strcmp(m + strlen(m) - 8, " per CTA"),
+                "%s", m);
   clcrt_runtime_destroy(rt);
   rt = rt_new("sm_100a");
   d.smem_bytes = 300 * 1024;
   EXPECT_FAIL(rt, &d, CLCRT_E_INVALID, "307200", "sm_100a");
   clcrt_runtime_destroy(rt);
+}
+END_TEST
+
+/* Compile-only mode refuses what a device would: the cubin's static shared memory plus the
+ * dynamic and the ring above the architecture's 232448 bytes. 201,088 static + 200,000
+ * dynamic bytes used to compile "fine" for both architectures. */
+START_TEST(test_compile_only_smem_total) {
+  static const char *const SRC =
+      "struct ScaleArgs { float *x; long n; float alpha; };\n"
+      "__device__ void big_tile(const clcrt::Tile &t, const ScaleArgs &a) {\n"
+      "  __shared__ float s[STATIC_FLOATS];\n"
+      "  s[threadIdx.x] = a.alpha;\n"
+      "  __syncthreads();\n"
+      "  a.x[t.linear] = s[(threadIdx.x + 1) % STATIC_FLOATS] + ((float *)clcrt::smem())[0];\n"
+      "}\n";
+  const char *arches[] = {"sm_90a", "sm_100a"};
+  for (int i = 0; i < 2; i++) {
+    clcrt_runtime *rt = rt_new(arches[i]);
+    clcrt_tile_desc d = scale_desc();
+    d.source = SRC;
+    d.tile_fn = "big_tile";
+    const char *big[] = {"-DSTATIC_FLOATS=50016"}; /* 200,064 bytes, 201,088 with the reserved 1 KiB */
+    d.options = big;
+    d.num_options = 1;
+    d.smem_bytes = 200000;
+    EXPECT_FAIL(rt, &d, CLCRT_E_INVALID, "big_tile", "200128 bytes of dynamic", "128 of them", "201088 of static", "232448",
+                arches[i]);
+    /* Under the limit it compiles, and the cubin says how much was static. */
+    d.smem_bytes = 20000;
+    clcrt_kernel *k = NULL;
+    ck_assert_msg(clcrt_register(rt, &d, &k) == CLCRT_OK, "%s: %s", arches[i], clcrt_errmsg(rt));
+    clcrt_kernel_info info = CLCRT_KERNEL_INFO_INIT;
+    ck_assert_int_eq(clcrt_kernel_info_get(k, &info), CLCRT_OK);
+    ck_assert_uint_ge(info.static_smem, 200064);
+    /* FIXED has no ring: the sum is exactly static + dynamic. */
+    d.sched = CLCRT_SCHED_FIXED;
+    d.smem_bytes = 232448 - info.static_smem + 1;
+    EXPECT_FAIL(rt, &d, CLCRT_E_INVALID, "big_tile", "0 of them", "232448");
+    d.smem_bytes -= 1;
+    ck_assert_msg(clcrt_register(rt, &d, &k) == CLCRT_OK, "%s: %s", arches[i], clcrt_errmsg(rt));
+    clcrt_runtime_destroy(rt);
+  }
 }
 END_TEST
 
@@ -1175,7 +1511,12 @@ static Suite *core_suite(void) {
   tcase_add_test(tc, test_bad_source);
   tcase_add_test(tc, test_syntax_error_line);
   tcase_add_test(tc, test_bad_names);
+  tcase_add_test(tc, test_names_made_by_macros);
+  tcase_add_test(tc, test_names_the_entry_uses);
   tcase_add_test(tc, test_long_names_and_paths);
+  tcase_add_test(tc, test_args_over_parameter_limit);
+  tcase_add_test(tc, test_invalid_arguments_have_messages);
+  tcase_add_test(tc, test_bad_cuda_home);
   tcase_add_test(tc, test_wrong_signature);
   tcase_add_test(tc, test_bad_block);
   tcase_add_test(tc, test_bad_cluster);
@@ -1185,6 +1526,7 @@ static Suite *core_suite(void) {
   tcase_add_test(tc, test_bad_state);
   tcase_add_test(tc, test_bad_options);
   tcase_add_test(tc, test_bad_smem);
+  tcase_add_test(tc, test_compile_only_smem_total);
   tcase_add_test(tc, test_bad_sched_grid);
   tcase_add_test(tc, test_failure_then_success);
   tcase_add_test(tc, test_minimal_fallback);
@@ -1193,6 +1535,7 @@ static Suite *core_suite(void) {
   tc = tcase_create("runtime");
   tcase_add_test(tc, test_no_driver);
   tcase_add_test(tc, test_no_driver_real);
+  tcase_add_test(tc, test_stub_driver);
   tcase_add_test(tc, test_status_table);
   tcase_add_test(tc, test_preempt_waves_parse);
   tcase_add_test(tc, test_long_cycles_env);
@@ -1203,7 +1546,15 @@ static Suite *core_suite(void) {
   return s;
 }
 
-int main(void) {
+int main(int argc, char **argv) {
+  /* test_stub_driver's child: a default runtime, its status and message on stdout. */
+  if (argc > 1 && !strcmp(argv[1], "--create-default-runtime")) {
+    clcrt_runtime *rt = NULL;
+    clcrt_status st = clcrt_runtime_create(&rt, NULL);
+    printf("%s: %s\n", clcrt_status_name(st), clcrt_errmsg(rt));
+    clcrt_runtime_destroy(rt);
+    return 0;
+  }
   SRunner *sr = srunner_create(core_suite());
   srunner_run_all(sr, CK_NORMAL);
   int failed = srunner_ntests_failed(sr);

@@ -272,14 +272,137 @@ static int parse_exact(const unsigned char *src, size_t n) {
   return rc;
 }
 
+/* Every cut of a real cubin, down to one byte short of whole, is refused: cubins keep their
+ * program headers at the very end, so the last cuts lose only those (they once parsed, and
+ * `clcrt inspect` accepted 9198-9471 bytes of a 9472-byte cubin). */
 START_TEST(truncated_at_every_length) {
+  static const char *const fx[] = {"cluster_90a", "cluster_100a", "clc_100a", "nospill_90a"};
+  for (size_t f = 0; f < sizeof fx / sizeof *fx; f++) {
+    size_t n;
+    unsigned char *d = load(fx[f], &n);
+    for (size_t l = 0; l < n; l++) ck_assert_msg(parse_exact(d, l) == -1, "%s cut to %zu of %zu bytes parsed", fx[f], l, n);
+    clcrt__cubin c;
+    char err[256];
+    ck_assert_int_eq(clcrt__cubin_parse(d, n, &c, err, sizeof err), 0);
+    ck_assert_uint_eq(c.file_bytes, n); /* headers, sections and segments end where the file does */
+    clcrt__cubin_free(&c);
+    free(d);
+  }
+}
+END_TEST
+
+/* A reader over a buffer that counts what clcrt__cubin_span asks for. */
+typedef struct counting {
+  const unsigned char *d;
+  size_t n;
+  uint64_t bytes, max_end;
+  int calls;
+} counting;
+
+static int count_read(void *user, uint64_t off, void *buf, size_t len) {
+  counting *c = user;
+  c->calls++;
+  c->bytes += len;
+  if (off + len > c->max_end) c->max_end = off + len;
+  /* Bytes past the buffer read as zeros: a sparse tail of a much larger file. */
+  memset(buf, 0, len);
+  if (off < c->n) memcpy(buf, c->d + off, len < c->n - off ? len : c->n - off);
+  return 0;
+}
+
+/* The frame check reads the header and the two tables and nothing else, answers the image's
+ * extent for a file padded far past it, and refuses every size too small for the tables. */
+START_TEST(span_reads_only_the_frame) {
   size_t n;
   unsigned char *d = load("cluster_100a", &n);
-  int ok = 0;
-  for (size_t l = 0; l < n; l++) ok += parse_exact(d, l) == 0;
-  /* Only cuts inside the trailing program headers, which the parser does not need, parse. */
-  ck_assert_int_lt(ok, 400);
-  ck_assert_int_eq(parse_exact(d, n), 0);
+  uint64_t shoff, phoff;
+  uint16_t shnum, phnum;
+  memcpy(&phoff, d + 32, 8), memcpy(&shoff, d + 40, 8), memcpy(&phnum, d + 56, 2), memcpy(&shnum, d + 60, 2);
+  char err[256];
+  uint64_t span = 0;
+  counting c = {d, n, 0, 0, 0};
+  ck_assert_int_eq(clcrt__cubin_span(count_read, &c, n, &span, err, sizeof err), 0);
+  ck_assert_uint_eq(span, n);
+  ck_assert_uint_eq(c.bytes, 64 + (uint64_t)shnum * 64 + (uint64_t)phnum * 56);
+  /* 900 MB of zeros after the cubin: still its own extent, still only the frame read. */
+  memset(&c, 0, sizeof c), c.d = d, c.n = n;
+  ck_assert_int_eq(clcrt__cubin_span(count_read, &c, 900ull << 20, &span, err, sizeof err), 0);
+  ck_assert_uint_eq(span, n);
+  ck_assert_uint_le(c.max_end, n);
+  /* 900 MB of zeros with no cubin: one read of the header, refused at the magic. */
+  unsigned char zero[1] = {0};
+  memset(&c, 0, sizeof c), c.d = zero, c.n = 1;
+  ck_assert_int_eq(clcrt__cubin_span(count_read, &c, 900ull << 20, &span, err, sizeof err), -1);
+  ck_assert_ptr_nonnull(strstr(err, "not an ELF file"));
+  ck_assert_int_eq(c.calls, 1);
+  ck_assert_uint_eq(c.bytes, 64);
+  /* Every size short of the whole file is refused, naming what runs past its end. */
+  for (uint64_t l = 0; l < n; l++) {
+    memset(&c, 0, sizeof c), c.d = d, c.n = n;
+    err[0] = 0;
+    ck_assert_msg(clcrt__cubin_span(count_read, &c, l, &span, err, sizeof err) == -1, "size %llu accepted",
+                  (unsigned long long)l);
+    ck_assert(err[0] != 0);
+    if (l >= phoff && l > shoff + shnum * 64u) ck_assert_ptr_nonnull(strstr(err, "program header table"));
+  }
+  free(d);
+}
+END_TEST
+
+static int failing_read(void *user, uint64_t off, void *buf, size_t len) {
+  (void)user, (void)off, (void)buf, (void)len;
+  return -1;
+}
+
+static void put16(unsigned char *p, uint16_t v) { memcpy(p, &v, 2); }
+static void put64(unsigned char *p, uint64_t v) { memcpy(p, &v, 8); }
+
+START_TEST(program_header_table_checked) {
+  size_t n;
+  unsigned char *d = load("cluster_90a", &n), *m = malloc(n);
+  uint64_t phoff;
+  uint16_t phnum;
+  memcpy(&phoff, d + 32, 8), memcpy(&phnum, d + 56, 2);
+  char err[256];
+  clcrt__cubin c;
+  uint64_t span;
+  ck_assert_int_eq(clcrt__cubin_span(failing_read, NULL, n, &span, err, sizeof err), -1);
+  ck_assert(err[0] != 0);
+  static const uint64_t huge[] = {~0ull, ~0ull - 55, 1ull << 63, 0xffffffffull, 0};
+  for (size_t h = 0; h < sizeof huge / sizeof *huge; h++) {
+    memcpy(m, d, n);
+    put64(m + 32, huge[h] ? huge[h] : n - 1); /* e_phoff */
+    ck_assert_int_eq(clcrt__cubin_parse(m, n, &c, err, sizeof err), -1);
+    ck_assert_ptr_nonnull(strstr(err, "program header table"));
+    for (unsigned p = 0; p < phnum; p++) {
+      memcpy(m, d, n);
+      put64(m + phoff + p * 56 + 8, huge[h] ? huge[h] : n); /* p_offset */
+      put64(m + phoff + p * 56 + 32, 1);                      /* p_filesz */
+      ck_assert_int_eq(clcrt__cubin_parse(m, n, &c, err, sizeof err), -1);
+      ck_assert_ptr_nonnull(strstr(err, "segment"));
+      memcpy(m, d, n);
+      put64(m + phoff + p * 56 + 32, huge[h] ? huge[h] : n + 1); /* p_filesz */
+      ck_assert_int_eq(parse_exact(m, n), -1);
+    }
+  }
+  static const uint16_t sizes[] = {0, 32, 64, 0xffff};
+  for (size_t i = 0; i < sizeof sizes / sizeof *sizes; i++) {
+    memcpy(m, d, n);
+    put16(m + 54, sizes[i]); /* e_phentsize */
+    ck_assert_int_eq(clcrt__cubin_parse(m, n, &c, err, sizeof err), -1);
+    ck_assert_ptr_nonnull(strstr(err, "program headers are"));
+  }
+  memcpy(m, d, n);
+  put16(m + 56, 0xfff0); /* e_phnum: far more than the file holds */
+  ck_assert_int_eq(parse_exact(m, n), -1);
+  /* No program headers at all (relocatable cubins have none): parses, and the image ends
+   * with its last section or the section header table. */
+  memcpy(m, d, n);
+  put16(m + 56, 0);
+  ck_assert_int_eq(clcrt__cubin_parse(m, n, &c, err, sizeof err), 0);
+  ck_assert_uint_le(c.file_bytes, phoff);
+  clcrt__cubin_free(&c);
+  free(m);
   free(d);
 }
 END_TEST
@@ -316,9 +439,6 @@ START_TEST(random_byte_flips) {
   }
 }
 END_TEST
-
-static void put64(unsigned char *p, uint64_t v) { memcpy(p, &v, 8); }
-static void put16(unsigned char *p, uint16_t v) { memcpy(p, &v, 2); }
 
 START_TEST(absurd_offsets_and_counts) {
   size_t n;
@@ -456,6 +576,8 @@ int main(void) {
   TCase *h = tcase_create("hostile");
   tcase_set_timeout(h, 300);
   tcase_add_test(h, truncated_at_every_length);
+  tcase_add_test(h, span_reads_only_the_frame);
+  tcase_add_test(h, program_header_table_checked);
   tcase_add_test(h, random_byte_flips);
   tcase_add_test(h, absurd_offsets_and_counts);
   tcase_add_test(h, not_a_cubin);

@@ -78,10 +78,37 @@ START_TEST(test_driver_abi) {
 }
 END_TEST
 
+/* The optional entries (green contexts) are asked for at a fixed version, by the symbol
+ * cuGetProcAddress knows: that version's typedef must exist, and the table's field must be a
+ * prototype of cuda.h (its type is the field's). */
+START_TEST(test_driver_optional_abi) {
+  char path[512];
+  snprintf(path, sizeof path, "%s/include/cudaTypedefs.h", cuda_home());
+  char *typedefs = slurp(path);
+  snprintf(path, sizeof path, "%s/include/cuda.h", cuda_home());
+  char *cudah = slurp(path);
+  ck_assert_msg(typedefs && cudah, "the CUDA toolkit headers under %s are needed", cuda_home());
+  int n = 0;
+  for (const clcrt__driver_opt_name *o = clcrt__driver_opt_names; o->symbol; o++, n++) {
+    char pat[160];
+    snprintf(pat, sizeof pat, "PFN_%s_v%d)", o->symbol, o->version);
+    ck_assert_msg(strstr(typedefs, pat) != NULL, "%s: cudaTypedefs.h has no %s", o->field, pat);
+    snprintf(pat, sizeof pat, "CUresult CUDAAPI %s(", o->field);
+    ck_assert_msg(strstr(cudah, pat) != NULL, "%s: cuda.h has no prototype %s", o->field, pat);
+    /* A version newer than the headers would never be returned by this driver ABI. */
+    ck_assert_int_le(o->version, CUDA_VERSION);
+  }
+  ck_assert_int_ge(n, 8);
+  free(typedefs);
+  free(cudah);
+}
+END_TEST
+
 int main(void) {
   Suite *s = suite_create("driver");
   TCase *tc = tcase_create("abi");
   tcase_add_test(tc, test_driver_abi);
+  tcase_add_test(tc, test_driver_optional_abi);
   suite_add_tcase(s, tc);
   SRunner *sr = srunner_create(s);
   srunner_run_all(sr, CK_NORMAL);

@@ -10,9 +10,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "alloc.h"
 #include "clcrt.h"
+#include "internal.h"
 
 /* ---- a counting allocator ---- */
 
@@ -38,12 +40,35 @@ static void count_free(void *p) {
   free(p);
 }
 
+/* A header read from disk: the compile is traced and the header hashed into the cache's
+ * manifest (cache/deps.h), which allocates too. setup writes the header (a name of its own,
+ * so that suites running at once do not share it) and the source that includes it. */
+static char g_hdr[64], g_hdr_src[512];
+
 static void setup(void) {
   ck_assert_int_eq(clcrt_replace_allocator(count_malloc, count_realloc, count_calloc, count_free), CLCRT_OK);
   g_live = 0;
+  snprintf(g_hdr, sizeof g_hdr, "/tmp/clcrt-oom-XXXXXX.h");
+  int fd = mkstemps(g_hdr, 2);
+  ck_assert_int_ge(fd, 0);
+  ck_assert_int_eq(write(fd, "#define OOM_FACTOR 2.0f\n", 24), 24);
+  close(fd);
+  snprintf(g_hdr_src, sizeof g_hdr_src,
+           "#include \"%s\"\n"
+           "struct ScaleArgs { float *x; long n; float alpha; };\n"
+           "__device__ void scale_tile(const clcrt::Tile &t, const ScaleArgs &a) {\n"
+           "  long i = (long)t.linear * blockDim.x + threadIdx.x;\n"
+           "  if (i < a.n) a.x[i] *= a.alpha * OOM_FACTOR;\n"
+           "}\n",
+           g_hdr);
+  /* Older than the cache's settling time by the first compile, so that it is hashed. */
+  usleep(100 * 1000);
 }
 
-static void teardown(void) { clcrt__alloc_fail_after(0); }
+static void teardown(void) {
+  clcrt__alloc_fail_after(0);
+  unlink(g_hdr);
+}
 
 /* ---- sources ---- */
 
@@ -85,10 +110,14 @@ static const oom_case CASES[] = {
     {"prologue and state, sm_100a, CLC, cluster (2,1,1)", "sm_100a", CLCRT_SCHED_CLC, {2, 1, 1}, NULL,
      "scale_state_tile", "ScaleState", "scale_prologue", CLCRT_OK},
     {"syntax error, sm_90a", "sm_90a", CLCRT_SCHED_FIXED, {1, 1, 1}, NULL, "scale_tile", NULL, NULL, CLCRT_E_COMPILE},
+    {"a header from disk, sm_90a, FIXED", "sm_90a", CLCRT_SCHED_FIXED, {1, 1, 1}, NULL, "scale_tile", NULL, NULL,
+     CLCRT_OK},
 };
 #define NCASES ((int)(sizeof CASES / sizeof CASES[0]))
 
-static const char *case_source(int i) { return i == 0 ? SCALE_SRC : i == 1 ? STATE_SRC : BROKEN_SRC; }
+static const char *case_source(int i) {
+  return i == 0 ? SCALE_SRC : i == 1 ? STATE_SRC : i == 2 ? BROKEN_SRC : g_hdr_src;
+}
 
 /* One attempt with allocation number n failing; returns the registration's status, or
  * the creation's status when creation failed. */
@@ -191,11 +220,32 @@ START_TEST(test_hook) {
 }
 END_TEST
 
+/* The allocator cannot change while blocks of the current one are in use: a runtime created
+ * before the swap used to be destroyed with the new free function. Refused with a message
+ * while anything is live; allowed again once everything went back. */
+START_TEST(test_replace_while_in_use) {
+  clcrt_runtime_opts o = CLCRT_RUNTIME_OPTS_INIT;
+  o.target_arch = "sm_90a";
+  o.cache_dir = "";
+  clcrt_runtime *rt = NULL;
+  ck_assert_int_eq(clcrt_runtime_create(&rt, &o), CLCRT_OK);
+  ck_assert_int_gt(g_live, 0);
+  ck_assert_int_eq(clcrt_replace_allocator(malloc, realloc, calloc, free), CLCRT_E_BUSY);
+  ck_assert_msg(strstr(clcrt_errmsg(NULL), "still in use") && strstr(clcrt_errmsg(NULL), "before any other"), "%s",
+                clcrt_errmsg(NULL));
+  clcrt_runtime_destroy(rt); /* freed by count_free: g_live would go wrong otherwise */
+  clcrt__err_forget(NULL);   /* the message above is a block too */
+  ck_assert_int_eq(g_live, 0);
+  ck_assert_int_eq(clcrt_replace_allocator(count_malloc, count_realloc, count_calloc, count_free), CLCRT_OK);
+}
+END_TEST
+
 static Suite *oom_suite(void) {
   Suite *s = suite_create("oom");
   TCase *tc = tcase_create("oom");
   tcase_add_checked_fixture(tc, setup, teardown);
   tcase_add_test(tc, test_hook);
+  tcase_add_test(tc, test_replace_while_in_use);
   tcase_add_loop_test(tc, test_oom, 0, NCASES);
   suite_add_tcase(s, tc);
   return s;

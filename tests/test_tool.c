@@ -5,7 +5,11 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "cubin_fixtures.h"
 
@@ -42,7 +46,7 @@ static int run_env(const char *env, const char *fmt, ...) {
 #define run(...) run_env("", __VA_ARGS__)
 
 static void has(const char *text, const char *what) {
-  ck_assert_msg(strstr(text, what) != NULL, "expected \"%s\" in:\n%s", what, text);
+  ck_assert_msg(strstr(text, what) != NULL, "expected \"%s\" in:\n%.2000s", what, text);
 }
 
 /* The JSON must parse, when python3 is there to check it. */
@@ -164,6 +168,119 @@ START_TEST(hostile_files) {
   ck_assert_int_eq(run("inspect --json %s", p), 3);
   has(err_text, "section header table");
   ck_assert_int_eq(run("diff %s %s", p, fx("cluster_100a")), 3);
+  free(d);
+}
+END_TEST
+
+/* Every cut of a real cubin, from inside the ELF header to one byte short of whole, exits 3
+ * with a message: each batch of cuts goes through one `inspect --json` run, whose JSON must
+ * list no file and one error per cut. */
+START_TEST(every_truncation_refused) {
+  size_t n;
+  unsigned char *d = slurp(fx("cluster_90a"), &n);
+  ck_assert_ptr_nonnull(d);
+  char dir[600], p[700];
+  const size_t batch = 512;
+  for (size_t first = 1; first < n; first += batch) {
+    snprintf(dir, sizeof dir, "%s/cuts%zu", tmpdir, first);
+    ck_assert_int_eq(mkdir(dir, 0700), 0);
+    size_t count = 0;
+    for (size_t l = first; l < n && l < first + batch; l++, count++) {
+      snprintf(p, sizeof p, "%s/%05zu.cubin", dir, l);
+      FILE *f = fopen(p, "wb");
+      ck_assert_ptr_nonnull(f);
+      ck_assert_uint_eq(fwrite(d, 1, l, f), l);
+      fclose(f);
+    }
+    ck_assert_int_eq(run("inspect --json %s/*.cubin", dir), 3);
+    has(out_text, "\"files\": [\n]");
+    size_t errors = 0;
+    for (const char *q = out_text; (q = strstr(q, "{\"path\": ")) != NULL; q++) errors++;
+    ck_assert_uint_eq(errors, count);
+    has(err_text, "clcrt: ");
+    if (first + batch >= n) has(err_text, "program header table"); /* the last cuts lose only those */
+    char cmd[700];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    ck_assert_int_eq(system(cmd), 0);
+  }
+  free(d);
+}
+END_TEST
+
+/* Runs `clcrt inspect --json FILE` as this process's child and returns its exit code, with the
+ * child's peak resident memory in *rss_kb. */
+static int inspect_rss(const char *file, long *rss_kb) {
+  char cmd[1400];
+  snprintf(cmd, sizeof cmd, "exec %s inspect --json '%s' > %s/out 2> %s/err", tool(), file, tmpdir, tmpdir);
+  pid_t pid = fork();
+  ck_assert_int_ge(pid, 0);
+  if (pid == 0) {
+    execl("/bin/sh", "sh", "-c", cmd, (char *)NULL);
+    _exit(127);
+  }
+  int st;
+  struct rusage ru;
+  ck_assert_int_eq(wait4(pid, &st, 0, &ru), pid);
+  ck_assert(WIFEXITED(st));
+  *rss_kb = ru.ru_maxrss;
+  free(out_text), free(err_text);
+  char p[512];
+  size_t len;
+  snprintf(p, sizeof p, "%s/out", tmpdir);
+  out_text = (char *)slurp(p, &len);
+  snprintf(p, sizeof p, "%s/err", tmpdir);
+  err_text = (char *)slurp(p, &len);
+  ck_assert(out_text && err_text);
+  return WEXITSTATUS(st);
+}
+
+/* Large files are judged by their first bytes and header tables, not read whole (a 900 MB
+ * file of zeros once took 953 MB of memory before it was refused): sparse files, so the test
+ * costs no disk. Memory is compared with the same tool reading a small cubin. */
+START_TEST(large_files_not_read_whole) {
+  long base, rss;
+  ck_assert_int_eq(inspect_rss(fx("cluster_100a"), &base), 0);
+  char p[600];
+  snprintf(p, sizeof p, "%s/zeros.cubin", tmpdir);
+  int fd = open(p, O_CREAT | O_WRONLY | O_TRUNC, 0600);
+  ck_assert_int_ge(fd, 0);
+  ck_assert_int_eq(ftruncate(fd, 900l << 20), 0);
+  close(fd);
+  ck_assert_int_eq(inspect_rss(p, &rss), 3);
+  has(err_text, "not an ELF file");
+  ck_assert_msg(rss < base + 64 * 1024, "%ld KiB for a file of zeros (%ld KiB for a small cubin)", rss, base);
+  /* A cubin followed by 900 MB of zeros: its own bytes are read, and reported. */
+  size_t n;
+  unsigned char *d = slurp(fx("cluster_100a"), &n);
+  ck_assert_ptr_nonnull(d);
+  snprintf(p, sizeof p, "%s/padded.cubin", tmpdir);
+  fd = open(p, O_CREAT | O_WRONLY | O_TRUNC, 0600);
+  ck_assert_int_ge(fd, 0);
+  ck_assert_int_eq(write(fd, d, n), (ssize_t)n);
+  ck_assert_int_eq(ftruncate(fd, 900l << 20), 0);
+  close(fd);
+  ck_assert_int_eq(inspect_rss(p, &rss), 0);
+  char want[64];
+  snprintf(want, sizeof want, "\"bytes\": %zu,", n);
+  has(out_text, want);
+  ck_assert_msg(rss < base + 64 * 1024, "%ld KiB for a padded cubin (%ld KiB for a small cubin)", rss, base);
+  /* A cubin whose program headers sit past 1 GiB: refused for its size, unread. */
+  uint64_t phoff, far = (1ull << 30) + 4096;
+  uint16_t phnum;
+  memcpy(&phoff, d + 32, 8), memcpy(&phnum, d + 56, 2);
+  snprintf(p, sizeof p, "%s/far.cubin", tmpdir);
+  fd = open(p, O_CREAT | O_WRONLY | O_TRUNC, 0600);
+  ck_assert_int_ge(fd, 0);
+  unsigned char *m = malloc(n);
+  memcpy(m, d, n);
+  memcpy(m + 32, &far, 8);
+  ck_assert_int_eq(write(fd, m, n), (ssize_t)n);
+  ck_assert_int_eq(pwrite(fd, d + phoff, phnum * 56u, (off_t)far), (ssize_t)(phnum * 56u));
+  close(fd);
+  ck_assert_int_eq(inspect_rss(p, &rss), 3);
+  has(err_text, "more than the 1073741824 (1 GiB) this tool reads");
+  ck_assert_msg(rss < base + 64 * 1024, "%ld KiB for a 1 GiB cubin (%ld KiB for a small cubin)", rss, base);
+  free(m);
   free(d);
 }
 END_TEST
@@ -354,6 +471,14 @@ START_TEST(cache_commands) {
   has(out_text, "removed 2 entries");
   ck_assert_int_eq(run_env(env, "cache ls --dir %s", dir), 0);
   has(out_text, "no entries");
+  /* A --dir that does not exist is a mistake, not an empty cache. */
+  static const char *const subs[] = {"clear", "ls", "info"};
+  for (size_t i = 0; i < sizeof subs / sizeof *subs; i++) {
+    ck_assert_int_eq(run_env(env, "cache %s --dir %s/nonexistent", subs[i], tmpdir), 3);
+    has(err_text, "No such file or directory; name an existing cache directory");
+  }
+  ck_assert_int_eq(run_env(env, "cache clear --dir %s/scale.cu", tmpdir), 3);
+  has(err_text, "not a directory");
 }
 END_TEST
 
@@ -371,6 +496,8 @@ int main(void) {
   tcase_add_test(t, inspect_text);
   tcase_add_test(t, inspect_json);
   tcase_add_test(t, hostile_files);
+  tcase_add_test(t, every_truncation_refused);
+  tcase_add_test(t, large_files_not_read_whole);
   tcase_add_test(t, sass_needs_nvdisasm);
   tcase_add_test(t, diff_and_fail_on);
   tcase_add_test(t, compile_then_inspect);

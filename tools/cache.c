@@ -1,15 +1,18 @@
 /* clcrt cache ls | info | clear over the on-disk compile cache (runtime/cache/diskcache.h):
  * the directory is resolved and entries are read, validated and removed by the cache's own
  * code, so the tool and the runtime can never disagree about the format. */
+#include <errno.h>
 #include <getopt.h>
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 
 #include "diskcache.h"
 #include "alloc.h"
 #include "env.h"
+#include "store.h"
 #include "tool.h"
 
 static const char help[] =
@@ -17,19 +20,24 @@ static const char help[] =
     "       clcrt cache info  [--dir DIR] [ENTRY...]\n"
     "       clcrt cache clear [--dir DIR]\n"
     "\n"
-    "The compile cache holds one file per compiled kernel (<key>.clce). The directory is\n"
+    "The compile cache holds one file per compiled kernel (<key>.clce), and its store folder\n"
+    "(store/) the values programs keep with clcrt_store_put (<hash>.clcs). The directory is\n"
     "--dir, else $CLCRT_CACHE_DIR, else $XDG_CACHE_HOME/clcrt, else ~/.cache/clcrt.\n"
     "\n"
     "  ls      one line per entry: key, size, last use, architecture, kernel, scheduler;\n"
-    "          damaged entries (which the runtime treats as misses) are marked\n"
-    "  info    the directory, entry count and bytes; with ENTRY (a file name in the cache\n"
-    "          or a path), that entry's header and kernels\n"
-    "  clear   delete every entry and leftover temporary file (nothing else is touched)\n"
-    "  --json  (ls) one JSON document: {\"schema\": \"clcrt-cache-ls-1\", \"dir\", \"entries\"}\n"
+    "          then one per store entry: namespace/key, value size, when written, device\n"
+    "          scope; damaged entries (which the runtime treats as misses) are marked\n"
+    "  info    the directory, entry count and bytes, store entries; with ENTRY (a file name\n"
+    "          in the cache or a path), that compile entry's header and kernels\n"
+    "  clear   delete every entry, store entry and leftover temporary file (nothing else\n"
+    "          is touched)\n"
+    "  --json  (ls) one JSON document: {\"schema\": \"clcrt-cache-ls-1\", \"dir\", \"entries\",\n"
+    "          \"store\"}\n"
     "\n"
-    "Exit codes: 0 success (a missing cache directory is an empty cache); 2 usage error,\n"
-    "or the disk cache is turned off; 3 the directory or an entry cannot be read or\n"
-    "removed, or a named ENTRY is damaged.\n";
+    "Exit codes: 0 success (a missing cache directory is an empty cache, unless --dir\n"
+    "names it); 2 usage error, or the disk cache is turned off; 3 the --dir directory does\n"
+    "not exist, the directory or an entry cannot be read or removed, or a named ENTRY is\n"
+    "damaged.\n";
 
 static const char *sched_name(int s) {
   static const char *const n[] = {"auto", "clc", "steal", "static", "fixed"};
@@ -79,6 +87,56 @@ static int ls_visit(void *user, const char *path, const clcrt__dc_meta *m, clcrt
   return 0;
 }
 
+/* The store's entries (store.h), after the compile cache's. */
+typedef struct st_state {
+  int json;
+  size_t n, damaged;
+  unsigned long long bytes;
+} st_state;
+
+static int st_visit(void *user, const char *path, const clcrt__st_meta *m, clcrt_status st, const char *why) {
+  st_state *s = user;
+  if (!m) s->damaged++;
+  else s->bytes += m->file_size;
+  if (s->json < 0) { /* counting only */
+  } else if (s->json) {
+    printf("%s\n  {\"file\": ", s->n ? "," : "");
+    json_str(stdout, base_name(path));
+    if (m) {
+      printf(", \"valid\": true, \"ns\": ");
+      json_str(stdout, m->ns);
+      printf(", \"key\": ");
+      json_str(stdout, m->key);
+      printf(", \"scope\": ");
+      json_str(stdout, m->scope);
+      printf(", \"value_bytes\": %" PRIu64 ", \"bytes\": %" PRIu64 ", \"written\": %lld}", m->value_size, m->file_size,
+             (long long)m->modified);
+    } else {
+      printf(", \"valid\": false, \"error\": ");
+      json_str(stdout, why && *why ? why : clcrt_status_str(st));
+      printf("}");
+    }
+  } else if (m) {
+    char when[32];
+    time_t t = (time_t)m->modified;
+    strftime(when, sizeof when, "%Y-%m-%d %H:%M", localtime(&t));
+    printf("  %s/%s  %" PRIu64 " bytes  %s  %s\n", m->ns, m->key, m->value_size, when, m->scope);
+  } else {
+    printf("  %.16s  DAMAGED: %s\n", base_name(path), why && *why ? why : clcrt_status_str(st));
+  }
+  s->n++;
+  return 0;
+}
+
+/* Lists (json 0 or 1) or counts (json -1) the store's entries into *s. */
+static clcrt_status store_walk(const char *dir, st_state *s) {
+  char *sdir = clcrt__st_dir(dir);
+  if (!sdir) return CLCRT_E_NOMEM;
+  clcrt_status st = clcrt__st_foreach(sdir, st_visit, s);
+  clcrt__free(sdir);
+  return st;
+}
+
 static int cache_ls(const char *dir, int json) {
   ls_state s = {json, 0};
   if (json) {
@@ -87,10 +145,23 @@ static int cache_ls(const char *dir, int json) {
     printf(", \"entries\": [");
   }
   clcrt_status st = clcrt__dc_foreach(dir, 1, ls_visit, &s);
-  if (json) printf("\n]}\n");
-  else if (st == CLCRT_OK && !s.n) printf("(no entries in %s)\n", dir);
-  if (st != CLCRT_OK) {
-    fprintf(stderr, "clcrt cache: %s: %s\n", dir, clcrt_status_str(st));
+  st_state ss = {-1, 0, 0, 0};
+  clcrt_status sst = store_walk(dir, &ss); /* counted first: the text says how many */
+  if (json) {
+    printf("\n], \"store\": [");
+    ss = (st_state){1, 0, 0, 0};
+    if (sst == CLCRT_OK) sst = store_walk(dir, &ss);
+    printf("\n]}\n");
+  } else {
+    if (st == CLCRT_OK && !s.n) printf(ss.n ? "(no compiled kernels in %s)\n" : "(no entries in %s)\n", dir);
+    if (sst == CLCRT_OK && ss.n) {
+      printf("store: %zu entr%s in %s/%s\n", ss.n, ss.n == 1 ? "y" : "ies", dir, CLCRT__ST_SUBDIR);
+      ss = (st_state){0, 0, 0, 0};
+      sst = store_walk(dir, &ss);
+    }
+  }
+  if (st != CLCRT_OK || sst != CLCRT_OK) {
+    fprintf(stderr, "clcrt cache: %s: %s\n", dir, clcrt_status_str(st != CLCRT_OK ? st : sst));
     return TOOL_BADINPUT;
   }
   return TOOL_OK;
@@ -112,8 +183,15 @@ static int cache_info(const char *dir, int argc, char **argv) {
       fprintf(stderr, "clcrt cache: %s: %s\n", dir, clcrt_status_str(st));
       return TOOL_BADINPUT;
     }
-    printf("directory  %s\nentries    %lu (%lu damaged)\nbytes      %llu\nlimit      %llu bytes (CLCRT_CACHE_MAX_BYTES)\n",
-           dir, entries, damaged, bytes, clcrt__env_get()->cache_max_bytes);
+    st_state ss = {-1, 0, 0, 0};
+    if ((st = store_walk(dir, &ss)) != CLCRT_OK) {
+      fprintf(stderr, "clcrt cache: %s/%s: %s\n", dir, CLCRT__ST_SUBDIR, clcrt_status_str(st));
+      return TOOL_BADINPUT;
+    }
+    printf("directory  %s\nentries    %lu (%lu damaged)\nbytes      %llu\nlimit      %llu bytes (CLCRT_CACHE_MAX_BYTES)\n"
+           "store      %zu entr%s (%zu damaged), %llu bytes (never evicted)\n",
+           dir, entries, damaged, bytes, clcrt__env_get()->cache_max_bytes, ss.n, ss.n == 1 ? "y" : "ies", ss.damaged,
+           ss.bytes);
     return TOOL_OK;
   }
   int rc = TOOL_OK;
@@ -155,13 +233,18 @@ static int cache_info(const char *dir, int argc, char **argv) {
 }
 
 static int cache_clear(const char *dir) {
-  unsigned long removed = 0;
+  unsigned long removed = 0, sremoved = 0;
   clcrt_status st = clcrt__dc_clear(dir, &removed);
-  if (st != CLCRT_OK) {
-    fprintf(stderr, "clcrt cache: %s: %s (%lu removed)\n", dir, clcrt_status_str(st), removed);
+  char *sdir = clcrt__st_dir(dir);
+  clcrt_status sst = sdir ? clcrt__st_clear(sdir, &sremoved) : CLCRT_E_NOMEM;
+  clcrt__free(sdir);
+  if (st != CLCRT_OK || sst != CLCRT_OK) {
+    fprintf(stderr, "clcrt cache: %s: %s (%lu entries and %lu store entries removed)\n", dir,
+            clcrt_status_str(st != CLCRT_OK ? st : sst), removed, sremoved);
     return TOOL_BADINPUT;
   }
-  printf("removed %lu entr%s from %s\n", removed, removed == 1 ? "y" : "ies", dir);
+  printf("removed %lu entr%s and %lu store entr%s from %s\n", removed, removed == 1 ? "y" : "ies", sremoved,
+         sremoved == 1 ? "y" : "ies", dir);
   return TOOL_OK;
 }
 
@@ -214,6 +297,17 @@ int cmd_cache(int argc, char **argv) {
   char *dir = NULL;
   const char *why = NULL;
   if (dir_opt && !*dir_opt) dir_opt = NULL;
+  /* A directory named on the command line must exist: a typo would otherwise read as an
+   * empty cache, or a clear that removed nothing, and exit 0. (The directory the runtime
+   * would use may well not exist yet; that one is an empty cache.) */
+  if (dir_opt) {
+    struct stat ds;
+    const char *bad = stat(dir_opt, &ds) != 0 ? strerror(errno) : !S_ISDIR(ds.st_mode) ? "not a directory" : NULL;
+    if (bad) {
+      fprintf(stderr, "clcrt cache %s: --dir %s: %s; name an existing cache directory\n", sub, dir_opt, bad);
+      return TOOL_BADINPUT;
+    }
+  }
   clcrt_status st = clcrt__dc_resolve_dir(dir_opt, &dir, &why);
   if (st != CLCRT_OK || !dir) {
     fprintf(stderr, "clcrt cache: no cache directory: %s\n", why ? why : clcrt_status_str(st));

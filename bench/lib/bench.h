@@ -109,6 +109,17 @@ extern int k_ncontenders;
 unsigned long long bench_rand(unsigned long long *s);
 double bench_urand(unsigned long long *s); /* [0, 1) */
 
+/* The compute tiles of unequal cost (work.c) and the per-CTA table kernel (classes.c), also run
+ * by the share section: the tile sources, the classes' cost tables (FMAs per thread per tile),
+ * and the values their outputs must hold. */
+enum { SKEW, RAMP, LOGNORMAL, TRIANGLE, UNIFORM, NCLASSES };
+extern const char *const k_class_names[NCLASSES];
+extern const char *k_work_tile; /* WorkArgs { float *out; const unsigned *cost; unsigned long long ntiles; } */
+extern const char *k_table_tile; /* TabArgs { const float *x; float *y; unsigned long long n; }, 32 KiB state */
+unsigned *make_costs(int cls, unsigned long long n, unsigned base);
+float work_value(unsigned long long i, unsigned tid, unsigned n);
+float table_value(unsigned k);
+
 /* Sections (the other files of bench/lib/). */
 void bench_scale(void);
 void bench_work(void);
@@ -125,4 +136,5 @@ void bench_trace_work(void);
  * kernel compiled with -DCLCRT_TRACE=0, `in` the one compiled as usual, timed off and on. */
 void trace_overhead(const char *workload, const char *who, unsigned cl, lctx *out, lctx *in);
 void bench_overhead(void);
+void bench_share(void);
 #endif

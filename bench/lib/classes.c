@@ -232,7 +232,7 @@ static void bench_backtoback(void) {
   "  for (int j = 0; j < 16; j++) { unsigned long long i = base + j * 256ull;\n"               \
   "    if (i < a.n) a.y[i] = a.x[i] * tab[(unsigned)(i * 2654435761u) & 8191u]; }\n"           \
   "}\n"
-static const char *k_table_tile =
+const char *k_table_tile =
     TABLE_COMMON
     "struct TabState { const float *tab; };\n"
     "__device__ void table_prologue(const TabArgs &a, TabState &s) {\n"
@@ -250,7 +250,7 @@ static const char *k_table_ref =
     "  for (unsigned long long t = blockIdx.x; t < ntiles; t += gridDim.x) table_body(t, a, tab);\n"
     "}\n";
 
-static float table_value(unsigned k) {
+float table_value(unsigned k) {
   float v = 0.f;
   for (int j = 1; j <= 8; j++) v += sinf(k * 0.0007f * j) / j;
   return v;

@@ -26,7 +26,7 @@
   "  a.out[i * blockDim.x + threadIdx.x] = v;\n"                                                 \
   "}\n"
 
-static const char *k_work_tile =
+const char *k_work_tile =
     WORK_COMMON "__device__ void work_tile(const clcrt::Tile &t, const WorkArgs &a) { work_body(t.linear, a); }\n";
 static const char *k_work_ref =
     WORK_COMMON
@@ -43,17 +43,16 @@ typedef struct {
   unsigned long long ntiles;
 } WorkArgs;
 
-static float work_value(unsigned long long i, unsigned tid, unsigned n) {
+float work_value(unsigned long long i, unsigned tid, unsigned n) {
   float v = tid * 1e-3f + (float)(i % 1024);
   for (unsigned k = 0; k < n; k++) v = fmaf(v, 0.99990f, 0.00013f);
   return v;
 }
 
-enum { SKEW, RAMP, LOGNORMAL, TRIANGLE, UNIFORM, NCLASSES };
-static const char *const k_class_names[NCLASSES] = {"skew", "ramp", "lognormal", "triangle", "uniform"};
+const char *const k_class_names[NCLASSES] = {"skew", "ramp", "lognormal", "triangle", "uniform"};
 
 /* The cost table of a class: FMAs per thread for each tile. */
-static unsigned *make_costs(int cls, unsigned long long n, unsigned base) {
+unsigned *make_costs(int cls, unsigned long long n, unsigned base) {
   unsigned *c = malloc(n * sizeof *c);
   unsigned long long seed = 0x9E3779B97F4A7C15ull + (unsigned long long)cls;
   for (unsigned long long i = 0; i < n; i++) {

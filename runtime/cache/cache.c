@@ -18,11 +18,16 @@
  *     would cost more than it protects against; a toolkit changes as a whole);
  *   - the user's include_digest, when given.
  *
- * What the runtime cannot hash makes a compile uncached, never a stale hit: user -I or
- * -include options without include_digest, and, without include_digest, any
- * `#include "..."` of a file that is not an embedded template file (NVRTC resolves those
- * against the current directory) or an #include of a macro. The scan is textual, so an
- * #include in a comment also counts: a false "uncached", never a false hit. */
+ * The headers a tile function reads from disk are not in the key: NVRTC says which files
+ * it read (its time trace), and the entry holds them with their hashes, which a lookup
+ * checks (deps.h: the manifest). With include_digest the user vouches for every header
+ * instead, and nothing is traced or checked.
+ *
+ * What the runtime cannot cover makes a compile uncached, never a stale hit: without
+ * include_digest, user -I, -include or precompiled-header options (a file added to an
+ * earlier include directory would shadow the one read), a source that uses __has_include,
+ * and whatever deps.h lists (a header changed while it was compiled, a trace it cannot
+ * read, ...). */
 #include "cache.h"
 
 #include <dirent.h>
@@ -37,12 +42,13 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "deps.h"
 #include "diskcache.h"
 #include "embedded.h"
 #include "env.h"
 #include "sha256.h"
 
-#define KEY_SCHEMA "clcrt-cache-key-2" /* 2: the minimum CTAs per SM, libnvrtc-builtins */
+#define KEY_SCHEMA "clcrt-cache-key-3" /* 2: the minimum CTAs per SM, libnvrtc-builtins; 3: headers in a manifest */
 
 static int is_builtins(const struct dirent *d) { return strncmp(d->d_name, "libnvrtc-builtins", 17) == 0; }
 
@@ -146,51 +152,27 @@ static void toolkit_digest(const char *home, uint8_t out[CLCRT__SHA256_BYTES]) {
   pthread_mutex_unlock(&g_toolkit_lock);
 }
 
-static int is_embedded(const char *name, size_t n) {
-  for (const clcrt__embedded_file *f = clcrt__embedded; f->name; f++)
-    if (strlen(f->name) == n && memcmp(f->name, name, n) == 0) return 1;
-  return 0;
-}
-
-/* Returns NULL when every #include of src resolves to something the key covers, else a
- * pointer to the first directive that does not. */
-static const char *unhashable_include(const char *src) {
-  for (const char *p = src; (p = strchr(p, '#')) != NULL; p++) {
-    const char *q = p + 1;
-    while (*q == ' ' || *q == '\t') q++;
-    if (strncmp(q, "include", 7) != 0 && strncmp(q, "import", 6) != 0) continue;
-    q += strncmp(q, "include_next", 12) == 0 ? 12 : *q == 'i' && q[1] == 'm' ? 6 : 7;
-    while (*q == ' ' || *q == '\t') q++;
-    if (*q == '<') continue; /* toolkit or NVRTC built-in headers: both in the key */
-    if (*q == '"') {
-      const char *end = strchr(q + 1, '"');
-      if (end && is_embedded(q + 1, (size_t)(end - q - 1))) continue;
-    }
-    return p;
-  }
-  return strstr(src, "__has_include(\"");
-}
-
-int clcrt__cache_key(clcrt_runtime *rt, const clcrt__build *b, uint8_t key[CLCRT__KEY_BYTES]) {
+int clcrt__cache_key(clcrt_runtime *rt, clcrt__build *b, uint8_t key[CLCRT__KEY_BYTES]) {
   memset(key, 0, CLCRT__KEY_BYTES);
+  b->want_deps = 0;
   /* With include_digest the user vouches for every header the source can reach (their
-   * -I directories, quoted includes); the digest goes into the key instead of a scan. */
+   * -I directories, absolute or quoted includes); the digest goes into the key, and no
+   * header is traced. */
   if (b->has_user_include_dirs && !b->include_digest) {
     clcrt__log(rt, CLCRT_LOG_DEBUG,
-               "%s is not cached: it names -I/-include options and no include_digest (the runtime cannot hash "
-               "those headers)",
+               "%s is not cached: it names -I, -include or precompiled-header options and no include_digest (a "
+               "header added to one of those directories later would not be seen)",
                b->name);
     return 0;
   }
-  const char *inc = b->include_digest ? NULL : unhashable_include(b->source);
-  if (inc) {
-    const char *nl = strchr(inc, '\n');
+  if (b->probes_files && !b->include_digest) {
     clcrt__log(rt, CLCRT_LOG_DEBUG,
-               "%s is not cached: \"%.*s\" may read a file the runtime cannot hash; include toolkit headers "
-               "with <...>, or pass -I with include_digest",
-               b->name, (int)(nl ? nl - inc : 80), inc);
+               "%s is not cached: its source uses __has_include, whose answer depends on files that are never "
+               "read; pass include_digest to vouch for them",
+               b->name);
     return 0;
   }
+  b->want_deps = !b->include_digest && b->may_read_files;
   pthread_once(&g_once, once_init);
   uint8_t toolkit[CLCRT__SHA256_BYTES];
   toolkit_digest(rt->opts.cuda_home ? rt->opts.cuda_home : "", toolkit);
@@ -208,6 +190,9 @@ int clcrt__cache_key(clcrt_runtime *rt, const clcrt__build *b, uint8_t key[CLCRT
   clcrt__sha256_field(&c, &n, sizeof n);
   for (int i = 0; i < b->num_options; i++) clcrt__sha256_str(&c, b->options[i]);
   clcrt__sha256_str(&c, b->source);
+  clcrt__sha256_str(&c, b->user_name);
+  clcrt__sha256_str(&c, b->user_src);
+  clcrt__sha256_str(&c, b->entry);
   clcrt__sha256_str(&c, b->name);
   uint32_t meta[10] = {(uint32_t)b->sched, (uint32_t)b->grid, b->block.x,   b->block.y,    b->block.z,
                        b->cluster.x,       b->cluster.y,      b->cluster.z, b->smem_bytes, b->min_blocks};
@@ -255,6 +240,14 @@ clcrt_status clcrt__cache_init(clcrt_runtime *rt) {
     clcrt__log(rt, CLCRT_LOG_DEBUG, "disk cache off: %s", why);
     return CLCRT_OK;
   }
+  /* A path that can never hold an entry is refused before anything is created: mkdir
+   * would otherwise leave the levels that fit behind before the first one that does not. */
+  char buf[256];
+  if ((why = clcrt__dc_path_problem(dir, buf, sizeof buf)) != NULL) {
+    clcrt__log(rt, CLCRT_LOG_WARN, "disk cache off: %.512s is not used: %s", dir, why);
+    clcrt__free(dir);
+    return CLCRT_OK;
+  }
   int e = clcrt__dc_mkdirs(dir);
   if (e) {
     clcrt__log(rt, CLCRT_LOG_WARN, "disk cache off: cannot create %.512s (%s); kernels are compiled, not stored",
@@ -283,36 +276,81 @@ clcrt_status clcrt__cache_init(clcrt_runtime *rt) {
   return CLCRT_OK;
 }
 
+const char *clcrt_runtime_cache_dir(const clcrt_runtime *rt) { return rt ? rt->disk_dir : NULL; }
+
 void clcrt__cache_fini(clcrt_runtime *rt) {
   clcrt__free(rt->disk_dir);
   rt->disk_dir = NULL;
 }
 
+/* Whether an entry's metadata differs from the build it was looked up for; why names the
+ * first field that differs, with both values. */
+static int meta_differs(const clcrt__dc_meta *m, const clcrt_runtime *rt, const clcrt__build *b, char *why, size_t n) {
+  if (strcmp(m->name, b->name) != 0)
+    snprintf(why, n, "it holds the entry %.80s, this description makes %.80s", m->name, b->name);
+  else if (strcmp(m->arch, rt->arch) != 0)
+    snprintf(why, n, "it was compiled for %.31s, this runtime compiles for %s", m->arch, rt->arch);
+  else if (m->sched != b->sched)
+    snprintf(why, n, "it was compiled for scheduler %s, this description uses %s", clcrt__sched_name(m->sched),
+             clcrt__sched_name(b->sched));
+  else if (m->grid != b->grid)
+    snprintf(why, n, "it was compiled for grid kind %u, this description uses %u", (unsigned)m->grid,
+             (unsigned)b->grid);
+  else if (memcmp(&m->block, &b->block, sizeof m->block) != 0)
+    snprintf(why, n, "it was compiled for block (%u,%u,%u), this description has (%u,%u,%u)", m->block.x, m->block.y,
+             m->block.z, b->block.x, b->block.y, b->block.z);
+  else if (memcmp(&m->cluster, &b->cluster, sizeof m->cluster) != 0)
+    snprintf(why, n, "it was compiled for cluster (%u,%u,%u), this description has (%u,%u,%u)", m->cluster.x,
+             m->cluster.y, m->cluster.z, b->cluster.x, b->cluster.y, b->cluster.z);
+  else if (m->smem_bytes != b->smem_bytes)
+    snprintf(why, n, "it was compiled for %u bytes of dynamic shared memory, this description has %u", m->smem_bytes,
+             b->smem_bytes);
+  else if (m->min_blocks != b->min_blocks)
+    snprintf(why, n, "it was compiled for %u CTAs per SM, this description asks for %u", m->min_blocks,
+             b->min_blocks);
+  else
+    return 0;
+  return 1;
+}
+
 int clcrt__disk_get(clcrt_runtime *rt, const uint8_t key[CLCRT__KEY_BYTES], clcrt__build *b) {
   if (!rt->disk_dir) return 0;
   clcrt__dc_entry e;
-  char why[512];
-  clcrt_status st = clcrt__dc_read(rt->disk_dir, key, &e, why, sizeof why);
+  char rwhy[512];
+  clcrt_status st = clcrt__dc_read(rt->disk_dir, key, &e, rwhy, sizeof rwhy);
   if (st == CLCRT_E_NOT_FOUND) return 0;
   char hex[2 * CLCRT__KEY_BYTES + 1];
   clcrt__hex(key, CLCRT__KEY_BYTES, hex);
   if (st != CLCRT_OK) {
     clcrt__log(rt, st == CLCRT_E_CORRUPT ? CLCRT_LOG_INFO : CLCRT_LOG_WARN,
-               "disk cache entry %.16s… for %s unusable (%s): compiling again", hex, b->name, why);
+               "disk cache entry %.16s… for %s unusable (%s): compiling again", hex, b->name, rwhy);
     return 0;
   }
   /* Equal keys imply equal descriptions; checking the metadata as well costs nothing and
-   * turns any bug in the key recipe into a miss instead of a wrong kernel. */
-  const clcrt__dc_meta *m = &e.meta;
-  if (strcmp(m->name, b->name) != 0 || strcmp(m->arch, rt->arch) != 0 || m->sched != b->sched ||
-      m->grid != b->grid || memcmp(&m->block, &b->block, sizeof m->block) != 0 ||
-      memcmp(&m->cluster, &b->cluster, sizeof m->cluster) != 0 || m->smem_bytes != b->smem_bytes ||
-      m->min_blocks != b->min_blocks) {
-    clcrt__log(rt, CLCRT_LOG_WARN, "disk cache entry %.16s… holds %s for %s, not %s: compiling again", hex, m->name,
-               m->arch, b->name);
+   * turns any bug in the key recipe (or a forged entry) into a miss instead of a wrong kernel. */
+  char differs[256];
+  if (meta_differs(&e.meta, rt, b, differs, sizeof differs)) {
+    clcrt__log(rt, CLCRT_LOG_WARN, "disk cache entry %.16s… for %s does not match its key: %s; compiling again", hex,
+               b->name, differs);
     clcrt__dc_entry_free(&e);
     return 0;
   }
+  const clcrt__dc_meta *m = &e.meta;
+  /* The headers the entry was compiled from must still be what they were. */
+  clcrt__deps *deps = NULL;
+  char why[512];
+  clcrt_status ds = clcrt__deps_decode(m->deps ? m->deps : "", &deps);
+  if (ds != CLCRT_OK || !clcrt__deps_check(deps, 0, 1, why, sizeof why)) {
+    if (ds == CLCRT_E_CORRUPT) snprintf(why, sizeof why, "its list of headers is damaged");
+    else if (ds == CLCRT_E_NOMEM) snprintf(why, sizeof why, "out of memory reading its list of headers");
+    clcrt__log(rt, CLCRT_LOG_INFO, "disk cache entry %.16s… for %s is stale: %s; compiling again", hex, b->name, why);
+    clcrt__deps_free(deps);
+    clcrt__dc_entry_free(&e);
+    return 0;
+  }
+  clcrt__deps_free(b->deps);
+  b->deps = deps->n ? deps : NULL;
+  if (!deps->n) clcrt__deps_free(deps);
   b->cubin = e.cubin;
   b->cubin_size = (size_t)m->cubin_size;
   b->ptx = e.ptx;
@@ -325,11 +363,17 @@ int clcrt__disk_get(clcrt_runtime *rt, const uint8_t key[CLCRT__KEY_BYTES], clcr
 
 void clcrt__disk_put(clcrt_runtime *rt, const uint8_t key[CLCRT__KEY_BYTES], const clcrt__build *b) {
   if (!rt->disk_dir || !b->cubin || !b->cubin_size) return;
+  char *deps = clcrt__deps_encode(b->deps);
+  if (!deps) {
+    clcrt__log(rt, CLCRT_LOG_WARN, "%s not stored in the disk cache: out of memory", b->name);
+    return;
+  }
   size_t olen = 0;
   for (int i = 0; i < b->num_options; i++) olen += strlen(b->options[i]) + 1;
   char *opts = clcrt__malloc(olen + 1);
   if (!opts) {
     clcrt__log(rt, CLCRT_LOG_WARN, "%s not stored in the disk cache: out of memory", b->name);
+    clcrt__free(deps);
     return;
   }
   char *p = opts;
@@ -354,17 +398,23 @@ void clcrt__disk_put(clcrt_runtime *rt, const uint8_t key[CLCRT__KEY_BYTES], con
   m.name = b->name;
   m.arch = rt->arch;
   m.options = opts;
+  m.deps = deps;
   char why[512];
   clcrt_status st = clcrt__dc_write(rt->disk_dir, &m, b->cubin, b->cubin_size, b->ptx, b->ptx ? strlen(b->ptx) : 0,
                                     clcrt__env_get()->cache_max_bytes, why, sizeof why);
   if (st != CLCRT_OK) clcrt__log(rt, CLCRT_LOG_INFO, "%s not stored in the disk cache: %s", b->name, why);
   clcrt__free(opts);
+  clcrt__free(deps);
 }
 
 clcrt_status clcrt_cache_stats_get(const clcrt_runtime *rt, clcrt_cache_stats *out) {
-  if (!rt || !out || out->size < sizeof out->size) return CLCRT_E_INVALID;
+  if (!rt) return clcrt__fail_norts(CLCRT_E_INVALID, "clcrt_cache_stats_get: the runtime is NULL");
+  clcrt_runtime *mrt = (clcrt_runtime *)rt; /* the lock and the message are not part of the value */
+  if (!out) return clcrt__fail(mrt, CLCRT_E_INVALID, "clcrt_cache_stats_get: out is NULL");
+  if (out->size < sizeof out->size)
+    return clcrt__fail(mrt, CLCRT_E_INVALID,
+                       "clcrt_cache_stats_get: out->size is %zu: initialise it with CLCRT_CACHE_STATS_INIT", out->size);
   size_t n = out->size < sizeof *out ? out->size : sizeof *out;
-  clcrt_runtime *mrt = (clcrt_runtime *)rt; /* the lock is not part of the value */
   clcrt_cache_stats s;
   if (mrt->lock_ok) pthread_mutex_lock(&mrt->lock);
   s = rt->cstats;

@@ -13,8 +13,9 @@ clcrt_status clcrt__cache_init(clcrt_runtime *rt);
 void clcrt__cache_fini(clcrt_runtime *rt);
 
 /* The key of a prepared build. Returns 1 when the build can be cached, 0 when it cannot
- * (headers the runtime cannot hash and no include_digest). */
-int clcrt__cache_key(clcrt_runtime *rt, const clcrt__build *b, uint8_t key[CLCRT__KEY_BYTES]);
+ * (headers the runtime cannot cover and no include_digest). Sets b->want_deps when the
+ * compile must tell which headers it reads (deps.h). */
+int clcrt__cache_key(clcrt_runtime *rt, clcrt__build *b, uint8_t key[CLCRT__KEY_BYTES]);
 
 /* Added by the cache (issue 5) for register.c: a key of the description itself, so that a
  * memory hit can skip clcrt__build_prepare and clcrt__cache_key (see cache.c for when it
@@ -22,7 +23,8 @@ int clcrt__cache_key(clcrt_runtime *rt, const clcrt__build *b, uint8_t key[CLCRT
 int clcrt__desc_key(const clcrt_tile_desc *d, uint8_t key[CLCRT__KEY_BYTES]);
 
 /* Looks the key up on disk. Returns 1 on a hit, with b->cubin (and b->ptx when stored)
- * filled through clcrt__malloc; 0 on a miss (a damaged entry is a miss). */
+ * filled through clcrt__malloc, and b->deps the headers it was compiled from; 0 on a miss
+ * (a damaged entry, or one whose headers changed, is a miss). */
 int clcrt__disk_get(clcrt_runtime *rt, const uint8_t key[CLCRT__KEY_BYTES], clcrt__build *b);
 /* Stores a compiled build. Failures are logged, never returned. */
 void clcrt__disk_put(clcrt_runtime *rt, const uint8_t key[CLCRT__KEY_BYTES], const clcrt__build *b);

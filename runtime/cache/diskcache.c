@@ -4,6 +4,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -90,8 +91,8 @@ int clcrt__dc_path(const char *dir, const uint8_t key[CLCRT__DC_KEY], char *out,
 
 void clcrt__dc_meta_free(clcrt__dc_meta *m) {
   if (!m) return;
-  clcrt__free(m->name); /* one block holds name, arch and options */
-  m->name = m->arch = m->options = NULL;
+  clcrt__free(m->name); /* one block holds name, arch, options and deps */
+  m->name = m->arch = m->options = m->deps = NULL;
 }
 
 void clcrt__dc_entry_free(clcrt__dc_entry *e) {
@@ -127,11 +128,11 @@ static clcrt_status parse_header(const uint8_t *h, size_t hlen, uint64_t file_si
   uint32_t nv = get32(h + 108);
   m->nvrtc_major = (int)(nv >> 16), m->nvrtc_minor = (int)(nv & 0xffff);
   m->compile_ms = get32(h + 112) / 1000.0;
-  uint32_t nl = get16(h + 116), al = get16(h + 118), ol = get32(h + 120);
+  uint32_t nl = get16(h + 116), al = get16(h + 118), ol = get32(h + 120), dl = get32(h + 128);
   m->file_size = file_size;
   m->min_blocks = get32(h + 124);
-  if (nl < 1 || nl > CLCRT__DC_NAME_MAX || al < 1 || al > CLCRT__DC_ARCH_MAX ||
-      (uint64_t)hbytes != (uint64_t)CLCRT__DC_FIXED + nl + al + ol)
+  if (nl < 1 || nl > CLCRT__DC_NAME_MAX || al < 1 || al > CLCRT__DC_ARCH_MAX || get32(h + 132) != 0 ||
+      (uint64_t)hbytes != (uint64_t)CLCRT__DC_FIXED + nl + al + ol + dl)
     return why_set(why, wn, CLCRT_E_CORRUPT, "inconsistent header lengths");
   if ((uint32_t)m->sched < CLCRT_SCHED_CLC || (uint32_t)m->sched > CLCRT_SCHED_FIXED ||
       (uint32_t)m->grid > CLCRT_GRID_PERSISTENT)
@@ -143,8 +144,9 @@ static clcrt_status parse_header(const uint8_t *h, size_t hlen, uint64_t file_si
                    (unsigned long long)file_size);
   if (hlen < hbytes) return why_set(why, wn, CLCRT_E_CORRUPT, "truncated header");
   const char *s = (const char *)h + CLCRT__DC_FIXED;
-  if (memchr(s, 0, (size_t)nl + al + ol)) return why_set(why, wn, CLCRT_E_CORRUPT, "NUL byte in a header string");
-  char *block = clcrt__malloc((size_t)nl + al + ol + 3);
+  size_t strs = (size_t)nl + al + ol + dl;
+  if (memchr(s, 0, strs)) return why_set(why, wn, CLCRT_E_CORRUPT, "NUL byte in a header string");
+  char *block = clcrt__malloc(strs + 4);
   if (!block) return why_set(why, wn, CLCRT_E_NOMEM, "out of memory");
   m->name = block;
   memcpy(m->name, s, nl), m->name[nl] = 0;
@@ -152,6 +154,8 @@ static clcrt_status parse_header(const uint8_t *h, size_t hlen, uint64_t file_si
   memcpy(m->arch, s + nl, al), m->arch[al] = 0;
   m->options = m->arch + al + 1;
   memcpy(m->options, s + nl + al, ol), m->options[ol] = 0;
+  m->deps = m->options + ol + 1;
+  memcpy(m->deps, s + nl + al + ol, dl), m->deps[dl] = 0;
   return CLCRT_OK;
 }
 
@@ -307,11 +311,12 @@ clcrt_status clcrt__dc_write(const char *dir, const clcrt__dc_meta *m, const voi
                              const char *ptx, size_t ptx_size, unsigned long long max_bytes, char *why,
                              size_t wn) {
   size_t nl = m->name ? strlen(m->name) : 0, al = m->arch ? strlen(m->arch) : 0;
-  size_t ol = m->options ? strlen(m->options) : 0;
+  size_t ol = m->options ? strlen(m->options) : 0, dl = m->deps ? strlen(m->deps) : 0;
   if (!cubin || !cubin_size) return why_set(why, wn, CLCRT_E_INVALID, "no cubin to store");
-  if (nl < 1 || nl > CLCRT__DC_NAME_MAX || al < 1 || al > CLCRT__DC_ARCH_MAX || ol > UINT32_MAX / 2)
+  if (nl < 1 || nl > CLCRT__DC_NAME_MAX || al < 1 || al > CLCRT__DC_ARCH_MAX || ol > UINT32_MAX / 4 ||
+      dl > UINT32_MAX / 4)
     return why_set(why, wn, CLCRT_E_UNSUPPORTED, "entry name or architecture too long to store");
-  size_t hb = CLCRT__DC_FIXED + nl + al + ol;
+  size_t hb = CLCRT__DC_FIXED + nl + al + ol + dl;
   unsigned long long total = (unsigned long long)hb + cubin_size + ptx_size + CLCRT__DC_SUM;
   if ((max_bytes && total > max_bytes) || total > MAX_ENTRY_BYTES)
     return why_set(why, wn, CLCRT_E_UNSUPPORTED, "entry of %llu bytes exceeds the cache cap of %llu bytes", total,
@@ -343,9 +348,11 @@ clcrt_status clcrt__dc_write(const char *dir, const clcrt__dc_meta *m, const voi
   double us = m->compile_ms * 1000.0;
   put32(h + 112, us <= 0 ? 0 : us >= 4294967295.0 ? UINT32_MAX : (uint32_t)us);
   put16(h + 116, (uint32_t)nl), put16(h + 118, (uint32_t)al), put32(h + 120, (uint32_t)ol);
+  put32(h + 128, (uint32_t)dl);
   memcpy(h + CLCRT__DC_FIXED, m->name, nl);
   memcpy(h + CLCRT__DC_FIXED + nl, m->arch, al);
   if (ol) memcpy(h + CLCRT__DC_FIXED + nl + al, m->options, ol);
+  if (dl) memcpy(h + CLCRT__DC_FIXED + nl + al + ol, m->deps, dl);
 
   uint8_t sum[CLCRT__SHA256_BYTES];
   clcrt__sha256_ctx c;
@@ -542,6 +549,35 @@ clcrt_status clcrt__dc_resolve_dir(const char *opt_dir, char **out, const char *
   else w = "neither CLCRT_CACHE_DIR, an absolute XDG_CACHE_HOME nor an absolute HOME is set";
   if (why) *why = w;
   return w || *out ? CLCRT_OK : CLCRT_E_NOMEM;
+}
+
+const char *clcrt__dc_path_problem(const char *dir, char *buf, size_t n) {
+  size_t len = strlen(dir);
+  if (dir[0] != '/') {
+    /* A relative directory is made absolute once it exists (cache.c): count the working
+     * directory too. One that cannot be read is judged by the relative path alone. */
+    char cwd[PATH_MAX];
+    if (getcwd(cwd, sizeof cwd)) len += strlen(cwd) + 1;
+  }
+  size_t limit = CLCRT__DC_PATH_BYTES < PATH_MAX ? CLCRT__DC_PATH_BYTES : PATH_MAX;
+  if (len + 1 + CLCRT__DC_FILE_LEN + 1 > limit) {
+    snprintf(buf, n,
+             "its path is too long for the entries' paths (%zu bytes with the working directory; an entry adds %zu, "
+             "and a path holds at most %zu)",
+             len, (size_t)CLCRT__DC_FILE_LEN + 1, limit - 1);
+    return buf;
+  }
+  for (const char *p = dir; *p;) {
+    size_t c = strcspn(p, "/");
+    if (c > NAME_MAX) {
+      snprintf(buf, n, "its component \"%.32s...\" is %zu bytes long, and a file name holds at most %d", p, c,
+               NAME_MAX);
+      return buf;
+    }
+    p += c;
+    p += strspn(p, "/");
+  }
+  return NULL;
 }
 
 int clcrt__dc_mkdirs(const char *dir) {

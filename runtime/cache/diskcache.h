@@ -10,12 +10,13 @@
  * hold garbage, and that is what the checksum is for (a damaged entry is a miss and is
  * rewritten by the next compile).
  *
- * Format, schema 1. All integers little-endian.
+ * Format, schema 2 (1 had no list of headers; its files read as damaged). All integers
+ * little-endian.
  *
  *   offset  bytes  field
  *        0      8  magic "CLCRTCE\n"
  *        8      4  schema (1)
- *       12      4  H: header bytes, fixed part and strings, = 128 + name + arch + options
+ *       12      4  H: header bytes, fixed part and strings, = 136 + name + arch + options + deps
  *       16     32  key (must equal the file name's key)
  *       48      8  cubin bytes (> 0)
  *       56      8  ptx bytes (0: no PTX stored; no terminating NUL on disk)
@@ -30,9 +31,11 @@
  *      116      2  name bytes (the entry symbol, 1..1023, no NUL)
  *      118      2  arch bytes (e.g. "sm_90a", 1..31)
  *      120      4  options bytes (the canonical NVRTC options joined with '\n'; for people)
- *      124      4  minimum CTAs per SM of __launch_bounds__ (0: none; files written before the
- *                   field existed hold 0 here, which is what they were compiled with)
- *      128         name, arch, options
+ *      124      4  minimum CTAs per SM of __launch_bounds__ (0: none)
+ *      128      4  deps bytes: the headers the compile read outside the key, in deps.h's text
+ *                   form (one "<sha-256 hex> <size> <path>" line each; 0: none)
+ *      132      4  reserved, 0
+ *      136         name, arch, options, deps
  *        H         cubin, then PTX
  *   end-32     32  SHA-256 of every byte before it
  *
@@ -51,8 +54,8 @@
 #include "clcrt.h"
 
 #define CLCRT__DC_MAGIC "CLCRTCE\n"
-#define CLCRT__DC_SCHEMA 1u
-#define CLCRT__DC_FIXED 128u
+#define CLCRT__DC_SCHEMA 2u
+#define CLCRT__DC_FIXED 136u
 #define CLCRT__DC_SUM 32u
 #define CLCRT__DC_KEY 32u
 #define CLCRT__DC_SUFFIX ".clce"
@@ -80,6 +83,7 @@ typedef struct clcrt__dc_meta {
   uint64_t cubin_size, ptx_size;
   uint64_t file_size;    /* filled by the readers */
   char *name, *arch, *options;
+  char *deps;            /* the headers' manifest (deps.h text form), "" when none */
 } clcrt__dc_meta;
 
 void clcrt__dc_meta_free(clcrt__dc_meta *m);
@@ -140,6 +144,13 @@ clcrt_status clcrt__dc_clear(const char *dir, unsigned long *removed);
  * CLCRT_CACHE_DISABLE=1, or no HOME); why says which. CLCRT_E_NOMEM on failure.
  * XDG_CACHE_HOME and HOME count only when absolute (env.c). */
 clcrt_status clcrt__dc_resolve_dir(const char *opt_dir, char **out, const char **why);
+
+/* Why dir cannot hold entries because of its path alone, or NULL: the path of an entry in
+ * it (made absolute against the working directory when dir is relative) would not fit
+ * CLCRT__DC_PATH_BYTES or PATH_MAX, or one of its components is longer than NAME_MAX. A
+ * sentence, in buf. Checked before anything is created, so that a path that can never work
+ * leaves no directories behind. */
+const char *clcrt__dc_path_problem(const char *dir, char *buf, size_t n);
 
 /* Creates dir and its parents (mode 0700). 0 on success, else an errno value. */
 int clcrt__dc_mkdirs(const char *dir);

@@ -7,10 +7,10 @@
  * core count in compile.c. The result is delivered by the after-work callback, on the
  * loop's thread.
  *
- * The runtime counts a compile as live from the call until its work is done (not until
- * its delivery), so clcrt_runtime_destroy waits for compiles still running but never for
- * a loop that may not be running. The kernel handed to a callback belongs to the runtime:
- * destroy the runtime only after the callbacks you care about have run.
+ * clcrt_runtime_destroy waits for compiles that are running (NVRTC cannot be stopped), never
+ * for one still queued nor for a loop that may not be running: every request of the
+ * runtime not yet delivered is orphaned, and its callback gets CLCRT_E_CANCELLED with no
+ * kernel. A callback therefore never receives a kernel that was freed with its runtime.
  *
  * clcrt_run_notify enqueues a host function on the stream (cuLaunchHostFunc) that only
  * calls uv_async_send: host functions run on a driver thread that must not call CUDA and
@@ -33,28 +33,61 @@
 
 /* ---- asynchronous registration ----------------------------------------------------- */
 
+/* A request lives from clcrt_register_async until its callback has run on the loop, and
+ * may outlive its runtime: clcrt_runtime_destroy orphans every request of the runtime
+ * that has not been delivered yet (clcrt__async_orphan). An orphaned request never
+ * touches the runtime again: if its work had not started it compiles nothing, and its
+ * callback gets CLCRT_E_CANCELLED with no kernel (the runtime's kernels are gone). The
+ * fields below `lock` are guarded by g_req_lock, which is not the runtime's, so that the
+ * pool thread and the loop can look at a request whose runtime is gone. */
 typedef struct reg_req {
   uv_work_t work;
-  clcrt_runtime *rt;
   clcrt_tile_desc *desc; /* a deep copy (clcrt__desc_dup) */
   clcrt_register_cb cb;
   void *user;
   clcrt_status st;
   clcrt_kernel *k;
   char *errmsg;
-  int live; /* still counted in rt->live_async */
+  /* lock: g_req_lock */
+  clcrt_runtime *rt;            /* NULL once orphaned */
+  int running;                  /* the work is compiling with rt: destroy waits for it */
+  struct reg_req *prev, *next;  /* g_reqs: not yet delivered */
 } reg_req;
 
-static void live_done(clcrt_runtime *rt) {
-  pthread_mutex_lock(&rt->lock);
-  rt->live_async--;
-  pthread_cond_broadcast(&rt->cond);
-  pthread_mutex_unlock(&rt->lock);
+static pthread_mutex_t g_req_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t g_req_cond = PTHREAD_COND_INITIALIZER; /* a request stopped running */
+static reg_req *g_reqs;
+
+static void req_unlist(reg_req *r) {
+  if (r->prev) r->prev->next = r->next;
+  else if (g_reqs == r) g_reqs = r->next;
+  if (r->next) r->next->prev = r->prev;
+  r->prev = r->next = NULL;
+}
+
+void clcrt__async_orphan(clcrt_runtime *rt) {
+  pthread_mutex_lock(&g_req_lock);
+  for (;;) {
+    int running = 0;
+    for (reg_req *r = g_reqs; r; r = r->next) {
+      if (r->rt != rt) continue;
+      if (r->running) running = 1;
+      else r->rt = NULL; /* not started, or done: it will never touch rt */
+    }
+    if (!running) break;
+    /* A compile in progress holds rt; NVRTC cannot be interrupted. */
+    pthread_cond_wait(&g_req_cond, &g_req_lock);
+  }
+  pthread_mutex_unlock(&g_req_lock);
 }
 
 static void reg_work(uv_work_t *w) {
   reg_req *r = w->data;
+  pthread_mutex_lock(&g_req_lock);
   clcrt_runtime *rt = r->rt;
+  r->running = rt != NULL;
+  pthread_mutex_unlock(&g_req_lock);
+  if (!rt) return; /* orphaned before it started: nothing to compile for */
   r->st = clcrt_register(rt, r->desc, &r->k);
   /* Messages are per thread: this is the pool thread's own, which no other compile can
    * overwrite. It is copied for the loop's thread and then dropped (also after a success,
@@ -65,21 +98,29 @@ static void reg_work(uv_work_t *w) {
     r->errmsg = clcrt__strdup(m ? m : clcrt_status_str(r->st));
   }
   clcrt__err_forget(rt);
-  r->live = 0;
-  live_done(rt); /* after this the request never touches rt again */
+  pthread_mutex_lock(&g_req_lock);
+  r->running = 0;
+  pthread_cond_broadcast(&g_req_cond);
+  pthread_mutex_unlock(&g_req_lock); /* after this the request never touches rt again */
 }
 
 static void reg_after(uv_work_t *w, int status) {
   reg_req *r = w->data;
-  if (status == UV_ECANCELED) {
+  pthread_mutex_lock(&g_req_lock);
+  int orphaned = r->rt == NULL;
+  req_unlist(r);
+  pthread_mutex_unlock(&g_req_lock);
+  const char *msg = NULL;
+  if (orphaned) {
+    r->st = CLCRT_E_CANCELLED;
+    msg = "the runtime was destroyed before this compile was delivered: its kernels went with it (destroy the "
+          "runtime only after the callbacks of its asynchronous compiles have run)";
+  } else if (status == UV_ECANCELED) {
     r->st = CLCRT_E_BUSY;
-    r->k = NULL;
+    msg = "the compile was cancelled before it started";
+  } else if (r->st != CLCRT_OK) {
+    msg = r->errmsg ? r->errmsg : clcrt_status_str(r->st);
   }
-  if (r->live) live_done(r->rt); /* cancelled before it ran */
-  const char *msg = r->st == CLCRT_OK ? NULL
-                    : r->errmsg         ? r->errmsg
-                    : status == UV_ECANCELED ? "the compile was cancelled before it started"
-                                             : clcrt_status_str(r->st);
   r->cb(r->user, r->st, r->st == CLCRT_OK ? r->k : NULL, msg);
   clcrt__free(r->errmsg);
   clcrt__free(r->desc);
@@ -88,7 +129,7 @@ static void reg_after(uv_work_t *w, int status) {
 
 clcrt_status clcrt_register_async(clcrt_runtime *rt, const clcrt_tile_desc *d, uv_loop_t *loop,
                                   clcrt_register_cb cb, void *user) {
-  if (!rt) return CLCRT_E_INVALID;
+  if (!rt) return clcrt__fail_norts(CLCRT_E_INVALID, "clcrt_register_async: the runtime is NULL");
   if (!d || !loop || !cb)
     return clcrt__fail(rt, CLCRT_E_INVALID, "clcrt_register_async: %s is NULL",
                        !d ? "the tile descriptor" : !loop ? "the loop" : "the callback");
@@ -112,13 +153,17 @@ clcrt_status clcrt_register_async(clcrt_runtime *rt, const clcrt_tile_desc *d, u
   r->cb = cb;
   r->user = user;
   r->work.data = r;
-  r->live = 1;
-  pthread_mutex_lock(&rt->lock);
-  rt->live_async++;
-  pthread_mutex_unlock(&rt->lock);
+  /* Listed before it is queued: the work may start on a pool thread at once. */
+  pthread_mutex_lock(&g_req_lock);
+  r->next = g_reqs;
+  if (g_reqs) g_reqs->prev = r;
+  g_reqs = r;
+  pthread_mutex_unlock(&g_req_lock);
   int e = uv_queue_work(loop, &r->work, reg_work, reg_after);
   if (e != 0) {
-    live_done(rt);
+    pthread_mutex_lock(&g_req_lock);
+    req_unlist(r);
+    pthread_mutex_unlock(&g_req_lock);
     clcrt__free(r->desc);
     clcrt__free(r);
     return clcrt__fail(rt, CLCRT_E_INVALID, "uv_queue_work failed with %s: %s", uv_err_name(e), uv_strerror(e));
@@ -195,7 +240,7 @@ void clcrt__notify_fail(const clcrt_stream *s, clcrt_status st) {
 
 clcrt_status clcrt_run_notify(clcrt_stream *s, uv_loop_t *loop, clcrt_notify_cb cb, void *user) {
   clcrt_runtime *rt = clcrt__stream_runtime(s);
-  if (!rt) return CLCRT_E_INVALID;
+  if (!rt) return clcrt__fail_norts(CLCRT_E_INVALID, "clcrt_run_notify: the stream is NULL");
   if (!loop || !cb)
     return clcrt__fail(rt, CLCRT_E_INVALID, "clcrt_run_notify: %s is NULL", !loop ? "the loop" : "the callback");
   if (!rt->cu) return clcrt__fail(rt, CLCRT_E_UNSUPPORTED, "clcrt_run_notify: the runtime only compiles");

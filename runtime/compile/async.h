@@ -10,4 +10,9 @@
  * would wait for ever. Safe from any thread; a no-op when nothing is pending. The few
  * bytes of a detached notification whose host function never runs are not reclaimed. */
 void clcrt__notify_fail(const clcrt_stream *s, clcrt_status st);
+
+/* For clcrt_runtime_destroy: waits for rt's asynchronous compiles that are running, then
+ * detaches every request of rt not yet delivered, so that none touches rt again and each
+ * callback gets CLCRT_E_CANCELLED with no kernel. Returns without waiting for a loop. */
+void clcrt__async_orphan(clcrt_runtime *rt);
 #endif

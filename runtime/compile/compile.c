@@ -1,4 +1,4 @@
-/* Validation of tile descriptions, the generated translation unit, and NVRTC. */
+/* The generated translation unit and NVRTC (descriptions are validated in validate.c). */
 #include <ctype.h>
 #include <nvrtc.h>
 #include <stdio.h>
@@ -7,7 +7,9 @@
 #include <unistd.h>
 
 #include "checks.h"
+#include "deps.h"
 #include "embedded.h"
+#include "headers.h"
 #include "internal.h"
 
 /* ---- a small growable string ---- */
@@ -66,165 +68,7 @@ static void sb_printf(sbuf *b, const char *fmt, ...) {
   b->len += (size_t)n;
 }
 
-/* ---- validation ---- */
-
-/* A C++ name: identifiers separated by "::". Anything else could inject code into the
- * generated entry. */
-static int is_cxx_name(const char *s) {
-  if (!s || !*s) return 0;
-  const char *p = s;
-  if (p[0] == ':' && p[1] == ':') p += 2;
-  for (;;) {
-    if (!(isalpha((unsigned char)*p) || *p == '_')) return 0;
-    while (isalnum((unsigned char)*p) || *p == '_') p++;
-    if (!*p) return 1;
-    if (p[0] != ':' || p[1] != ':') return 0;
-    p += 2;
-  }
-}
-
-/* Whether the last component of a C++ name occurs in src as a whole word. A cheap check
- * that turns the commonest mistake (a misspelt name) into a clear message before NVRTC
- * runs; NVRTC still has the last word. */
-static int mentions(const char *src, const char *name) {
-  const char *last = strrchr(name, ':');
-  last = last ? last + 1 : name;
-  size_t n = strlen(last);
-  for (const char *p = strstr(src, last); p; p = strstr(p + 1, last)) {
-    int before = p > src && (isalnum((unsigned char)p[-1]) || p[-1] == '_');
-    int after = isalnum((unsigned char)p[n]) || p[n] == '_';
-    if (!before && !after) return 1;
-  }
-  return 0;
-}
-
 static int starts(const char *s, const char *prefix) { return strncmp(s, prefix, strlen(prefix)) == 0; }
-
-/* Shared memory a CTA may use on an architecture, for compile-only mode. */
-static unsigned arch_smem_limit(int sm) {
-  if (sm == 120 || sm == 121) return 99 * 1024;
-  return 227 * 1024; /* sm_90, sm_100, sm_103, sm_110 */
-}
-
-static clcrt_status validate(clcrt_runtime *rt, const clcrt_tile_desc *d, clcrt__build *b) {
-  if (d->size < offsetof(clcrt_tile_desc, prologue_fn) + sizeof(char *) || d->size > sizeof(clcrt_tile_desc))
-    return clcrt__fail(rt, CLCRT_E_INVALID,
-                       "desc->size is %zu: initialise the descriptor with CLCRT_TILE_DESC_INIT", d->size);
-  if (!d->source) return clcrt__fail(rt, CLCRT_E_INVALID, "desc->source is NULL: pass the tile function's CUDA C++");
-  if (!d->source[0] || strspn(d->source, " \t\r\n") == strlen(d->source))
-    return clcrt__fail(rt, CLCRT_E_INVALID, "desc->source is empty: pass the tile function's CUDA C++");
-  if (!d->tile_fn) return clcrt__fail(rt, CLCRT_E_INVALID, "desc->tile_fn is NULL: name the tile function");
-  if (!d->args_type) return clcrt__fail(rt, CLCRT_E_INVALID, "desc->args_type is NULL: name the Args struct");
-  if (!is_cxx_name(d->tile_fn))
-    return clcrt__fail(rt, CLCRT_E_INVALID, "desc->tile_fn \"%s\" is not a C++ function name", d->tile_fn);
-  if (!is_cxx_name(d->args_type))
-    return clcrt__fail(rt, CLCRT_E_INVALID, "desc->args_type \"%s\" is not a C++ type name", d->args_type);
-  if (!mentions(d->source, d->tile_fn))
-    return clcrt__fail(rt, CLCRT_E_INVALID, "tile function \"%s\" does not appear in the source: check desc->tile_fn",
-                       d->tile_fn);
-  if (!mentions(d->source, d->args_type))
-    return clcrt__fail(rt, CLCRT_E_INVALID, "Args type \"%s\" does not appear in the source: check desc->args_type",
-                       d->args_type);
-  if ((d->state_type == NULL) != (d->prologue_fn == NULL))
-    return clcrt__fail(rt, CLCRT_E_INVALID,
-                       "desc->state_type and desc->prologue_fn go together: give both (per-CTA state made by the "
-                       "prologue) or neither");
-  if (d->state_type) {
-    if (!is_cxx_name(d->state_type) || !mentions(d->source, d->state_type))
-      return clcrt__fail(rt, CLCRT_E_INVALID, "State type \"%s\" is not a name that appears in the source",
-                         d->state_type);
-    if (!is_cxx_name(d->prologue_fn) || !mentions(d->source, d->prologue_fn))
-      return clcrt__fail(rt, CLCRT_E_INVALID, "prologue \"%s\" is not a function name that appears in the source",
-                         d->prologue_fn);
-  }
-
-  clcrt_dim3 bl = d->block;
-  if (bl.x == 0 || bl.y == 0 || bl.z == 0)
-    return clcrt__fail(rt, CLCRT_E_INVALID, "block (%u,%u,%u) has a zero dimension: every CTA needs at least one thread",
-                       bl.x, bl.y, bl.z);
-  unsigned long long nt = (unsigned long long)bl.x * bl.y * bl.z;
-  if (nt > 1024 || bl.z > 64)
-    return clcrt__fail(rt, CLCRT_E_INVALID,
-                       "block (%u,%u,%u) has %llu threads: a CTA holds at most 1024 (and z at most 64)", bl.x, bl.y,
-                       bl.z, nt);
-
-  clcrt_dim3 cl = d->cluster;
-  if (cl.x == 0 && cl.y == 0 && cl.z == 0) cl = (clcrt_dim3){1, 1, 1};
-  if (cl.x == 0 || cl.y == 0 || cl.z == 0)
-    return clcrt__fail(rt, CLCRT_E_INVALID,
-                       "cluster (%u,%u,%u) mixes zero and non-zero dimensions: give all three, or {0,0,0} for "
-                       "(1,1,1)",
-                       cl.x, cl.y, cl.z);
-  unsigned long long cs = (unsigned long long)cl.x * cl.y * cl.z;
-  if (cs > 16)
-    return clcrt__fail(rt, CLCRT_E_INVALID,
-                       "cluster (%u,%u,%u) has %llu CTAs: %s allows at most 8 (portable) or 16 (non-portable)", cl.x,
-                       cl.y, cl.z, cs, rt->arch);
-
-  if ((unsigned)d->sched > CLCRT_SCHED_FIXED)
-    return clcrt__fail(rt, CLCRT_E_INVALID, "desc->sched is %d, not a clcrt_sched value", (int)d->sched);
-  clcrt_sched s = d->sched == CLCRT_SCHED_AUTO ? (rt->sm >= 100 ? CLCRT_SCHED_CLC : CLCRT_SCHED_STEAL) : d->sched;
-  if (s == CLCRT_SCHED_CLC && rt->sm < 100)
-    return clcrt__fail(rt, CLCRT_E_UNSUPPORTED,
-                       "CLCRT_SCHED_CLC needs Cluster Launch Control (sm_100 or newer); %s has none: use "
-                       "CLCRT_SCHED_STEAL or CLCRT_SCHED_AUTO",
-                       rt->arch);
-
-  clcrt_grid g = d->size > offsetof(clcrt_tile_desc, grid) ? d->grid : CLCRT_GRID_AUTO;
-  if ((unsigned)g > CLCRT_GRID_PERSISTENT)
-    return clcrt__fail(rt, CLCRT_E_INVALID, "desc->grid is %d, not a clcrt_grid value", (int)g);
-  if (s == CLCRT_SCHED_STEAL) {
-    /* AUTO stays AUTO: the grid is chosen per run (launch.c), persistent unless a stream of
-     * higher priority exists, when a full grid lets the run yield. */
-  } else {
-    clcrt_grid natural = s == CLCRT_SCHED_STATIC ? CLCRT_GRID_PERSISTENT : CLCRT_GRID_FULL;
-    if (g != CLCRT_GRID_AUTO && g != natural)
-      return clcrt__fail(rt, CLCRT_E_INVALID, "desc->grid applies to CLCRT_SCHED_STEAL only: %s always launches a %s grid",
-                         clcrt__sched_name(s), natural == CLCRT_GRID_FULL ? "full" : "persistent");
-    g = natural;
-  }
-
-  unsigned limit = rt->compile_only ? arch_smem_limit(rt->sm) : (unsigned)rt->max_smem_optin;
-  /* STEAL's and CLC's response ring follows the tile function's shared memory (internal.h). */
-  unsigned ring = s == CLCRT_SCHED_STEAL || s == CLCRT_SCHED_CLC ? CLCRT__RING_BYTES + 15u : 0u;
-  if (d->smem_bytes > limit - ring)
-    return clcrt__fail(rt, CLCRT_E_INVALID,
-                       "desc->smem_bytes is %u: %s%s allows at most %u bytes of dynamic shared memory per CTA%s%u%s",
-                       d->smem_bytes, rt->compile_only ? "" : "this device, ", rt->arch, limit,
-                       ring ? ", and the scheduler's response ring needs up to " : "", ring,
-                       ring ? " of them" : "");
-
-  if (d->num_options < 0 || (d->num_options > 0 && !d->options))
-    return clcrt__fail(rt, CLCRT_E_INVALID, "desc->options/num_options: %d options at %p", d->num_options,
-                       (const void *)d->options);
-  for (int i = 0; i < d->num_options; i++) {
-    const char *o = d->options[i];
-    if (!o) return clcrt__fail(rt, CLCRT_E_INVALID, "desc->options[%d] is NULL", i);
-    if (starts(o, "-arch") || starts(o, "--gpu-architecture") || starts(o, "-gencode") || starts(o, "--relocatable") ||
-        starts(o, "-rdc") || starts(o, "-dc"))
-      return clcrt__fail(rt, CLCRT_E_INVALID,
-                         "desc->options[%d] \"%s\": the architecture and the output are chosen by the runtime (set "
-                         "opts.target_arch instead)",
-                         i, o);
-    if (starts(o, "-I") || starts(o, "--include-path") || starts(o, "-include") || starts(o, "--pre-include"))
-      b->has_user_include_dirs = 1;
-  }
-
-  unsigned minb = d->size > offsetof(clcrt_tile_desc, min_blocks_per_sm) ? d->min_blocks_per_sm : 0;
-  if (minb > 32 || (unsigned long long)minb * nt > 2048)
-    return clcrt__fail(rt, CLCRT_E_INVALID,
-                       "desc->min_blocks_per_sm is %u: with %llu threads per CTA at most %llu CTAs fit on an SM (2048 "
-                       "threads, 32 CTAs)",
-                       minb, nt, 2048 / nt < 32 ? 2048 / nt : 32);
-  b->min_blocks = minb;
-  b->sched = s;
-  b->grid = g;
-  b->block = bl;
-  b->cluster = cl;
-  b->smem_bytes = d->smem_bytes;
-  b->include_digest = d->size > offsetof(clcrt_tile_desc, include_digest) ? d->include_digest : NULL;
-  return CLCRT_OK;
-}
 
 /* ---- NVRTC's -minimal ---- */
 
@@ -314,14 +158,10 @@ static int is_dir(const char *p) {
 clcrt_status clcrt__build_prepare(clcrt_runtime *rt, const clcrt_tile_desc *d, unsigned variant, clcrt__build *b) {
   memset(b, 0, sizeof *b);
   b->variant = variant;
-  clcrt_status st = validate(rt, d, b);
+  clcrt_status st = clcrt__build_validate(rt, d, b);
   if (st != CLCRT_OK) return st;
-  /* cuda_home comes from the options or the environment: refuse one that would not fit
-   * rather than pass NVRTC a cut path (and silently compile without the toolkit headers). */
-  if (strlen(rt->opts.cuda_home) > 1000)
-    return clcrt__fail(rt, CLCRT_E_INVALID,
-                       "the CUDA toolkit path (opts.cuda_home or CUDA_HOME) is %zu characters long: at most 1000",
-                       strlen(rt->opts.cuda_home));
+  /* cuda_home was checked by clcrt_runtime_create: at most CLCRT__CUDA_HOME_MAX bytes, so
+   * the include options below hold it whole. */
 
   sbuf name = {0};
   sb_printf(&name, "clcrt_%s_", clcrt__sched_name(b->sched));
@@ -329,11 +169,16 @@ clcrt_status clcrt__build_prepare(clcrt_runtime *rt, const clcrt_tile_desc *d, u
 
   static const int kind[] = {0, 1, 2, 3, 4}; /* clcrt_sched -> clcrt::SCHED_* */
   unsigned nt = b->block.x * b->block.y * b->block.z;
-  sbuf tu = {0};
-  sb_puts(&tu, "#include \"clcrt.cuh\"\n");
-  sb_printf(&tu, "#line 1 \"%s\"\n", d->tile_fn);
-  sb_puts(&tu, d->source);
-  sb_puts(&tu, "\n#line 1 \"clcrt_entry\"\n");
+  /* The translation unit includes three headers NVRTC holds in memory: the template, the
+   * user's source under the tile function's name, and the generated entry under
+   * "clcrt_entry", so that NVRTC's messages point at "scale_tile(3)" or "clcrt_entry(2)".
+   * It used to splice them with #line directives instead, but NVRTC 13.0's time trace,
+   * which the cache relies on (cache/deps.h), crashes in a later compile of the process
+   * after a compile with #line in its main file (reproduced with NVRTC alone), and never
+   * did with headers in memory. A tile function called clcrt_entry gets another name. */
+  const char *user_name = strcmp(d->tile_fn, "clcrt_entry") ? d->tile_fn : "clcrt_entry (the tile function)";
+  sbuf tu = {0}, tu_entry = {0}, *entry = &tu_entry;
+  sb_printf(&tu, "#include \"clcrt.cuh\"\n#include \"%s\"\n#include \"clcrt_entry\"\n", user_name);
   /* A 1-CTA cluster is launched as a plain grid: measured on the H100, an explicit
    * __cluster_dims__(1,1,1) launch schedules CTAs markedly slower (README, benchmarks). */
   char bounds[48];
@@ -342,19 +187,26 @@ clcrt_status clcrt__build_prepare(clcrt_runtime *rt, const clcrt_tile_desc *d, u
   else
     snprintf(bounds, sizeof bounds, "__launch_bounds__(%u)", nt);
   if (b->cluster.x * b->cluster.y * b->cluster.z > 1)
-    sb_printf(&tu, "extern \"C\" __global__ void %s __cluster_dims__(%u, %u, %u)\n", bounds, b->cluster.x,
+    sb_printf(entry, "extern \"C\" __global__ void %s __cluster_dims__(%u, %u, %u)\n", bounds, b->cluster.x,
               b->cluster.y, b->cluster.z);
   else
-    sb_printf(&tu, "extern \"C\" __global__ void %s\n", bounds);
-  sb_printf(&tu, "%s(const __grid_constant__ %s args, const __grid_constant__ clcrt::Params params) {\n",
+    sb_printf(entry, "extern \"C\" __global__ void %s\n", bounds);
+  /* The entry's own names end in an underscore after a clcrt_ prefix, so that no tile
+   * function, prologue or type of the user's (a tile function called "t" or "args") is
+   * shadowed by them. */
+  sb_printf(entry,
+            "%s(const __grid_constant__ %s clcrt_args_, const __grid_constant__ clcrt::Params clcrt_params_) {\n",
             name.p ? name.p : "", d->args_type);
-  if (d->state_type) sb_printf(&tu, "  %s state;\n  %s(args, state);\n", d->state_type, d->prologue_fn);
+  if (d->state_type)
+    sb_printf(entry, "  %s clcrt_state_;\n  %s(clcrt_args_, clcrt_state_);\n", d->state_type, d->prologue_fn);
   /* The same text, and so the same cache entry, for bits that name no code of the scheduler's. */
   unsigned v = clcrt__variant_bits(b->sched, variant);
-  sb_printf(&tu, "  clcrt::run<%d, %u, %u, %u, %u, %u, %uu>(params, [&](const clcrt::Tile &t) { %s(t, args%s); });\n",
+  sb_printf(entry,
+            "  clcrt::run<%d, %u, %u, %u, %u, %u, %uu>(clcrt_params_, [&](const clcrt::Tile &clcrt_tile_) { "
+            "%s(clcrt_tile_, clcrt_args_%s); });\n",
             kind[b->sched], b->cluster.x, b->cluster.y, b->cluster.z, nt, CLCRT__RING_OFF(b->smem_bytes), v,
-            d->tile_fn, d->state_type ? ", state" : "");
-  sb_puts(&tu, "}\n");
+            d->tile_fn, d->state_type ? ", clcrt_state_" : "");
+  sb_puts(entry, "}\n");
 
   /* Canonical options: the runtime's, then the user's in their order (order matters for
    * -D/-U). The include directories of the toolkit are given when present so that tile
@@ -377,12 +229,19 @@ clcrt_status clcrt__build_prepare(clcrt_runtime *rt, const clcrt_tile_desc *d, u
   }
   b->num_options = nf + d->num_options;
   b->options = clcrt__calloc((size_t)b->num_options, sizeof(char *));
-  int oom = tu.oom || name.oom || !b->options;
+  int oom = tu.oom || entry->oom || name.oom || !b->options;
   for (int i = 0; !oom && i < b->num_options; i++) {
     b->options[i] = clcrt__strdup(i < nf ? fixed[i] : d->options[i - nf]);
     oom |= !b->options[i];
   }
   b->minimal = minimal_ok(d);
+  size_t srclen = strlen(d->source);
+  b->may_read_files = clcrt__text_may_read_files(d->source, srclen);
+  b->probes_files = clcrt__text_probes_files(d->source, srclen);
+  b->user_name = clcrt__strdup(user_name);
+  b->user_src = clcrt__strdup(d->source);
+  oom |= !b->user_name || !b->user_src;
+  b->entry = entry->p;
   b->source = tu.p;
   b->name = name.p;
   if (oom) {
@@ -417,21 +276,31 @@ static void slot_give(void) {
 clcrt_status clcrt__build_compile(clcrt_runtime *rt, clcrt__build *b) {
   clcrt_status st = CLCRT_OK;
   nvrtcProgram prog = NULL;
-  const char *hdr_text[16], *hdr_name[16];
+  /* The template's headers, then the user's source and the entry (clcrt__build_prepare). */
+  const char *hdr_text[18], *hdr_name[18];
   int nh = 0;
   for (const clcrt__embedded_file *f = clcrt__embedded; f->name && nh < 16; f++, nh++) {
     hdr_text[nh] = f->text;
     hdr_name[nh] = f->name;
   }
-  /* The canonical options, then -minimal where the source allows it (minimal_ok). */
-  const char **opts = clcrt__calloc((size_t)b->num_options + 1, sizeof(char *));
+  hdr_name[nh] = b->user_name, hdr_text[nh++] = b->user_src;
+  hdr_name[nh] = "clcrt_entry", hdr_text[nh++] = b->entry;
+  /* Where the cache needs the headers the compile reads: NVRTC's time trace (headers.h). */
+  clcrt__hdr_trace trace;
+  int traced = b->want_deps && clcrt__hdr_trace_begin(&trace, b) == 0, attempt = 0;
+  if (!traced) trace.dir[0] = 0;
+  /* The canonical options, then the trace and -minimal where the source allows it
+   * (minimal_ok); a second attempt without -minimal has a trace of its own. */
+  const char **opts = clcrt__calloc((size_t)b->num_options + 2, sizeof(char *));
   NOMEM_GOTO(rt, opts, st, out);
   for (int i = 0; i < b->num_options; i++) opts[i] = b->options[i];
   int nopts = b->num_options, minimal = b->minimal;
+  if (traced) opts[nopts++] = trace.opt[0];
   if (minimal) opts[nopts++] = "-minimal";
   double t0 = clcrt__now_ms();
   NVRTC_CHECK_GOTO(rt, nvrtcCreateProgram(&prog, b->source, "clcrt_tu.cu", nh, hdr_text, hdr_name), st, out);
   slot_take();
+  clock_gettime(CLOCK_REALTIME, &trace.started[0]);
   nvrtcResult r = nvrtcCompileProgram(prog, nopts, opts);
   if (r == NVRTC_ERROR_COMPILATION && minimal) {
     /* Something the check did not see needed what -minimal omits, or the source has an
@@ -439,8 +308,12 @@ clcrt_status clcrt__build_compile(clcrt_runtime *rt, clcrt__build *b) {
      * without -minimal. */
     nvrtcDestroyProgram(&prog);
     prog = NULL;
+    attempt = 1;
+    nopts = b->num_options;
+    if (traced) opts[nopts++] = trace.opt[1];
+    clock_gettime(CLOCK_REALTIME, &trace.started[1]);
     r = nvrtcCreateProgram(&prog, b->source, "clcrt_tu.cu", nh, hdr_text, hdr_name);
-    if (r == NVRTC_SUCCESS) r = nvrtcCompileProgram(prog, b->num_options, (const char *const *)b->options);
+    if (r == NVRTC_SUCCESS) r = nvrtcCompileProgram(prog, nopts, opts);
   }
   slot_give();
   b->compile_ms = clcrt__now_ms() - t0;
@@ -455,14 +328,21 @@ clcrt_status clcrt__build_compile(clcrt_runtime *rt, clcrt__build *b) {
     if (nvrtcGetProgramLogSize(prog, &n) == NVRTC_SUCCESS && n > 0 && (log = clcrt__malloc(n)) &&
         nvrtcGetProgramLog(prog, log) != NVRTC_SUCCESS)
       log[0] = 0;
+    /* The front end ("Formal parameter space overflowed") and ptxas ("uses too much
+     * parameter space") both place this error at the entry, whose signature is not the
+     * problem: Args is. */
+    int params = log && strstr(log, "parameter space");
     int in_entry = log && strstr(log, "clcrt_entry");
     st = clcrt__fail(rt, r == NVRTC_ERROR_OUT_OF_MEMORY ? CLCRT_E_NOMEM : CLCRT_E_COMPILE,
                      "NVRTC could not compile tile function \"%s\" for %s (%s):\n%s%s", b->name, rt->arch,
                      nvrtcGetErrorString(r), log ? log : "(no log)",
-                     in_entry ? "\nhint: the generated entry (\"clcrt_entry\") calls the tile function as fn(const "
-                                "clcrt::Tile &, const Args &[, State &]) and the prologue as p(const Args &, State "
-                                "&): check their signatures and the names in the descriptor"
-                              : "");
+                     params ? "\nhint: Args is passed to the kernel by value, after the scheduler's 128 bytes of "
+                              "parameters, and a kernel's parameters hold at most 32,764 bytes: keep large data in "
+                              "device memory and put a pointer to it in Args"
+                     : in_entry ? "\nhint: the generated entry (\"clcrt_entry\") calls the tile function as fn(const "
+                                  "clcrt::Tile &, const Args &[, State &]) and the prologue as p(const Args &, State "
+                                  "&): check their signatures and the names in the descriptor"
+                                : "");
     clcrt__free(log);
     goto out;
   }
@@ -482,8 +362,10 @@ clcrt_status clcrt__build_compile(clcrt_runtime *rt, clcrt__build *b) {
     NOMEM_GOTO(rt, b->ptx, st, out);
     NVRTC_CHECK_GOTO(rt, nvrtcGetPTX(prog, b->ptx), st, out);
   }
+  if (traced) clcrt__hdr_trace_collect(rt, &trace, attempt, b);
 out:
   if (prog) nvrtcDestroyProgram(&prog);
+  if (traced) clcrt__hdr_trace_end(&trace);
   clcrt__free(opts);
   return st;
 }
@@ -491,6 +373,10 @@ out:
 void clcrt__build_free(clcrt__build *b) {
   if (!b) return;
   clcrt__free(b->name);
+  clcrt__free(b->user_name);
+  clcrt__free(b->user_src);
+  clcrt__free(b->entry);
+  clcrt__deps_free(b->deps);
   clcrt__free(b->source);
   for (int i = 0; b->options && i < b->num_options; i++) clcrt__free(b->options[i]);
   clcrt__free(b->options);

@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "checks.h"
+#include "deps.h"
 #include "internal.h"
 
 /* Loads the cubin context-independently and prepares the kernel for launches: parameter
@@ -60,7 +61,18 @@ clcrt_status clcrt__kernel_finish(clcrt_runtime *rt, clcrt_kernel *k) {
   for (size_t i = 0; i < k->info.num_kernels; i++)
     if (k->info.kernels[i].name && strcmp(k->info.kernels[i].name, k->name) == 0) k->kinfo = &k->info.kernels[i];
   if (!k->kinfo) return clcrt__fail(rt, CLCRT_E_CORRUPT, "the cubin has no entry named %s", k->name);
-  if (rt->compile_only) return CLCRT_OK;
+  if (rt->compile_only) {
+    /* The check load() makes on a device, against the architecture's limit: a kernel that
+     * compiles here must not be one the device then refuses. */
+    unsigned dyn = k->smem_bytes + k->ring_bytes, limit = clcrt__arch_smem_limit(rt->sm);
+    unsigned long long total = (unsigned long long)k->kinfo->static_smem + dyn;
+    if (total > limit)
+      return clcrt__fail(rt, CLCRT_E_INVALID,
+                         "kernel %s needs %u bytes of dynamic (%u of them the scheduler's response ring) plus %llu of "
+                         "static shared memory per CTA, but %s allows %u in all",
+                         k->name, dyn, k->ring_bytes, (unsigned long long)k->kinfo->static_smem, rt->arch, limit);
+    return CLCRT_OK;
+  }
   return load(rt, k);
 }
 
@@ -72,18 +84,22 @@ void clcrt__kernel_free(clcrt_kernel *k) {
   clcrt__free(k->cubin);
   clcrt__free(k->ptx);
   clcrt__free(k->desc);
+  clcrt__deps_free(k->deps);
   clcrt__free(k);
 }
 
 clcrt_status clcrt_kernel_cubin(const clcrt_kernel *k, const void **data, size_t *size) {
-  if (!k || !data || !size) return CLCRT_E_INVALID;
+  if (!k) return clcrt__fail_norts(CLCRT_E_INVALID, "clcrt_kernel_cubin: the kernel is NULL");
+  if (!data || !size)
+    return clcrt__fail(k->rt, CLCRT_E_INVALID, "clcrt_kernel_cubin(%s): %s is NULL", k->name, !data ? "data" : "size");
   *data = k->cubin;
   *size = k->cubin_size;
   return CLCRT_OK;
 }
 
 clcrt_status clcrt_kernel_ptx(const clcrt_kernel *k, const char **ptx) {
-  if (!k || !ptx) return CLCRT_E_INVALID;
+  if (!k) return clcrt__fail_norts(CLCRT_E_INVALID, "clcrt_kernel_ptx: the kernel is NULL");
+  if (!ptx) return clcrt__fail(k->rt, CLCRT_E_INVALID, "clcrt_kernel_ptx(%s): ptx is NULL", k->name);
   *ptx = k->ptx;
   if (!k->ptx)
     return clcrt__fail(k->rt, CLCRT_E_NOT_FOUND,
@@ -94,7 +110,13 @@ clcrt_status clcrt_kernel_ptx(const clcrt_kernel *k, const char **ptx) {
 }
 
 clcrt_status clcrt_kernel_info_get(const clcrt_kernel *k, clcrt_kernel_info *info) {
-  if (!k || !info || info->size < sizeof(size_t) || info->size > sizeof *info) return CLCRT_E_INVALID;
+  if (!k) return clcrt__fail_norts(CLCRT_E_INVALID, "clcrt_kernel_info_get: the kernel is NULL");
+  if (!info) return clcrt__fail(k->rt, CLCRT_E_INVALID, "clcrt_kernel_info_get(%s): info is NULL", k->name);
+  if (info->size < sizeof(size_t) || info->size > sizeof *info)
+    return clcrt__fail(k->rt, CLCRT_E_INVALID,
+                       "clcrt_kernel_info_get(%s): info->size is %zu (this library's clcrt_kernel_info has %zu): "
+                       "initialise it with CLCRT_KERNEL_INFO_INIT",
+                       k->name, info->size, sizeof *info);
   clcrt_kernel_info v;
   memset(&v, 0, sizeof v);
   v.size = info->size;

@@ -7,6 +7,7 @@
 
 #include "cache.h"
 #include "checks.h"
+#include "deps.h"
 #include "internal.h"
 #include "sched_state.h"
 
@@ -22,6 +23,21 @@ static void unlink_kernel(clcrt_runtime *rt, clcrt_kernel *k) {
       *pp = k->next;
       return;
     }
+}
+
+/* Whether the headers k was compiled from (cache/deps.h) are still what they were; called
+ * without the lock, on a kernel that is READY (its manifest no longer changes). A kernel
+ * whose headers changed is taken out of the memory cache: it stays valid for whoever holds
+ * it, but is never found again, so the registration compiles anew. */
+static int deps_fresh(clcrt_runtime *rt, clcrt_kernel *k) {
+  char why[512];
+  if (!k->deps || clcrt__deps_check(k->deps, 1, 0, why, sizeof why)) return 1;
+  clcrt__log(rt, CLCRT_LOG_DEBUG, "kernel %s in memory is stale: %s; compiling again", k->name, why);
+  pthread_mutex_lock(&rt->lock);
+  k->cacheable = 0;
+  k->has_desc_key = 0;
+  pthread_mutex_unlock(&rt->lock);
+  return 0;
 }
 
 /* Moves a compiled or cached build into k and reads (and, with a device, loads) it. */
@@ -43,6 +59,7 @@ static clcrt_status adopt(clcrt_runtime *rt, clcrt_kernel *k, clcrt__build *b, i
   k->cluster_size = b->cluster.x * b->cluster.y * b->cluster.z;
   k->compile_ms = from_disk ? 0 : b->compile_ms;
   k->from_cache = from_disk ? 2 : 0;
+  k->deps = b->deps, b->deps = NULL;
   return clcrt__kernel_finish(rt, k);
 }
 
@@ -55,6 +72,7 @@ static void unadopt(clcrt_kernel *k, clcrt__build *b) {
   clcrt__free(k->cubin), k->cubin = NULL, k->cubin_size = 0;
   clcrt__free(k->ptx), k->ptx = NULL;
   b->cubin = NULL, b->ptx = NULL, b->cubin_size = 0;
+  clcrt__deps_free(k->deps), k->deps = NULL;
 }
 
 static size_t str_size(const char *s) { return s ? strlen(s) + 1 : 0; }
@@ -105,14 +123,24 @@ static clcrt_status register_variant(clcrt_runtime *rt, const clcrt_tile_desc *d
   int have_dk = !variant && clcrt__desc_key(d, dk);
   if (have_dk) {
     pthread_mutex_lock(&rt->lock);
-    for (clcrt_kernel *k = rt->kernels; k; k = k->next)
-      if (k->has_desc_key && k->state == CLCRT__K_READY && memcmp(k->desc_key, dk, sizeof dk) == 0) {
-        rt->cstats.mem_hits++;
-        pthread_mutex_unlock(&rt->lock);
-        *out = k;
-        return CLCRT_OK;
-      }
+    clcrt_kernel *hit = NULL;
+    for (clcrt_kernel *k = rt->kernels; k && !hit; k = k->next)
+      if (k->has_desc_key && k->state == CLCRT__K_READY && memcmp(k->desc_key, dk, sizeof dk) == 0) hit = k;
+    if (hit && !hit->deps) {
+      rt->cstats.mem_hits++;
+      pthread_mutex_unlock(&rt->lock);
+      *out = hit;
+      return CLCRT_OK;
+    }
     pthread_mutex_unlock(&rt->lock);
+    /* A kernel compiled from headers on disk: a hit only while they are unchanged. */
+    if (hit && deps_fresh(rt, hit)) {
+      pthread_mutex_lock(&rt->lock);
+      rt->cstats.mem_hits++;
+      pthread_mutex_unlock(&rt->lock);
+      *out = hit;
+      return CLCRT_OK;
+    }
   }
 
   clcrt__build b;
@@ -123,16 +151,22 @@ static clcrt_status register_variant(clcrt_runtime *rt, const clcrt_tile_desc *d
   int cacheable = clcrt__cache_key(rt, &b, key);
 
   pthread_mutex_lock(&rt->lock);
-  if (cacheable) {
+  while (cacheable) {
     clcrt_kernel *hit;
     while ((hit = find_key(rt, key)) && hit->state == CLCRT__K_BUILDING) pthread_cond_wait(&rt->cond, &rt->lock);
-    if (hit) {
-      rt->cstats.mem_hits++;
+    if (!hit) break;
+    if (hit->deps) {
+      /* Checked without the lock (it reads files); a stale kernel is not found again. */
       pthread_mutex_unlock(&rt->lock);
-      clcrt__build_free(&b);
-      *out = hit;
-      return CLCRT_OK;
+      int fresh = deps_fresh(rt, hit);
+      pthread_mutex_lock(&rt->lock);
+      if (!fresh) continue;
     }
+    rt->cstats.mem_hits++;
+    pthread_mutex_unlock(&rt->lock);
+    clcrt__build_free(&b);
+    *out = hit;
+    return CLCRT_OK;
   }
   clcrt_kernel *k = clcrt__calloc(1, sizeof *k);
   if (!k) {
@@ -165,6 +199,12 @@ static clcrt_status register_variant(clcrt_runtime *rt, const clcrt_tile_desc *d
   }
   if (!from_disk) {
     st = clcrt__build_compile(rt, &b);
+    if (st == CLCRT_OK && b.want_deps && !b.deps) {
+      /* The headers it read are not known: the kernel is used, never stored or found. */
+      clcrt__log(rt, CLCRT_LOG_DEBUG, "%s is not cached: %s", b.name, b.deps_why);
+      cacheable = 0;
+    }
+    if (b.deps && !b.deps->n) clcrt__deps_free(b.deps), b.deps = NULL; /* read nothing outside the key */
     if (st == CLCRT_OK && cacheable) clcrt__disk_put(rt, key, &b);
     if (st == CLCRT_OK) st = adopt(rt, k, &b, 0);
   }
@@ -182,6 +222,7 @@ static clcrt_status register_variant(clcrt_runtime *rt, const clcrt_tile_desc *d
       k->grid == CLCRT_GRID_AUTO && !k->desc->prologue_fn && !k->desc->state_type)
     no_hint = clcrt__hint_slot(rt, &k->unit_cycles, &k->unit_cycles_dev);
   if (st == CLCRT_OK) {
+    k->cacheable = cacheable;
     k->state = CLCRT__K_READY;
     if (cacheable && have_dk) {
       memcpy(k->desc_key, dk, sizeof dk);
@@ -211,7 +252,7 @@ static clcrt_status register_variant(clcrt_runtime *rt, const clcrt_tile_desc *d
 }
 
 clcrt_status clcrt_register(clcrt_runtime *rt, const clcrt_tile_desc *d, clcrt_kernel **out) {
-  if (!rt) return CLCRT_E_INVALID;
+  if (!rt) return clcrt__fail_norts(CLCRT_E_INVALID, "clcrt_register: the runtime is NULL");
   if (!out) return clcrt__fail(rt, CLCRT_E_INVALID, "clcrt_register: out is NULL");
   *out = NULL;
   if (!d) return clcrt__fail(rt, CLCRT_E_INVALID, "clcrt_register: the tile descriptor is NULL");
@@ -226,7 +267,7 @@ static clcrt_status bad_uses(const clcrt_kernel *k, const char *fn, unsigned use
 }
 
 clcrt_status clcrt_kernel_variant(const clcrt_kernel *k, unsigned uses, const clcrt_kernel **out) {
-  if (!k) return CLCRT_E_INVALID;
+  if (!k) return clcrt__fail_norts(CLCRT_E_INVALID, "clcrt_kernel_variant: the kernel is NULL");
   if (!out) return clcrt__fail(k->rt, CLCRT_E_INVALID, "clcrt_kernel_variant: out is NULL");
   *out = NULL;
   if (uses & ~CLCRT__V_ALL) return bad_uses(k, "clcrt_kernel_variant", uses);
@@ -238,7 +279,8 @@ clcrt_status clcrt_kernel_variant(const clcrt_kernel *k, unsigned uses, const cl
 }
 
 clcrt_status clcrt_kernel_observed(const clcrt_kernel *k, const clcrt_kernel **out) {
-  if (k && !out) return clcrt__fail(k->rt, CLCRT_E_INVALID, "clcrt_kernel_observed: out is NULL");
+  if (!k) return clcrt__fail_norts(CLCRT_E_INVALID, "clcrt_kernel_observed: the kernel is NULL");
+  if (!out) return clcrt__fail(k->rt, CLCRT_E_INVALID, "clcrt_kernel_observed: out is NULL");
   return clcrt_kernel_variant(k, CLCRT_USE_TRACE, out);
 }
 
@@ -247,7 +289,7 @@ _Static_assert(CLCRT_USE_TRACE == CLCRT__V_OBS && CLCRT_USE_GRAPH == CLCRT__V_GR
                "the public CLCRT_USE_* are the variant bits");
 
 clcrt_status clcrt_kernel_prepare(const clcrt_kernel *k, unsigned uses) {
-  if (!k) return CLCRT_E_INVALID;
+  if (!k) return clcrt__fail_norts(CLCRT_E_INVALID, "clcrt_kernel_prepare: the kernel is NULL");
   if (uses & ~CLCRT__V_ALL) return bad_uses(k, "clcrt_kernel_prepare", uses);
   /* Every combination of the uses: a run needs the variant with exactly its own (combinations
    * that name the same variant are built once). */

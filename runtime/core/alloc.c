@@ -27,20 +27,38 @@ long clcrt__alloc_fail_after(long n) {
   return c;
 }
 
-clcrt_status clcrt_replace_allocator(clcrt_malloc_fn m, clcrt_realloc_fn r, clcrt_calloc_fn c, clcrt_free_fn f) {
-  if (!m || !r || !c || !f) return CLCRT_E_INVALID;
+/* Blocks the current allocator has handed out and clcrt has not yet given back. Replacing
+ * the allocator while any is live would hand them to the new free function: a runtime
+ * created before the swap used to be destroyed with the wrong allocator. */
+static long g_live;
+
+long clcrt__alloc_live(void) { return __atomic_load_n(&g_live, __ATOMIC_ACQUIRE); }
+
+void clcrt__alloc_set(clcrt_malloc_fn m, clcrt_realloc_fn r, clcrt_calloc_fn c, clcrt_free_fn f) {
   g_malloc = m;
   g_realloc = r;
   g_calloc = c;
   g_free = f;
-  return CLCRT_OK;
 }
 
-void *clcrt__malloc(size_t n) { return should_fail() ? NULL : g_malloc(n ? n : 1); }
-void *clcrt__calloc(size_t count, size_t n) { return should_fail() ? NULL : g_calloc(count ? count : 1, n ? n : 1); }
-void *clcrt__realloc(void *p, size_t n) { return should_fail() ? NULL : g_realloc(p, n ? n : 1); }
+static void *counted(void *p) {
+  if (p) __atomic_add_fetch(&g_live, 1, __ATOMIC_RELAXED);
+  return p;
+}
+
+void *clcrt__malloc(size_t n) { return should_fail() ? NULL : counted(g_malloc(n ? n : 1)); }
+void *clcrt__calloc(size_t count, size_t n) {
+  return should_fail() ? NULL : counted(g_calloc(count ? count : 1, n ? n : 1));
+}
+void *clcrt__realloc(void *p, size_t n) {
+  if (should_fail()) return NULL;
+  void *q = g_realloc(p, n ? n : 1);
+  return p ? q : counted(q); /* growing a live block makes no new one */
+}
 void clcrt__free(void *p) {
-  if (p) g_free(p);
+  if (!p) return;
+  __atomic_sub_fetch(&g_live, 1, __ATOMIC_RELAXED);
+  g_free(p);
 }
 char *clcrt__strdup(const char *s) {
   size_t n = strlen(s) + 1;

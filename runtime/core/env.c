@@ -63,7 +63,10 @@ static void read_env(void) {
   const char *m = nonempty(getenv("CLCRT_CACHE_MAX_BYTES"));
   if (m && !clcrt__parse_bytes(m, &g_env.cache_max_bytes)) g_env.cache_max_bytes_bad = m;
   g_env.cuda_home = nonempty(getenv("CUDA_HOME"));
-  if (!g_env.cuda_home) g_env.cuda_home = nonempty(getenv("CUDA_PATH"));
+  g_env.cuda_home_var = g_env.cuda_home ? "CUDA_HOME" : NULL;
+  if (!g_env.cuda_home && (g_env.cuda_home = nonempty(getenv("CUDA_PATH"))) != NULL) g_env.cuda_home_var = "CUDA_PATH";
+  g_env.tmpdir = absolute(nonempty(getenv("TMPDIR")));
+  if (!g_env.tmpdir) g_env.tmpdir = "/tmp";
   const char *w = getenv("CLCRT_WARMUP");
   g_env.warmup = !(w && strcmp(w, "0") == 0);
   g_env.preempt_waves = CLCRT__PREEMPT_WAVES_DEFAULT;

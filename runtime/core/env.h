@@ -9,6 +9,8 @@ typedef struct clcrt__env {
   unsigned long long cache_max_bytes; /* CLCRT_CACHE_MAX_BYTES, default 1 GiB; 0: no cap */
   const char *cache_max_bytes_bad;    /* the text of CLCRT_CACHE_MAX_BYTES when it is not a size (then the default) */
   const char *cuda_home;       /* CUDA_HOME, else CUDA_PATH */
+  const char *cuda_home_var;   /* which of the two cuda_home came from, or NULL */
+  const char *tmpdir;          /* TMPDIR when absolute, else /tmp: NVRTC's time traces (compile.c) */
   int warmup;                  /* CLCRT_WARMUP: 0 turns off the NVRTC warm-up of device runtimes (warmup.c) */
   unsigned preempt_waves;      /* CLCRT_PREEMPT_WAVES: reserve waves of a STEAL grid that may yield (launch.c) */
   const char *preempt_waves_bad; /* its text when it is not a count from 1 to 64 (then the default) */

@@ -11,6 +11,7 @@
 #include "driver.h"
 
 #define CLCRT__ERRMSG_MAX 16384
+#define CLCRT__CUDA_HOME_MAX 1000 /* bytes of a toolkit path (runtime.c: check_cuda_home) */
 #define CLCRT__KEY_BYTES 32
 
 /* The scheduler parameters passed to every kernel after Args; mirrors clcrt::Params in
@@ -115,6 +116,7 @@ struct clcrt_kernel {
   const clcrt__cubin_kernel *kinfo;
   double compile_ms;
   int from_cache;
+  struct clcrt__deps *deps;    /* files outside the key this kernel was compiled from (cache/deps.h), or NULL */
 
   /* Device side; all zero in compile-only mode. */
   CUlibrary lib;
@@ -156,7 +158,6 @@ struct clcrt_runtime {
 
   char *disk_dir;              /* resolved disk cache directory, NULL when off */
   int nvrtc_major, nvrtc_minor;
-  int live_async;              /* async compiles whose work has not finished (destroy waits) */
 };
 
 /* errmsg.c. Records the detail of a failure as the calling thread's last message for rt
@@ -189,10 +190,16 @@ typedef struct clcrt__build {
   unsigned smem_bytes;
   unsigned min_blocks;       /* __launch_bounds__ minimum blocks per SM, 0: none */
   char *name;                /* entry symbol */
-  char *source;              /* the whole translation unit */
+  char *source;              /* the translation unit: it includes the template, user_src and entry */
   char **options;            /* canonical NVRTC options, in order */
   int num_options;
-  int has_user_include_dirs; /* -I/--include-path given by the user */
+  int has_user_include_dirs; /* -I/--include-path, -include or a PCH option given by the user */
+  int may_read_files;        /* the source may include a file from disk (cache/deps.h) */
+  int probes_files;          /* the source uses __has_include (cache/deps.h) */
+  int want_deps;             /* compile with NVRTC's time trace to learn the files it reads (cache.c) */
+  char *user_name;           /* the user's source is the in-memory header of this name (the tile function's) */
+  char *user_src;            /* ... with this text */
+  char *entry;               /* the generated entry: the in-memory header "clcrt_entry" */
   int minimal;               /* compile with NVRTC's -minimal (compile.c: minimal_ok) */
   unsigned variant;          /* CLCRT__V_* bits (clcrt.cuh: V) */
   const char *include_digest;
@@ -201,8 +208,13 @@ typedef struct clcrt__build {
   size_t cubin_size;
   char *ptx;
   double compile_ms;
+  struct clcrt__deps *deps;  /* want_deps: the files the compile read outside the key, NULL when unknown */
+  char deps_why[384];        /* want_deps and no deps: why */
 } clcrt__build;
 
+/* validate.c: checks d and fills the resolved description into b (scheduler, grid, block,
+ * cluster, shared memory, user include options). */
+clcrt_status clcrt__build_validate(clcrt_runtime *rt, const clcrt_tile_desc *d, clcrt__build *b);
 /* variant: CLCRT__V_* bits (clcrt.cuh: V), as clcrt__variant_bits gives them. */
 clcrt_status clcrt__build_prepare(clcrt_runtime *rt, const clcrt_tile_desc *d, unsigned variant, clcrt__build *b);
 clcrt_status clcrt__build_compile(clcrt_runtime *rt, clcrt__build *b);
@@ -226,6 +238,11 @@ clcrt_status clcrt__kernel_variant(clcrt_kernel *k, unsigned bits, clcrt_kernel 
 /* kernel.c */
 clcrt_status clcrt__kernel_finish(clcrt_runtime *rt, clcrt_kernel *k); /* parse cubin, load */
 void clcrt__kernel_free(clcrt_kernel *k);
+
+/* compile.c: the shared memory a CTA may opt in to on an architecture (static and dynamic
+ * together; 232448 bytes on sm_90 and sm_100), for compile-only runtimes, which have no
+ * device to ask. */
+unsigned clcrt__arch_smem_limit(int sm);
 
 /* Supported NVRTC architectures, e.g. 90, 100; returns the count. */
 int clcrt__nvrtc_archs(int *out, int max);

@@ -5,8 +5,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 
+#include "async.h"
 #include "cache.h"
 #include "checks.h"
 #include "env.h"
@@ -31,14 +33,30 @@ const char *clcrt__sched_name(clcrt_sched s) {
   return "unknown";
 }
 
+/* Most lines fit the stack buffer; a longer one (a long entry name, then the reason that
+ * matters) is formatted whole into an allocation, and only cut, marked so, when that
+ * allocation fails: a line cut at a fixed size used to lose its reason. */
 void clcrt__log(clcrt_runtime *rt, clcrt_log_level lvl, const char *fmt, ...) {
   if (!rt || !rt->opts.log) return;
-  char buf[1024];
+  static const char cut[] = " ... (truncated: out of memory)";
+  char buf[1024], *line = buf;
   va_list ap;
   va_start(ap, fmt);
-  vsnprintf(buf, sizeof buf, fmt, ap);
+  int n = vsnprintf(buf, sizeof buf, fmt, ap);
   va_end(ap);
-  rt->opts.log(rt->opts.log_user, lvl, buf);
+  if (n >= (int)sizeof buf) {
+    char *big = clcrt__malloc((size_t)n + 1);
+    if (big) {
+      va_start(ap, fmt);
+      vsnprintf(big, (size_t)n + 1, fmt, ap);
+      va_end(ap);
+      line = big;
+    } else {
+      memcpy(buf + sizeof buf - sizeof cut, cut, sizeof cut);
+    }
+  }
+  rt->opts.log(rt->opts.log_user, lvl, line);
+  if (line != buf) clcrt__free(line);
 }
 
 const char *clcrt__cu_name(const clcrt_runtime *rt, CUresult r) {
@@ -111,7 +129,7 @@ static clcrt_status set_arch(clcrt_runtime *rt, int sm, char suffix, const char 
 }
 
 static clcrt_status open_device(clcrt_runtime *rt) {
-  char why[512];
+  char why[1024];
   rt->cu = clcrt__driver_get(why, sizeof why);
   if (!rt->cu) return clcrt__fail(rt, CLCRT_E_NO_DEVICE, "%s", why);
   CUresult r = rt->cu->cuInit(0);
@@ -181,6 +199,54 @@ clcrt_status clcrt__ctx_enter(clcrt_runtime *rt) {
   return CLCRT_OK;
 }
 
+/* The toolkit whose include directories NVRTC gets (compile.c). One named by the caller
+ * (opts.cuda_home, CUDA_HOME or CUDA_PATH) must be a toolkit: a wrong path used to be
+ * accepted, and a tile function including <cuda_bf16.h> then failed with NVRTC's "no
+ * directories in search list". A toolkit is recognised by include/cuda.h or
+ * include/cuda_runtime.h. The default, /usr/local/cuda, may be absent: most tile functions
+ * need nothing but NVRTC's built-in headers, and a machine with only the driver and NVRTC
+ * can still compile them. */
+static clcrt_status check_cuda_home(clcrt_runtime *rt, const char *from) {
+  const char *home = rt->opts.cuda_home;
+  size_t len = strlen(home);
+  if (len > CLCRT__CUDA_HOME_MAX)
+    return clcrt__fail(rt, CLCRT_E_INVALID,
+                       "the CUDA toolkit path (%s) is %zu characters long: at most %d (it is passed to NVRTC whole, "
+                       "with /include/cccl after it)",
+                       from, len, CLCRT__CUDA_HOME_MAX);
+  if (!strcmp(from, "the default")) return CLCRT_OK;
+  static const char *const probes[] = {"include/cuda.h", "include/cuda_runtime.h"};
+  for (size_t i = 0; i < sizeof probes / sizeof *probes; i++) {
+    char path[CLCRT__CUDA_HOME_MAX + 64];
+    struct stat s;
+    snprintf(path, sizeof path, "%s/%s", home, probes[i]);
+    if (stat(path, &s) == 0 && S_ISREG(s.st_mode)) return CLCRT_OK;
+  }
+  int opt = !strcmp(from, "opts.cuda_home");
+  return clcrt__fail(rt, CLCRT_E_INVALID,
+                     "the CUDA toolkit \"%s\" (%s) has neither include/cuda.h nor include/cuda_runtime.h: name the "
+                     "toolkit's own directory (the one with bin/nvcc and include/), or %s%s to use /usr/local/cuda "
+                     "where it exists",
+                     home, from, opt ? "set opts.cuda_home to NULL" : "unset ", opt ? "" : from);
+}
+
+/* The allocator may change only while nothing it handed out is in use: a runtime created
+ * before a swap used to be freed by the new free function. */
+clcrt_status clcrt_replace_allocator(clcrt_malloc_fn m, clcrt_realloc_fn r, clcrt_calloc_fn c, clcrt_free_fn f) {
+  if (!m || !r || !c || !f)
+    return clcrt__fail_norts(CLCRT_E_INVALID, "clcrt_replace_allocator: the %s function is NULL: give all four",
+                             !m ? "malloc" : !r ? "realloc" : !c ? "calloc" : "free");
+  long live = clcrt__alloc_live();
+  if (live != 0)
+    return clcrt__fail_norts(CLCRT_E_BUSY,
+                             "clcrt_replace_allocator: %ld block%s from the current allocator %s still in use (a "
+                             "runtime, a trace, an error message...), and would be freed by the new one: call it "
+                             "before any other clcrt function",
+                             live, live == 1 ? "" : "s", live == 1 ? "is" : "are");
+  clcrt__alloc_set(m, r, c, f);
+  return CLCRT_OK;
+}
+
 static char *dup_opt(const char *s, int *ok) {
   if (!s) return NULL;
   char *d = clcrt__strdup(s);
@@ -215,13 +281,16 @@ clcrt_status clcrt_runtime_create(clcrt_runtime **out, const clcrt_runtime_opts 
   rt->opts.cache_dir = rt->cache_dir_own = dup_opt(rt->opts.cache_dir, &ok);
   rt->opts.cuda_home = rt->cuda_home_own = dup_opt(rt->opts.cuda_home, &ok);
   if (!ok) return clcrt__fail(rt, CLCRT_E_NOMEM, "out of memory copying the runtime options");
-  if (!rt->opts.cuda_home) rt->opts.cuda_home = clcrt__env_get()->cuda_home;
-  if (!rt->opts.cuda_home) rt->opts.cuda_home = "/usr/local/cuda";
+  const char *home_from = "opts.cuda_home";
+  if (!rt->opts.cuda_home && (rt->opts.cuda_home = clcrt__env_get()->cuda_home) != NULL)
+    home_from = clcrt__env_get()->cuda_home_var;
+  if (!rt->opts.cuda_home) rt->opts.cuda_home = "/usr/local/cuda", home_from = "the default";
   rt->chunk_cycles = clcrt__env_get()->chunk_cycles;
   rt->long_cycles = clcrt__env_get()->long_cycles;
 
   nvrtcVersion(&rt->nvrtc_major, &rt->nvrtc_minor);
-  clcrt_status st;
+  clcrt_status st = check_cuda_home(rt, home_from);
+  if (st != CLCRT_OK) return st;
   if (rt->opts.target_arch) {
     int sm;
     char suffix;
@@ -248,13 +317,10 @@ clcrt_status clcrt_runtime_create(clcrt_runtime **out, const clcrt_runtime_opts 
 
 void clcrt_runtime_destroy(clcrt_runtime *rt) {
   if (!rt) return;
-  /* Async compiles hold the runtime: wait for them (their callbacks still run later on
-   * their loop, but they never touch the runtime after the work is done). */
-  if (rt->lock_ok) {
-    pthread_mutex_lock(&rt->lock);
-    while (rt->live_async > 0 && rt->cond_ok) pthread_cond_wait(&rt->cond, &rt->lock);
-    pthread_mutex_unlock(&rt->lock);
-  }
+  /* Asynchronous compiles that are running hold the runtime: wait for those; the rest are
+   * detached, and their callbacks, still to run on their loop, get CLCRT_E_CANCELLED and no
+   * kernel (async.c). */
+  clcrt__async_orphan(rt);
   if (rt->cu && rt->ctx) rt->cu->cuCtxSetCurrent(rt->ctx);
   for (clcrt_kernel *k = rt->kernels, *next; k; k = next) {
     next = k->next;

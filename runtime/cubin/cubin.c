@@ -78,10 +78,11 @@ static uint64_t rd64(const uint8_t *p) { return (uint64_t)rd32(p) | (uint64_t)rd
 /* True when [off, off+len) lies inside a buffer of n bytes; written so that no sum can wrap. */
 static int in_range(size_t n, uint64_t off, uint64_t len) { return off <= n && len <= n - off; }
 
+static int fail(ctx *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static int fail(ctx *c, const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
-  if (c->errlen) vsnprintf(c->err, c->errlen, fmt, ap);
+  if (c->err && c->errlen) vsnprintf(c->err, c->errlen, fmt, ap);
   va_end(ap);
   return -1;
 }
@@ -382,14 +383,95 @@ static void init_kernel(clcrt__cubin_kernel *k) {
   k->max_registers = k->param_offset = k->max_cluster_rank = CLCRT__CUBIN_UNKNOWN;
 }
 
+/* The frame check (cubin.h). Tables are read TABLE_CHUNK entries at a time, so a file that
+ * claims millions of sections costs time in proportion to its size but no memory. */
+#define TABLE_CHUNK 64
+
+static int in_file(uint64_t size, uint64_t off, uint64_t len) { return off <= size && len <= size - off; }
+
+int clcrt__cubin_span(clcrt__cubin_read_fn rd, void *user, uint64_t size, uint64_t *span, char *err,
+                      size_t errlen) {
+  ctx c = {NULL, 0, err, errlen, 0, NULL, 0};
+  uint8_t h[64], t[TABLE_CHUNK * 64];
+  if (err && errlen) err[0] = 0;
+  if (size == 0) return fail(&c, "the file is empty");
+  size_t hl = size < sizeof h ? (size_t)size : sizeof h;
+  if (rd(user, 0, h, hl)) return fail(&c, "the ELF header could not be read");
+  if (hl < 4 || memcmp(h, "\177ELF", 4) != 0) return fail(&c, "not an ELF file (no \\177ELF magic)");
+  if (hl < 64) return fail(&c, "the file ends inside the ELF header (%zu of 64 bytes)", hl);
+  if (h[4] != 2) return fail(&c, "not a 64-bit ELF file; cubins for sm_50 and later are ELF64");
+  if (h[5] != 1) return fail(&c, "not a little-endian ELF file");
+  if (rd16(h + 18) != EM_CUDA) return fail(&c, "an ELF file, but not for CUDA (e_machine %u, not 190)", rd16(h + 18));
+  if (rd16(h + 58) != 64) return fail(&c, "section headers are %u bytes, not 64", rd16(h + 58));
+  uint64_t shoff = rd64(h + 40), shnum = rd16(h + 60), phoff = rd64(h + 32), phnum = rd16(h + 56);
+  /* Extended numbering: section 0 holds the real section count (sh_size) and, when e_phnum
+   * is PN_XNUM, the real program header count (sh_info), as ELF allows. */
+  if ((shnum == 0 || phnum == 0xffff) && in_file(size, shoff, 64)) {
+    if (rd(user, shoff, t, 64)) return fail(&c, "section 0 could not be read");
+    if (shnum == 0) shnum = rd64(t + 32);
+    if (phnum == 0xffff) phnum = rd32(t + 44);
+  }
+  if (shnum == 0) return fail(&c, "the file has no sections");
+  if (shoff > size || shnum > (size - shoff) / 64)
+    return fail(&c, "the section header table (offset %llu, %llu entries) lies outside the %llu-byte file",
+                (unsigned long long)shoff, (unsigned long long)shnum, (unsigned long long)size);
+  uint64_t end = shoff + shnum * 64;
+  if (end < 64) end = 64;
+  for (uint64_t i = 0; i < shnum; i += TABLE_CHUNK) {
+    size_t k = shnum - i < TABLE_CHUNK ? (size_t)(shnum - i) : TABLE_CHUNK;
+    if (rd(user, shoff + i * 64, t, k * 64)) return fail(&c, "the section header table could not be read");
+    for (size_t j = 0; j < k; j++) {
+      const uint8_t *e = t + j * 64;
+      uint64_t off = rd64(e + 24), sz = rd64(e + 32);
+      if (rd32(e + 4) == SHT_NOBITS) continue;
+      if (!in_file(size, off, sz))
+        return fail(&c, "section %llu (offset %llu, %llu bytes) lies outside the %llu-byte file",
+                    (unsigned long long)(i + j), (unsigned long long)off, (unsigned long long)sz,
+                    (unsigned long long)size);
+      if (off + sz > end) end = off + sz;
+    }
+  }
+  /* Cubins keep their program headers at the very end of the file, so a truncated copy is
+   * missing exactly these: refusing them is how a cut-off cubin is told from a whole one. */
+  if (phnum) {
+    if (rd16(h + 54) != 56) return fail(&c, "program headers are %u bytes, not 56", rd16(h + 54));
+    if (phoff > size || phnum > (size - phoff) / 56)
+      return fail(&c,
+                  "the program header table (offset %llu, %llu entries of 56 bytes) runs past the end of the "
+                  "%llu-byte file: it is truncated or damaged",
+                  (unsigned long long)phoff, (unsigned long long)phnum, (unsigned long long)size);
+    if (phoff + phnum * 56 > end) end = phoff + phnum * 56;
+    for (uint64_t i = 0; i < phnum; i += TABLE_CHUNK) {
+      size_t k = phnum - i < TABLE_CHUNK ? (size_t)(phnum - i) : TABLE_CHUNK;
+      if (rd(user, phoff + i * 56, t, k * 56)) return fail(&c, "the program header table could not be read");
+      for (size_t j = 0; j < k; j++) {
+        const uint8_t *e = t + j * 56;
+        uint64_t off = rd64(e + 8), sz = rd64(e + 32); /* p_offset, p_filesz */
+        if (!in_file(size, off, sz))
+          return fail(&c, "segment %llu (offset %llu, %llu bytes) lies outside the %llu-byte file",
+                      (unsigned long long)(i + j), (unsigned long long)off, (unsigned long long)sz,
+                      (unsigned long long)size);
+        if (off + sz > end) end = off + sz;
+      }
+    }
+  }
+  *span = end;
+  return 0;
+}
+
+static int mem_read(void *user, uint64_t off, void *buf, size_t len) {
+  const ctx *c = user;
+  if (!in_range(c->n, off, len)) return -1;
+  memcpy(buf, c->d + off, len);
+  return 0;
+}
+
 static int parse(ctx *c, clcrt__cubin *out) {
   const uint8_t *d = c->d;
-  if (c->n == 0) return fail(c, "the file is empty");
-  if (c->n < 4 || memcmp(d, "\177ELF", 4) != 0) return fail(c, "not an ELF file (no \\177ELF magic)");
-  if (c->n < 64) return fail(c, "the file ends inside the ELF header (%zu of 64 bytes)", c->n);
-  if (d[4] != 2) return fail(c, "not a 64-bit ELF file; cubins for sm_50 and later are ELF64");
-  if (d[5] != 1) return fail(c, "not a little-endian ELF file");
-  if (rd16(d + 18) != EM_CUDA) return fail(c, "an ELF file, but not for CUDA (e_machine %u, not 190)", rd16(d + 18));
+  /* The frame first (magic, machine, both header tables against the size); what follows may
+   * then read the tables, though it still checks every offset it uses. */
+  uint64_t span;
+  if (clcrt__cubin_span(mem_read, c, c->n, &span, c->err, c->errlen)) return -1;
   out->os_abi = d[7];
   out->abi_version = d[8];
   out->e_flags = rd32(d + 48);
@@ -402,7 +484,6 @@ static int parse(ctx *c, clcrt__cubin *out) {
     return fail(c, "unknown CUDA ELF ABI (OS/ABI byte 0x%02x, version %d); known: 0x41 v8, 0x33 v7", out->os_abi,
                 out->abi_version);
   }
-  if (rd16(d + 58) != 64) return fail(c, "section headers are %u bytes, not 64", rd16(d + 58));
   uint64_t shoff = rd64(d + 40), shnum = rd16(d + 60);
   unsigned shstrndx = rd16(d + 62);
   /* Extended numbering: the real counts live in section 0, as ELF allows. */
@@ -411,12 +492,11 @@ static int parse(ctx *c, clcrt__cubin *out) {
     if (shstrndx == SHN_XINDEX) shstrndx = rd32(d + shoff + 40);
   }
   if (read_sections(c, shoff, shnum, shstrndx)) return -1;
-  out->file_bytes = (size_t)(shoff + shnum * 64);
+  out->file_bytes = (size_t)span;
 
   const sect *symtab = NULL;
   for (size_t i = 0; i < c->shnum; i++) {
     const sect *s = &c->sh[i];
-    if (s->type != SHT_NOBITS && s->offset + s->size > out->file_bytes) out->file_bytes = (size_t)(s->offset + s->size);
     if (is_merc(s)) {
       out->has_merc = 1;
       continue;

@@ -68,7 +68,8 @@ typedef struct clcrt__cubin {
   int has_merc;            /* the file carries .nv.merc.* / .nv.capmerc.* copies (ignored) */
   size_t num_module_attrs; /* module .nv.info records this parser does not decode */
   clcrt__cubin_attr *module_attrs;
-  size_t file_bytes;       /* how many bytes the ELF image spans (headers and sections), <= size */
+  size_t file_bytes;       /* how many bytes the ELF image spans (header, section and program header
+                              tables, sections, segments), <= size; clcrt__cubin_span's answer */
 } clcrt__cubin;
 
 /* The name CUBIN-NOTES gives an EIATTR id (checked on CUDA 13 cubins), or NULL. */
@@ -79,6 +80,21 @@ const char *clcrt__eiattr_name(int id);
  * allocation failed. */
 int clcrt__cubin_parse(const void *data, size_t size, clcrt__cubin *out, char *err, size_t errlen);
 void clcrt__cubin_free(clcrt__cubin *c);
+
+/* Reads len bytes at offset off of the file into buf. Returns 0, or -1 when it cannot. */
+typedef int (*clcrt__cubin_read_fn)(void *user, uint64_t off, void *buf, size_t len);
+
+/* Checks the frame of a cubin of file_size bytes before anything else of it is read: the ELF
+ * magic, class, byte order and machine, then that the section header table, every section,
+ * the program header table and every segment lie inside the file. Reads only the 64-byte
+ * header and the two tables, through rd, a few KiB at a time. On success *span gets how many
+ * bytes the ELF image spans (<= file_size; bytes after it are not part of the cubin). So a
+ * tool can refuse a file that is not a cubin, or whose headers run past its end, without
+ * reading it whole, and then read no more than the image. clcrt__cubin_parse makes the same
+ * check first. Returns 0, or -1 with a sentence in err (always NUL-terminated), or -2 when an
+ * allocation failed. */
+int clcrt__cubin_span(clcrt__cubin_read_fn rd, void *user, uint64_t file_size, uint64_t *span, char *err,
+                      size_t errlen);
 
 /* Scans the instruction words of one text section for UGETNEXTWORKID; returns 1 found,
  * 0 not. *broadcast set to 1 if any found instance is the .BROADCAST form. */

@@ -119,7 +119,7 @@ static void spin_unlock(int *l) { __atomic_store_n(l, 0, __ATOMIC_RELEASE); }
 
 clcrt_status clcrt_run(clcrt_stream *s, const clcrt_kernel *kc, clcrt_dim3 tiles, const void *args,
                        size_t args_size) {
-  if (!s) return CLCRT_E_INVALID;
+  if (!s) return clcrt__fail_norts(CLCRT_E_INVALID, "clcrt_run: the stream is NULL");
   clcrt_runtime *rt = s->rt;
   if (!kc) return clcrt__fail(rt, CLCRT_E_INVALID, "clcrt_run: the kernel is NULL");
   clcrt_kernel *k = (clcrt_kernel *)kc; /* only the occupancy memo is written */
@@ -202,13 +202,18 @@ clcrt_status clcrt_run(clcrt_stream *s, const clcrt_kernel *kc, clcrt_dim3 tiles
    * from clcrt_kernel_variant (a short one would run only the units of its own). */
   clcrt_kernel *k0 = k->base;
   unsigned clusters, resident;
-  int mc = 0; /* the launched kernel's max_clusters (STEAL and persistent grids) */
+  int mc = 0;     /* clusters of the launched kernel that fit in the stream's SMs (STEAL and persistent grids) */
+  int mc_dev = 0; /* ... on the whole device: its max_clusters */
   for (;;) {
     k = k0;
     if (variant && (st = clcrt__kernel_variant(k0, variant, &k)) != CLCRT_OK) return st;
     clusters = resident = p.num_units;
     if (steal || grid == CLCRT_GRID_PERSISTENT) {
-      if ((st = max_clusters(rt, k, &mc)) != CLCRT_OK) return st;
+      if ((st = max_clusters(rt, k, &mc_dev)) != CLCRT_OK) return st;
+      /* A stream with an SM budget (its green context) or opts.grid_sms sizes the grid for its
+       * SMs, not the device's: the occupancy query answers for the whole device, so the
+       * partition's share is derived (green.h: clcrt__partition_clusters). */
+      mc = s->grid_sms == rt->num_sms ? mc_dev : clcrt__stream_clusters(s, mc_dev, k->cluster_size);
       if ((unsigned)mc < resident) resident = (unsigned)mc;
       if (grid == CLCRT_GRID_PERSISTENT && !hw) clusters = resident;
       /* AUTO's grid that may yield: the clusters that fit at once and CLCRT_PREEMPT_WAVES more
@@ -268,7 +273,7 @@ clcrt_status clcrt_run(clcrt_stream *s, const clcrt_kernel *kc, clcrt_dim3 tiles
      * than remaining / (2 * clusters running), so the tail is handed out unit by unit. */
     p.active = resident;
     p.chunk_cycles = rt->chunk_cycles; /* CLCRT_STEAL_CHUNK_CYCLES, default 8000: ~4 us on an H100 */
-    if ((int)resident == mc) { /* a claiming run's (it has more units than fit): memoised with mc */
+    if ((int)resident == mc_dev) { /* a claiming run's on the whole device: memoised with max_clusters */
       p.guide_mul = __atomic_load_n(&k->guide_mul, __ATOMIC_RELAXED);
       p.guide_shr = __atomic_load_n(&k->guide_shr, __ATOMIC_RELAXED);
     } else {

@@ -1,7 +1,10 @@
 /* Streams: life cycle, priorities and preemption, statistics, tracing. A clcrt_stream owns
  * its runs' scheduler state on the device: two sets of STEAL claim counters (sched_state.h;
  * each run zeroes the set of the next, so a run adds no launch of its own), optionally
- * statistics and a trace buffer. Launches are in launch.c. */
+ * statistics and a trace buffer. A stream runs on the whole device, or on a partition of its
+ * SMs (a green context: one clcrt makes for an SM budget, green.c, or the user's own), which
+ * launch.c sizes persistent grids for. Launches are in launch.c. */
+#include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -13,26 +16,97 @@
 clcrt_runtime *clcrt__stream_runtime(const clcrt_stream *s) { return s ? s->rt : NULL; }
 CUstream clcrt_stream_cu(const clcrt_stream *s) { return s ? s->cu : NULL; }
 int clcrt_stream_priority(const clcrt_stream *s) { return s ? (int)s->level : -1; }
+int clcrt_stream_sms(const clcrt_stream *s) { return !s ? -1 : s->part.sms ? s->part.sms : s->rt->num_sms; }
+int clcrt_stream_grid_sms(const clcrt_stream *s) { return s ? s->grid_sms : -1; }
+
+int clcrt__stream_clusters(const clcrt_stream *s, int dev_clusters, unsigned cluster_size) {
+  /* Whole groups only where the grid is sized for the partition itself. */
+  unsigned align = s->part.sms && s->grid_sms == s->part.sms ? s->part.align : 0;
+  return clcrt__partition_clusters(dev_clusters, cluster_size, s->rt->num_sms, s->grid_sms, align);
+}
+
+/* A stream clcrt made: on its green context (then the green context too, after the last of its
+ * streams), or plain. */
+static void destroy_cu(clcrt_stream *s) {
+  if (s->part.green)
+    clcrt__green_stream_destroy(s->rt, s->cu, &s->part);
+  else
+    s->rt->cu->cuStreamDestroy(s->cu);
+}
+
+#define KNOWN_FLAGS (CLCRT_STREAM_SM_ROUND_UP | CLCRT_STREAM_SM_ROUND_DOWN | CLCRT_STREAM_SM_REST)
+
+/* The options' own consistency, before anything is made. */
+static clcrt_status opts_check(clcrt_runtime *rt, const clcrt_stream_opts *o) {
+  const char *fn = "clcrt_stream_create_ex";
+  if (o->size < offsetof(clcrt_stream_opts, grid_sms) + sizeof o->grid_sms || o->size > sizeof *o)
+    return clcrt__fail(rt, CLCRT_E_INVALID, "%s: opts->size is %zu: initialise the options with CLCRT_STREAM_OPTS_INIT",
+                       fn, o->size);
+  if (o->flags & ~KNOWN_FLAGS)
+    return clcrt__fail(rt, CLCRT_E_INVALID, "%s: unknown flags 0x%x (CLCRT_STREAM_SM_* are 0x%x)", fn,
+                       o->flags & ~KNOWN_FLAGS, KNOWN_FLAGS);
+  if (o->cu && (o->sm_budget || o->priority || o->flags))
+    return clcrt__fail(rt, CLCRT_E_INVALID,
+                       "%s: a CUstream of your own takes no sm_budget, priority or flags (its context and priority "
+                       "are its own): make the stream on a green context of yours, or leave cu NULL and let clcrt "
+                       "make it",
+                       fn);
+  if ((o->flags & CLCRT_STREAM_SM_ROUND_UP) && (o->flags & CLCRT_STREAM_SM_ROUND_DOWN))
+    return clcrt__fail(rt, CLCRT_E_INVALID, "%s: CLCRT_STREAM_SM_ROUND_UP and _ROUND_DOWN exclude each other", fn);
+  if (o->flags && !o->sm_budget)
+    return clcrt__fail(rt, CLCRT_E_INVALID, "%s: CLCRT_STREAM_SM_* flags need an sm_budget", fn);
+  if (o->grid_sms > (unsigned)rt->num_sms)
+    return clcrt__fail(rt, CLCRT_E_INVALID, "%s: grid_sms %u is more than this device's %d SMs", fn, o->grid_sms,
+                       rt->num_sms);
+  return CLCRT_OK;
+}
 
 clcrt_status clcrt_stream_create(clcrt_runtime *rt, CUstream cu, clcrt_stream **out) {
-  if (!rt) return CLCRT_E_INVALID;
+  clcrt_stream_opts o = CLCRT_STREAM_OPTS_INIT;
+  o.cu = cu;
+  return clcrt_stream_create_ex(rt, &o, out);
+}
+
+clcrt_status clcrt_stream_create_ex(clcrt_runtime *rt, const clcrt_stream_opts *opts, clcrt_stream **out) {
+  if (!rt) return clcrt__fail_norts(CLCRT_E_INVALID, "clcrt_stream_create: the runtime is NULL");
   if (!out) return clcrt__fail(rt, CLCRT_E_INVALID, "clcrt_stream_create: out is NULL");
   *out = NULL;
+  clcrt_stream_opts o = CLCRT_STREAM_OPTS_INIT;
+  if (opts) {
+    if (opts->size < sizeof(size_t) || opts->size > sizeof o)
+      return clcrt__fail(rt, CLCRT_E_INVALID,
+                         "clcrt_stream_create_ex: opts->size is %zu: initialise the options with "
+                         "CLCRT_STREAM_OPTS_INIT",
+                         opts->size);
+    memcpy(&o, opts, opts->size);
+  }
   if (rt->compile_only)
     return clcrt__fail(rt, CLCRT_E_UNSUPPORTED,
                        "this runtime only compiles (target_arch %s): create one without target_arch to run kernels",
                        rt->arch);
-  clcrt_status st = clcrt__ctx_enter(rt);
+  clcrt_status st = opts_check(rt, &o);
   if (st != CLCRT_OK) return st;
+  if ((st = clcrt__ctx_enter(rt)) != CLCRT_OK) return st;
   clcrt_stream *s = clcrt__calloc(1, sizeof *s);
   if (!s) return clcrt__fail(rt, CLCRT_E_NOMEM, "out of memory allocating a stream");
   s->rt = rt;
-  if (cu) {
-    s->cu = cu;
+  /* clcrt's levels (0 the least urgent) to CUDA's numbers (prio_least down to prio_greatest). */
+  int cuda_prio = rt->prio_least - (int)(o.priority > CLCRT__MAX_LEVEL ? CLCRT__MAX_LEVEL : o.priority);
+  if (cuda_prio < rt->prio_greatest) cuda_prio = rt->prio_greatest;
+  if (o.cu) {
+    s->cu = o.cu;
+    if ((st = clcrt__green_of_stream(rt, o.cu, &s->part)) != CLCRT_OK) goto fail;
+  } else if (o.sm_budget) {
+    if ((st = clcrt__green_stream(rt, o.sm_budget, o.flags, cuda_prio, &s->cu, &s->part)) != CLCRT_OK) goto fail;
+    s->owned = 1;
+  } else if (o.priority) {
+    CU_CHECK_GOTO(rt, cuStreamCreateWithPriority(&s->cu, CU_STREAM_NON_BLOCKING, cuda_prio), st, fail);
+    s->owned = 1;
   } else {
     CU_CHECK_GOTO(rt, cuStreamCreate(&s->cu, CU_STREAM_NON_BLOCKING), st, fail);
     s->owned = 1;
   }
+  s->grid_sms = o.grid_sms ? (int)o.grid_sms : s->part.sms ? s->part.sms : rt->num_sms;
   /* CUDA numbers priorities downwards from the least (0) to the greatest (-5 on an H100). */
   int prio = 0;
   CU_CHECK_GOTO(rt, cuStreamGetPriority(s->cu, &prio), st, fail);
@@ -47,7 +121,7 @@ clcrt_status clcrt_stream_create(clcrt_runtime *rt, CUstream cu, clcrt_stream **
   return CLCRT_OK;
 fail:
   if (s->state) rt->cu->cuMemFree(s->state);
-  if (s->owned) rt->cu->cuStreamDestroy(s->cu);
+  if (s->owned) destroy_cu(s);
   clcrt__free(s);
   return st;
 }
@@ -68,14 +142,14 @@ void clcrt_stream_destroy(clcrt_stream *s) {
     if (s->stats) rt->cu->cuMemFree(s->stats);
     if (s->trace) rt->cu->cuMemFree(s->trace);
     rt->cu->cuMemFree(s->state);
-    if (s->owned) rt->cu->cuStreamDestroy(s->cu);
+    if (s->owned) destroy_cu(s);
   }
   if (s->level > 0 && rt->devstate) clcrt__devstate_stream_remove(rt->devstate, s->level);
   clcrt__free(s);
 }
 
 clcrt_status clcrt_stream_sync(clcrt_stream *s) {
-  if (!s) return CLCRT_E_INVALID;
+  if (!s) return clcrt__fail_norts(CLCRT_E_INVALID, "clcrt_stream_sync: the stream is NULL");
   clcrt_status st = clcrt__ctx_enter(s->rt);
   if (st != CLCRT_OK) return st;
   CUresult r = s->rt->cu->cuStreamSynchronize(s->cu);
@@ -133,7 +207,7 @@ clcrt_status clcrt_preempt_end(clcrt_stream *s) {
 /* ---- statistics -------------------------------------------------------------------- */
 
 clcrt_status clcrt_stream_stats_enable(clcrt_stream *s, int on) {
-  if (!s) return CLCRT_E_INVALID;
+  if (!s) return clcrt__fail_norts(CLCRT_E_INVALID, "clcrt_stream_stats_enable: the stream is NULL");
   clcrt_runtime *rt = s->rt;
   clcrt_status st = clcrt__ctx_enter(rt);
   if (st != CLCRT_OK) return st;
@@ -155,8 +229,13 @@ clcrt_status clcrt_stream_stats_enable(clcrt_stream *s, int on) {
 }
 
 clcrt_status clcrt_stream_stats_read(clcrt_stream *s, clcrt_stream_stats *out) {
-  if (!s || !out || out->size < sizeof(size_t) || out->size > sizeof *out) return CLCRT_E_INVALID;
+  if (!s) return clcrt__fail_norts(CLCRT_E_INVALID, "clcrt_stream_stats_read: the stream is NULL");
   clcrt_runtime *rt = s->rt;
+  if (!out) return clcrt__fail(rt, CLCRT_E_INVALID, "clcrt_stream_stats_read: out is NULL");
+  if (out->size < sizeof(size_t) || out->size > sizeof *out)
+    return clcrt__fail(rt, CLCRT_E_INVALID,
+                       "clcrt_stream_stats_read: out->size is %zu: initialise it with CLCRT_STREAM_STATS_INIT",
+                       out->size);
   if (!s->stats)
     return clcrt__fail(rt, CLCRT_E_INVALID, "statistics are off on this stream: call clcrt_stream_stats_enable first");
   clcrt_status st = clcrt__ctx_enter(rt);

@@ -2,6 +2,7 @@
  * stream.c (life cycle, statistics, tracing, preemption) and launch.c (clcrt_run). */
 #ifndef CLCRT_STREAM_H
 #define CLCRT_STREAM_H
+#include "green.h"
 #include "internal.h"
 
 #define CLCRT__STATS_SMS 1024 /* %smid is masked into this many slots */
@@ -14,6 +15,11 @@ struct clcrt_stream {
   CUdeviceptr state;  /* two claim sets (sched_state.h) */
   uint32_t seq;       /* the next STEAL run's sequence number: which set it claims from */
   int launch_lock;    /* orders seq and launches when several threads run on one stream */
+
+  /* SMs (clcrt_stream_create_ex): launch.c sizes persistent grids for grid_sms, which is
+   * rt->num_sms unless the stream has a partition (green context) or opts.grid_sms. */
+  int grid_sms;
+  clcrt__partition part; /* the stream's green context: sms 0 when none */
 
   unsigned level;      /* priority level: 0 is the device's lowest */
   unsigned yield_slot; /* level > 0: this stream's preemption word */
@@ -28,6 +34,11 @@ struct clcrt_stream {
   unsigned trace_cap;     /* records the buffer holds */
   uint32_t trace_runs;    /* runs traced since tracing was enabled */
 };
+
+/* Clusters of a kernel of cluster_size CTAs that fit at once in the SMs s's grids are sized
+ * for, where dev_clusters fit on the whole device (launch.c, when grid_sms is not the
+ * device's; green.h: clcrt__partition_clusters). */
+int clcrt__stream_clusters(const clcrt_stream *s, int dev_clusters, unsigned cluster_size);
 
 /* Enqueues the preemption word's write on s (value: s->level to begin, 0 to end). */
 clcrt_status clcrt__stream_preempt_write(clcrt_stream *s, unsigned value);

@@ -23,7 +23,7 @@ _Static_assert(sizeof(clcrt_trace_record) == TRACE_RECORD_BYTES, "clcrt_trace_re
 #define TRACE_MAX_RECORDS 0x7fffffffull /* the device's counter is 32 bits, and must not wrap */
 
 clcrt_status clcrt_stream_trace_enable(clcrt_stream *s, size_t capacity) {
-  if (!s) return CLCRT_E_INVALID;
+  if (!s) return clcrt__fail_norts(CLCRT_E_INVALID, "clcrt_stream_trace_enable: the stream is NULL");
   clcrt_runtime *rt = s->rt;
   if (capacity > TRACE_MAX_RECORDS)
     return clcrt__fail(rt, CLCRT_E_INVALID,
@@ -64,7 +64,7 @@ fail:
 }
 
 clcrt_status clcrt_stream_trace_read(clcrt_stream *s, clcrt_trace **out) {
-  if (!s) return CLCRT_E_INVALID;
+  if (!s) return clcrt__fail_norts(CLCRT_E_INVALID, "clcrt_stream_trace_read: the stream is NULL");
   clcrt_runtime *rt = s->rt;
   if (!out) return clcrt__fail(rt, CLCRT_E_INVALID, "clcrt_stream_trace_read: out is NULL");
   *out = NULL;

@@ -1,0 +1,152 @@
+#!/usr/bin/env python3
+"""Host time per run from Python, in one process, against what else a PyTorch user calls.
+
+    python3 python/bench/overhead.py [--rounds R] [--batch B] [--leak N] [--json FILE]
+
+Every contender enqueues the same trivial work (one CTA adds 1 to a counter; the torch
+contender is x.add_(1) on a one-element tensor). Each round times a batch of B calls of
+every contender in turn (the order rotates from round to round, so that a drift of the
+host's clock speed falls on all alike), with the GPU drained between batches so that no
+call waits for the launch queue; the figure is the median over rounds of the time per call.
+Contenders:
+
+  clcrt k.run(args)          Kernel.run with prepacked Args, torch's current stream found per call
+  clcrt k.run(args, stream)  the same with an explicit clcrt.Stream
+  clcrt launcher()           Kernel.launcher: everything prepacked, the stream found per call
+  clcrt launcher(stream)     prepacked with its stream
+  ctypes clcrt_run           a bare ctypes call of clcrt_run (argtypes declared, dim3 by value)
+  ctypes clcrt_py_run raw    a bare ctypes call of the shim, no argtypes, ctypes objects only
+  cupy RawKernel             CuPy's RawKernel launch of the same kernel (when CuPy is installed)
+  torch x.add_(1)            a trivial torch op
+
+--leak N runs the launcher N times (default 10^6) and prints the RSS before and after.
+"""
+
+import argparse
+import ctypes
+import gc
+import json
+import os
+import statistics
+import sys
+import time
+
+import torch
+
+import clcrt
+from clcrt import _native
+from clcrt import _types as T
+
+SRC = """struct CountArgs { int *n; };
+__device__ void count_tile(const clcrt::Tile &t, const CountArgs &a) {
+  if (threadIdx.x == 0) atomicAdd(a.n, 1);
+}
+"""
+RAW = r"""extern "C" __global__ void count(int *n) { if (threadIdx.x == 0) atomicAdd(n, 1); }"""
+
+
+class CountArgs(clcrt.Args):
+    n: clcrt.ptr("int32")
+
+
+def rss():
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+def contenders(sched):
+    rt = clcrt.runtime(torch.cuda.current_device())
+    k = rt.register(SRC, "count_tile", CountArgs, block=32, sched=sched)
+    k.prepare(clcrt.Use.SHORT | clcrt.Use.GRAPH)
+    n = torch.zeros(1, dtype=torch.int32, device="cuda")
+    a = CountArgs(n)
+    s = rt.current_stream()  # torch's current (default) stream: every contender uses it
+    lib = _native.lib()
+    dim = T.Dim3(1, 1, 1)
+    sp, kp, ap, size = ctypes.c_void_p(s._h), ctypes.c_void_p(k._h), ctypes.c_void_p(ctypes.addressof(a)), 8
+    raw = lib["clcrt_py_run"]
+    raw.restype = ctypes.c_int
+    csize = ctypes.c_size_t(8)
+    go, go_s = k.launcher(1, a), k.launcher(1, a, stream=s)
+    c = {
+        "clcrt k.run(args)": lambda: k.run(1, a),
+        "clcrt k.run(args, stream)": lambda: k.run(1, a, stream=s),
+        "clcrt launcher()": go,
+        "clcrt launcher(stream)": go_s,
+        "ctypes clcrt_run": lambda: lib.clcrt_run(sp, kp, dim, ap, size),
+        "ctypes clcrt_py_run raw": lambda: raw(sp, kp, 1, 1, 1, ap, csize),
+    }
+    try:
+        import cupy
+
+        ck = cupy.RawKernel(RAW, "count")
+        cn = cupy.zeros(1, dtype=cupy.int32)
+        ck((1,), (32,), (cn,))
+        c["cupy RawKernel"] = lambda: ck((1,), (32,), (cn,))
+    except Exception as e:  # CuPy absent or unusable: say so, measure the rest
+        print("cupy: not measured (%s)" % (str(e).splitlines()[0] if str(e) else type(e).__name__))
+    x = torch.zeros(1, device="cuda")
+    c["torch x.add_(1)"] = lambda: x.add_(1)
+    return c, go
+
+
+def measure(c, rounds, batch):
+    names = list(c)
+    per = {n: [] for n in names}
+    for r in range(rounds):
+        order = names[r % len(names):] + names[: r % len(names)]
+        for n in order:
+            f = c[n]
+            torch.cuda.synchronize()
+            t0 = time.perf_counter()
+            for _ in range(batch):
+                f()
+            t1 = time.perf_counter()
+            per[n].append((t1 - t0) / batch * 1e6)
+    torch.cuda.synchronize()
+    return per
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--rounds", type=int, default=41)
+    ap.add_argument("--batch", type=int, default=200)
+    ap.add_argument("--sched", default="auto")
+    ap.add_argument("--leak", type=int, nargs="?", const=10**6, default=None)
+    ap.add_argument("--json")
+    o = ap.parse_args()
+    c, go = contenders(o.sched)
+    for f in c.values():  # warm-up: every path compiled, loaded and wrapped
+        for _ in range(100):
+            f()
+    torch.cuda.synchronize()
+    per = measure(c, o.rounds, o.batch)
+    dev = torch.cuda.get_device_name()
+    print("host time per call, median of %d rounds of %d calls (us); %s, Python %s, torch %s, clcrt %s, sched %s"
+          % (o.rounds, o.batch, dev, sys.version.split()[0], torch.__version__, clcrt.__version__, o.sched))
+    base = statistics.median(per["ctypes clcrt_run"])
+    rows = []
+    for n, v in per.items():
+        med = statistics.median(v)
+        rows.append({"name": n, "median_us": med, "min_us": min(v), "max_us": max(v)})
+        print("  %-28s %7.3f  (min %.3f, max %.3f)  %+7.3f vs bare ctypes clcrt_run" % (n, med, min(v), max(v), med - base))
+    out = {"device": dev, "python": sys.version.split()[0], "torch": torch.__version__, "rounds": o.rounds,
+           "batch": o.batch, "sched": o.sched, "rows": rows}
+    if o.leak:
+        gc.collect()
+        before = rss()
+        for i in range(o.leak):
+            go()
+        torch.cuda.synchronize()
+        gc.collect()
+        after = rss()
+        print("leak check: %d runs, RSS %d KiB before, %d KiB after (%+d KiB)" % (o.leak, before >> 10, after >> 10,
+                                                                                  (after - before) >> 10))
+        out["leak"] = {"runs": o.leak, "rss_before": before, "rss_after": after}
+    if o.json:
+        with open(o.json, "w") as f:
+            json.dump(out, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,920 @@
+"""Runtimes, kernels and streams: the Python face of include/clcrt.h.
+
+Each class holds a C handle and calls the C function of the same name; what Python adds is
+argument conversion (tensors, streams, enums, tuples), errors as exceptions, and the choice
+of stream when none is given (:meth:`Runtime.current_stream`).
+"""
+
+import concurrent.futures
+import ctypes
+import dataclasses
+import enum
+import logging
+import os
+import sys
+import threading
+
+from . import _driver, _native
+from . import _types as T
+from . import args as _args
+from ._errors import CompileError, InvalidError, error_for
+
+_log = logging.getLogger("clcrt")
+_LOG_LEVELS = {0: logging.DEBUG, 1: logging.INFO, 2: logging.WARNING}
+CU_STREAM_LEGACY = 1
+
+
+class Sched(enum.IntEnum):
+    """clcrt_sched: how a kernel gets its next work unit."""
+
+    AUTO = 0
+    CLC = 1
+    STEAL = 2
+    STATIC = 3
+    FIXED = 4
+
+
+class Grid(enum.IntEnum):
+    """clcrt_grid: how many clusters a STEAL kernel launches."""
+
+    AUTO = 0
+    FULL = 1
+    PERSISTENT = 2
+
+
+class Use(enum.IntFlag):
+    """CLCRT_USE_*: what a run may use, for Kernel.prepare and Kernel.variant."""
+
+    NONE = 0
+    TRACE = 1
+    GRAPH = 2
+    PREEMPT = 4
+    SHORT = 8
+
+
+class Swizzle(enum.IntEnum):
+    NONE = 0
+    B32 = 1
+    B64 = 2
+    B128 = 3
+
+
+_TMAP_DTYPES = {"bfloat16": 0, "float16": 1, "float32": 2, "uint8": 3}
+
+
+def _enum(cls, v, what):
+    if isinstance(v, cls):
+        return v
+    if isinstance(v, str):
+        key = v.strip().upper()
+        if cls is Swizzle and key in ("32B", "64B", "128B"):
+            key = "B" + key[:-1]
+        if key in cls.__members__:
+            return cls[key]
+    elif isinstance(v, int) and not isinstance(v, bool):
+        try:
+            return cls(v)
+        except ValueError:
+            pass
+    names = ", ".join(repr(n.lower()) for n in cls.__members__)
+    raise InvalidError("%s: %r is not one of %s" % (what, v, names))
+
+
+def _dim3(v, what, allow_zero=False):
+    if isinstance(v, int) and not isinstance(v, bool):
+        t = (v, 1, 1)
+    elif isinstance(v, (tuple, list)) and 1 <= len(v) <= 3:
+        t = tuple(v) + (1,) * (3 - len(v))
+    else:
+        raise InvalidError("%s: %r is not an int or a tuple of 1 to 3 ints" % (what, v))
+    lo = 0 if allow_zero else 1
+    for n in t:
+        if not isinstance(n, int) or isinstance(n, bool) or not lo <= n < 1 << 32:
+            raise InvalidError("%s: %r: each extent must be an int from %d to 2^32-1" % (what, v, lo))
+    return t
+
+
+def _tiles(v):
+    """A tile grid as the three values the hot call passes: ints below 2^31 go as C ints,
+    larger ones (still unsigned) as c_uint."""
+    return tuple(n if n < 2147483648 else ctypes.c_uint(n) for n in _dim3(v, "tiles", allow_zero=True))
+
+
+_run_fn = None
+
+
+def _run_raw():
+    """clcrt_py_run without argtypes: every argument is already a ctypes object or a small
+    int, which ctypes passes without the per-argument conversion argtypes cost (about 0.1 us
+    each on the build machine). The GIL is released during the call, as for every C call."""
+    global _run_fn
+    if _run_fn is None:
+        f = _native.lib()["clcrt_py_run"]
+        f.restype = ctypes.c_int
+        _run_fn = f
+    return _run_fn
+
+
+def _bytes(s, what):
+    if s is None:
+        return None
+    if isinstance(s, bytes):
+        return s
+    if isinstance(s, str):
+        return s.encode()
+    if isinstance(s, os.PathLike):
+        return os.fsencode(s)
+    raise InvalidError("%s: %r is not a string" % (what, s))
+
+
+def _text(p):
+    return p.decode("utf-8", "replace") if p else ""
+
+
+_pool_lock = threading.Lock()
+_pool = None
+
+
+def _executor():
+    global _pool
+    with _pool_lock:
+        if _pool is None:
+            _pool = concurrent.futures.ThreadPoolExecutor(
+                max_workers=os.cpu_count() or 2, thread_name_prefix="clcrt"
+            )
+    return _pool
+
+
+@dataclasses.dataclass(frozen=True)
+class KernelInfo:
+    """clcrt_kernel_info. from_cache: 0 compiled, 1 memory cache, 2 disk cache."""
+
+    name: str
+    arch: str
+    sched: Sched
+    grid: Grid
+    block: tuple
+    cluster: tuple
+    registers: int
+    stack_bytes: int
+    static_smem: int
+    dynamic_smem: int
+    param_bytes: int
+    has_clc: bool
+    compile_ms: float
+    from_cache: int
+
+
+@dataclasses.dataclass(frozen=True)
+class CacheStats:
+    """clcrt_cache_stats: the compile cache counters of a runtime."""
+
+    mem_hits: int
+    disk_hits: int
+    misses: int
+    uncached: int
+    compile_ms: float
+    load_ms: float
+
+
+@dataclasses.dataclass(frozen=True)
+class StreamStats:
+    """clcrt_stream_stats: the runs on a stream since statistics were enabled or read."""
+
+    runs: int
+    tiles: int
+    steals: int
+    clusters: int
+    max_units_per_cluster: int
+    tiles_per_sm: tuple
+
+
+class Runtime:
+    """A clcrt runtime: one GPU (``device``), or compile-only for an architecture (``arch``).
+
+    ``cache_dir``: the disk cache (None: $CLCRT_CACHE_DIR, else ~/.cache/clcrt; "": none).
+    ``cuda_home``: the toolkit whose headers NVRTC may include (None: $CUDA_HOME, else
+    /usr/local/cuda; not needed by tile functions that include no toolkit header).
+    ``log``: a callable ``log(level, message)`` (level: logging.DEBUG, INFO or WARNING) for
+    the runtime's warnings; by default they go to the ``logging`` logger "clcrt"; False
+    drops them. Use it as a context manager, or call close(); kernels and streams made from
+    it are unusable after close."""
+
+    def __init__(self, device=0, *, arch=None, cache_dir=None, cuda_home=None, log=None):
+        lib = _native.lib()
+        self._lib = lib
+        self._h = None
+        if not isinstance(device, int) or isinstance(device, bool) or device < 0:
+            raise InvalidError("Runtime: device %r is not a device ordinal" % (device,))
+        opts = T.sized(T.RuntimeOpts)
+        opts.device = device
+        opts.target_arch = _bytes(arch, "arch")
+        opts.cache_dir = _bytes(cache_dir, "cache_dir")
+        opts.cuda_home = _bytes(cuda_home, "cuda_home")
+        self._user_log = log
+        self._log_cb = T.LOG_FN(self._on_log) if log is not False else T.LOG_FN()
+        opts.log = self._log_cb
+        h = ctypes.c_void_p()
+        st = lib.clcrt_runtime_create(ctypes.byref(h), ctypes.byref(opts))
+        if st:
+            msg = _text(lib.clcrt_errmsg(h))
+            lib.clcrt_runtime_destroy(h)
+            if "target_arch" in msg and arch is None:
+                msg += " (from Python: clcrt.Runtime(arch=\"sm_90a\"))"
+            raise error_for(st, msg)
+        self._h = h.value
+        self.device = device
+        self.arch = _text(lib.clcrt_runtime_arch(self._h))
+        self.compile_only = bool(lib.clcrt_runtime_compile_only(self._h))
+        self._streams = {}
+        self._owned = []
+        self._default = None
+        self._lock = threading.Lock()
+        self._torch_stream = None
+
+    # ---- basics ----
+
+    def _on_log(self, user, level, msg):
+        text, lvl = _text(msg), _LOG_LEVELS.get(level, logging.WARNING)
+        try:
+            if callable(self._user_log):
+                self._user_log(lvl, text)
+            else:
+                _log.log(lvl, "%s", text)
+        except Exception:  # an exception must not cross into C
+            pass
+
+    def _check(self, st):
+        if st:
+            raise error_for(st, _text(self._lib.clcrt_errmsg(self._h)))
+
+    def _live(self):
+        if self._h is None:
+            raise InvalidError("the runtime was closed")
+        return self._h
+
+    def __repr__(self):
+        where = "compile-only" if self.compile_only else "device %d" % self.device
+        return "<clcrt.Runtime %s, %s%s>" % (self.arch, where, ", closed" if self._h is None else "")
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __del__(self):
+        if getattr(self, "_h", None) is not None and not sys.is_finalizing():
+            try:
+                self.close()
+            except Exception:
+                pass
+
+    def close(self):
+        """Destroys the runtime: its streams (waiting for their work), then its kernels."""
+        if self._h is None:
+            return
+        for s in list(self._streams.values()) + self._owned + ([self._default] if self._default else []):
+            s._destroy()
+        self._streams.clear()
+        self._owned.clear()
+        self._default = None
+        self._lib.clcrt_runtime_destroy(self._h)
+        self._h = None
+        _forget_default(self)
+
+    @property
+    def cache_dir(self):
+        """The disk cache directory this runtime uses (absolute), or None when it uses none."""
+        p = self._lib.clcrt_runtime_cache_dir(self._live())
+        return os.fsdecode(p) if p else None
+
+    def cache_stats(self):
+        """The compile cache's counters (clcrt_cache_stats_get)."""
+        s = T.sized(T.CacheStats)
+        self._check(self._lib.clcrt_cache_stats_get(self._live(), ctypes.byref(s)))
+        return CacheStats(s.mem_hits, s.disk_hits, s.misses, s.uncached, s.compile_ms, s.load_ms)
+
+    # ---- registration ----
+
+    def _desc(self, source, tile_fn, args, args_type, block, cluster, smem_bytes, sched, grid, options, state_type,
+              prologue_fn, include_digest, min_blocks_per_sm, check_args):
+        if not isinstance(source, str) or not source.strip():
+            raise InvalidError("register: source must be the tile function's CUDA C++ text")
+        if not isinstance(tile_fn, str) or not tile_fn.isidentifier():
+            raise InvalidError("register: tile_fn %r is not a function name" % (tile_fn,))
+        args_cls = None
+        if isinstance(args, type) and issubclass(args, _args.Args):
+            if "_clcrt_size_" not in args.__dict__:
+                raise InvalidError("register: args must be a subclass of clcrt.Args with fields, not clcrt.Args itself")
+            args_cls = args
+            args_type = args_type or args.c_name
+        elif isinstance(args, str):
+            args_type = args_type or args
+        elif args is not None:
+            raise InvalidError("register: args must be a clcrt.Args subclass or the Args type's name, not %r" % (args,))
+        if not args_type:
+            raise InvalidError("register: name the Args type: args=<clcrt.Args subclass> or args_type=\"Name\"")
+        if args_cls is not None and check_args:
+            source = source + _args.check_source(args_cls, args_type)
+        if isinstance(options, str):
+            options = [options]
+        opts = [_bytes(o, "options") for o in (options or ())]
+        d = T.sized(T.TileDesc)
+        keep = [source.encode(), tile_fn.encode(), args_type.encode()]
+        d.source, d.tile_fn, d.args_type = keep
+        d.block = T.Dim3(*_dim3(block, "block"))
+        d.cluster = T.Dim3(*_dim3(cluster, "cluster")) if cluster is not None else T.Dim3(0, 0, 0)
+        if not isinstance(smem_bytes, int) or not 0 <= smem_bytes < 1 << 32:
+            raise InvalidError("register: smem_bytes %r is not a byte count" % (smem_bytes,))
+        d.smem_bytes = smem_bytes
+        d.sched = _enum(Sched, sched, "sched")
+        d.grid = _enum(Grid, grid, "grid")
+        arr = (ctypes.c_char_p * max(1, len(opts)))(*opts)
+        keep.append(arr)
+        d.options, d.num_options = (arr, len(opts)) if opts else (None, 0)
+        d.state_type = _bytes(state_type, "state_type")
+        d.prologue_fn = _bytes(prologue_fn, "prologue_fn")
+        d.include_digest = _bytes(include_digest, "include_digest")
+        if not isinstance(min_blocks_per_sm, int) or min_blocks_per_sm < 0:
+            raise InvalidError("register: min_blocks_per_sm %r is not a count" % (min_blocks_per_sm,))
+        d.min_blocks_per_sm = min_blocks_per_sm
+        keep += [d.state_type, d.prologue_fn, d.include_digest]
+        return d, keep, args_cls, args_type
+
+    def register(self, source, tile_fn, args=None, *, args_type=None, block=128, cluster=None, smem_bytes=0,
+                 sched=Sched.AUTO, grid=Grid.AUTO, options=(), state_type=None, prologue_fn=None,
+                 include_digest=None, min_blocks_per_sm=0, check_args=True):
+        """Compiles a tile function (or finds it in the memory or disk cache); clcrt_register.
+
+        ``args`` is the Python declaration of the kernel's Args (a clcrt.Args subclass), whose
+        layout NVRTC then checks against the device struct (``check_args``); or the Args
+        type's C++ name, when runs will pass raw bytes. The other keywords are the fields of
+        clcrt_tile_desc: ``block`` and ``cluster`` as ints or tuples, ``sched`` and ``grid`` as
+        enums or names ("steal"), ``options`` extra NVRTC options."""
+        self._live()
+        d, keep, args_cls, args_type = self._desc(source, tile_fn, args, args_type, block, cluster, smem_bytes, sched,
+                                                  grid, options, state_type, prologue_fn, include_digest,
+                                                  min_blocks_per_sm, check_args)
+        k = ctypes.c_void_p()
+        st = self._lib.clcrt_register(self._h, ctypes.byref(d), ctypes.byref(k))
+        del keep
+        if st:
+            msg = _text(self._lib.clcrt_errmsg(self._h))
+            if st == CompileError.status and args_cls is not None and check_args:
+                e = _args.mismatch_error(args_cls, args_type, msg)
+                if e is not None:
+                    raise e
+            raise error_for(st, msg)
+        return Kernel(self, k.value, args_cls, args_type)
+
+    def register_async(self, *a, **kw):
+        """register() on a thread pool: returns a concurrent.futures.Future of the Kernel.
+
+        C's clcrt_register_async delivers completions to a libuv loop, which Python programs
+        do not have; this is its counterpart (``asyncio.wrap_future`` makes it awaitable).
+        Compiles run in parallel, as many at once as the machine has cores."""
+        self._live()
+        return _executor().submit(self.register, *a, **kw)
+
+    # ---- streams ----
+
+    def stream(self, stream=None, *, priority=None):
+        """A clcrt stream.
+
+        ``stream`` None: a new stream of clcrt's own (non-blocking), or with ``priority`` (CUDA's
+        numbering, as torch.cuda.Stream: 0 is the lowest, negative more urgent) a new CUstream
+        of that priority that the Stream owns. Otherwise the wrapper of an existing stream: a
+        torch.cuda.Stream, any object with ``__cuda_stream__``, or a raw CUstream handle (0 is the
+        legacy default stream); one wrapper per handle is made and kept."""
+        self._live()
+        if self.compile_only:
+            self._check(self._lib.clcrt_stream_create(self._h, None, ctypes.byref(ctypes.c_void_p())))
+        if stream is not None:
+            if priority is not None:
+                raise InvalidError("stream: a priority is the CUstream's: give one or the other")
+            return self._wrap(stream_handle(stream))
+        cu = None
+        if priority is not None:
+            if not isinstance(priority, int):
+                raise InvalidError("stream: priority %r is not an int" % (priority,))
+            cu = _driver.stream_create(self.device, priority)
+        h = ctypes.c_void_p()
+        st = self._lib.clcrt_stream_create(self._h, cu, ctypes.byref(h))
+        if st:
+            msg = _text(self._lib.clcrt_errmsg(self._h))
+            if cu:
+                _driver.stream_destroy(self.device, cu)
+            raise error_for(st, msg)
+        s = Stream(self, h.value, owned_cu=cu)
+        self._owned.append(s)
+        return s
+
+    def _wrap(self, handle):
+        s = self._streams.get(handle)
+        if s is not None:
+            return s
+        with self._lock:
+            s = self._streams.get(handle)
+            if s is None:
+                self._live()
+                cu = handle or CU_STREAM_LEGACY
+                h = ctypes.c_void_p()
+                if _driver.is_capturing(cu):
+                    with _driver.relaxed_capture():
+                        st = self._lib.clcrt_stream_create(self._h, cu, ctypes.byref(h))
+                else:
+                    st = self._lib.clcrt_stream_create(self._h, cu, ctypes.byref(h))
+                self._check(st)
+                s = Stream(self, h.value, cached=handle)
+                self._streams[handle] = s
+        return s
+
+    def forget_stream(self, stream):
+        """Drops the kept wrapper of a stream (before destroying that CUstream yourself)."""
+        s = self._streams.pop(stream_handle(stream), None)
+        if s is not None:
+            s._destroy()
+
+    @property
+    def default_stream(self):
+        """The runtime's own stream, where runs go when neither torch nor CuPy is imported."""
+        if self._default is None:
+            with self._lock:
+                if self._default is None:
+                    self._live()
+                    h = ctypes.c_void_p()
+                    self._check(self._lib.clcrt_stream_create(self._h, None, ctypes.byref(h)))
+                    self._default = Stream(self, h.value)
+        return self._default
+
+    def current_stream(self):
+        """Where a run with no stream goes: PyTorch's current stream of this device when torch
+        is imported, else CuPy's current stream when CuPy is, else default_stream. Never the
+        legacy default stream unless that is the current stream of torch or CuPy."""
+        torch = sys.modules.get("torch")
+        if torch is not None:
+            f = self._torch_stream
+            if f is None:
+                f = self._torch_stream = _torch_stream_fn(torch, self.device)
+            if f is not False:
+                return self._wrap(f())
+        cupy = sys.modules.get("cupy")
+        if cupy is not None and self._cupy_device_ok(cupy):
+            return self._wrap(cupy.cuda.get_current_stream().ptr)
+        return self.default_stream
+
+    def _cupy_device_ok(self, cupy):
+        try:
+            return cupy.cuda.runtime.getDevice() == self.device
+        except Exception:
+            return False
+
+    # ---- helpers ----
+
+    def tensor_map_2d(self, tensor, box_rows, box_cols, *, dtype=None, rows=None, cols=None, row_stride_bytes=None,
+                      swizzle=Swizzle.B128):
+        """A 2-D TMA descriptor (clcrt_tensor_map_2d) for an Args field of type clcrt.TensorMap.
+
+        ``tensor``: a 2-D GPU tensor (its dtype, rows, columns and row stride are used unless
+        given), or a device address with dtype, rows, cols and row_stride_bytes given. The
+        TensorMap keeps the tensor alive while Args hold it."""
+        self._live()
+        if isinstance(tensor, int):
+            base, dev, shape, ref = tensor, None, None, None
+            if dtype is None or rows is None or cols is None:
+                raise InvalidError("tensor_map_2d: with an address, give dtype, rows and cols")
+        else:
+            info = _tensors_describe(tensor, "tensor_map_2d")
+            base, dev, shape, ref = info.ptr, info.device, info.shape, tensor
+            dtype = dtype or info.dtype
+            if shape is not None and len(shape) != 2 and (rows is None or cols is None):
+                raise InvalidError("tensor_map_2d: the tensor has shape %s: a 2-D one is needed" % (shape,))
+            rows = rows if rows is not None else shape[0]
+            cols = cols if cols is not None else shape[1]
+        for name, v in (("rows", rows), ("cols", cols), ("row_stride_bytes", row_stride_bytes), ("box_rows", box_rows),
+                        ("box_cols", box_cols), ("address", base)):
+            if v is not None and (not isinstance(v, int) or isinstance(v, bool) or not 0 <= v < 1 << 64):
+                raise InvalidError("tensor_map_2d: %s %r is not a non-negative int" % (name, v))
+        dname = _tensors_dtype(dtype)
+        if dname not in _TMAP_DTYPES:
+            raise InvalidError("tensor_map_2d: dtype %s: TMA maps here take %s" % (dname, ", ".join(_TMAP_DTYPES)))
+        if dev is not None and dev != self.device:
+            raise InvalidError("tensor_map_2d: the tensor is on cuda:%d, the runtime on device %d" % (dev, self.device))
+        if row_stride_bytes is None:
+            row_stride_bytes = cols * {"bfloat16": 2, "float16": 2, "float32": 4, "uint8": 1}[dname]
+        # clcrt_tensor_map is 64-byte aligned in C, and the library may store it with aligned
+        # instructions: encode into an aligned buffer, then copy.
+        buf = (ctypes.c_uint8 * 192)()
+        at = (ctypes.addressof(buf) + 63) & ~63
+        st = self._lib.clcrt_tensor_map_2d(self._h, at, _TMAP_DTYPES[dname], base, rows, cols, row_stride_bytes,
+                                           box_rows, box_cols, _enum(Swizzle, swizzle, "swizzle"))
+        self._check(st)
+        m = _args.TensorMap.from_buffer_copy(bytes(buf[at - ctypes.addressof(buf):][:128]))
+        m._clcrt_src = (ref, dev)
+        return m
+
+
+def _tensors_describe(t, what):
+    from . import tensors
+
+    return tensors.describe(t, what)
+
+
+def _tensors_dtype(d):
+    from . import tensors
+
+    return tensors.dtype_name(d)
+
+
+def _torch_stream_fn(torch, device):
+    """A function returning torch's current CUstream handle for the device, or False when
+    torch has no CUDA. torch._C._cuda_getCurrentRawStream (what torch's own compiled code
+    calls) costs far less than torch.cuda.current_stream(), which builds a Stream object."""
+    try:
+        if not torch.cuda.is_available():
+            return False
+        public = torch.cuda.current_stream(device).cuda_stream  # also initialises torch's CUDA state
+    except Exception:
+        return False
+    raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+    if raw is not None:
+        try:
+            if raw(device) == public:
+                return lambda: raw(device)
+        except Exception:
+            pass
+    return lambda: torch.cuda.current_stream(device).cuda_stream
+
+
+def stream_handle(stream):
+    """The CUstream handle (int) of a torch stream, an object with __cuda_stream__, a CuPy
+    stream, a clcrt.Stream or an int."""
+    if isinstance(stream, int) and not isinstance(stream, bool):
+        if stream < 0:
+            raise InvalidError("stream handle %d is negative" % stream)
+        return stream
+    if isinstance(stream, Stream):
+        return stream.handle
+    proto = getattr(stream, "__cuda_stream__", None)
+    if proto is not None:
+        v = proto() if callable(proto) else proto
+        if isinstance(v, tuple) and len(v) == 2:
+            return int(v[1])
+        raise InvalidError("%s.__cuda_stream__ gave %r, not (version, handle)" % (type(stream).__name__, v))
+    for attr in ("cuda_stream", "ptr", "handle"):
+        h = getattr(stream, attr, None)
+        if isinstance(h, int):
+            return h
+    raise InvalidError(
+        "%r is not a stream: pass a torch.cuda.Stream, an object with __cuda_stream__, a clcrt.Stream or a CUstream "
+        "handle (int)" % (stream,)
+    )
+
+
+class Kernel:
+    """A registered tile function (clcrt_kernel). Made by Runtime.register."""
+
+    def __init__(self, rt, h, args_cls, args_type, base=None):
+        self._rt = rt
+        self._h = h
+        self.args = args_cls
+        self.args_type = args_type
+        self._args_size = ctypes.sizeof(args_cls) if args_cls is not None else None
+        self._base = base
+        self._info = None
+        self._hp = ctypes.c_void_p(h)
+        self._csize = ctypes.c_size_t(self._args_size or 0)
+        self._run = _run_raw()
+
+    def __repr__(self):
+        return "<clcrt.Kernel %s>" % (self.info.name if self._rt._h else "(runtime closed)")
+
+    def _live(self):
+        self._rt._live()
+        return self._h
+
+    @property
+    def runtime(self):
+        return self._rt
+
+    @property
+    def info(self):
+        """KernelInfo: entry name, registers, shared memory, parameter bytes, ..."""
+        self._live()
+        if self._info is None:
+            i = T.sized(T.KernelInfo)
+            self._rt._check(self._rt._lib.clcrt_kernel_info_get(self._live(), ctypes.byref(i)))
+            self._info = KernelInfo(
+                _text(i.name), _text(i.arch), Sched(i.sched), Grid(i.grid), (i.block.x, i.block.y, i.block.z),
+                (i.cluster.x, i.cluster.y, i.cluster.z), i.registers, i.stack_bytes, i.static_smem, i.dynamic_smem,
+                i.param_bytes, bool(i.has_clc), i.compile_ms, i.from_cache,
+            )
+        return self._info
+
+    @property
+    def cubin(self):
+        """The cubin (bytes)."""
+        data, size = ctypes.c_void_p(), ctypes.c_size_t()
+        self._rt._check(self._rt._lib.clcrt_kernel_cubin(self._live(), ctypes.byref(data), ctypes.byref(size)))
+        return ctypes.string_at(data, size.value)
+
+    @property
+    def ptx(self):
+        """The PTX (str). A kernel loaded from the disk cache has none: NotFoundError."""
+        p = ctypes.c_char_p()
+        self._rt._check(self._rt._lib.clcrt_kernel_ptx(self._live(), ctypes.byref(p)))
+        return _text(p.value)
+
+    def prepare(self, uses=Use.GRAPH):
+        """Builds now the variants runs with any combination of ``uses`` launch
+        (clcrt_kernel_prepare), so that no compile happens in a timed or captured run. The
+        default builds what graph capture needs."""
+        self._rt._check(self._rt._lib.clcrt_kernel_prepare(self._live(), int(uses)))
+
+    def variant(self, uses):
+        """The variant a run with ``uses`` launches, as a Kernel (for its info, cubin, PTX)."""
+        out = ctypes.c_void_p()
+        self._rt._check(self._rt._lib.clcrt_kernel_variant(self._live(), int(uses), ctypes.byref(out)))
+        return Kernel(self._rt, out.value, self.args, self.args_type, base=self)
+
+    @property
+    def observed(self):
+        """The variant traced runs (and runs with statistics on) launch."""
+        return self.variant(Use.TRACE)
+
+    def inspect(self, sass=False):
+        """The tool's ``clcrt inspect --json`` of this kernel's cubin, as a dict."""
+        from . import tool
+
+        return tool.inspect(self.cubin, sass=sass)
+
+    # ---- runs ----
+
+    def _args_ptr(self, args):
+        if args is None:
+            return None, ctypes.c_size_t(0)
+        cls = type(args)
+        if isinstance(args, _args.Args):
+            if self.args is not None and cls is not self.args:
+                raise InvalidError(
+                    "run: the kernel was registered with Args %s, not %s" % (self.args.__name__, cls.__name__)
+                )
+            dev = args._clcrt_device
+            if dev is not None and dev != self._rt.device:
+                raise InvalidError(
+                    "run: %s holds tensors on cuda:%d, but the runtime runs on device %d" % (cls.__name__, dev, self._rt.device)
+                )
+            return args._clcrt_ptr, ctypes.c_size_t(ctypes.sizeof(cls))
+        if self.args is not None:
+            raise InvalidError(
+                "run: the kernel was registered with Args %s: pass an instance of it, not %s"
+                % (self.args.__name__, cls.__name__)
+            )
+        if isinstance(args, (ctypes.Structure, ctypes.Array, ctypes.Union)):
+            return ctypes.c_void_p(ctypes.addressof(args)), ctypes.c_size_t(ctypes.sizeof(args))
+        if isinstance(args, (bytes, bytearray, memoryview)):
+            mv = memoryview(args).cast("B")
+            buf = (ctypes.c_char * len(mv)).from_buffer_copy(mv) if len(mv) else None
+            return buf, ctypes.c_size_t(len(mv))
+        raise InvalidError("run: args must be clcrt.Args, bytes or a ctypes object, not %s" % cls.__name__)
+
+    def run(self, tiles, args=None, stream=None):
+        """Enqueues one run over ``tiles`` (an int or a tuple of up to 3) with ``args`` on
+        ``stream`` (default: Runtime.current_stream(), i.e. torch's current stream when torch is
+        imported). Asynchronous, like a kernel launch."""
+        rt = self._rt
+        if rt._h is None or self._base is not None:
+            self._not_runnable()
+        if args is not None and type(args) is self.args:
+            dev = args._clcrt_device
+            if dev is not None and dev != rt.device:
+                self._args_ptr(args)  # raises with the message
+            addr, size = args._clcrt_ptr, self._csize
+        else:
+            addr, size = self._args_ptr(args)
+        if type(tiles) is int and 0 <= tiles < 2147483648:
+            x, y, z = tiles, 1, 1
+        else:
+            x, y, z = _tiles(tiles)
+        if stream is None:
+            s = rt.current_stream()
+        elif type(stream) is Stream:
+            s = stream
+            if s._rt is not rt:
+                raise InvalidError("run: the stream belongs to another runtime")
+        else:
+            s = rt._wrap(stream_handle(stream))
+        st = self._run(s._hp, self._hp, x, y, z, addr, size)
+        if st:
+            s._fail(st)
+
+    def _not_runnable(self):
+        self._rt._live()
+        raise InvalidError("run the kernel itself, not its variant: each run picks the variant it needs")
+
+    def launcher(self, tiles, args=None, stream=None):
+        """A callable that runs the kernel with these tiles and Args (prepacked): the least
+        host work per run. The Args instance is used as it is at each call; with ``stream``
+        None each call goes to the stream current at that call."""
+        if self._base is not None:
+            self._not_runnable()
+        x, y, z = _tiles(tiles)
+        addr, size = self._args_ptr(args)
+        s = None if stream is None else (stream if isinstance(stream, Stream) else self._rt._wrap(stream_handle(stream)))
+        return Launcher(self, s, x, y, z, addr, size, args)
+
+
+class Launcher:
+    """Made by Kernel.launcher; call it to run."""
+
+    __slots__ = ("_k", "_rt", "_s", "_x", "_y", "_z", "_addr", "_size", "_args", "_run", "_kh")
+
+    def __init__(self, k, s, x, y, z, addr, size, args):
+        self._k, self._rt, self._s = k, k._rt, s
+        self._x, self._y, self._z, self._addr, self._size, self._args = x, y, z, addr, size, args
+        self._run, self._kh = _run_raw(), k._hp
+
+    def __call__(self):
+        s = self._s
+        if s is None:
+            s = self._rt.current_stream()
+        if self._rt._h is None:
+            self._rt._live()
+        st = self._run(s._hp, self._kh, self._x, self._y, self._z, self._addr, self._size)
+        if st:
+            s._fail(st)
+
+
+class Stream:
+    """A clcrt stream: a CUstream and its scheduler state. Made by Runtime.stream or found
+    by Runtime.current_stream. ``__cuda_stream__`` lets other libraries use it
+    (``torch.cuda.ExternalStream(s.handle)``)."""
+
+    def __init__(self, rt, h, owned_cu=None, cached=None):
+        self._rt = rt
+        self._h = h
+        self._hp = ctypes.c_void_p(h)
+        self._owned_cu = owned_cu
+        self._cached = cached
+
+    def __repr__(self):
+        if self._h is None:
+            return "<clcrt.Stream (destroyed)>"
+        return "<clcrt.Stream 0x%x, priority level %d>" % (self.handle, self.level)
+
+    def _live(self):
+        if self._h is None:
+            self._rt._live()
+            raise InvalidError("the stream was closed")
+        return self._h
+
+    def _fail(self, st):
+        if self._h is None:
+            self._live()
+        raise error_for(st, _text(self._rt._lib.clcrt_errmsg(self._rt._h)))
+
+    def _check(self, st):
+        if st:
+            self._fail(st)
+
+    def _destroy(self):
+        if self._h is None:
+            return
+        self._rt._lib.clcrt_stream_destroy(self._h)
+        self._h = None
+        self._hp = ctypes.c_void_p(None)
+        if self._owned_cu:
+            try:
+                _driver.stream_destroy(self._rt.device, self._owned_cu)
+            except Exception:
+                pass
+
+    def close(self):
+        """Waits for the stream's work and destroys it (and the CUstream, when it owns one)."""
+        if self._cached is not None:
+            self._rt._streams.pop(self._cached, None)
+        if self in self._rt._owned:
+            self._rt._owned.remove(self)
+        self._destroy()
+
+    @property
+    def runtime(self):
+        return self._rt
+
+    @property
+    def handle(self):
+        """The CUstream handle (int; 1 is the legacy default stream)."""
+        return self._rt._lib.clcrt_stream_cu(self._live()) or 0
+
+    def __cuda_stream__(self):
+        return (0, self.handle)
+
+    @property
+    def level(self):
+        """clcrt's priority level: 0 for the device's lowest priority, larger is more urgent."""
+        return self._rt._lib.clcrt_stream_priority(self._live())
+
+    def sync(self):
+        """Waits for the stream's work (clcrt_stream_sync)."""
+        self._check(self._rt._lib.clcrt_stream_sync(self._live()))
+
+    synchronize = sync
+
+    def run(self, kernel, tiles, args=None):
+        kernel.run(tiles, args, stream=self)
+
+    def done(self):
+        """A concurrent.futures.Future that completes when the work enqueued on the stream so
+        far has finished: the counterpart of C's clcrt_run_notify, which needs a libuv loop
+        (``asyncio.wrap_future`` makes it awaitable). Refused while the stream is captured."""
+        self._live()
+        if _driver.is_capturing(self.handle):
+            raise InvalidError("done: the stream is being captured into a graph")
+        ev = _driver.event_record(self._rt.device, self.handle)
+        return _executor().submit(_driver.event_wait, self._rt.device, ev)
+
+    # ---- preemption ----
+
+    def preempt_begin(self):
+        self._check(self._rt._lib.clcrt_preempt_begin(self._live()))
+
+    def preempt_end(self):
+        self._check(self._rt._lib.clcrt_preempt_end(self._live()))
+
+    def preempt(self):
+        """``with s.preempt(): ...``: your own kernels enqueued on this (higher-priority) stream
+        inside the block make lower-priority STEAL runs yield (clcrt_preempt_begin/end)."""
+        return _Preempt(self)
+
+    # ---- statistics and traces ----
+
+    def stats_enable(self, on=True):
+        self._check(self._rt._lib.clcrt_stream_stats_enable(self._live(), 1 if on else 0))
+
+    def stats(self):
+        """Synchronises, then reads and resets the statistics (clcrt_stream_stats_read)."""
+        s = T.sized(T.StreamStats)
+        self._check(self._rt._lib.clcrt_stream_stats_read(self._live(), ctypes.byref(s)))
+        per_sm = tuple(s.tiles_per_sm[i] for i in range(s.num_sms)) if s.tiles_per_sm else ()
+        return StreamStats(s.runs, s.tiles, s.steals, s.clusters, s.max_units_per_cluster, per_sm)
+
+    def trace_enable(self, capacity=1 << 20):
+        """Records every tile of the runs that follow, up to ``capacity`` records (0: off)."""
+        if not isinstance(capacity, int) or capacity < 0:
+            raise InvalidError("trace_enable: capacity %r is not a record count" % (capacity,))
+        self._check(self._rt._lib.clcrt_stream_trace_enable(self._live(), capacity))
+
+    def trace_disable(self):
+        self.trace_enable(0)
+
+    def trace_read(self):
+        """Synchronises and takes the records written since the last read: a clcrt.Trace."""
+        from .trace import Trace
+
+        t = ctypes.c_void_p()
+        self._check(self._rt._lib.clcrt_stream_trace_read(self._live(), ctypes.byref(t)))
+        return Trace._own(t.value)
+
+
+class _Preempt:
+    def __init__(self, s):
+        self._s = s
+
+    def __enter__(self):
+        self._s.preempt_begin()
+        return self._s
+
+    def __exit__(self, *exc):
+        self._s.preempt_end()
+
+
+# ---- one shared runtime per device ------------------------------------------------------------
+
+_defaults = {}
+_defaults_lock = threading.Lock()
+
+
+def runtime(device=None):
+    """The shared Runtime of a device (made on first use): what clcrt.ops use. ``device``
+    None: torch's current device when torch is imported, else 0."""
+    if device is None:
+        torch = sys.modules.get("torch")
+        device = torch.cuda.current_device() if torch is not None and torch.cuda.is_available() else 0
+    elif not isinstance(device, int):
+        device = getattr(device, "index", None)
+        if device is None:
+            raise InvalidError("runtime: %r is not a device ordinal" % (device,))
+    rt = _defaults.get(device)
+    if rt is None:
+        with _defaults_lock:
+            rt = _defaults.get(device)
+            if rt is None:
+                rt = _defaults[device] = Runtime(device)
+    return rt
+
+
+def _forget_default(rt):
+    with _defaults_lock:
+        if _defaults.get(rt.device) is rt:
+            del _defaults[rt.device]

@@ -1,0 +1,139 @@
+"""clcrt.Error and its subclasses, one per clcrt_status.
+
+Every failure raises one of these. ``status`` is the C status (an int, ``status_name`` its
+name such as "CLCRT_E_COMPILE") and ``message`` the runtime's detail (``clcrt_errmsg``: the
+NVRTC log at the user's own line numbers, the driver call that failed, the numbers that made
+a launch invalid). Checks made in Python (a CPU tensor, a wrong dtype) raise the same classes
+with a message of their own, so callers catch one hierarchy. Some subclasses also derive
+from the matching built-in exception (InvalidError is a ValueError, NotFoundError a
+LookupError, ...), so generic handlers keep working.
+"""
+
+# Same order as CLCRT_STATUS_MAP in include/clcrt.h; the tests check each value against
+# clcrt_status_name.
+STATUS_NAMES = (
+    "CLCRT_OK",
+    "CLCRT_E_INVALID",
+    "CLCRT_E_COMPILE",
+    "CLCRT_E_NO_DEVICE",
+    "CLCRT_E_UNSUPPORTED",
+    "CLCRT_E_CUDA",
+    "CLCRT_E_NOMEM",
+    "CLCRT_E_IO",
+    "CLCRT_E_CORRUPT",
+    "CLCRT_E_NOT_FOUND",
+    "CLCRT_E_BUSY",
+    "CLCRT_E_CANCELLED",
+)
+STATUS = {name: i for i, name in enumerate(STATUS_NAMES)}
+
+
+class Error(Exception):
+    """A clcrt failure: ``status`` (int), ``status_name``, ``message`` (the detail)."""
+
+    status = None
+
+    def __init__(self, message, status=None):
+        if status is not None:
+            self.status = status
+        self.message = message
+        super().__init__(message)
+
+    @property
+    def status_name(self):
+        if self.status is None or not 0 <= self.status < len(STATUS_NAMES):
+            return "CLCRT_E_UNKNOWN"
+        return STATUS_NAMES[self.status]
+
+    def __str__(self):
+        return "%s: %s" % (self.status_name, self.message)
+
+
+class InvalidError(Error, ValueError):
+    status = STATUS["CLCRT_E_INVALID"]
+
+
+class CompileError(Error):
+    """NVRTC could not compile: ``message`` holds its log, at the user's own line numbers."""
+
+    status = STATUS["CLCRT_E_COMPILE"]
+
+
+class ArgsMismatchError(CompileError):
+    """The Python Args declaration and the device struct disagree (checked by NVRTC while
+    compiling the kernel). ``mismatches`` lists them as (field, what, device, python)."""
+
+    def __init__(self, message, mismatches=(), log=""):
+        super().__init__(message)
+        self.mismatches = list(mismatches)
+        self.log = log
+
+
+class NoDeviceError(Error, RuntimeError):
+    status = STATUS["CLCRT_E_NO_DEVICE"]
+
+
+class UnsupportedError(Error, RuntimeError):
+    status = STATUS["CLCRT_E_UNSUPPORTED"]
+
+
+class CudaError(Error, RuntimeError):
+    status = STATUS["CLCRT_E_CUDA"]
+
+
+class NoMemoryError(Error, MemoryError):
+    status = STATUS["CLCRT_E_NOMEM"]
+
+
+class FileError(Error, OSError):
+    status = STATUS["CLCRT_E_IO"]
+
+    def __str__(self):  # OSError's own __str__ would drop the status
+        return Error.__str__(self)
+
+
+class CorruptError(Error, ValueError):
+    status = STATUS["CLCRT_E_CORRUPT"]
+
+
+class NotFoundError(Error, LookupError):
+    status = STATUS["CLCRT_E_NOT_FOUND"]
+
+
+class BusyError(Error, RuntimeError):
+    status = STATUS["CLCRT_E_BUSY"]
+
+
+class CancelledError(Error, RuntimeError):
+    """The runtime was destroyed before the operation finished."""
+
+    status = STATUS["CLCRT_E_CANCELLED"]
+
+
+class LibraryError(Error, ImportError):
+    """The bundled library or NVRTC could not be loaded."""
+
+    status = STATUS["CLCRT_E_NOT_FOUND"]
+
+
+CLASSES = {
+    STATUS["CLCRT_E_INVALID"]: InvalidError,
+    STATUS["CLCRT_E_COMPILE"]: CompileError,
+    STATUS["CLCRT_E_NO_DEVICE"]: NoDeviceError,
+    STATUS["CLCRT_E_UNSUPPORTED"]: UnsupportedError,
+    STATUS["CLCRT_E_CUDA"]: CudaError,
+    STATUS["CLCRT_E_NOMEM"]: NoMemoryError,
+    STATUS["CLCRT_E_IO"]: FileError,
+    STATUS["CLCRT_E_CORRUPT"]: CorruptError,
+    STATUS["CLCRT_E_NOT_FOUND"]: NotFoundError,
+    STATUS["CLCRT_E_BUSY"]: BusyError,
+    STATUS["CLCRT_E_CANCELLED"]: CancelledError,
+}
+
+
+def error_for(status, message):
+    """The exception for a C status and its message."""
+    cls = CLASSES.get(status, Error)
+    e = cls(message)
+    e.status = status
+    return e

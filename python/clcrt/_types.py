@@ -1,0 +1,161 @@
+"""ctypes mirrors of the structures in include/clcrt.h, field for field and with the C names.
+
+The bundled library describes its own layouts (``clcrt_py_layout`` in _shim.c: every
+structure's size and every field's offset, from ``sizeof``/``offsetof``), and the tests
+compare these mirrors against it, so a change to the header that is not made here fails
+the tests instead of corrupting memory.
+"""
+
+import ctypes as c
+
+TRACE_MAX_SMS = 1024
+
+
+class Dim3(c.Structure):
+    _fields_ = [("x", c.c_uint), ("y", c.c_uint), ("z", c.c_uint)]
+
+
+LOG_FN = c.CFUNCTYPE(None, c.c_void_p, c.c_int, c.c_char_p)
+
+
+class RuntimeOpts(c.Structure):
+    _fields_ = [
+        ("size", c.c_size_t),
+        ("device", c.c_int),
+        ("target_arch", c.c_char_p),
+        ("cache_dir", c.c_char_p),
+        ("log", LOG_FN),
+        ("log_user", c.c_void_p),
+        ("cuda_home", c.c_char_p),
+    ]
+
+
+class TileDesc(c.Structure):
+    _fields_ = [
+        ("size", c.c_size_t),
+        ("source", c.c_char_p),
+        ("tile_fn", c.c_char_p),
+        ("args_type", c.c_char_p),
+        ("block", Dim3),
+        ("cluster", Dim3),
+        ("smem_bytes", c.c_uint),
+        ("sched", c.c_int),
+        ("options", c.POINTER(c.c_char_p)),
+        ("num_options", c.c_int),
+        ("state_type", c.c_char_p),
+        ("prologue_fn", c.c_char_p),
+        ("grid", c.c_int),
+        ("include_digest", c.c_char_p),
+        ("min_blocks_per_sm", c.c_uint),
+    ]
+
+
+class KernelInfo(c.Structure):
+    _fields_ = [
+        ("size", c.c_size_t),
+        ("name", c.c_char_p),
+        ("arch", c.c_char_p),
+        ("sched", c.c_int),
+        ("grid", c.c_int),
+        ("block", Dim3),
+        ("cluster", Dim3),
+        ("registers", c.c_int),
+        ("stack_bytes", c.c_int),
+        ("static_smem", c.c_uint),
+        ("dynamic_smem", c.c_uint),
+        ("param_bytes", c.c_size_t),
+        ("has_clc", c.c_int),
+        ("compile_ms", c.c_double),
+        ("from_cache", c.c_int),
+    ]
+
+
+class StreamStats(c.Structure):
+    _fields_ = [
+        ("size", c.c_size_t),
+        ("runs", c.c_ulonglong),
+        ("tiles", c.c_ulonglong),
+        ("steals", c.c_ulonglong),
+        ("num_sms", c.c_uint),
+        ("tiles_per_sm", c.POINTER(c.c_ulonglong)),
+        ("clusters", c.c_ulonglong),
+        ("max_units_per_cluster", c.c_ulonglong),
+    ]
+
+
+class TraceRecord(c.Structure):
+    _fields_ = [
+        ("start_ns", c.c_uint64),
+        ("end_ns", c.c_uint64),
+        ("tile", c.c_uint64),
+        ("unit", c.c_uint32),
+        ("cluster", c.c_uint32),
+        ("run", c.c_uint32),
+        ("sm", c.c_uint16),
+        ("cta_rank", c.c_uint8),
+        ("flags", c.c_uint8),
+        ("reserved", c.c_uint32),
+    ]
+
+
+class TraceSummary(c.Structure):
+    _fields_ = [
+        ("size", c.c_size_t),
+        ("tiles", c.c_ulonglong),
+        ("steals", c.c_ulonglong),
+        ("runs", c.c_ulonglong),
+        ("dropped", c.c_ulonglong),
+        ("num_sms", c.c_uint),
+        ("span_ns", c.c_double),
+        ("tail_ns", c.c_double),
+        ("imbalance", c.c_double),
+        ("busy_mean", c.c_double),
+        ("busy_fraction", c.c_double * TRACE_MAX_SMS),
+    ]
+
+
+class CacheStats(c.Structure):
+    _fields_ = [
+        ("size", c.c_size_t),
+        ("mem_hits", c.c_ulonglong),
+        ("disk_hits", c.c_ulonglong),
+        ("misses", c.c_ulonglong),
+        ("uncached", c.c_ulonglong),
+        ("compile_ms", c.c_double),
+        ("load_ms", c.c_double),
+    ]
+
+
+class GemmLaunch(c.Structure):
+    """_gemm_shim.h: what a GEMM launch needs besides its Args."""
+
+    _fields_ = [
+        ("size", c.c_size_t),
+        ("variant", c.c_int),
+        ("splits", c.c_uint),
+        ("tiles", c.c_uint * 3),
+        ("ws_bytes", c.c_uint64),
+        ("ctr_bytes", c.c_uint64),
+        ("args_bytes", c.c_size_t),
+    ]
+
+
+def sized(cls):
+    """A zeroed instance with its ``size`` field set, like the C ..._INIT macros."""
+    v = cls()
+    v.size = c.sizeof(cls)
+    return v
+
+
+# Every mirror the layout check compares with the library's own description.
+MIRRORS = {
+    "clcrt_dim3": Dim3,
+    "clcrt_runtime_opts": RuntimeOpts,
+    "clcrt_tile_desc": TileDesc,
+    "clcrt_kernel_info": KernelInfo,
+    "clcrt_stream_stats": StreamStats,
+    "clcrt_trace_record": TraceRecord,
+    "clcrt_trace_summary": TraceSummary,
+    "clcrt_cache_stats": CacheStats,
+    "clcrt_py_gemm_launch": GemmLaunch,
+}
