@@ -7,8 +7,9 @@
  * and two streams at once; operands at 16-byte offsets (the shifted k-blocks); then the
  * grouped GEMM on awkward group lists (empty groups, groups smaller than a tile, one group, a
  * thousand tiny groups, all empty, a token buffer longer than the groups' rows) and the
- * masked layout replayed from a CUDA graph with new counts. Every variant it covers under
- * STEAL, STATIC and FIXED.
+ * masked layout replayed from a CUDA graph with new counts; the plan's measured mode (timed
+ * once, kept in the store, read back by a second runtime with no timing). Every variant it
+ * covers under STEAL, STATIC and FIXED.
  *
  * Every output is poisoned (NaN) before each run, checked element by element to be written
  * where it must and untouched where it must not, compared with cuBLAS (relative Frobenius
@@ -631,6 +632,130 @@ START_TEST(test_grouped_masked) {
 }
 END_TEST
 
+/* ---- the measured mode ---- */
+
+/* Times a plan on the test's operands with CUDA events: 2 runs to warm up, the median of 5. */
+typedef struct gpu_timer {
+  clcrt_runtime *rt;
+  clcrt_stream *s;
+  CUdeviceptr A, B, D;
+  unsigned m, n, k, calls;
+} gpu_timer;
+
+static double gpu_time(void *user, const gemm_plan *p) {
+  gpu_timer *t = user;
+  t->calls++;
+  const gemm_variant *v = &GEMM_VARIANTS[p->variant];
+  clcrt_kernel *k = NULL;
+  ck_assert_msg(gemm_register(t->rt, v, p->sched, 0, &k) == CLCRT_OK, "%s", clcrt_errmsg(t->rt));
+  gemm_args a;
+  ck_assert_int_eq(gemm_dense_args(t->rt, p, &a, t->A, t->B, t->D, t->m, t->n, t->k, 0, 0), CLCRT_OK);
+  CUdeviceptr ws = 0, ctr = 0;
+  if (a.sk_units) {
+    ws = gpu_alloc(gemm_ws_bytes(v, &a)), ctr = gpu_alloc(gemm_ctr_bytes(v, &a));
+    gpu_fill_u8(ctr, 0, gemm_ctr_bytes(v, &a));
+    a.ws = ws, a.ctr = ctr;
+  }
+  const clcrt__driver *cu = gpu_cu();
+  CUevent e0, e1;
+  ck_assert_int_eq(cu->cuEventCreate(&e0, 0), CUDA_SUCCESS);
+  ck_assert_int_eq(cu->cuEventCreate(&e1, 0), CUDA_SUCCESS);
+  float ms[5];
+  for (int r = 0; r < 7; r++) {
+    ck_assert_int_eq(cu->cuEventRecord(e0, clcrt_stream_cu(t->s)), CUDA_SUCCESS);
+    ck_assert_int_eq(clcrt_run(t->s, k, gemm_dense_tiles(v, &a), &a, sizeof a), CLCRT_OK);
+    ck_assert_int_eq(cu->cuEventRecord(e1, clcrt_stream_cu(t->s)), CUDA_SUCCESS);
+    ck_assert_int_eq(cu->cuEventSynchronize(e1), CUDA_SUCCESS);
+    if (r >= 2) ck_assert_int_eq(cu->cuEventElapsedTime(&ms[r - 2], e0, e1), CUDA_SUCCESS);
+  }
+  cu->cuEventDestroy(e0), cu->cuEventDestroy(e1);
+  gpu_free(ws), gpu_free(ctr);
+  for (int i = 1; i < 5; i++) /* insertion sort of 5 */
+    for (int j = i; j > 0 && ms[j] < ms[j - 1]; j--) {
+      float x = ms[j];
+      ms[j] = ms[j - 1], ms[j - 1] = x;
+    }
+  return ms[2];
+}
+
+static double no_time(void *user, const gemm_plan *p) {
+  (void)p;
+  ((gpu_timer *)user)->calls++;
+  ck_abort_msg("a stored plan was timed again");
+  return -1;
+}
+
+static clcrt_runtime *runtime_in(const char *dir) {
+  clcrt_runtime_opts o = CLCRT_RUNTIME_OPTS_INIT;
+  o.cache_dir = dir;
+  clcrt_runtime *rt = NULL;
+  ck_assert_msg(clcrt_runtime_create(&rt, &o) == CLCRT_OK, "runtime: %s", clcrt_errmsg(rt));
+  ck_assert_int_eq(rt->cu->cuCtxSetCurrent(rt->ctx), CUDA_SUCCESS);
+  return rt;
+}
+
+/* The first runtime times the candidates on its operands and stores the winner; a second
+ * runtime on the same cache directory (what a second process sees) gets the same rule with no
+ * timing run, in under a millisecond; both plans' outputs match cuBLAS. */
+START_TEST(test_measured_mode) {
+  rng = 0x3ea5u;
+  char dir[] = "/tmp/clcrt-gpu-measured-XXXXXX";
+  ck_assert_ptr_nonnull(mkdtemp(dir));
+  ctx c;
+  ctx_open(&c); /* cuBLAS and the reference */
+  const unsigned m = 300, n = 3584, kk = 4096;
+  const size_t na = (size_t)m * kk, nb = (size_t)n * kk, nd = (size_t)m * n;
+  uint16_t *ha = random_bf16(na), *hb = random_bf16(nb), *hd = malloc(nd * 2), *hr = malloc(nd * 2);
+  ck_assert(hd && hr);
+  CUdeviceptr A = gpu_alloc(na * 2), B = gpu_alloc(nb * 2), D = gpu_alloc(nd * 2), R = gpu_alloc(nd * 2);
+  gpu_put(A, ha, na * 2), gpu_put(B, hb, nb * 2);
+  ref_gemm(&c, A, B, R, (int)m, (int)n, (int)kk, (int)n);
+  ck_assert_int_eq(clcrt_stream_sync(c.s), CLCRT_OK);
+  gpu_get(hr, R, nd * 2);
+  gemm_plan first;
+  for (int pass = 0; pass < 2; pass++) {
+    clcrt_runtime *rt = runtime_in(dir);
+    gpu_timer t = {rt, NULL, A, B, D, m, n, kk, 0};
+    ck_assert_int_eq(clcrt_stream_create(rt, NULL, &t.s), CLCRT_OK);
+    gemm_plan p;
+    unsigned timed = 0;
+    int stored = 0;
+    double t0 = clcrt__now_ms();
+    ck_assert_int_eq(gemm_plan_measured(rt, m, n, kk, gemm_load_align(A, B, kk), rt->num_sms,
+                                        pass ? no_time : gpu_time, &t, &p, &timed, &stored),
+                     CLCRT_OK);
+    double dt = clcrt__now_ms() - t0;
+    printf("gpu_gemm: measured mode, runtime %d: %u plans timed, %s (%s, %u/%u units), %.3f ms\n", pass + 1, timed,
+           stored ? "stored" : "not stored", GEMM_VARIANTS[p.variant].name, p.sk_tiles, p.sk_units, dt);
+    if (pass == 0) {
+      ck_assert_msg(timed >= 3 && stored, "%u timed, stored %d", timed, stored);
+      first = p;
+    } else {
+      ck_assert_msg(timed == 0 && t.calls == 0 && stored, "second runtime: %u timed", timed);
+      ck_assert(p.variant == first.variant && p.sched == first.sched && p.sk_tiles == first.sk_tiles &&
+                p.sk_units == first.sk_units);
+      if (!gpu_under_sanitizer()) ck_assert_msg(dt < 1.0, "a stored plan took %.3f ms", dt);
+    }
+    /* The plan's output. */
+    gpu_fill_u8(D, 0xff, nd * 2);
+    t.calls = 0;
+    gpu_time(&t, &p);
+    ck_assert_int_eq(clcrt_stream_sync(t.s), CLCRT_OK);
+    gpu_get(hd, D, nd * 2);
+    compare(hd, hr, m, n, "measured plan");
+    clcrt_stream_destroy(t.s);
+    clcrt_runtime_destroy(rt);
+    ck_assert_int_eq(gpu_cu()->cuCtxSetCurrent(c.rt->ctx), CUDA_SUCCESS);
+  }
+  gpu_free(A), gpu_free(B), gpu_free(D), gpu_free(R);
+  free(ha), free(hb), free(hd), free(hr);
+  ctx_close(&c);
+  char cmd[128];
+  snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+  ck_assert_int_eq(system(cmd), 0);
+}
+END_TEST
+
 static Suite *gemm_gpu_suite(void) {
   Suite *s = suite_create("gpu_gemm");
   TCase *tc = tcase_create("gemm");
@@ -641,6 +766,7 @@ static Suite *gemm_gpu_suite(void) {
   tcase_add_test(tc, test_dense_back_to_back);
   tcase_add_loop_test(tc, test_grouped, 0, GROUPED_VARIANTS * NUM_SCHEDS);
   tcase_add_loop_test(tc, test_grouped_masked, 0, GROUPED_VARIANTS * NUM_SCHEDS);
+  tcase_add_test(tc, test_measured_mode);
   suite_add_tcase(s, tc);
   return s;
 }

@@ -9,7 +9,8 @@
  *     once, balanced ranges, pieces in order, distinct slots, unit_of at the 32-bit limits
  *     against a linear search; the fix-up protocol run in random unit orders gives the same
  *     bits; the GEMM's plan (examples/gemm/gemm_plan.h): its decompositions' properties and
- *     the choices its table cites;
+ *     the choices its table cites; its measured mode on a fake timer (the store's entry used
+ *     by a second runtime with no timing, in under a millisecond; damaged entries; no cache);
  *   - the GEMM tile functions (examples/gemm/gemm.cu) compile for sm_90a in compile-only
  *     mode, every variant, dense and grouped, under STEAL, STATIC and FIXED, with ptxas
  *     warnings as errors, no stack and no spills (from the cubin), the instructions they
@@ -23,6 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "../examples/gemm/gemm.h"
@@ -502,6 +504,118 @@ START_TEST(test_plan) {
 }
 END_TEST
 
+/* ---- the measured mode ---- */
+
+/* A timer that needs no GPU: 128x128 with 2 slices wins where it is a candidate, else the
+ * plan's own pick; every call counted. */
+typedef struct fake_timer {
+  unsigned calls;
+} fake_timer;
+static double fake_time(void *user, const gemm_plan *p) {
+  fake_timer *t = user;
+  t->calls++;
+  const int want = gemm_variant_index("128x128");
+  if (p->variant == want && p->sk_units && p->sk_units / p->sk_tiles == 2 && p->sched == CLCRT_SCHED_STEAL) return 1.0;
+  return 2.0 + p->variant * 0.01 + (p->sched == CLCRT_SCHED_STATIC ? 0.5 : 0.0);
+}
+
+static clcrt_runtime *rt_cache(const char *dir) {
+  clcrt_runtime_opts o = CLCRT_RUNTIME_OPTS_INIT;
+  o.target_arch = "sm_90a";
+  o.cache_dir = dir;
+  clcrt_runtime *rt = NULL;
+  ck_assert_msg(clcrt_runtime_create(&rt, &o) == CLCRT_OK, "runtime: %s", clcrt_errmsg(rt));
+  return rt;
+}
+
+static double now_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+
+/* First call of a class: every candidate timed, the fastest stored; a second runtime (as a
+ * second process would be) reads it with no timing, for any M of the class, in well under a
+ * millisecond; a damaged entry is measured again; with no disk cache nothing is kept. */
+START_TEST(test_measured) {
+  char dir[] = "/tmp/clcrt-test-measured-XXXXXX";
+  ck_assert_ptr_nonnull(mkdtemp(dir));
+  const int sms = 132;
+  const unsigned m = 256, n = 10240, k = 8192; /* 128x128: 160 tiles, a last wave of 28 */
+  clcrt_runtime *rt = rt_cache(dir);
+  fake_timer t = {0};
+  gemm_plan p;
+  unsigned timed = 0;
+  int stored = 0;
+  ck_assert_int_eq(gemm_plan_measured(rt, m, n, k, 128, sms, fake_time, &t, &p, &timed, &stored), CLCRT_OK);
+  gemm_plan cand[GEMM_MEASURE_MAX];
+  const int nc = gemm_measure_candidates(m, n, k, 128, sms, cand);
+  ck_assert_msg(nc >= 4 && timed == (unsigned)nc && t.calls == timed && stored, "%d candidates, %u timed, stored %d",
+                nc, timed, stored);
+  ck_assert_str_eq(GEMM_VARIANTS[p.variant].name, "128x128");
+  ck_assert_msg(p.sk_tiles == 28 && p.sk_units == 56 && p.sk_tail == 1, "measured plan: %u/%u tail %u", p.sk_tiles,
+                p.sk_units, p.sk_tail);
+  /* The model's own plan is the first candidate. */
+  gemm_plan def = gemm_plan_dense(m, n, k, 128, sms);
+  ck_assert(cand[0].variant == def.variant && cand[0].sk_units == def.sk_units);
+  clcrt_runtime_destroy(rt);
+
+  /* A second runtime on the same directory: no timing, the same rule, for M in the class. */
+  double best = 1e9;
+  for (int rep = 0; rep < 5; rep++) {
+    rt = rt_cache(dir);
+    fake_timer t2 = {0};
+    gemm_plan q;
+    double t0 = now_ms();
+    ck_assert_int_eq(gemm_plan_measured(rt, 200, n, k, 128, sms, fake_time, &t2, &q, &timed, &stored), CLCRT_OK);
+    double dt = now_ms() - t0;
+    best = dt < best ? dt : best;
+    ck_assert_msg(timed == 0 && t2.calls == 0 && stored, "second process: %u timed", timed);
+    gemm_plan want = p;
+    gemm_measure_rule r = gemm_measure_rule_of(&p);
+    ck_assert(gemm_measure_apply(&r, 200, n, k, sms, &want));
+    ck_assert_msg(q.variant == want.variant && q.sk_tiles == want.sk_tiles && q.sk_units == want.sk_units &&
+                      q.sched == want.sched,
+                  "M = 200: %u/%u, want %u/%u", q.sk_tiles, q.sk_units, want.sk_tiles, want.sk_units);
+    clcrt_runtime_destroy(rt);
+  }
+  printf("test_gemm: a stored plan read back in %.3f ms (fastest of 5)\n", best);
+  ck_assert_msg(best < 1.0, "a stored plan took %.3f ms", best);
+
+  /* Another class (M = 1024 is not in 256's): measured. */
+  rt = rt_cache(dir);
+  t.calls = 0;
+  ck_assert_int_eq(gemm_plan_measured(rt, 1024, n, k, 128, sms, fake_time, &t, &p, &timed, &stored), CLCRT_OK);
+  ck_assert_msg(timed > 0, "another class was not measured");
+  /* A damaged entry (a foreign rule) reads as none: measured again, and replaced. */
+  char key[96];
+  gemm_measure_key(m, n, k, 128, key, sizeof key);
+  gemm_measure_rule bad = {0x12345678u, 999u, 77u, 99u};
+  ck_assert_int_eq(clcrt_store_put(rt, GEMM_MEASURE_NS, key, &bad, sizeof bad), CLCRT_OK);
+  t.calls = 0;
+  ck_assert_int_eq(gemm_plan_measured(rt, m, n, k, 128, sms, fake_time, &t, &p, &timed, &stored), CLCRT_OK);
+  ck_assert_msg(timed > 0 && stored, "a damaged entry: %u timed, stored %d", timed, stored);
+  ck_assert_int_eq(gemm_plan_measured(rt, m, n, k, 128, sms, fake_time, &t, &p, &timed, &stored), CLCRT_OK);
+  ck_assert_uint_eq(timed, 0);
+  /* Loads at 16-byte offsets are another class. */
+  ck_assert_int_eq(gemm_plan_measured(rt, m, n, k, 16, sms, fake_time, &t, &p, &timed, &stored), CLCRT_OK);
+  ck_assert_msg(timed > 0, "offset loads shared the aligned class");
+  clcrt_runtime_destroy(rt);
+
+  /* No disk cache: no store; every call measures, and still returns the fastest. */
+  rt = rt_cache("");
+  for (int rep = 0; rep < 2; rep++) {
+    ck_assert_int_eq(gemm_plan_measured(rt, m, n, k, 128, sms, fake_time, &t, &p, &timed, &stored), CLCRT_OK);
+    ck_assert_msg(timed > 0 && !stored, "no cache: %u timed, stored %d", timed, stored);
+    ck_assert_str_eq(GEMM_VARIANTS[p.variant].name, "128x128");
+  }
+  clcrt_runtime_destroy(rt);
+  char cmd[128];
+  snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+  ck_assert_int_eq(system(cmd), 0);
+}
+END_TEST
+
 /* ---- the tile functions, compile-only ---- */
 
 static const clcrt_sched SCHEDS[] = {CLCRT_SCHED_STEAL, CLCRT_SCHED_STATIC, CLCRT_SCHED_FIXED};
@@ -687,6 +801,7 @@ static Suite *gemm_suite(void) {
   tcase_add_test(tc, test_streamk_map);
   tcase_add_test(tc, test_streamk_fixup_order);
   tcase_add_test(tc, test_plan);
+  tcase_add_test(tc, test_measured);
   suite_add_tcase(s, tc);
   TCase *tk = tcase_create("kernels");
   tcase_set_timeout(tk, 240);

@@ -1,6 +1,7 @@
 /* Host side of the bf16 GEMM tile functions in examples/gemm/gemm.cu: the variants, the
  * registration options, the Args mirror, tensor maps, the tile grid, stream-K's workspace and
- * the plan (gemm_plan_dense: which variant and decomposition a shape gets, with no oracle).
+ * the plan (gemm_plan_dense: which variant and decomposition a shape gets, with no oracle; or
+ * gemm_plan_measured, gemm_measure.h: timed once per shape class, kept in clcrt's store).
  * Header-only (static inline) so that the example, the benchmark and the tests share it.
  *
  * Dense:   D[M x N] = A[M x K] . B[N x K]^T, bf16 row-major, fp32 accumulation.
@@ -191,6 +192,8 @@ static inline clcrt_status gemm_dense_args(clcrt_runtime *rt, const gemm_plan *p
   a->ws = ws, a->ctr = ctr;
   return CLCRT_OK;
 }
+
+#include "gemm_measure.h"
 
 /* The tile grid of a dense problem: its stream-K units, cm tiles each. */
 static inline clcrt_dim3 gemm_dense_tiles(const gemm_variant *v, const gemm_args *a) {
