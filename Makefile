@@ -89,7 +89,7 @@ $(DEPS_STAMP):
 lib: $(BUILD)/libclcrt.a $(BUILD)/libclcrt.so
 tool: $(BUILD)/clcrt
 
-$(BUILD)/%.o: %.c $(wildcard include/*.h runtime/*/*.h tests/common/*.h tools/*.h bench/lib/*.h examples/*/*.h) | $(DEPS_STAMP)
+$(BUILD)/%.o: %.c $(wildcard include/*.h runtime/*/*.h tests/common/*.h tools/*.h bench/lib/*.h examples/*/*.h nvrtc_src/*.cuh) | $(DEPS_STAMP)
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) $(CFLAGS) -c $< -o $@
 
