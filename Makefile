@@ -93,7 +93,7 @@ $(DEPS_STAMP):
 lib: $(BUILD)/libclcrt.a $(BUILD)/libclcrt.so
 tool: $(BUILD)/clcrt
 
-$(BUILD)/%.o: %.c $(wildcard include/*.h runtime/*/*.h tests/common/*.h tools/*.h bench/lib/*.h examples/*/*.h) | $(DEPS_STAMP)
+$(BUILD)/%.o: %.c $(wildcard include/*.h runtime/*/*.h tests/common/*.h tools/*.h bench/lib/*.h examples/*/*.h nvrtc_src/*.cuh) | $(DEPS_STAMP)
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) $(CFLAGS) -c $< -o $@
 
@@ -232,7 +232,7 @@ PY_STATIC_PNG := -l:libpng16.a -l:libz.a
 
 .PHONY: python test-python
 
-$(PY_BUILD)/obj/%.o: python/clcrt/_csrc/%.c $(wildcard python/clcrt/_csrc/*.h include/*.h runtime/*/*.h examples/gemm/*.h) | $(DEPS_STAMP)
+$(PY_BUILD)/obj/%.o: python/clcrt/_csrc/%.c $(wildcard python/clcrt/_csrc/*.h include/*.h runtime/*/*.h examples/gemm/*.h nvrtc_src/*.cuh) | $(DEPS_STAMP)
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) -Iexamples/gemm $(CFLAGS) -c $< -o $@
 

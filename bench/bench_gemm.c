@@ -1,35 +1,46 @@
 /* `make bench-gemm`: clcrt's bf16 GEMM tile functions (examples/gemm/gemm.cu) against cuBLAS,
  * side by side in one process on the GPU.
  *
- * Dense D[M x N] = A[M x K] . B[N x K]^T, bf16 in and out, fp32 accumulation. Contenders:
- * cuBLASLt (cublasLtMatmul with the heuristic's first algorithm, 32 MiB of workspace) and
- * every clcrt variant (gemm.h: tile shape, 2-CTA clusters with multicast) under STEAL, STATIC
- * and FIXED, split-K picked by gemm_pick_splits (marked *) and, where the tiles leave SMs idle,
- * swept over 1, 2, 4, 8, 16. Shapes: 4096^3, 8192^3 and the LLM layers
- * M in {128, 1024, 8192} x (N, K) in {(8192, 8192), (28672, 8192), (8192, 28672)}.
+ * Dense D[M x N] = A[M x K] . B[N x K]^T, bf16 in and out, fp32 accumulation. Per shape:
+ *   - cuBLASLt: cublasLtMatmul with the heuristic's first algorithm, 32 MiB of workspace;
+ *   - the default plan: what a user gets with no oracle (gemm_plan_dense on the operands'
+ *     alignment and the SM count: variant, scheduler, whole tiles or stream-K);
+ *   - the oracle's candidates: the variants 128x256, 128x256c2, 128x128 (and 128x64 for
+ *     M <= 64, 128x128c2 for loads that are not 128-byte aligned) with whole tiles, the plan's
+ *     stream-K tail and every tile shared, under STEAL, and the plan's decomposition under
+ *     STATIC. "oracle" is the best of all of them (the default included), known only after
+ *     measuring them all.
+ * Shapes come in classes: bench (this benchmark's first 11 shapes), model (projections of
+ * public model layers: Llama-3 8B and 70B, DeepSeek-V3, Qwen2.5 7B and 72B, Mixtral; M from 1
+ * to 16384), odd (every dimension divides by no tile), gemv (M <= 16; also as bandwidth: B's
+ * bytes over the time, against a device-to-device copy measured in the same process) and
+ * align16 (operands at 16-byte offsets, as tensor views give; cuBLAS gets the same operands).
  *
- * Inputs are windows of one pool of random bf16 values in [-1, 1) (never zeros), a different
- * window per shape. Every clcrt output is poisoned (NaN) first and checked against cuBLAS's
- * (relative Frobenius error at most 1e-2, every element written) before it is timed; cuBLAS
- * itself is checked on a sample against fp64 dot products. Times: CUDA events, median of REPS
- * runs after WARMUP. TFLOP/s = 2 M N K / time; ratio = cuBLAS time / contender time (above 1
- * is faster). Also the cold compile time of the tile function and a disk-cache hit.
+ * Method: every contender of a shape runs once per round, rounds one after another (WARMUP
+ * rounds, then --reps), each run timed with events; the median per contender. So the
+ * contenders of a shape share the card's clock and temperature changes instead of taking
+ * turns at them. Inputs: windows of one pool of pseudo-random bf16 values in [-1, 1) (never
+ * zeros; made on the device by a hash that the host recomputes for its fp64 checks); where a
+ * shape's operands are smaller than 128 MiB the runs rotate over enough windows that no run
+ * finds its operands in the 50 MiB L2. Every clcrt output is poisoned (NaN) and checked on
+ * the GPU against cuBLAS's (relative Frobenius error at most 1e-2, every element written)
+ * before it is timed; cuBLAS itself is checked on a sample against fp64 dot products.
+ * TFLOP/s = 2 M N K / time; ratio = cuBLAS time / contender time (above 1 is faster).
  *
- * Grouped (mixture-of-experts layers): G experts share N and K; the routed rows of all experts
- * lie one expert after another in A (T x K) and D (T x N), the weights stacked (G*N x K), the
- * rows per expert (int32) in device memory. Contenders: clcrt's grouped tile function (every
- * group in one clcrt_run, the tiles found on the device from the counts) under STEAL, STATIC
- * and FIXED; a loop of one cublasGemmEx per non-empty expert; cublasGemmGroupedBatchedEx
- * (one problem per non-empty expert; if it refuses bf16 in and out with fp32 compute, the
- * combinations it takes are tried and reported). Both cuBLAS paths need the counts on the
- * host, which clcrt does not (that copy is not timed). Routing: Mixtral-like (8 experts,
- * N 14336, K 4096, 8192 tokens top-2), DeepSeek-like (32 experts, N 4096, K 7168, 4096 tokens
- * top-8, some experts never chosen), each Zipf-skewed (s = 1.2) and uniform, and a decode
- * step (8 tokens top-8: 64 rows over 32 experts). The loop's output is the reference (itself
- * checked on a sample against fp64).
+ * Grouped (mixture-of-experts layers): G experts share N and K; the routed rows lie one
+ * expert after another in A (T x K) and D (T x N), the weights stacked (G*N x K), the rows
+ * per expert (int32) in device memory. Contenders: a loop of one cublasGemmEx per non-empty
+ * expert (needs the counts on the host; that copy is not timed), cublasGemmGroupedBatchedEx,
+ * and clcrt's grouped tile function (all experts in one clcrt_run, the tiles found on the
+ * device) under STEAL, STATIC and FIXED, interleaved in rounds like the dense shapes. Decode
+ * problems also run the masked layout (every expert a fixed R rows, counts on the device) as
+ * a replayed CUDA graph, which serves any routing.
  *
- * Usage: bench_gemm [--json FILE] [--quick] [--only compile|dense|grouped] [--variants NAME,...]
- *                   [--shape MxNxK]... [--reps N] [--align BYTES] */
+ * Usage: bench_gemm [--json FILE] [--quick] [--only compile|dense|grouped]
+ *                   [--class bench,model,odd,gemv,align16] [--shape MxNxK]... [--reps N]
+ *                   [--align BYTES] [--no-oracle] [--blocks]
+ * --blocks: the grouped problems' STEAL and STATIC also timed the way this benchmark first did,
+ * each in a block of runs after the other, to compare the two methods. */
 /* cublasLt.h declares cublasLtLoggerForceDisable() without a prototype. */
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wstrict-prototypes"
@@ -49,7 +60,7 @@
 #include "../examples/gemm/gemm.h"
 #include "clcrt.h"
 
-#define WARMUP 5
+#define WARMUP 3
 static int reps = 20;
 
 static const clcrt_driver *cu;
@@ -59,6 +70,8 @@ static CUstream cs;
 static FILE *json;
 static int json_first = 1;
 static int failures;
+static int oracle = 1;
+static int blocks = 0; /* --blocks: grouped STEAL and STATIC also timed the old way */
 
 static const char *cu_name(CUresult r) {
   const char *s = NULL;
@@ -78,100 +91,26 @@ static double now_ms(void) {
       exit(1);                                                                                    \
     }                                                                                             \
   } while (0)
-#define CKB(x)                                                                        \
-  do {                                                                                \
-    cublasStatus_t s_ = (x);                                                          \
-    if (s_ != CUBLAS_STATUS_SUCCESS) {                                                \
+#define CKB(x)                                                                           \
+  do {                                                                                   \
+    cublasStatus_t s_ = (x);                                                             \
+    if (s_ != CUBLAS_STATUS_SUCCESS) {                                                   \
       fprintf(stderr, "%s:%d: %s failed: status %d\n", __FILE__, __LINE__, #x, (int)s_); \
-      exit(1);                                                                        \
-    }                                                                                 \
+      exit(1);                                                                           \
+    }                                                                                    \
   } while (0)
-#define CKC(x)                                                                                  \
-  do {                                                                                          \
-    if ((x) != CLCRT_OK) {                                                                      \
-      fprintf(stderr, "%s:%d: %s failed: %s\n", __FILE__, __LINE__, #x, clcrt_errmsg(rt));     \
-      exit(1);                                                                                  \
-    }                                                                                           \
+#define CKC(x)                                                                              \
+  do {                                                                                      \
+    if ((x) != CLCRT_OK) {                                                                  \
+      fprintf(stderr, "%s:%d: %s failed: %s\n", __FILE__, __LINE__, #x, clcrt_errmsg(rt)); \
+      exit(1);                                                                              \
+    }                                                                                       \
   } while (0)
 
 static const clcrt_sched SCHEDS[] = {CLCRT_SCHED_STEAL, CLCRT_SCHED_STATIC, CLCRT_SCHED_FIXED};
 #define NUM_SCHEDS 3
-
-/* ---------------- helpers ---------------- */
-
-static int cmp_float(const void *a, const void *b) {
-  float x = *(const float *)a, y = *(const float *)b;
-  return (x > y) - (x < y);
-}
-
-typedef void (*launch_fn)(void *ctx);
-
-/* Median time in ms of `reps` runs after WARMUP, with events around each. */
-static double time_median(launch_fn f, void *ctx) {
-  CUevent e0, e1;
-  CK(cu->cuEventCreate(&e0, 0));
-  CK(cu->cuEventCreate(&e1, 0));
-  for (int i = 0; i < WARMUP; i++) f(ctx);
-  float *ms = malloc(sizeof(float) * (size_t)reps);
-  for (int i = 0; i < reps; i++) {
-    CK(cu->cuEventRecord(e0, cs));
-    f(ctx);
-    CK(cu->cuEventRecord(e1, cs));
-    CK(cu->cuEventSynchronize(e1));
-    CK(cu->cuEventElapsedTime(&ms[i], e0, e1));
-  }
-  cu->cuEventDestroy(e0);
-  cu->cuEventDestroy(e1);
-  qsort(ms, (size_t)reps, sizeof ms[0], cmp_float);
-  double med = reps % 2 ? ms[reps / 2] : (ms[reps / 2 - 1] + ms[reps / 2]) / 2;
-  free(ms);
-  return med;
-}
-
-/* The input pool: random bf16 in [-1, 1), on the host (for fp64 checks) and the device. */
-static uint16_t *pool_h;
-static CUdeviceptr pool_d;
-static size_t pool_n;
-
-/* cuMemcpyHtoD that has landed when it returns (from pageable memory it returns before its
- * DMA lands, on the legacy stream, which the benchmark's stream does not wait for). */
-static void put(CUdeviceptr dst, const void *src, size_t bytes) {
-  CK(cu->cuMemcpyHtoD(dst, src, bytes));
-  CK(cu->cuStreamSynchronize(CU_STREAM_LEGACY));
-}
-
-static void pool_make(size_t n) {
-  pool_n = n;
-  pool_h = malloc(n * 2);
-  if (!pool_h) {
-    fprintf(stderr, "out of host memory for the %zu-element input pool\n", n);
-    exit(1);
-  }
-  uint64_t s = 0x2545F4914F6CDD1Dull;
-  for (size_t i = 0; i < n; i++) {
-    s ^= s << 13, s ^= s >> 7, s ^= s << 17;
-    pool_h[i] = gemm_f2bf((float)((double)(s >> 11) / 9007199254740992.0 * 2.0 - 1.0));
-  }
-  CK(cu->cuMemAlloc(&pool_d, n * 2));
-  put(pool_d, pool_h, n * 2);
-}
-/* Alignment in bytes of the operand windows (--align; at least 16, what TMA needs). 1024 by
- * default, like any allocator's: the first run used 16-byte aligned windows, whose 128-byte
- * rows straddle two L2 lines, and both TMA and cuBLAS pay for that (--align 16 measures it). */
-static size_t window_align = 1024;
-
-/* A window of `count` elements at a window_align-aligned offset picked by `salt`. */
-static size_t pool_window(size_t count, uint64_t salt) {
-  if (count > pool_n) {
-    fprintf(stderr, "a matrix of %zu elements does not fit the pool of %zu\n", count, pool_n);
-    exit(1);
-  }
-  size_t room = pool_n - count;
-  uint64_t h = salt * 0x9E3779B97F4A7C15ull;
-  h ^= h >> 29;
-  size_t mask = window_align / 2 - 1; /* in elements */
-  return room ? (size_t)(h % room) & ~mask : 0;
-}
+static const char *sched_name(clcrt_sched s) { return clcrt_sched_name(s); }
+static int sched_index(clcrt_sched s) { return s == CLCRT_SCHED_STATIC ? 1 : s == CLCRT_SCHED_FIXED ? 2 : 0; }
 
 static void json_row(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 static void json_row(const char *fmt, ...) {
@@ -184,16 +123,192 @@ static void json_row(const char *fmt, ...) {
   va_end(ap);
 }
 
-/* Relative Frobenius error of got against ref (n elements); -1 when got has a NaN. */
-static double rel_error(const uint16_t *got, const uint16_t *ref, size_t n) {
-  double num = 0, den = 0;
-  for (size_t i = 0; i < n; i++) {
-    float g = gemm_bf2f(got[i]), r = gemm_bf2f(ref[i]);
-    if (g != g) return -1;
-    num += (double)(g - r) * (g - r);
-    den += (double)r * r;
-  }
+static int cmp_double(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return (x > y) - (x < y);
+}
+static double median(double *v, int n) {
+  qsort(v, (size_t)n, sizeof v[0], cmp_double);
+  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+/* ---------------- device helpers: the input pool, the check, the copy ---------------- */
+
+/* Value i of the pool: a hash of i to 24 random bits, as a float in [-1, 1), rounded to bf16
+ * the way gemm_f2bf does. The device's fill (POOL_SRC) computes the same bits. */
+static uint16_t pool_val(uint64_t i) {
+  uint64_t h = i * 0x9E3779B97F4A7C15ull + 0x2545F4914F6CDD1Dull;
+  h ^= h >> 31, h *= 0xBF58476D1CE4E5B9ull, h ^= h >> 29;
+  float x = (float)(uint32_t)(h >> 40) * (1.0f / 8388608.0f) - 1.0f;
+  uint32_t u;
+  memcpy(&u, &x, 4);
+  u += 0x7fffu + ((u >> 16) & 1u);
+  return (uint16_t)(u >> 16);
+}
+
+static const char *DEV_SRC =
+    "struct FillArgs { unsigned short *p; unsigned long long n; };\n"
+    "__device__ void fill_tile(const clcrt::Tile &t, const FillArgs &a) {\n"
+    "  unsigned long long i0 = t.linear * 256ull * 64ull + threadIdx.x;\n"
+    "  for (unsigned j = 0; j < 64; j++) {\n"
+    "    unsigned long long i = i0 + 256ull * j;\n"
+    "    if (i >= a.n) return;\n"
+    "    unsigned long long h = i * 0x9E3779B97F4A7C15ull + 0x2545F4914F6CDD1Dull;\n"
+    "    h ^= h >> 31; h *= 0xBF58476D1CE4E5B9ull; h ^= h >> 29;\n"
+    "    float x = (float)(unsigned)(h >> 40) * (1.0f / 8388608.0f) - 1.0f;\n"
+    "    unsigned u = __float_as_uint(x);\n"
+    "    u += 0x7fffu + ((u >> 16) & 1u);\n"
+    "    a.p[i] = (unsigned short)(u >> 16);\n"
+    "  }\n"
+    "}\n"
+    "struct CmpArgs { const unsigned short *got, *ref; unsigned long long n; double *sums; unsigned *nan; };\n"
+    "__device__ void cmp_tile(const clcrt::Tile &t, const CmpArgs &a) {\n"
+    "  double num = 0, den = 0; unsigned nan = 0;\n"
+    "  unsigned long long i0 = t.linear * 256ull * 64ull + threadIdx.x;\n"
+    "  for (unsigned j = 0; j < 64; j++) {\n"
+    "    unsigned long long i = i0 + 256ull * j;\n"
+    "    if (i >= a.n) break;\n"
+    "    float g = __uint_as_float((unsigned)a.got[i] << 16), r = __uint_as_float((unsigned)a.ref[i] << 16);\n"
+    "    if (g != g || r != r) { nan++; continue; }\n"
+    "    num += (double)(g - r) * (double)(g - r); den += (double)r * (double)r;\n"
+    "  }\n"
+    "  for (int o = 16; o; o >>= 1) {\n"
+    "    num += __shfl_xor_sync(0xffffffffu, num, o); den += __shfl_xor_sync(0xffffffffu, den, o);\n"
+    "    nan += __shfl_xor_sync(0xffffffffu, nan, o);\n"
+    "  }\n"
+    "  if ((threadIdx.x & 31) == 0) { atomicAdd(&a.sums[0], num); atomicAdd(&a.sums[1], den); atomicAdd(a.nan, nan); }\n"
+    "}\n";
+
+static clcrt_kernel *fill_k, *cmp_k;
+static CUdeviceptr cmp_buf; /* two doubles and a count */
+
+static void dev_helpers(void) {
+  clcrt_tile_desc d = CLCRT_TILE_DESC_INIT;
+  d.source = DEV_SRC;
+  d.block = (clcrt_dim3){256, 1, 1};
+  d.sched = CLCRT_SCHED_FIXED;
+  d.tile_fn = "fill_tile", d.args_type = "FillArgs";
+  CKC(clcrt_register(rt, &d, &fill_k));
+  d.tile_fn = "cmp_tile", d.args_type = "CmpArgs";
+  CKC(clcrt_register(rt, &d, &cmp_k));
+  CK(cu->cuMemAlloc(&cmp_buf, 24));
+}
+
+/* Relative Frobenius error of got against ref (n bf16 each, on the device); -1 when either
+ * has a NaN (an element not written). */
+static double dev_rel_error(CUdeviceptr got, CUdeviceptr ref, size_t n) {
+  struct {
+    uint64_t got, ref, n, sums, nan;
+  } a = {got, ref, n, cmp_buf, cmp_buf + 16};
+  CK(cu->cuMemsetD8Async(cmp_buf, 0, 24, cs));
+  CKC(clcrt_run(st, cmp_k, (clcrt_dim3){(unsigned)((n + 16383) / 16384), 1, 1}, &a, sizeof a));
+  unsigned char h[24];
+  CK(cu->cuMemcpyDtoHAsync(h, cmp_buf, 24, cs));
+  CK(cu->cuStreamSynchronize(cs));
+  double num, den;
+  unsigned nan;
+  memcpy(&num, h, 8), memcpy(&den, h + 8, 8), memcpy(&nan, h + 16, 4);
+  if (nan) return -1;
   return den > 0 ? sqrt(num / den) : sqrt(num);
+}
+
+static CUdeviceptr pool_d;
+static size_t pool_n;
+
+static void pool_make(size_t n) {
+  pool_n = n;
+  CK(cu->cuMemAlloc(&pool_d, n * 2));
+  struct {
+    uint64_t p, n;
+  } a = {pool_d, n};
+  CKC(clcrt_run(st, fill_k, (clcrt_dim3){(unsigned)((n + 16383) / 16384), 1, 1}, &a, sizeof a));
+  CK(cu->cuStreamSynchronize(cs));
+  uint16_t probe[4];
+  size_t at[4] = {0, 1, n / 2, n - 1};
+  for (int i = 0; i < 4; i++) {
+    CK(cu->cuMemcpyDtoH(&probe[i], pool_d + at[i] * 2, 2));
+    if (probe[i] != pool_val(at[i])) {
+      fprintf(stderr, "the device's pool differs from the host's hash at %zu: 0x%04x, 0x%04x\n", at[i], probe[i],
+              pool_val(at[i]));
+      exit(1);
+    }
+  }
+}
+
+/* Alignment in bytes of the operand windows (--align; at least 16, what TMA needs). 1024 by
+ * default, like any allocator's; the align16 class places operands at 16-byte offsets. */
+static size_t window_align = 1024;
+
+/* A window of `count` elements picked by `salt`: an offset that is a multiple of `align`
+ * bytes plus `extra` bytes (extra < align). */
+static size_t pool_window(size_t count, uint64_t salt, size_t align, size_t extra) {
+  if (count + (align + extra) / 2 > pool_n) {
+    fprintf(stderr, "a matrix of %zu elements does not fit the pool of %zu\n", count, pool_n);
+    exit(1);
+  }
+  size_t room = pool_n - count - (align + extra) / 2;
+  uint64_t h = salt * 0x9E3779B97F4A7C15ull;
+  h ^= h >> 29;
+  size_t mask = align / 2 - 1; /* in elements */
+  return (room ? (size_t)(h % room) & ~mask : 0) + extra / 2;
+}
+
+/* Device-to-device copy bandwidth (bytes read + written per second) of a 1 GiB copy. */
+static double copy_bw;
+static void measure_copy(void) {
+  size_t bytes = 1ull << 30;
+  CUdeviceptr a, b;
+  CK(cu->cuMemAlloc(&a, bytes));
+  CK(cu->cuMemAlloc(&b, bytes));
+  CK(cu->cuMemsetD8Async(a, 0x3c, bytes, cs));
+  CUevent e0, e1;
+  CK(cu->cuEventCreate(&e0, 0));
+  CK(cu->cuEventCreate(&e1, 0));
+  double t[15];
+  for (int i = 0; i < 18; i++) {
+    CK(cu->cuEventRecord(e0, cs));
+    CK(cu->cuMemcpyDtoDAsync(b, a, bytes, cs));
+    CK(cu->cuEventRecord(e1, cs));
+    CK(cu->cuEventSynchronize(e1));
+    float ms;
+    CK(cu->cuEventElapsedTime(&ms, e0, e1));
+    if (i >= 3) t[i - 3] = ms;
+  }
+  copy_bw = 2.0 * bytes / (median(t, 15) * 1e-3);
+  printf("\ndevice-to-device copy of 1 GiB: %.0f GB/s (bytes read + written), median of 15\n", copy_bw / 1e9);
+  json_row("{\"section\":\"copy\",\"bytes\":%zu,\"gbs\":%.1f}", bytes, copy_bw / 1e9);
+  cu->cuEventDestroy(e0), cu->cuEventDestroy(e1);
+  cu->cuMemFree(a), cu->cuMemFree(b);
+}
+
+/* ---------------- interleaved timing ---------------- */
+
+typedef void (*launch_fn)(void *ctx);
+typedef struct contender {
+  launch_fn fn;
+  void *ctx;
+  double ms, min; /* median and fastest */
+} contender;
+
+/* Every contender once per round: WARMUP rounds, then reps timed ones; medians in c[i].ms. */
+static void time_rounds(contender *c, int n) {
+  CUevent e0, e1;
+  CK(cu->cuEventCreate(&e0, 0));
+  CK(cu->cuEventCreate(&e1, 0));
+  double *t = malloc(sizeof(double) * (size_t)n * (size_t)reps);
+  for (int r = 0; r < WARMUP + reps; r++)
+    for (int i = 0; i < n; i++) {
+      CK(cu->cuEventRecord(e0, cs));
+      c[i].fn(c[i].ctx);
+      CK(cu->cuEventRecord(e1, cs));
+      CK(cu->cuEventSynchronize(e1));
+      float ms;
+      CK(cu->cuEventElapsedTime(&ms, e0, e1));
+      if (r >= WARMUP) t[(size_t)i * reps + (r - WARMUP)] = ms;
+    }
+  for (int i = 0; i < n; i++) c[i].ms = median(t + (size_t)i * reps, reps), c[i].min = t[(size_t)i * reps];
+  free(t);
+  cu->cuEventDestroy(e0), cu->cuEventDestroy(e1);
 }
 
 /* ---------------- cuBLASLt ---------------- */
@@ -201,18 +316,19 @@ static double rel_error(const uint16_t *got, const uint16_t *ref, size_t n) {
 static cublasLtHandle_t lt;
 static CUdeviceptr lt_ws;
 static const size_t LT_WS_BYTES = 32u << 20;
+#define MAX_ROT 16
 
 typedef struct lt_gemm {
   cublasLtMatmulDesc_t op;
   cublasLtMatrixLayout_t la, lb, lc;
   cublasLtMatmulAlgo_t algo;
-  CUdeviceptr A, B, D;
+  CUdeviceptr A[MAX_ROT], B[MAX_ROT], D;
+  int rot, next;
 } lt_gemm;
 
 /* Row-major D = A . B^T is column-major D^T (n x m) = op(B)(n x k) . A^T(k x m): cuBLAS's
  * "A" is our B read as a k x n column-major matrix, transposed; its "B" is our A as k x m. */
-static int lt_setup(lt_gemm *g, CUdeviceptr A, CUdeviceptr B, CUdeviceptr D, unsigned m, unsigned n, unsigned k) {
-  g->A = A, g->B = B, g->D = D;
+static void lt_setup(lt_gemm *g, unsigned m, unsigned n, unsigned k) {
   CKB(cublasLtMatmulDescCreate(&g->op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
   cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
   CKB(cublasLtMatmulDescSetAttribute(g->op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta));
@@ -230,10 +346,9 @@ static int lt_setup(lt_gemm *g, CUdeviceptr A, CUdeviceptr B, CUdeviceptr D, uns
   cublasLtMatmulPreferenceDestroy(pref);
   if (s != CUBLAS_STATUS_SUCCESS || count == 0) {
     fprintf(stderr, "cublasLt: no algorithm for %u x %u x %u (status %d)\n", m, n, k, (int)s);
-    return -1;
+    exit(1);
   }
   g->algo = res.algo;
-  return 0;
 }
 static void lt_free(lt_gemm *g) {
   cublasLtMatrixLayoutDestroy(g->la), cublasLtMatrixLayoutDestroy(g->lb), cublasLtMatrixLayoutDestroy(g->lc);
@@ -242,245 +357,382 @@ static void lt_free(lt_gemm *g) {
 static void lt_launch(void *p) {
   lt_gemm *g = p;
   const float one = 1.0f, zero = 0.0f;
-  CKB(cublasLtMatmul(lt, g->op, &one, (const void *)g->B, g->la, (const void *)g->A, g->lb, &zero, (const void *)g->D,
-                     g->lc, (void *)g->D, g->lc, &g->algo, (void *)lt_ws, LT_WS_BYTES, cs));
+  int i = g->next;
+  g->next = (g->next + 1) % g->rot;
+  CKB(cublasLtMatmul(lt, g->op, &one, (const void *)g->B[i], g->la, (const void *)g->A[i], g->lb, &zero,
+                     (const void *)g->D, g->lc, (void *)g->D, g->lc, &g->algo, (void *)lt_ws, LT_WS_BYTES, cs));
 }
 
 /* ---------------- clcrt ---------------- */
 
+/* Kernels are registered once per (variant, scheduler, dense/grouped) and kept. */
+static clcrt_kernel *kernels[GEMM_NUM_VARIANTS][NUM_SCHEDS][2];
+static clcrt_kernel *kernel_for(int v, clcrt_sched s, int grouped) {
+  int si = sched_index(s);
+  if (!kernels[v][si][grouped]) CKC(gemm_register(rt, &GEMM_VARIANTS[v], s, grouped, &kernels[v][si][grouped]));
+  return kernels[v][si][grouped];
+}
+
 typedef struct run_ctx {
   clcrt_kernel *k;
   clcrt_dim3 tiles;
-  gemm_args a;
+  gemm_args a[MAX_ROT];
+  int rot, next;
+  CUdeviceptr ws, ctr;
 } run_ctx;
 
 static void clcrt_launch(void *p) {
   run_ctx *c = p;
-  if (clcrt_run(st, c->k, c->tiles, &c->a, sizeof c->a) != CLCRT_OK) {
+  int i = c->next;
+  c->next = (c->next + 1) % c->rot;
+  if (clcrt_run(st, c->k, c->tiles, &c->a[i], sizeof c->a[i]) != CLCRT_OK) {
     fprintf(stderr, "clcrt_run: %s\n", clcrt_errmsg(rt));
     exit(1);
   }
 }
 
-/* Kernels are registered once per (variant, scheduler, dense/grouped) and kept. */
-static clcrt_kernel *kernels[GEMM_NUM_VARIANTS][NUM_SCHEDS][2];
-static clcrt_kernel *kernel_for(int v, int s, int grouped) {
-  if (!kernels[v][s][grouped]) CKC(gemm_register(rt, &GEMM_VARIANTS[v], SCHEDS[s], grouped, &kernels[v][s][grouped]));
-  return kernels[v][s][grouped];
-}
-
-static int variant_on[GEMM_NUM_VARIANTS];
-
-/* ---------------- compile ---------------- */
-
-/* Cold compile of the default variant into an empty disk cache, then a disk-cache hit from a
- * second runtime (a new process would see the same: nothing in memory, the entry on disk). */
-static void bench_compile(void) {
-  char dir[] = "/tmp/clcrt-bench-gemm-XXXXXX";
-  if (!mkdtemp(dir)) {
-    perror("mkdtemp");
-    return;
-  }
-  printf("\ncompile: the GEMM tile function (%s), cold and from the disk cache\n", GEMM_VARIANTS[0].name);
-  for (int s = 0; s < NUM_SCHEDS; s++) {
-    double cold = 0, hit = 0;
-    int from = -1;
-    for (int pass = 0; pass < 2; pass++) {
-      clcrt_runtime_opts o = CLCRT_RUNTIME_OPTS_INIT;
-      o.cache_dir = dir;
-      clcrt_runtime *r2 = NULL;
-      CKC(clcrt_runtime_create(&r2, &o));
-      clcrt_kernel *k = NULL;
-      double t0 = now_ms();
-      if (gemm_register(r2, &GEMM_VARIANTS[0], SCHEDS[s], 0, &k) != CLCRT_OK) {
-        fprintf(stderr, "register: %s\n", clcrt_errmsg(r2));
-        exit(1);
-      }
-      double t = now_ms() - t0;
-      clcrt_kernel_info info = CLCRT_KERNEL_INFO_INIT;
-      CKC(clcrt_kernel_info_get(k, &info));
-      if (pass == 0) {
-        cold = t;
-        printf("  %-7s cold %7.1f ms (NVRTC %.1f ms), %d registers, %u + %u bytes shared\n",
-               clcrt_sched_name(SCHEDS[s]), cold, info.compile_ms, info.registers, info.static_smem,
-               info.dynamic_smem);
-      } else {
-        hit = t;
-        from = info.from_cache;
-        printf("  %-7s disk-cache hit %.3f ms (from_cache %d: 2 = disk)\n", clcrt_sched_name(SCHEDS[s]), hit, from);
-      }
-      clcrt_runtime_destroy(r2);
-    }
-    json_row("{\"section\":\"compile\",\"contender\":\"%s\",\"variant\":\"%s\",\"cold_ms\":%.2f,\"disk_hit_ms\":%.4f,"
-             "\"from_cache\":%d}",
-             clcrt_sched_name(SCHEDS[s]), GEMM_VARIANTS[0].name, cold, hit, from);
-  }
-  char cmd[128];
-  snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
-  if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", dir);
-}
-
 /* ---------------- dense ---------------- */
 
 typedef struct dshape {
-  const char *label;
+  const char *cls, *label;
   unsigned m, n, k;
 } dshape;
 
 static const dshape DENSE_SHAPES[] = {
-    {"square", 4096, 4096, 4096},  {"square", 8192, 8192, 8192},  {"llm", 128, 8192, 8192},
-    {"llm", 128, 28672, 8192},     {"llm", 128, 8192, 28672},     {"llm", 1024, 8192, 8192},
-    {"llm", 1024, 28672, 8192},    {"llm", 1024, 8192, 28672},    {"llm", 8192, 8192, 8192},
-    {"llm", 8192, 28672, 8192},    {"llm", 8192, 8192, 28672},
+    /* bench: the shapes this benchmark had first */
+    {"bench", "square", 4096, 4096, 4096},
+    {"bench", "square", 8192, 8192, 8192},
+    {"bench", "llm", 128, 8192, 8192},
+    {"bench", "llm", 128, 28672, 8192},
+    {"bench", "llm", 128, 8192, 28672},
+    {"bench", "llm", 1024, 8192, 8192},
+    {"bench", "llm", 1024, 28672, 8192},
+    {"bench", "llm", 1024, 8192, 28672},
+    {"bench", "llm", 8192, 8192, 8192},
+    {"bench", "llm", 8192, 28672, 8192},
+    {"bench", "llm", 8192, 8192, 28672},
+    /* model: N x K = out x in features of public layers; M = tokens */
+    {"model", "llama3-8b qkv", 1024, 6144, 4096},
+    {"model", "llama3-8b o", 4096, 4096, 4096},
+    {"model", "llama3-8b gate_up", 2048, 28672, 4096},
+    {"model", "llama3-8b down", 512, 4096, 14336},
+    {"model", "llama3-8b down", 16384, 4096, 14336},
+    {"model", "llama3-70b qkv", 256, 10240, 8192},
+    {"model", "llama3-70b qkv", 4096, 10240, 8192},
+    {"model", "llama3-70b o", 2048, 8192, 8192},
+    {"model", "llama3-70b gate_up", 512, 57344, 8192},
+    {"model", "llama3-70b down", 128, 8192, 28672},
+    {"model", "llama3-70b down", 4096, 8192, 28672},
+    {"model", "dsv3 q_a", 4096, 1536, 7168},
+    {"model", "dsv3 kv_a", 2048, 576, 7168},
+    {"model", "dsv3 q_b", 512, 24576, 1536},
+    {"model", "dsv3 kv_b", 4096, 32768, 512},
+    {"model", "dsv3 o", 1024, 7168, 16384},
+    {"model", "dsv3 gate_up", 16384, 36864, 7168},
+    {"model", "dsv3 down", 256, 7168, 18432},
+    {"model", "qwen2.5-72b gate_up", 1024, 59136, 8192},
+    {"model", "qwen2.5-72b down", 2048, 8192, 29568},
+    {"model", "qwen2.5-7b qkv", 8192, 4608, 3584},
+    {"model", "qwen2.5-7b down", 300, 3584, 18944},
+    {"model", "mixtral expert w1", 64, 14336, 4096},
+    {"model", "mixtral expert w2", 3000, 4096, 14336},
+    /* odd: dimensions that divide by no tile */
+    {"odd", "odd", 2999, 5003, 4104},
+    {"odd", "odd", 1537, 3011, 2056},
+    {"odd", "odd", 5555, 3333, 1112},
+    {"odd", "odd", 777, 12289, 4096},
+    {"odd", "odd", 4097, 4097, 4096},
+    {"odd", "odd", 333, 7777, 2992},
+    /* gemv: M <= 16 */
+    {"gemv", "llama3-8b gate_up", 1, 28672, 4096},
+    {"gemv", "llama3-8b down", 1, 4096, 14336},
+    {"gemv", "llama3-70b qkv", 1, 10240, 8192},
+    {"gemv", "llama3-70b down", 4, 8192, 28672},
+    {"gemv", "dsv3 o", 8, 7168, 16384},
+    {"gemv", "qwen2.5-72b gate_up", 16, 59136, 8192},
+    {"gemv", "llama3-8b o", 16, 4096, 4096},
+    /* align16: the same kinds of shapes, operands at 16-byte offsets */
+    {"align16", "square", 4096, 4096, 4096},
+    {"align16", "llama3-70b qkv", 4096, 10240, 8192},
+    {"align16", "llama3-8b down", 1024, 4096, 14336},
+    {"align16", "gemv", 1, 28672, 4096},
 };
-static const dshape QUICK_SHAPES[] = {
-    {"square", 4096, 4096, 4096},
-    {"llm", 128, 8192, 8192},
-    {"llm", 1024, 28672, 8192},
-};
+static const char *QUICK_CLASSES = "bench";
+static const int QUICK_PICK[] = {0, 2, 6, 12, 20, 35, 41, 48};
 
 typedef struct summary {
   char shape[48];
-  const char *label;
-  double cublas_tflops;
-  double best_ratio[NUM_SCHEDS];
-  const char *best_variant[NUM_SCHEDS];
-  unsigned best_splits[NUM_SCHEDS];
-  double var_ratio[GEMM_NUM_VARIANTS]; /* per variant: best over schedulers and splits */
-  unsigned var_splits[GEMM_NUM_VARIANTS];
+  const char *cls, *label;
+  double cublas_tflops, def_ratio, oracle_ratio, gemv_frac;
+  char def_what[64], oracle_what[64];
 } summary;
-
-static summary summaries[64];
+static summary summaries[96];
 static int num_summaries;
+
+/* A clcrt contender of a dense shape: a plan, its kernel and args (one per rotation window). */
+typedef struct dcont {
+  gemm_plan p;
+  run_ctx c;
+  char what[64];
+  double err;
+  int ok;
+} dcont;
+
+static void plan_name(const gemm_plan *p, char *out, size_t n) {
+  const char *d = p->sk_units ? "" : "whole";
+  char sk[32] = "";
+  if (p->sk_units) snprintf(sk, sizeof sk, "sk %u/%u%s", p->sk_tiles, p->sk_units, p->sk_tail ? " last" : "");
+  snprintf(out, n, "%s %s %s%s", GEMM_VARIANTS[p->variant].name, sched_name(p->sched), d, sk);
+}
+
+static void dcont_setup(dcont *d, const gemm_plan *p, const uint64_t *A, const uint64_t *B, int rot, CUdeviceptr D,
+                        unsigned m, unsigned n, unsigned k) {
+  memset(d, 0, sizeof *d);
+  d->p = *p;
+  const gemm_variant *v = &GEMM_VARIANTS[p->variant];
+  d->c.k = kernel_for(p->variant, p->sched, 0);
+  d->c.rot = rot;
+  for (int i = 0; i < rot; i++) CKC(gemm_dense_args(rt, p, &d->c.a[i], A[i], B[i], D, m, n, k, 0, 0));
+  if (d->c.a[0].sk_units) {
+    /* The largest workspace of the windows (the shift may differ between them). */
+    size_t ws = 0, ctr = 0;
+    for (int i = 0; i < rot; i++) {
+      if (gemm_ws_bytes(v, &d->c.a[i]) > ws) ws = gemm_ws_bytes(v, &d->c.a[i]);
+      if (gemm_ctr_bytes(v, &d->c.a[i]) > ctr) ctr = gemm_ctr_bytes(v, &d->c.a[i]);
+    }
+    CK(cu->cuMemAlloc(&d->c.ws, ws));
+    CK(cu->cuMemAlloc(&d->c.ctr, ctr));
+    CK(cu->cuMemsetD8(d->c.ctr, 0, ctr));
+    for (int i = 0; i < rot; i++) d->c.a[i].ws = d->c.ws, d->c.a[i].ctr = d->c.ctr;
+  }
+  d->c.tiles = gemm_dense_tiles(v, &d->c.a[0]);
+  plan_name(p, d->what, sizeof d->what);
+}
+static void dcont_free(dcont *d) {
+  if (d->c.ws) cu->cuMemFree(d->c.ws), cu->cuMemFree(d->c.ctr);
+}
+static int same_plan(const gemm_plan *a, const gemm_plan *b) {
+  return a->variant == b->variant && a->sched == b->sched && a->sk_tiles == b->sk_tiles && a->sk_units == b->sk_units &&
+         a->sk_tail == b->sk_tail;
+}
 
 static void bench_dense_shape(const dshape *sh, int idx) {
   const unsigned m = sh->m, n = sh->n, k = sh->k;
   const double flop = 2.0 * m * n * k;
-  size_t na = (size_t)m * k, nb = (size_t)n * k, nd = (size_t)m * n;
-  size_t oa = pool_window(na, 2 * (uint64_t)idx + 1), ob = pool_window(nb, 2 * (uint64_t)idx + 2);
-  CUdeviceptr A = pool_d + oa * 2, B = pool_d + ob * 2, D, R;
+  const size_t na = (size_t)m * k, nb = (size_t)n * k, nd = (size_t)m * n;
+  const int a16 = !strcmp(sh->cls, "align16");
+  /* Rotation: enough windows that the operands of one run are out of L2 by its next. */
+  const size_t opb = (na + nb) * 2;
+  int rot = opb >= (128u << 20) ? 1 : (int)((128u << 20) / opb + 1);
+  if (rot > MAX_ROT) rot = MAX_ROT;
+  uint64_t A[MAX_ROT], B[MAX_ROT];
+  for (int i = 0; i < rot; i++) {
+    /* align16: A 16 bytes past a line, B 48 (different offsets: the shift can align B only). */
+    size_t oa = pool_window(na, 100 * (uint64_t)idx + 2 * i + 1, a16 ? 128 : window_align, a16 ? 16 : 0);
+    size_t ob = pool_window(nb, 100 * (uint64_t)idx + 2 * i + 2, a16 ? 128 : window_align, a16 ? 48 : 0);
+    A[i] = pool_d + oa * 2, B[i] = pool_d + ob * 2;
+  }
+  CUdeviceptr D, R;
   CK(cu->cuMemAlloc(&D, nd * 2));
   CK(cu->cuMemAlloc(&R, nd * 2));
-  uint16_t *hd = malloc(nd * 2), *hr = malloc(nd * 2);
-  if (!hd || !hr) {
-    fprintf(stderr, "out of host memory\n");
-    exit(1);
-  }
   summary *sum = &summaries[num_summaries++];
   memset(sum, 0, sizeof *sum);
   snprintf(sum->shape, sizeof sum->shape, "%ux%ux%u", m, n, k);
-  sum->label = sh->label;
+  sum->cls = sh->cls, sum->label = sh->label;
 
-  /* cuBLAS first: the reference output and the reference time. */
+  /* cuBLAS: the reference output (window 0) and time. */
   lt_gemm g;
-  if (lt_setup(&g, A, B, R, m, n, k) != 0) exit(1);
+  memset(&g, 0, sizeof g);
+  lt_setup(&g, m, n, k);
+  g.rot = rot, g.D = R;
+  for (int i = 0; i < rot; i++) g.A[i] = A[i], g.B[i] = B[i];
   CK(cu->cuMemsetD8Async(R, 0xff, nd * 2, cs));
   lt_launch(&g);
+  g.next = 0;
+  uint16_t *hr = malloc(nd * 2);
+  CK(cu->cuMemcpyDtoHAsync(hr, R, nd * 2, cs));
   CK(cu->cuStreamSynchronize(cs));
-  CK(cu->cuMemcpyDtoH(hr, R, nd * 2));
+  const size_t oa0 = (A[0] - pool_d) / 2, ob0 = (B[0] - pool_d) / 2;
   int lt_bad = 0;
   uint64_t s = 0x1234 + (uint64_t)idx;
-  for (int t = 0; t < 32; t++) {
+  for (int t = 0; t < 16; t++) {
     s ^= s << 13, s ^= s >> 7, s ^= s << 17;
     size_t i = (size_t)(s % m), j = (size_t)((s >> 32) % n);
     double ref = 0, mag = 0;
     for (size_t q = 0; q < k; q++) {
-      double p = (double)gemm_bf2f(pool_h[oa + i * k + q]) * gemm_bf2f(pool_h[ob + j * k + q]);
-      ref += p, mag += fabs(p);
+      double pr = (double)gemm_bf2f(pool_val(oa0 + i * k + q)) * gemm_bf2f(pool_val(ob0 + j * k + q));
+      ref += pr, mag += fabs(pr);
     }
     double got = gemm_bf2f(hr[i * n + j]);
     if (!(fabs(got - ref) <= 8e-3 * fabs(ref) + 1e-4 * mag + 1e-6)) lt_bad++;
   }
+  free(hr);
   if (lt_bad) {
-    printf("  cuBLAS disagrees with fp64 on %d of 32 sampled elements: its call is wrong\n", lt_bad);
+    printf("  cuBLAS disagrees with fp64 on %d of 16 sampled elements: its call is wrong\n", lt_bad);
     failures++;
   }
-  double t_ref = time_median(lt_launch, &g);
-  sum->cublas_tflops = flop / (t_ref * 1e9);
-  printf("\n%ux%ux%u (%s): cuBLASLt %.4f ms = %.1f TFLOP/s\n", m, n, k, sh->label, t_ref, sum->cublas_tflops);
-  json_row("{\"section\":\"dense\",\"label\":\"%s\",\"shape\":\"%s\",\"m\":%u,\"n\":%u,\"k\":%u,\"contender\":\"cublas\","
-           "\"variant\":\"cublasLt\",\"splits\":1,\"median_ms\":%.5f,\"tflops\":%.2f,\"ratio_to_cublas\":1.0,"
-           "\"rel_err\":0,\"ok\":%s}",
-           sh->label, sum->shape, m, n, k, t_ref, sum->cublas_tflops, lt_bad ? "false" : "true");
 
-  for (int v = 0; v < GEMM_NUM_VARIANTS; v++) {
-    if (!variant_on[v]) continue;
-    const gemm_variant *var = &GEMM_VARIANTS[v];
-    /* Split-K: the helper's pick, and where the tiles leave SMs idle, a sweep around it so
-     * that one run shows which factor is best. */
-    unsigned pick = gemm_pick_splits(var, m, n, k, clcrt_runtime_num_sms(rt)), cand[8], nc = 0;
-    unsigned tiles = gemm_cdiv(m, var->bm) * gemm_cdiv(n, var->bn), nk = gemm_cdiv(k, GEMM_BK);
-    cand[nc++] = pick;
-    if (tiles < (unsigned)clcrt_runtime_num_sms(rt))
-      for (unsigned sp = 1; sp <= 16; sp *= 2)
-        if (sp != pick && (sp == 1 || sp <= nk / 8)) cand[nc++] = sp;
-    for (unsigned ci = 0; ci < nc; ci++) {
-      run_ctx c;
-      CKC(gemm_dense_args(rt, var, &c.a, A, B, D, m, n, k, cand[ci], 0, 0));
-      CUdeviceptr ws = 0, ctr = 0;
-      if (c.a.splits > 1) {
-        CK(cu->cuMemAlloc(&ws, gemm_ws_bytes(var, &c.a)));
-        CK(cu->cuMemAlloc(&ctr, gemm_ctr_bytes(var, &c.a)));
-        CK(cu->cuMemsetD8(ctr, 0, gemm_ctr_bytes(var, &c.a)));
-        CK(cu->cuMemsetD8(ws, 0, gemm_ws_bytes(var, &c.a)));
-        c.a.ws = ws, c.a.ctr = ctr;
-      }
-      c.tiles = gemm_dense_tiles(var, &c.a);
-      for (int si = 0; si < NUM_SCHEDS; si++) {
-        c.k = kernel_for(v, si, 0);
-        CK(cu->cuMemsetD8Async(D, 0xff, nd * 2, cs));
-        clcrt_launch(&c);
-        CK(cu->cuStreamSynchronize(cs));
-        CK(cu->cuMemcpyDtoH(hd, D, nd * 2));
-        double err = rel_error(hd, hr, nd);
-        int ok = err >= 0 && err <= 1e-2;
-        if (!ok) failures++;
-        double t = time_median(clcrt_launch, &c);
-        double tf = flop / (t * 1e9), ratio = t_ref / t;
-        printf("  %-10s %-7s splits %-2u%s %9.4f ms %7.1f TFLOP/s %6.3fx cuBLAS  err %.2e%s\n", var->name,
-               clcrt_sched_name(SCHEDS[si]), c.a.splits, ci == 0 ? "*" : " ", t, tf, ratio, err, ok ? "" : "  WRONG");
-        json_row("{\"section\":\"dense\",\"label\":\"%s\",\"shape\":\"%s\",\"m\":%u,\"n\":%u,\"k\":%u,"
-                 "\"contender\":\"%s\",\"variant\":\"%s\",\"splits\":%u,\"picked\":%s,\"median_ms\":%.5f,"
-                 "\"tflops\":%.2f,\"ratio_to_cublas\":%.4f,\"rel_err\":%.3e,\"ok\":%s}",
-                 sh->label, sum->shape, m, n, k, clcrt_sched_name(SCHEDS[si]), var->name, c.a.splits,
-                 ci == 0 ? "true" : "false", t, tf, ratio, err, ok ? "true" : "false");
-        if (ok && ratio > sum->var_ratio[v]) sum->var_ratio[v] = ratio, sum->var_splits[v] = c.a.splits;
-        if (ok && ratio > sum->best_ratio[si]) {
-          sum->best_ratio[si] = ratio;
-          sum->best_variant[si] = var->name;
-          sum->best_splits[si] = c.a.splits;
+  /* The default plan, then the oracle's candidates (different from it and from each other). */
+  const unsigned align = gemm_load_align(A[0], B[0], k);
+  dcont *dc = calloc(24, sizeof *dc);
+  int nc = 0;
+  const int sms = clcrt_runtime_num_sms(rt);
+  gemm_plan def = gemm_plan_dense(m, n, k, align, sms);
+  dcont_setup(&dc[nc++], &def, A, B, rot, D, m, n, k);
+  if (oracle) {
+    const char *vars[5] = {"128x256", "128x256c2", "128x128", NULL, NULL};
+    int nv = 3;
+    if (m <= 64) vars[nv++] = "128x64";
+    if (align < 128) vars[nv++] = "128x128c2";
+    for (int vi = 0; vi < nv; vi++)
+      for (int share = 0; share < 3; share++)
+        for (int si = 0; si < 2; si++) {
+          if (si == 1 && share != (int)GEMM_SHARE_TAIL) continue; /* STATIC: the model's decomposition */
+          if (si == 1 && vi > 1) continue;
+          gemm_plan p = def;
+          p.variant = gemm_variant_index(vars[vi]);
+          /* Every tile in slices: only where the tiles are fewer than two waves. */
+          if (share == GEMM_SHARE_ALL &&
+              gemm_work_tiles(&GEMM_VARIANTS[p.variant], m, n) >= 2u * (unsigned)sms / GEMM_VARIANTS[p.variant].cm)
+            continue;
+          p.sched = si ? CLCRT_SCHED_STATIC : CLCRT_SCHED_STEAL;
+          gemm_plan_share(&p, (gemm_share)share, m, n, k, sms);
+          int dup = 0;
+          for (int q = 0; q < nc; q++) dup |= same_plan(&dc[q].p, &p);
+          if (!dup && nc < 24) dcont_setup(&dc[nc++], &p, A, B, rot, D, m, n, k);
         }
-      }
-      if (ws) cu->cuMemFree(ws), cu->cuMemFree(ctr);
-    }
   }
+  /* Checks, on window 0. */
+  for (int i = 0; i < nc; i++) {
+    CK(cu->cuMemsetD8Async(D, 0xff, nd * 2, cs));
+    dc[i].c.next = 0;
+    clcrt_launch(&dc[i].c);
+    dc[i].c.next = 0;
+    dc[i].err = dev_rel_error(D, R, nd);
+    dc[i].ok = dc[i].err >= 0 && dc[i].err <= 1e-2;
+    if (!dc[i].ok) failures++;
+  }
+  /* Timing: cuBLAS and every clcrt contender that passed, in rounds. */
+  contender ct[25];
+  int map[25], nt = 0;
+  ct[nt].fn = lt_launch, ct[nt].ctx = &g, map[nt++] = -1;
+  for (int i = 0; i < nc; i++)
+    if (dc[i].ok) ct[nt].fn = clcrt_launch, ct[nt].ctx = &dc[i].c, map[nt++] = i;
+  /* cuBLAS alone first (its runs back to back, as a user's loop would see it), then the rounds. */
+  contender alone = {lt_launch, &g, 0, 0};
+  time_rounds(&alone, 1);
+  time_rounds(ct, nt);
+  const double t_ref = ct[0].ms;
+  sum->cublas_tflops = flop / (t_ref * 1e9);
+  printf("\n%ux%ux%u (%s, %s): cuBLASLt %.4f ms = %.1f TFLOP/s (fastest %.4f; alone %.4f); loads %u-byte aligned%s\n",
+         m, n, k, sh->cls, sh->label, t_ref, sum->cublas_tflops, ct[0].min, alone.ms, align,
+         rot > 1 ? "; operands rotated" : "");
+  json_row("{\"section\":\"dense\",\"class\":\"%s\",\"label\":\"%s\",\"shape\":\"%s\",\"m\":%u,\"n\":%u,\"k\":%u,"
+           "\"contender\":\"cublas\",\"variant\":\"cublasLt\",\"median_ms\":%.5f,\"min_ms\":%.5f,\"alone_ms\":%.5f,"
+           "\"tflops\":%.2f,\"ratio_to_cublas\":1.0,\"ok\":%s}",
+           sh->cls, sh->label, sum->shape, m, n, k, t_ref, ct[0].min, alone.ms, sum->cublas_tflops,
+           lt_bad ? "false" : "true");
+  double best = 0;
+  for (int ti = 1; ti < nt; ti++) {
+    dcont *d = &dc[map[ti]];
+    double t = ct[ti].ms, ratio = t_ref / t, tf = flop / (t * 1e9);
+    const int is_def = map[ti] == 0;
+    printf("  %-8s %-34s %9.4f ms (fastest %.4f) %7.1f TFLOP/s %6.3fx cuBLAS  err %.2e\n", is_def ? "default" : "",
+           d->what, t, ct[ti].min, tf, ratio, d->err);
+    json_row("{\"section\":\"dense\",\"class\":\"%s\",\"label\":\"%s\",\"shape\":\"%s\",\"m\":%u,\"n\":%u,\"k\":%u,"
+             "\"contender\":\"%s\",\"variant\":\"%s\",\"sched\":\"%s\",\"sk_tiles\":%u,\"sk_units\":%u,\"sk_tail\":%u,"
+             "\"kshift\":%u,"
+             "\"plan_cost\":%.1f,\"median_ms\":%.5f,\"min_ms\":%.5f,\"tflops\":%.2f,\"ratio_to_cublas\":%.4f,\"rel_err\":%.3e,\"ok\":true}",
+             sh->cls, sh->label, sum->shape, m, n, k, is_def ? "default" : "candidate",
+             GEMM_VARIANTS[d->p.variant].name, sched_name(d->p.sched), d->c.a[0].sk_tiles, d->c.a[0].sk_units,
+             d->c.a[0].sk_tail, d->c.a[0].kshift, d->p.cost, t, ct[ti].min, tf, ratio, d->err);
+    if (is_def) {
+      sum->def_ratio = ratio;
+      snprintf(sum->def_what, sizeof sum->def_what, "%s", d->what);
+      if (!strcmp(sh->cls, "gemv")) {
+        double bw = (double)nb * 2 / (t * 1e-3);
+        sum->gemv_frac = bw / copy_bw;
+        printf("  default streams B at %.0f GB/s: %.3f of the copy's %.0f GB/s (cuBLAS %.0f GB/s)\n", bw / 1e9,
+               sum->gemv_frac, copy_bw / 1e9, (double)nb * 2 / (t_ref * 1e-3) / 1e9);
+      }
+    }
+    if (ratio > best) best = ratio, snprintf(sum->oracle_what, sizeof sum->oracle_what, "%s", d->what);
+  }
+  for (int i = 0; i < nc; i++)
+    if (!dc[i].ok) printf("  %-8s %-34s WRONG: err %.2e\n", i == 0 ? "default" : "", dc[i].what, dc[i].err);
+  sum->oracle_ratio = best;
+  json_row("{\"section\":\"dense-summary\",\"class\":\"%s\",\"label\":\"%s\",\"shape\":\"%s\",\"cublas_tflops\":%.2f,"
+           "\"default\":\"%s\",\"default_ratio\":%.4f,\"oracle\":\"%s\",\"oracle_ratio\":%.4f,\"gemv_of_copy\":%.4f}",
+           sh->cls, sh->label, sum->shape, sum->cublas_tflops, sum->def_what, sum->def_ratio, sum->oracle_what,
+           sum->oracle_ratio, sum->gemv_frac);
+  for (int i = 0; i < nc; i++) dcont_free(&dc[i]);
+  free(dc);
   lt_free(&g);
   cu->cuMemFree(D), cu->cuMemFree(R);
-  free(hd), free(hr);
 }
 
+static void print_dense_summary(void) {
+  if (!num_summaries) return;
+  printf("\ndense summary: ratio = cuBLAS time / clcrt time; default = the plan a user gets, oracle = the best "
+         "contender measured\n");
+  printf("  %-8s %-20s %-18s %9s  %-34s %7s  %7s %s\n", "class", "layer", "shape", "cuBLAS TF", "default plan",
+         "ratio", "oracle", "(which)");
+  for (int i = 0; i < num_summaries; i++) {
+    summary *s = &summaries[i];
+    char extra[48] = "";
+    if (s->gemv_frac > 0) snprintf(extra, sizeof extra, "  B at %.2f of copy", s->gemv_frac);
+    printf("  %-8s %-20s %-18s %9.1f  %-34s %7.3f  %7.3f %s%s\n", s->cls, s->label, s->shape, s->cublas_tflops,
+           s->def_what, s->def_ratio, s->oracle_ratio, s->oracle_what, extra);
+  }
+  static const char *groups[][4] = {{"bench", NULL}, {"model", "odd", "gemv", NULL}, {"align16", NULL}};
+  static const char *names[] = {"bench", "model + odd + gemv", "align16"};
+  printf("\n  %-20s %6s %14s %14s %10s %14s %10s\n", "classes", "shapes", "default geo", "geo min(r,1)", "worst",
+         "oracle geo", "worst");
+  for (int gi = 0; gi < 3; gi++) {
+    double ld = 0, lm = 0, lo = 0, wd = 1e9, wo = 1e9;
+    int cnt = 0;
+    for (int i = 0; i < num_summaries; i++) {
+      summary *s = &summaries[i];
+      int in = 0;
+      for (int q = 0; groups[gi][q]; q++) in |= !strcmp(s->cls, groups[gi][q]);
+      if (!in || s->def_ratio <= 0) continue;
+      ld += log(s->def_ratio), lm += log(s->def_ratio < 1 ? s->def_ratio : 1), lo += log(s->oracle_ratio);
+      if (s->def_ratio < wd) wd = s->def_ratio;
+      if (s->oracle_ratio < wo) wo = s->oracle_ratio;
+      cnt++;
+    }
+    if (!cnt) continue;
+    printf("  %-20s %6d %14.3f %14.3f %10.3f %14.3f %10.3f\n", names[gi], cnt, exp(ld / cnt), exp(lm / cnt), wd,
+           exp(lo / cnt), wo);
+    json_row("{\"section\":\"dense-classes\",\"classes\":\"%s\",\"shapes\":%d,\"default_geomean\":%.4f,"
+             "\"default_geomean_min1\":%.4f,\"default_worst\":%.4f,\"oracle_geomean\":%.4f,\"oracle_worst\":%.4f}",
+             names[gi], cnt, exp(ld / cnt), exp(lm / cnt), wd, exp(lo / cnt), wo);
+  }
+}
 
 /* ---------------- grouped ---------------- */
 
 typedef struct gshape {
   const char *name, *routing;
   unsigned experts, n, k, tokens, topk;
-  double zipf;      /* 0: uniform */
-  unsigned never;   /* experts no token is routed to */
-  int skewed;       /* counts as skewed routing for the targets */
+  double zipf;     /* 0: uniform */
+  unsigned never;  /* experts no token is routed to */
+  unsigned masked; /* decode: also the masked layout with this many rows per expert */
 } gshape;
 
 static const gshape GROUPED_SHAPES[] = {
-    {"mixtral", "zipf 1.2", 8, 14336, 4096, 8192, 2, 1.2, 0, 1},
+    {"mixtral", "zipf 1.2", 8, 14336, 4096, 8192, 2, 1.2, 0, 0},
     {"mixtral", "uniform", 8, 14336, 4096, 8192, 2, 0.0, 0, 0},
-    {"deepseek", "zipf 1.2, 4 unused", 32, 4096, 7168, 4096, 8, 1.2, 4, 1},
-    {"deepseek", "uniform", 32, 4096, 7168, 4096, 8, 0.0, 0, 0},
-    {"decode", "uniform", 32, 4096, 7168, 8, 8, 0.0, 0, 0},
+    {"deepseek-32", "zipf 1.2, 4 unused", 32, 4096, 7168, 4096, 8, 1.2, 4, 0},
+    {"deepseek-32", "uniform", 32, 4096, 7168, 4096, 8, 0.0, 0, 0},
+    {"deepseek-32 decode", "uniform", 32, 4096, 7168, 8, 8, 0.0, 0, 16},
+    {"dsv3-256 prefill", "zipf 0.8", 256, 7168, 2048, 4096, 8, 0.8, 0, 0},
+    {"dsv3-256 prefill", "uniform", 256, 7168, 2048, 4096, 8, 0.0, 0, 0},
+    {"dsv3-256 decode", "uniform", 256, 7168, 2048, 64, 8, 0.0, 0, 16},
+    {"qwen3-128 prefill", "zipf 0.8", 128, 3072, 4096, 4096, 8, 0.8, 0, 0},
+    {"qwen3-128 decode", "zipf 0.8", 128, 3072, 4096, 128, 8, 0.8, 0, 32},
 };
-static const gshape QUICK_GROUPED[] = {
-    {"deepseek", "zipf 1.2, 4 unused", 32, 4096, 7168, 4096, 8, 1.2, 4, 1},
-    {"decode", "uniform", 32, 4096, 7168, 8, 8, 0.0, 0, 0},
-};
+static const int QUICK_GROUPED[] = {2, 4, 7};
 
 /* Rows per expert: each token picks topk distinct experts, expert e with weight (r_e + 1)^-s
  * for a fixed random rank r_e (s = 0: uniform); `never` experts get weight 0. */
@@ -523,7 +775,7 @@ static void route(const gshape *g, uint64_t seed, unsigned *rows) {
 static cublasHandle_t blas;
 
 typedef struct loop_ctx {
-  unsigned groups, n, k;
+  unsigned groups, n, k, stride; /* stride: rows between experts (masked), 0: one after another */
   const unsigned *rows;
   CUdeviceptr A, B, D;
 } loop_ctx;
@@ -540,7 +792,7 @@ static void loop_launch(void *p) {
                        (const void *)(c->A + row0 * c->k * 2), CUDA_R_16BF, (int)c->k, &zero,
                        (void *)(c->D + row0 * c->n * 2), CUDA_R_16BF, (int)c->n, CUBLAS_COMPUTE_32F,
                        CUBLAS_GEMM_DEFAULT));
-    row0 += c->rows[g];
+    row0 += c->stride ? c->stride : c->rows[g];
   }
 }
 
@@ -550,21 +802,24 @@ typedef struct gb_ctx {
   int *m, *n, *k, *lda, *ldb, *ldc, *size;
   float *alpha, *beta;
   CUdeviceptr pa, pb, pc; /* device arrays of pointers */
-  cudaDataType_t ctype;
-  cublasComputeType_t compute;
 } gb_ctx;
 
 static cublasStatus_t gb_call(gb_ctx *c) {
   return cublasGemmGroupedBatchedEx(blas, c->ta, c->tb, c->m, c->n, c->k, c->alpha, (const void *const *)c->pa,
                                     CUDA_R_16BF, c->lda, (const void *const *)c->pb, CUDA_R_16BF, c->ldb, c->beta,
-                                    (void *const *)c->pc, c->ctype, c->ldc, c->count, c->size, c->compute);
+                                    (void *const *)c->pc, CUDA_R_16BF, c->ldc, c->count, c->size, CUBLAS_COMPUTE_32F);
 }
 static void gb_launch(void *p) { CKB(gb_call(p)); }
 
+typedef struct graph_ctx {
+  CUgraphExec exec;
+} graph_ctx;
+static void graph_launch(void *p) { CK(cu->cuGraphLaunch(((graph_ctx *)p)->exec, cs)); }
+
 typedef struct gsummary {
   char name[64];
-  int skewed;
-  double loop_tflops, gb_tflops, best[NUM_SCHEDS];
+  unsigned avg_rows;
+  double loop_tflops, gb_tflops, best[NUM_SCHEDS], masked_tflops;
   const char *best_variant[NUM_SCHEDS];
 } gsummary;
 static gsummary gsums[16];
@@ -580,66 +835,54 @@ static void bench_grouped_shape(const gshape *g, int idx) {
     if (rows[e] > max_rows) max_rows = rows[e];
   }
   const double flop = 2.0 * total * g->n * g->k;
-  const size_t na = (size_t)total * g->k, nb = (size_t)g->experts * g->n * g->k, nd = (size_t)total * g->n;
-  size_t oa = pool_window(na, 77 + 2 * (uint64_t)idx), ob = pool_window(nb, 78 + 2 * (uint64_t)idx);
-  CUdeviceptr A = pool_d + oa * 2, B = pool_d + ob * 2, D, R, S, DF = 0;
+  const unsigned mrows = g->masked ? g->experts * g->masked : 0; /* rows of the masked buffers */
+  const size_t arows = total > mrows ? total : mrows;
+  const size_t na = arows * g->k, nb = (size_t)g->experts * g->n * g->k, nd = (size_t)total * g->n;
+  size_t oa = pool_window(na, 77 + 2 * (uint64_t)idx, window_align, 0);
+  size_t ob = pool_window(nb, 78 + 2 * (uint64_t)idx, window_align, 0);
+  CUdeviceptr A = pool_d + oa * 2, B = pool_d + ob * 2, D, R, S;
   CK(cu->cuMemAlloc(&D, nd * 2));
   CK(cu->cuMemAlloc(&R, nd * 2));
   CK(cu->cuMemAlloc(&S, g->experts * 4));
   int sizes[1024];
   for (unsigned e = 0; e < g->experts; e++) sizes[e] = (int)rows[e];
-  put(S, sizes, g->experts * 4);
-  uint16_t *hd = malloc(nd * 2), *hr = malloc(nd * 2);
-  if (!hd || !hr) {
-    fprintf(stderr, "out of host memory\n");
-    exit(1);
-  }
+  CK(cu->cuMemcpyHtoD(S, sizes, g->experts * 4));
+  CK(cu->cuStreamSynchronize(CU_STREAM_LEGACY));
   gsummary *sum = &gsums[num_gsums++];
   memset(sum, 0, sizeof *sum);
   snprintf(sum->name, sizeof sum->name, "%s %s", g->name, g->routing);
-  sum->skewed = g->skewed;
-  char rows_txt[160] = "";
-  if (g->experts <= 8) {
-    for (unsigned e = 0, o = 0; e < g->experts && o < sizeof rows_txt - 12; e++)
-      o += (unsigned)snprintf(rows_txt + o, sizeof rows_txt - o, "%s%u", e ? " " : "", rows[e]);
-  } else {
-    snprintf(rows_txt, sizeof rows_txt, "largest %u, %u of %u experts used", max_rows, used, g->experts);
-  }
-  printf("\ngrouped %s (%s): %u experts, N %u, K %u, %u tokens top-%u = %u rows (%s)\n", g->name, g->routing,
-         g->experts, g->n, g->k, g->tokens, g->topk, total, rows_txt);
+  sum->avg_rows = used ? total / g->experts : 0;
+  printf("\ngrouped %s (%s): %u experts, N %u, K %u, %u tokens top-%u = %u rows (largest %u, average %.1f, %u of %u "
+         "experts used)\n",
+         g->name, g->routing, g->experts, g->n, g->k, g->tokens, g->topk, total, max_rows,
+         (double)total / g->experts, used, g->experts);
 
-  /* The per-expert loop: the reference output and a contender. */
-  loop_ctx lc = {g->experts, g->n, g->k, rows, A, B, R};
+  /* The per-expert loop: the reference output, checked on a sample against fp64. */
+  loop_ctx lc = {g->experts, g->n, g->k, 0, rows, A, B, R};
   CK(cu->cuMemsetD8Async(R, 0xff, nd * 2, cs));
   loop_launch(&lc);
+  uint16_t *hr = malloc(nd * 2 + 2);
+  CK(cu->cuMemcpyDtoHAsync(hr, R, nd * 2, cs));
   CK(cu->cuStreamSynchronize(cs));
-  CK(cu->cuMemcpyDtoH(hr, R, nd * 2));
   int bad = 0;
   uint64_t s = 0x777 + (uint64_t)idx;
-  for (int t = 0; t < 32 && total; t++) {
+  for (int t = 0; t < 16 && total; t++) {
     s ^= s << 13, s ^= s >> 7, s ^= s << 17;
     size_t i = (size_t)(s % total), j = (size_t)((s >> 32) % g->n), e = 0, r0 = 0;
     while (i >= r0 + rows[e]) r0 += rows[e], e++;
     double ref = 0, mag = 0;
     for (size_t q = 0; q < g->k; q++) {
-      double pr = (double)gemm_bf2f(pool_h[oa + i * g->k + q]) * gemm_bf2f(pool_h[ob + (e * g->n + j) * g->k + q]);
+      double pr = (double)gemm_bf2f(pool_val(oa + i * g->k + q)) * gemm_bf2f(pool_val(ob + (e * g->n + j) * g->k + q));
       ref += pr, mag += fabs(pr);
     }
     double got = gemm_bf2f(hr[i * g->n + j]);
     if (!(fabs(got - ref) <= 8e-3 * fabs(ref) + 1e-4 * mag + 1e-6)) bad++;
   }
+  free(hr);
   if (bad) {
-    printf("  the cuBLAS loop disagrees with fp64 on %d of 32 sampled elements\n", bad);
+    printf("  the cuBLAS loop disagrees with fp64 on %d of 16 sampled elements\n", bad);
     failures++;
   }
-  double t_loop = time_median(loop_launch, &lc);
-  sum->loop_tflops = flop / (t_loop * 1e9);
-  printf("  %-24s %9.4f ms %7.1f TFLOP/s  (%u calls)\n", "cuBLAS loop (GemmEx)", t_loop, sum->loop_tflops, used);
-  json_row("{\"section\":\"grouped\",\"shape\":\"%s\",\"routing\":\"%s\",\"skewed\":%s,\"experts\":%u,\"n\":%u,"
-           "\"k\":%u,\"rows\":%u,\"contender\":\"cublas-loop\",\"variant\":\"cublasGemmEx\",\"median_ms\":%.5f,"
-           "\"tflops\":%.2f,\"ratio_to_loop\":1.0,\"rel_err\":0,\"ok\":%s}",
-           sum->name, g->routing, g->skewed ? "true" : "false", g->experts, g->n, g->k, total, t_loop,
-           sum->loop_tflops, bad ? "false" : "true");
 
   /* cublasGemmGroupedBatchedEx: one problem per non-empty expert. */
   gb_ctx gb;
@@ -649,8 +892,7 @@ static void bench_grouped_shape(const gshape *g, int idx) {
   gb.m = malloc(used * sizeof(int)), gb.n = malloc(used * sizeof(int)), gb.k = malloc(used * sizeof(int));
   gb.lda = malloc(used * sizeof(int)), gb.ldb = malloc(used * sizeof(int)), gb.ldc = malloc(used * sizeof(int));
   gb.size = malloc(used * sizeof(int)), gb.alpha = malloc(used * sizeof(float)), gb.beta = malloc(used * sizeof(float));
-  uint64_t *pa = malloc(used * 8), *pb = malloc(used * 8), *pc = malloc(used * 8), *pcf = malloc(used * 8);
-  CK(cu->cuMemAlloc(&DF, nd * 4));
+  uint64_t *pa = malloc(used * 8 + 8), *pb = malloc(used * 8 + 8), *pc = malloc(used * 8 + 8);
   size_t row0 = 0;
   for (unsigned e = 0, i = 0; e < g->experts; e++) {
     if (rows[e]) {
@@ -659,7 +901,6 @@ static void bench_grouped_shape(const gshape *g, int idx) {
       gb.lda[i] = (int)g->k, gb.ldb[i] = (int)g->k, gb.ldc[i] = (int)g->n;
       gb.size[i] = 1, gb.alpha[i] = 1.0f, gb.beta[i] = 0.0f;
       pa[i] = B + (size_t)e * g->n * g->k * 2, pb[i] = A + row0 * g->k * 2, pc[i] = D + row0 * g->n * 2;
-      pcf[i] = DF + row0 * g->n * 4;
       i++;
     }
     row0 += rows[e];
@@ -667,147 +908,239 @@ static void bench_grouped_shape(const gshape *g, int idx) {
   CK(cu->cuMemAlloc(&gb.pa, used * 8 + 8));
   CK(cu->cuMemAlloc(&gb.pb, used * 8 + 8));
   CK(cu->cuMemAlloc(&gb.pc, used * 8 + 8));
-  put(gb.pa, pa, used * 8);
-  put(gb.pb, pb, used * 8);
-  put(gb.pc, pc, used * 8);
-  /* bf16 in and out with fp32 compute first; then what else it may take. */
-  static const struct {
-    cudaDataType_t ctype;
-    cublasComputeType_t compute;
-    const char *what;
-  } tries[] = {{CUDA_R_16BF, CUBLAS_COMPUTE_32F, "bf16 in, bf16 out, fp32 compute"},
-               {CUDA_R_32F, CUBLAS_COMPUTE_32F, "bf16 in, fp32 out, fp32 compute"}};
-  int took = -1;
-  cublasStatus_t first = CUBLAS_STATUS_SUCCESS;
-  for (int ti = 0; ti < 2 && took < 0; ti++) {
-    gb.ctype = tries[ti].ctype, gb.compute = tries[ti].compute;
-    if (ti == 1) put(gb.pc, pcf, used * 8);
-    cublasStatus_t r = used ? gb_call(&gb) : CUBLAS_STATUS_SUCCESS;
-    if (ti == 0) first = r;
-    if (r == CUBLAS_STATUS_SUCCESS) took = ti;
-  }
-  CK(cu->cuStreamSynchronize(cs));
-  if (took < 0) {
-    printf("  cublasGemmGroupedBatchedEx: refused %s (status %d) and %s\n", tries[0].what, (int)first, tries[1].what);
-  } else {
-    if (took > 0)
-      printf("  cublasGemmGroupedBatchedEx refused %s (status %d); it took %s\n", tries[0].what, (int)first,
-             tries[took].what);
-    double err = 0;
-    if (took == 0) {
-      CK(cu->cuMemsetD8Async(D, 0xff, nd * 2, cs));
-      gb_launch(&gb);
-      CK(cu->cuStreamSynchronize(cs));
-      CK(cu->cuMemcpyDtoH(hd, D, nd * 2));
-      err = rel_error(hd, hr, nd);
-    }
-    int ok = err >= 0 && err <= 1e-2;
-    if (!ok) failures++;
-    double t = time_median(gb_launch, &gb);
-    sum->gb_tflops = flop / (t * 1e9);
-    printf("  %-24s %9.4f ms %7.1f TFLOP/s %6.3fx loop  %s%s\n", "cublasGemmGroupedBatched", t, sum->gb_tflops,
-           t_loop / t, took == 0 ? "" : "(fp32 out, not checked) ", ok ? "" : "WRONG");
-    json_row("{\"section\":\"grouped\",\"shape\":\"%s\",\"routing\":\"%s\",\"skewed\":%s,\"experts\":%u,\"n\":%u,"
-             "\"k\":%u,\"rows\":%u,\"contender\":\"cublas-grouped\",\"variant\":\"%s\",\"median_ms\":%.5f,"
-             "\"tflops\":%.2f,\"ratio_to_loop\":%.4f,\"rel_err\":%.3e,\"ok\":%s}",
-             sum->name, g->routing, g->skewed ? "true" : "false", g->experts, g->n, g->k, total, tries[took].what, t,
-             sum->gb_tflops, t_loop / t, err, ok ? "true" : "false");
+  CK(cu->cuMemcpyHtoD(gb.pa, pa, used * 8 + 8));
+  CK(cu->cuMemcpyHtoD(gb.pb, pb, used * 8 + 8));
+  CK(cu->cuMemcpyHtoD(gb.pc, pc, used * 8 + 8));
+  CK(cu->cuStreamSynchronize(CU_STREAM_LEGACY));
+  CK(cu->cuMemsetD8Async(D, 0xff, nd * 2, cs));
+  int gb_ok = used && gb_call(&gb) == CUBLAS_STATUS_SUCCESS;
+  double gb_err = gb_ok ? dev_rel_error(D, R, nd) : -1;
+  if (used && !(gb_err >= 0 && gb_err <= 1e-2)) {
+    printf("  cublasGemmGroupedBatchedEx: %s\n", gb_ok ? "WRONG" : "refused bf16 in and out with fp32 compute");
+    gb_ok = 0;
   }
 
-  /* clcrt: every expert in one run, the tiles found on the device from the counts. */
-  for (int v = 0; v < GEMM_NUM_VARIANTS; v++) {
-    if (!variant_on[v]) continue;
-    const gemm_variant *var = &GEMM_VARIANTS[v];
-    run_ctx c;
-    CKC(gemm_grouped_args(rt, var, &c.a, A, B, D, total, g->n, g->k, g->experts, S));
-    c.tiles = gemm_grouped_tiles(var, &c.a);
+  /* clcrt: every expert in one run; 128x256 and 128x256c2 under each scheduler. */
+  enum { NV = 2 };
+  static const char *vars[NV] = {"128x256", "128x256c2"};
+  run_ctx rc[NV * NUM_SCHEDS];
+  double err[NV * NUM_SCHEDS];
+  for (int v = 0; v < NV; v++)
     for (int si = 0; si < NUM_SCHEDS; si++) {
-      c.k = kernel_for(v, si, 1);
+      run_ctx *c = &rc[v * NUM_SCHEDS + si];
+      memset(c, 0, sizeof *c);
+      int vi = gemm_variant_index(vars[v]);
+      CKC(gemm_grouped_args(rt, &GEMM_VARIANTS[vi], &c->a[0], A, B, D, total, g->n, g->k, g->experts, S, 0));
+      c->tiles = gemm_grouped_tiles(&GEMM_VARIANTS[vi], &c->a[0]);
+      c->k = kernel_for(vi, SCHEDS[si], 1);
+      c->rot = 1;
       CK(cu->cuMemsetD8Async(D, 0xff, nd * 2, cs));
-      clcrt_launch(&c);
-      CK(cu->cuStreamSynchronize(cs));
-      CK(cu->cuMemcpyDtoH(hd, D, nd * 2));
-      double err = rel_error(hd, hr, nd);
-      int ok = err >= 0 && err <= 1e-2;
-      if (!ok) failures++;
-      double t = time_median(clcrt_launch, &c);
-      double tf = flop / (t * 1e9);
-      printf("  %-10s %-7s %9.4f ms %7.1f TFLOP/s %6.3fx loop %6.3fx grouped  err %.2e%s\n", var->name,
-             clcrt_sched_name(SCHEDS[si]), t, tf, t_loop / t, sum->gb_tflops > 0 ? tf / sum->gb_tflops : 0, err,
-             ok ? "" : "  WRONG");
-      json_row("{\"section\":\"grouped\",\"shape\":\"%s\",\"routing\":\"%s\",\"skewed\":%s,\"experts\":%u,\"n\":%u,"
-               "\"k\":%u,\"rows\":%u,\"contender\":\"%s\",\"variant\":\"%s\",\"launched_tiles\":%u,\"median_ms\":%.5f,"
-               "\"tflops\":%.2f,\"ratio_to_loop\":%.4f,\"rel_err\":%.3e,\"ok\":%s}",
-               sum->name, g->routing, g->skewed ? "true" : "false", g->experts, g->n, g->k, total,
-               clcrt_sched_name(SCHEDS[si]), var->name, c.tiles.x, t, tf, t_loop / t, err, ok ? "true" : "false");
-      if (ok && tf > sum->best[si]) sum->best[si] = tf, sum->best_variant[si] = var->name;
+      clcrt_launch(c);
+      c->next = 0;
+      err[v * NUM_SCHEDS + si] = dev_rel_error(D, R, nd);
+      if (!(err[v * NUM_SCHEDS + si] >= 0 && err[v * NUM_SCHEDS + si] <= 1e-2)) failures++;
     }
+  /* The masked layout as a graph (decode): expert e's rows at row e * R of A' and D'. Its
+   * output is checked expert by expert against the loop's after a permutation-free copy. */
+  graph_ctx gc = {0};
+  CUdeviceptr DM = 0, SM = 0;
+  CUgraph graph = NULL;
+  double merr = -1;
+  if (g->masked) {
+    CK(cu->cuMemAlloc(&DM, (size_t)mrows * g->n * 2));
+    CK(cu->cuMemAlloc(&SM, g->experts * 4));
+    int capped[1024];
+    unsigned over = 0;
+    for (unsigned e = 0; e < g->experts; e++) {
+      capped[e] = (int)(rows[e] < g->masked ? rows[e] : g->masked);
+      over += rows[e] > g->masked;
+    }
+    if (over) printf("  masked: %u experts have more than %u rows; clamped (checked as clamped)\n", over, g->masked);
+    CK(cu->cuMemcpyHtoD(SM, capped, g->experts * 4));
+    CK(cu->cuStreamSynchronize(CU_STREAM_LEGACY));
+    run_ctx mc;
+    memset(&mc, 0, sizeof mc);
+    const int vi = gemm_variant_index("128x256");
+    CKC(gemm_grouped_args(rt, &GEMM_VARIANTS[vi], &mc.a[0], A, B, DM, 0, g->n, g->k, g->experts, SM, g->masked));
+    mc.tiles = gemm_grouped_tiles(&GEMM_VARIANTS[vi], &mc.a[0]);
+    mc.k = kernel_for(vi, CLCRT_SCHED_STEAL, 1);
+    mc.rot = 1;
+    CK(cu->cuStreamBeginCapture(cs, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL));
+    clcrt_launch(&mc);
+    CK(cu->cuStreamEndCapture(cs, &graph));
+    CK(cu->cuGraphInstantiateWithFlags(&gc.exec, graph, 0));
+    /* Check: the reference of the masked layout is the loop on the same buffers. */
+    CUdeviceptr RM;
+    CK(cu->cuMemAlloc(&RM, (size_t)mrows * g->n * 2));
+    CK(cu->cuMemsetD8Async(RM, 0xff, (size_t)mrows * g->n * 2, cs));
+    CK(cu->cuMemsetD8Async(DM, 0xff, (size_t)mrows * g->n * 2, cs));
+    unsigned crow[1024];
+    for (unsigned e = 0; e < g->experts; e++) crow[e] = (unsigned)capped[e];
+    loop_ctx ml = {g->experts, g->n, g->k, g->masked, crow, A, B, RM};
+    loop_launch(&ml);
+    graph_launch(&gc);
+    /* Rows past each expert's count stay NaN in both: compare only where the loop wrote. */
+    uint16_t *h1 = malloc((size_t)mrows * g->n * 2), *h2 = malloc((size_t)mrows * g->n * 2);
+    CK(cu->cuMemcpyDtoHAsync(h1, DM, (size_t)mrows * g->n * 2, cs));
+    CK(cu->cuMemcpyDtoHAsync(h2, RM, (size_t)mrows * g->n * 2, cs));
+    CK(cu->cuStreamSynchronize(cs));
+    double num = 0, den = 0;
+    int nan_bad = 0;
+    for (unsigned e = 0; e < g->experts; e++)
+      for (size_t i = (size_t)e * g->masked * g->n; i < ((size_t)e * g->masked + g->masked) * g->n; i++) {
+        const int written = (i / g->n) - (size_t)e * g->masked < crow[e];
+        float a = gemm_bf2f(h1[i]), b = gemm_bf2f(h2[i]);
+        if (!written) {
+          nan_bad += h1[i] != 0xffff;
+          continue;
+        }
+        if (a != a) nan_bad++;
+        num += (double)(a - b) * (a - b), den += (double)b * b;
+      }
+    merr = nan_bad ? -1 : den > 0 ? sqrt(num / den) : sqrt(num);
+    if (!(merr >= 0 && merr <= 1e-2)) failures++;
+    free(h1), free(h2);
+    cu->cuMemFree(RM);
   }
-  cu->cuMemFree(gb.pa), cu->cuMemFree(gb.pb), cu->cuMemFree(gb.pc), cu->cuMemFree(DF);
+
+  /* Timing, in rounds: loop, GroupedBatched, clcrt, masked graph. */
+  contender ct[16];
+  int nt = 0, at_gb = -1, at_rc = 0, at_m = -1;
+  ct[nt].fn = loop_launch, ct[nt++].ctx = &lc;
+  lc.D = D; /* the loop writes D too while timed (its reference copy R is done) */
+  if (gb_ok) at_gb = nt, ct[nt].fn = gb_launch, ct[nt++].ctx = &gb;
+  at_rc = nt;
+  for (int i = 0; i < NV * NUM_SCHEDS; i++) ct[nt].fn = clcrt_launch, ct[nt++].ctx = &rc[i];
+  if (g->masked && merr >= 0 && merr <= 1e-2) at_m = nt, ct[nt].fn = graph_launch, ct[nt++].ctx = &gc;
+  if (blocks) {
+    /* How this benchmark used to time: each contender's runs in one block, one contender after
+     * another. STEAL and STATIC (128x256) in blocks ordered ABBAAB, each block's median. */
+    printf("  blocks of %d runs (the old method), 128x256:", reps);
+    for (int b = 0; b < 6; b++) {
+      const int steal = (b == 0 || b == 3 || b == 4);
+      contender one = {clcrt_launch, &rc[steal ? 0 : 1], 0, 0};
+      time_rounds(&one, 1);
+      printf(" %s %.4f", steal ? "STEAL" : "STATIC", one.ms);
+      json_row("{\"section\":\"grouped-blocks\",\"shape\":\"%s\",\"block\":%d,\"contender\":\"%s\","
+               "\"median_ms\":%.5f}",
+               sum->name, b, steal ? "steal" : "static", one.ms);
+    }
+    printf(" ms\n");
+  }
+  time_rounds(ct, nt);
+  const double t_loop = ct[0].ms;
+  sum->loop_tflops = flop / (t_loop * 1e9);
+  printf("  %-26s %9.4f ms %7.1f TFLOP/s  (%u calls)\n", "cuBLAS loop (GemmEx)", t_loop, sum->loop_tflops, used);
+  json_row("{\"section\":\"grouped\",\"shape\":\"%s\",\"experts\":%u,\"n\":%u,\"k\":%u,\"rows\":%u,"
+           "\"contender\":\"cublas-loop\",\"variant\":\"cublasGemmEx\",\"median_ms\":%.5f,\"tflops\":%.2f,"
+           "\"ratio_to_loop\":1.0,\"ok\":%s}",
+           sum->name, g->experts, g->n, g->k, total, t_loop, sum->loop_tflops, bad ? "false" : "true");
+  if (at_gb >= 0) {
+    double t = ct[at_gb].ms;
+    sum->gb_tflops = flop / (t * 1e9);
+    printf("  %-26s %9.4f ms %7.1f TFLOP/s %6.3fx loop\n", "cublasGemmGroupedBatched", t, sum->gb_tflops, t_loop / t);
+    json_row("{\"section\":\"grouped\",\"shape\":\"%s\",\"contender\":\"cublas-grouped\",\"variant\":"
+             "\"cublasGemmGroupedBatchedEx\",\"median_ms\":%.5f,\"tflops\":%.2f,\"ratio_to_loop\":%.4f,\"ok\":true}",
+             sum->name, t, sum->gb_tflops, t_loop / t);
+  }
+  for (int v = 0; v < NV; v++)
+    for (int si = 0; si < NUM_SCHEDS; si++) {
+      int i = v * NUM_SCHEDS + si;
+      double t = ct[at_rc + i].ms, tf = flop / (t * 1e9);
+      int ok = err[i] >= 0 && err[i] <= 1e-2;
+      printf("  %-10s %-15s %9.4f ms %7.1f TFLOP/s %6.3fx loop  err %.2e%s\n", vars[v], sched_name(SCHEDS[si]), t, tf,
+             t_loop / t, err[i], ok ? "" : "  WRONG");
+      json_row("{\"section\":\"grouped\",\"shape\":\"%s\",\"contender\":\"%s\",\"variant\":\"%s\",\"launched_tiles\":%u,"
+               "\"median_ms\":%.5f,\"tflops\":%.2f,\"ratio_to_loop\":%.4f,\"rel_err\":%.3e,\"ok\":%s}",
+               sum->name, sched_name(SCHEDS[si]), vars[v], rc[i].tiles.x, t, tf, t_loop / t, err[i],
+               ok ? "true" : "false");
+      if (ok && tf > sum->best[si]) sum->best[si] = tf, sum->best_variant[si] = vars[v];
+    }
+  if (at_m >= 0) {
+    double t = ct[at_m].ms;
+    sum->masked_tflops = flop / (t * 1e9);
+    printf("  %-26s %9.4f ms %7.1f TFLOP/s %6.3fx loop  err %.2e (%u rows per expert, one graph for any routing)\n",
+           "masked, graph replay", t, sum->masked_tflops, t_loop / t, merr, g->masked);
+    json_row("{\"section\":\"grouped\",\"shape\":\"%s\",\"contender\":\"masked-graph\",\"variant\":\"128x256\","
+             "\"rows_per_expert\":%u,\"median_ms\":%.5f,\"tflops\":%.2f,\"ratio_to_loop\":%.4f,\"rel_err\":%.3e,"
+             "\"ok\":true}",
+             sum->name, g->masked, t, sum->masked_tflops, t_loop / t, merr);
+  } else if (g->masked) {
+    printf("  masked layout WRONG (err %.2e)\n", merr);
+  }
+  if (gc.exec) cu->cuGraphExecDestroy(gc.exec), cu->cuGraphDestroy(graph);
+  if (DM) cu->cuMemFree(DM), cu->cuMemFree(SM);
+  cu->cuMemFree(gb.pa), cu->cuMemFree(gb.pb), cu->cuMemFree(gb.pc);
   free(gb.ta), free(gb.tb), free(gb.m), free(gb.n), free(gb.k), free(gb.lda), free(gb.ldb), free(gb.ldc);
-  free(gb.size), free(gb.alpha), free(gb.beta), free(pa), free(pb), free(pc), free(pcf);
+  free(gb.size), free(gb.alpha), free(gb.beta), free(pa), free(pb), free(pc);
   cu->cuMemFree(D), cu->cuMemFree(R), cu->cuMemFree(S);
-  free(hd), free(hr);
 }
 
 static void print_grouped_summary(void) {
   if (!num_gsums) return;
-  printf("\ngrouped summary: TFLOP/s; clcrt = best variant per scheduler; x loop / x grouped = STEAL's speed-up\n");
-  printf("  %-30s %8s %8s %8s %8s %8s  %7s %9s %12s\n", "problem", "loop", "grouped", "STEAL", "STATIC", "FIXED",
-         "x loop", "x grouped", "STEAL/STATIC");
+  printf("\ngrouped summary: TFLOP/s; clcrt = best variant per scheduler; x loop = STEAL's speed-up over the loop\n");
+  printf("  %-34s %7s %8s %8s %8s %8s %8s %8s  %7s %12s %8s\n", "problem", "avg rows", "loop", "grouped", "STEAL",
+         "STATIC", "FIXED", "masked", "x loop", "STEAL/STATIC", "masked x");
   for (int i = 0; i < num_gsums; i++) {
     gsummary *s = &gsums[i];
-    printf("  %-30s %8.1f %8.1f %8.1f %8.1f %8.1f  %7.3f %9.3f %12.3f\n", s->name, s->loop_tflops, s->gb_tflops,
-           s->best[0], s->best[1], s->best[2], s->loop_tflops > 0 ? s->best[0] / s->loop_tflops : 0,
-           s->gb_tflops > 0 ? s->best[0] / s->gb_tflops : 0, s->best[1] > 0 ? s->best[0] / s->best[1] : 0);
+    printf("  %-34s %7u %8.1f %8.1f %8.1f %8.1f %8.1f %8.1f  %7.3f %12.3f %8.3f\n", s->name, s->avg_rows,
+           s->loop_tflops, s->gb_tflops, s->best[0], s->best[1], s->best[2], s->masked_tflops,
+           s->loop_tflops > 0 ? s->best[0] / s->loop_tflops : 0, s->best[1] > 0 ? s->best[0] / s->best[1] : 0,
+           s->loop_tflops > 0 ? s->masked_tflops / s->loop_tflops : 0);
   }
 }
 
-static void print_summary(void) {
-  if (!num_summaries) return;
-  printf("\nsummary: best variant per scheduler, ratio = cuBLAS time / clcrt time (above 1 is faster)\n");
-  printf("  %-18s %-7s %9s  %-22s %-22s %-22s %s\n", "shape", "kind", "cuBLAS TF", "STEAL", "STATIC", "FIXED",
-         "STEAL/STATIC");
-  double log_sum = 0;
-  int llm = 0;
-  for (int i = 0; i < num_summaries; i++) {
-    summary *s = &summaries[i];
-    char cell[NUM_SCHEDS][40];
-    for (int k = 0; k < NUM_SCHEDS; k++) {
-      char sk[16] = "";
-      if (s->best_splits[k] > 1) snprintf(sk, sizeof sk, " sk%u", s->best_splits[k]);
-      snprintf(cell[k], sizeof cell[k], "%.3f %s%s", s->best_ratio[k], s->best_variant[k] ? s->best_variant[k] : "-",
-               sk);
-    }
-    double ss = s->best_ratio[1] > 0 ? s->best_ratio[0] / s->best_ratio[1] : 0;
-    printf("  %-18s %-7s %9.1f  %-22s %-22s %-22s %.3f\n", s->shape, s->label, s->cublas_tflops, cell[0], cell[1],
-           cell[2], ss);
-    if (!strcmp(s->label, "llm") && s->best_ratio[0] > 0) log_sum += log(s->best_ratio[0]), llm++;
+/* ---------------- compile ---------------- */
+
+/* Cold compile of the default variant into an empty disk cache, then a disk-cache hit from a
+ * second runtime (a new process would see the same: nothing in memory, the entry on disk). */
+static void bench_compile(void) {
+  char dir[] = "/tmp/clcrt-bench-gemm-XXXXXX";
+  if (!mkdtemp(dir)) {
+    perror("mkdtemp");
+    return;
   }
-  if (llm) printf("  geometric mean of STEAL's ratio over the %d LLM shapes: %.3f\n", llm, exp(log_sum / llm));
-  /* One column per variant measured: what each tile shape, cluster and epilogue is worth. */
-  printf("\nvariants: ratio to cuBLAS, best over schedulers and splits (skN: split-K N)\n  %-18s", "shape");
-  for (int v = 0; v < GEMM_NUM_VARIANTS; v++)
-    if (variant_on[v]) printf(" %14s", GEMM_VARIANTS[v].name);
-  printf("\n");
-  for (int i = 0; i < num_summaries; i++) {
-    summary *s = &summaries[i];
-    printf("  %-18s", s->shape);
-    for (int v = 0; v < GEMM_NUM_VARIANTS; v++) {
-      if (!variant_on[v]) continue;
-      char cell[32];
-      if (s->var_splits[v] > 1)
-        snprintf(cell, sizeof cell, "%.3f sk%u", s->var_ratio[v], s->var_splits[v]);
-      else
-        snprintf(cell, sizeof cell, "%.3f", s->var_ratio[v]);
-      printf(" %14s", cell);
+  printf("\ncompile: the GEMM tile function (%s), cold and from the disk cache\n", GEMM_VARIANTS[0].name);
+  for (int s = 0; s < NUM_SCHEDS; s++) {
+    double cold = 0, hit = 0;
+    int from = -1;
+    for (int pass = 0; pass < 2; pass++) {
+      clcrt_runtime_opts o = CLCRT_RUNTIME_OPTS_INIT;
+      o.cache_dir = dir;
+      clcrt_runtime *r2 = NULL;
+      CKC(clcrt_runtime_create(&r2, &o));
+      clcrt_kernel *k = NULL;
+      double t0 = now_ms();
+      if (gemm_register(r2, &GEMM_VARIANTS[0], SCHEDS[s], 0, &k) != CLCRT_OK) {
+        fprintf(stderr, "register: %s\n", clcrt_errmsg(r2));
+        exit(1);
+      }
+      double t = now_ms() - t0;
+      clcrt_kernel_info info = CLCRT_KERNEL_INFO_INIT;
+      CKC(clcrt_kernel_info_get(k, &info));
+      if (pass == 0) {
+        cold = t;
+        printf("  %-7s cold %7.1f ms (NVRTC %.1f ms), %d registers, %d bytes stack, %u + %u bytes shared\n",
+               sched_name(SCHEDS[s]), cold, info.compile_ms, info.registers, info.stack_bytes, info.static_smem,
+               info.dynamic_smem);
+      } else {
+        hit = t;
+        from = info.from_cache;
+        printf("  %-7s disk-cache hit %.3f ms (from_cache %d: 2 = disk)\n", sched_name(SCHEDS[s]), hit, from);
+      }
+      clcrt_runtime_destroy(r2);
     }
-    printf("\n");
+    json_row("{\"section\":\"compile\",\"contender\":\"%s\",\"variant\":\"%s\",\"cold_ms\":%.2f,\"disk_hit_ms\":%.4f,"
+             "\"from_cache\":%d}",
+             sched_name(SCHEDS[s]), GEMM_VARIANTS[0].name, cold, hit, from);
   }
+  char cmd[128];
+  snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+  if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", dir);
 }
 
 int main(int argc, char **argv) {
-  const char *json_path = NULL, *only = NULL, *variants = NULL;
+  const char *json_path = NULL, *only = NULL, *classes = NULL;
   int quick = 0;
   dshape custom[16];
   int ncustom = 0;
@@ -816,8 +1149,12 @@ int main(int argc, char **argv) {
       json_path = argv[++i];
     else if (!strcmp(argv[i], "--only") && i + 1 < argc)
       only = argv[++i];
-    else if (!strcmp(argv[i], "--variants") && i + 1 < argc)
-      variants = argv[++i];
+    else if (!strcmp(argv[i], "--class") && i + 1 < argc)
+      classes = argv[++i];
+    else if (!strcmp(argv[i], "--no-oracle"))
+      oracle = 0;
+    else if (!strcmp(argv[i], "--blocks"))
+      blocks = 1;
     else if (!strcmp(argv[i], "--align") && i + 1 < argc) {
       long al = atol(argv[++i]);
       if (al < 16 || (al & (al - 1))) {
@@ -829,7 +1166,7 @@ int main(int argc, char **argv) {
       reps = atoi(argv[++i]);
     else if (!strcmp(argv[i], "--shape") && i + 1 < argc && ncustom < 16) {
       dshape *d = &custom[ncustom];
-      d->label = "custom";
+      d->cls = "custom", d->label = "custom";
       if (sscanf(argv[++i], "%ux%ux%u", &d->m, &d->n, &d->k) != 3 || !d->m || !d->n || !d->k || d->k % 8) {
         fprintf(stderr, "--shape MxNxK (K a multiple of 8)\n");
         return 2;
@@ -839,21 +1176,13 @@ int main(int argc, char **argv) {
       quick = 1;
     else {
       fprintf(stderr,
-              "usage: bench_gemm [--json FILE] [--quick] [--only compile|dense|grouped] [--variants NAME,...] "
-              "[--shape MxNxK]... [--reps N] [--align BYTES]\n");
+              "usage: bench_gemm [--json FILE] [--quick] [--only compile|dense|grouped] "
+              "[--class bench,model,odd,gemv,align16] [--shape MxNxK]... [--reps N] [--align BYTES] [--no-oracle] "
+              "[--blocks]\n");
       return 2;
     }
   }
   if (reps < 3) reps = 3;
-  for (int v = 0; v < GEMM_NUM_VARIANTS; v++) {
-    if (variants) {
-      const char *p = strstr(variants, GEMM_VARIANTS[v].name);
-      size_t l = strlen(GEMM_VARIANTS[v].name);
-      variant_on[v] = p && (p == variants || p[-1] == ',') && (p[l] == 0 || p[l] == ',');
-    } else {
-      variant_on[v] = !quick || v < 2;
-    }
-  }
   clcrt_runtime_opts o = CLCRT_RUNTIME_OPTS_INIT;
   if (clcrt_runtime_create(&rt, &o) != CLCRT_OK) {
     printf("bench_gemm: SKIP: %s\n", clcrt_errmsg(rt));
@@ -880,43 +1209,63 @@ int main(int argc, char **argv) {
     fprintf(json, "{\"bench\":\"gemm\",\"device\":\"%s\",\"arch\":\"%s\",\"sms\":%d,\"date\":\"%s\",\"cublasLt\":%zu,"
                   "\"reps\":%d,\"align\":%zu,\"results\":[",
             name, clcrt_runtime_arch(rt), clcrt_runtime_num_sms(rt), date, cublasLtGetVersion(), reps, window_align);
-  printf("clcrt bench-gemm on %s (%s, %d SMs), %s, cuBLASLt %zu: bf16 in/out, fp32 accumulation; median of %d runs "
-         "after %d warm-ups; operands %zu-byte aligned\n",
-         name, clcrt_runtime_arch(rt), clcrt_runtime_num_sms(rt), date, cublasLtGetVersion(), reps, WARMUP, window_align);
+  printf("clcrt bench-gemm on %s (%s, %d SMs), %s, cuBLASLt %zu: bf16 in/out, fp32 accumulation; median of %d rounds "
+         "after %d; operands %zu-byte aligned (align16: at 16 and 48 bytes past a 128-byte line)\n",
+         name, clcrt_runtime_arch(rt), clcrt_runtime_num_sms(rt), date, cublasLtGetVersion(), reps, WARMUP,
+         window_align);
+  dev_helpers();
 
   if (!only || !strcmp(only, "compile")) bench_compile();
   const int do_dense = !only || !strcmp(only, "dense"), do_grouped = !only || !strcmp(only, "grouped");
-  const dshape *shapes = ncustom ? custom : quick ? QUICK_SHAPES : DENSE_SHAPES;
-  int ns = ncustom ? ncustom
-                   : quick ? (int)(sizeof QUICK_SHAPES / sizeof QUICK_SHAPES[0])
-                           : (int)(sizeof DENSE_SHAPES / sizeof DENSE_SHAPES[0]);
-  const gshape *gshapes = quick ? QUICK_GROUPED : GROUPED_SHAPES;
-  int ngs = ncustom ? 0
-                    : quick ? (int)(sizeof QUICK_GROUPED / sizeof QUICK_GROUPED[0])
-                            : (int)(sizeof GROUPED_SHAPES / sizeof GROUPED_SHAPES[0]);
-  /* One pool of random inputs, as large as the largest operand of the sections that run. */
+  /* The dense shapes that run: --shape, or the classes asked for (quick: a few of each). */
+  dshape shapes[96];
+  int ns = 0;
+  if (ncustom) {
+    for (int i = 0; i < ncustom; i++) shapes[ns++] = custom[i];
+  } else if (quick && !classes) {
+    for (unsigned i = 0; i < sizeof QUICK_PICK / sizeof QUICK_PICK[0]; i++) shapes[ns++] = DENSE_SHAPES[QUICK_PICK[i]];
+  } else {
+    for (unsigned i = 0; i < sizeof DENSE_SHAPES / sizeof DENSE_SHAPES[0]; i++) {
+      const char *c = DENSE_SHAPES[i].cls, *p = classes ? strstr(classes, c) : c;
+      size_t l = strlen(c);
+      if (p && (!classes || ((p == classes || p[-1] == ',') && (p[l] == 0 || p[l] == ','))))
+        shapes[ns++] = DENSE_SHAPES[i];
+    }
+  }
+  (void)QUICK_CLASSES;
+  int gidx[16], ngs = 0;
+  if (!ncustom && do_grouped) {
+    if (quick)
+      for (unsigned i = 0; i < sizeof QUICK_GROUPED / sizeof QUICK_GROUPED[0]; i++) gidx[ngs++] = QUICK_GROUPED[i];
+    else
+      for (unsigned i = 0; i < sizeof GROUPED_SHAPES / sizeof GROUPED_SHAPES[0]; i++) gidx[ngs++] = (int)i;
+  }
+  /* One pool, as large as the largest operand of the sections that run (plus room for windows). */
   size_t need = 0;
   for (int i = 0; do_dense && i < ns; i++) {
     size_t a = (size_t)shapes[i].m * shapes[i].k, b = (size_t)shapes[i].n * shapes[i].k;
     if (a > need) need = a;
     if (b > need) need = b;
   }
-  for (int i = 0; do_grouped && i < ngs; i++) {
-    size_t a = (size_t)gshapes[i].tokens * gshapes[i].topk * gshapes[i].k;
-    size_t b = (size_t)gshapes[i].experts * gshapes[i].n * gshapes[i].k;
+  for (int i = 0; i < ngs; i++) {
+    const gshape *g = &GROUPED_SHAPES[gidx[i]];
+    size_t rows = (size_t)g->tokens * g->topk, mr = (size_t)g->experts * g->masked;
+    size_t a = (rows > mr ? rows : mr) * g->k, b = (size_t)g->experts * g->n * g->k;
     if (a > need) need = a;
     if (b > need) need = b;
   }
-  if (need) pool_make(need + (need >> 3) + 4096);
-  if (do_dense) {
+  if (need < (256u << 20)) need = 256u << 20; /* room to rotate small operands */
+  pool_make(need + (need >> 3) + 4096);
+  measure_copy();
+  if (do_dense && ns) {
     for (int i = 0; i < ns; i++) bench_dense_shape(&shapes[i], i);
-    print_summary();
+    print_dense_summary();
   }
-  if (do_grouped && ngs) {
+  if (ngs) {
     CKB(cublasCreate(&blas));
     CKB(cublasSetStream(blas, cs));
     CKB(cublasSetWorkspace(blas, (void *)lt_ws, LT_WS_BYTES));
-    for (int i = 0; i < ngs; i++) bench_grouped_shape(&gshapes[i], i);
+    for (int i = 0; i < ngs; i++) bench_grouped_shape(&GROUPED_SHAPES[gidx[i]], gidx[i]);
     print_grouped_summary();
     cublasDestroy(blas);
   }
@@ -927,7 +1276,6 @@ int main(int argc, char **argv) {
   if (failures) printf("\nbench_gemm: %d check(s) FAILED (see WRONG above)\n", failures);
   cu->cuMemFree(lt_ws);
   if (pool_d) cu->cuMemFree(pool_d);
-  free(pool_h);
   cublasLtDestroy(lt);
   clcrt_stream_destroy(st);
   clcrt_runtime_destroy(rt);

@@ -39,6 +39,10 @@
 //    past the total come back as `valid` false and the tile function returns at once.
 //    Upper bound for T rows in total: ceil(tm/cm) summed over groups <=
 //    floor((T + G*(cm*BM - 1)) / (cm*BM)) unit rows, times un (clcrt_tm_group_units_bound).
+//    The masked layout (DeepGEMM's, for decode under CUDA graphs): group g's rows start at
+//    g * row_stride instead (a fixed maximum per group, counts clamped to it), so the launch
+//    G * ceil(ceil(row_stride / BM) / cm) * un units (clcrt_tm_group_units(row_stride, ...)
+//    times G) is the same for every routing and a captured graph replays with new counts.
 //
 // The portable core (clcrt_tm_*) is plain C as well as CUDA C++, so that the CPU tests
 // check it against a brute-force reference on the host; the device helpers in namespace
@@ -167,20 +171,27 @@ struct GroupedMap {
   const unsigned *unit_start, *row_start;
   unsigned groups, bm, cm, un, swizzle;
   bool along_n;
+  unsigned row_stride;  // masked layout: group g's first row is g * row_stride; 0: row_start[g]
 };
 
 // The shared memory a grouped map of `groups` groups takes.
 __host__ __device__ constexpr unsigned grouped_map_smem_bytes(unsigned groups) { return 8u * (groups + 1u); }
 
 // Builds the prefix sums of `groups` groups whose row counts are sizes[0..groups) (device
-// memory; negative counts are taken as 0) into `smem` (grouped_map_smem_bytes(groups),
+// memory; negative counts are taken as 0, counts above row_cap as row_cap when it is not 0)
+// into `smem` (grouped_map_smem_bytes(groups),
 // 8-byte aligned). Every thread of the CTA must call it (it synchronises the CTA twice):
 // the per-CTA prologue is the place. One pass: each thread sums a contiguous chunk, a warp
 // scan and a scan of the warp totals give each chunk its offset, the chunk is written.
 // Units count ceil(ceil(M_g / bm) / cm) * un per group; rows and units are summed as one
 // 64-bit word (units low, rows high), so one scan serves both.
+__device__ __forceinline__ unsigned grouped_rows_(int r, unsigned cap) {
+  unsigned rows = r > 0 ? (unsigned)r : 0u;
+  return cap && rows > cap ? cap : rows;
+}
+
 __device__ __noinline__ void grouped_map_build_(const int *sizes, unsigned groups, unsigned bm, unsigned cm,
-                                                 unsigned un, unsigned *smem) {
+                                                 unsigned un, unsigned row_cap, unsigned *smem) {
   __shared__ unsigned long long warp_sums[32];
   const unsigned nthreads = blockDim.x * blockDim.y * blockDim.z;
   const unsigned tid = threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z);
@@ -190,8 +201,7 @@ __device__ __noinline__ void grouped_map_build_(const int *sizes, unsigned group
   const unsigned g1 = g0 + per < groups ? g0 + per : groups;
   unsigned long long sum = 0;
   for (unsigned g = g0; g < g1; g++) {
-    int r = sizes[g];
-    unsigned rows = r > 0 ? (unsigned)r : 0u;
+    unsigned rows = grouped_rows_(sizes[g], row_cap);
     sum += ((unsigned long long)rows << 32) | clcrt_tm_group_units(rows, bm, cm, un);
   }
   // Inclusive scan over the warp (a partial last warp has fewer lanes: shuffle within them).
@@ -210,8 +220,7 @@ __device__ __noinline__ void grouped_map_build_(const int *sizes, unsigned group
   for (unsigned g = g0; g < g1; g++) {
     smem[g] = (unsigned)run;
     smem[groups + 1u + g] = (unsigned)(run >> 32);
-    int r = sizes[g];
-    unsigned rows = r > 0 ? (unsigned)r : 0u;
+    unsigned rows = grouped_rows_(sizes[g], row_cap);
     run += ((unsigned long long)rows << 32) | clcrt_tm_group_units(rows, bm, cm, un);
   }
   if (tid == nthreads - 1u) {  // the last thread's chunk ends the sums
@@ -223,11 +232,13 @@ __device__ __noinline__ void grouped_map_build_(const int *sizes, unsigned group
   __syncthreads();
 }
 
+// row_stride: 0 for groups one after another; the masked layout's rows per group otherwise.
 __device__ __forceinline__ GroupedMap grouped_map_build(const int *sizes, unsigned groups, unsigned bm, unsigned un,
-                                                        unsigned swizzle, bool along_n, void *smem, unsigned cm = 1) {
+                                                        unsigned swizzle, bool along_n, void *smem, unsigned cm = 1,
+                                                        unsigned row_stride = 0) {
   unsigned *w = (unsigned *)smem;
-  grouped_map_build_(sizes, groups, bm, cm, un, w);
-  return GroupedMap{w, w + groups + 1u, groups, bm, cm, un, swizzle, along_n};
+  grouped_map_build_(sizes, groups, bm, cm, un, row_stride, w);
+  return GroupedMap{w, w + groups + 1u, groups, bm, cm, un, swizzle, along_n, row_stride};
 }
 
 // A unit of a grouped problem as a tile: its group, m and n tile in the group, the group's
@@ -247,8 +258,8 @@ __device__ __forceinline__ GroupTile grouped_map_find(const GroupedMap &g, unsig
     return t;
   }
   t.group = clcrt_tm_group_find(g.unit_start, g.groups, u);
-  t.row0 = g.row_start[t.group];
-  t.rows = g.row_start[t.group + 1u] - t.row0;
+  t.rows = g.row_start[t.group + 1u] - g.row_start[t.group];
+  t.row0 = g.row_stride ? t.group * g.row_stride : g.row_start[t.group];
   const unsigned tm = clcrt_tm_cdiv(t.rows, g.bm);
   TileMap2D map(tm, g.un, g.swizzle, g.along_n, g.cm, 1);
   TileCoord c = map.get(u - g.unit_start[t.group], rank);

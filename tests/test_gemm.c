@@ -1,22 +1,30 @@
-/* CPU suite for the GEMM pieces (issues 10 and 11), no GPU or driver needed:
+/* CPU suite for the GEMM pieces (issues 10, 11 and 31), no GPU or driver needed:
  *   - clcrt_tensor_map_2d: every bad argument with its status and message; a compile-only
  *     runtime refuses to encode;
  *   - the tile maps' portable core (nvrtc_src/clcrt_tilemap.cuh, included here as C): the
  *     swizzled raster against a brute-force walk of its definition, the grouped map's group
  *     search and upper bound against a host reference on random group lists (empty groups,
  *     groups smaller than a tile, one group, a thousand tiny groups);
+ *   - stream-K (nvrtc_src/clcrt_streamk.cuh) in both orders: every (tile, iteration) covered
+ *     once, balanced ranges, pieces in order, distinct slots, unit_of at the 32-bit limits
+ *     against a linear search; the fix-up protocol run in random unit orders gives the same
+ *     bits; the GEMM's plan (examples/gemm/gemm_plan.h): its decompositions' properties and
+ *     the choices its table cites; its measured mode on a fake timer (the store's entry used
+ *     by a second runtime with no timing, in under a millisecond; damaged entries; no cache);
  *   - the GEMM tile functions (examples/gemm/gemm.cu) compile for sm_90a in compile-only
  *     mode, every variant, dense and grouped, under STEAL, STATIC and FIXED, with ptxas
  *     warnings as errors, no stack and no spills (from the cubin), the instructions they
- *     are about in the PTX (wgmma, TMA, multicast, stmatrix, vector reductions), and the
+ *     are about in the PTX (wgmma, TMA, multicast, stmatrix, the fix-up's atomic), and the
  *     host mirror of Args laid out
  *     exactly like the device struct (checked by NVRTC with static_asserts);
  *   - the clcrt tool compiles and inspects one of them and reports no spills. */
 #include <check.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "../examples/gemm/gemm.h"
@@ -245,6 +253,369 @@ START_TEST(test_grouped_map) {
 }
 END_TEST
 
+/* ---- stream-K ---- */
+
+/* ck_assert in fork mode writes to Check's pipe on every pass; these loops check millions of
+ * things, so they abort only on failure. */
+#define SK_CHECK(cond, ...)                 \
+  do {                                      \
+    if (!(cond)) ck_abort_msg(__VA_ARGS__); \
+  } while (0)
+
+/* One decomposition checked against its definition, walked the plain way: the shared
+ * iterations cut into sk_units ranges of floor(S / U) or one more; every (tile, k-block)
+ * covered once; a tile's pieces are the units over it in order; slots distinct and in range. */
+static void check_sk(unsigned tiles, unsigned iters, unsigned want_tiles, unsigned want_units, unsigned tail) {
+  clcrt_sk s = clcrt_sk_make(tiles, iters, want_tiles, want_units, tail);
+  char what[128];
+  snprintf(what, sizeof what, "tiles %u iters %u sk_tiles %u sk_units %u tail %u", tiles, iters, want_tiles, want_units,
+           tail);
+  const unsigned first_shared = tail ? tiles - s.sk_tiles : 0;
+  /* clcrt_sk_make's clamps */
+  unsigned long long shared = (unsigned long long)s.sk_tiles * s.iters;
+  SK_CHECK(s.sk_tiles <= tiles && s.sk_units <= shared, "%s: made %u %u", what, s.sk_tiles, s.sk_units);
+  SK_CHECK((s.sk_tiles == 0) == (s.sk_units == 0), "%s: half a decomposition", what);
+  if (want_tiles && want_units && tiles) SK_CHECK(s.sk_units > 0, "%s: lost the sharing", what);
+  const unsigned units = clcrt_sk_units(&s);
+  SK_CHECK(units == s.sk_units + tiles - s.sk_tiles, "%s: %u units", what, units);
+  /* Coverage: how often each (tile, k-block) is summed, and which pieces each tile has. */
+  unsigned char *seen = calloc((size_t)tiles * s.iters + 1, 1);
+  unsigned *pieces_seen = calloc((size_t)tiles + 1, sizeof *pieces_seen);
+  unsigned *next_k = calloc((size_t)tiles + 1, sizeof *next_k);
+  const unsigned slots = clcrt_sk_slots(&s);
+  unsigned char *slot_used = calloc((size_t)slots + 1, 1);
+  SK_CHECK(seen && pieces_seen && next_k && slot_used, "out of memory");
+  unsigned long long lo = ~0ull, hi = 0;
+  for (unsigned u = 0; u < units; u++) {
+    unsigned n = clcrt_sk_segments(&s, u);
+    SK_CHECK(n >= 1, "%s: unit %u has no segment", what, u);
+    const unsigned v = clcrt_sk_shared_unit(&s, u); /* == sk_units: a whole tile's unit */
+    /* Order: shared units first (tail 0) or last (tail 1). */
+    SK_CHECK((v < s.sk_units) == (tail ? u >= tiles - s.sk_tiles : u < s.sk_units), "%s: unit %u in the wrong place",
+             what, u);
+    unsigned long long its = 0;
+    for (unsigned i = 0; i < n; i++) {
+      clcrt_sk_seg g = clcrt_sk_segment(&s, u, i);
+      SK_CHECK(g.tile < tiles && g.k0 < g.k1 && g.k1 <= s.iters, "%s: unit %u seg %u: tile %u [%u, %u)", what, u,
+                    i, g.tile, g.k0, g.k1);
+      if (v >= s.sk_units)
+        SK_CHECK(g.k0 == 0 && g.k1 == s.iters && g.pieces == 1 &&
+                     (tail ? g.tile < tiles - s.sk_tiles : g.tile >= s.sk_tiles),
+                 "%s: whole unit %u on tile %u", what, u, g.tile);
+      else
+        SK_CHECK(g.tile == first_shared + g.shared && g.shared < s.sk_tiles, "%s: unit %u: tile %u, shared %u", what,
+                 u, g.tile, g.shared);
+      if (i > 0) SK_CHECK(g.k0 == 0, "%s: unit %u's segment %u starts inside its tile", what, u, i);
+      if (i + 1 < n) SK_CHECK(g.k1 == s.iters, "%s: unit %u's segment %u ends inside its tile", what, u, i);
+      /* Units over a tile come in iteration order: this segment starts where the last ended. */
+      SK_CHECK(g.k0 == next_k[g.tile], "%s: tile %u: unit %u starts at %u, covered to %u", what, g.tile, u, g.k0,
+                    next_k[g.tile]);
+      next_k[g.tile] = g.k1;
+      SK_CHECK(g.piece == pieces_seen[g.tile], "%s: tile %u: unit %u is piece %u, want %u", what, g.tile, u,
+                    g.piece, pieces_seen[g.tile]);
+      pieces_seen[g.tile]++;
+      for (unsigned k = g.k0; k < g.k1; k++) seen[(size_t)g.tile * s.iters + k]++;
+      if (g.pieces > 1) {
+        SK_CHECK(g.slot < slots && !slot_used[g.slot], "%s: unit %u seg %u: slot %u of %u (used %d)", what, u, i,
+                      g.slot, slots, g.slot < slots ? slot_used[g.slot] : -1);
+        slot_used[g.slot] = 1;
+        SK_CHECK(clcrt_sk_piece_slot(&s, g.shared, g.piece) == g.slot, "%s: tile %u piece %u: slot %u, segment says %u", what,
+                 g.tile, g.piece, clcrt_sk_piece_slot(&s, g.shared, g.piece), g.slot);
+      }
+      its += g.k1 - g.k0;
+    }
+    if (v < s.sk_units) {
+      lo = its < lo ? its : lo, hi = its > hi ? its : hi;
+      SK_CHECK(clcrt_sk_begin(&s, v + 1) - clcrt_sk_begin(&s, v) == its, "%s: unit %u: range and segments disagree", what, u);
+    }
+  }
+  if (s.sk_units) SK_CHECK(hi - lo <= 1, "%s: shared units of %llu to %llu iterations", what, lo, hi);
+  for (size_t i = 0; i < (size_t)tiles * s.iters; i++)
+    SK_CHECK(seen[i] == 1, "%s: tile %zu k-block %zu summed %d times", what, i / s.iters, i % s.iters, seen[i]);
+  /* Every segment's `pieces` is the number of units over its tile. */
+  for (unsigned u = 0; u < units; u++)
+    for (unsigned i = 0, n = clcrt_sk_segments(&s, u); i < n; i++) {
+      clcrt_sk_seg g = clcrt_sk_segment(&s, u, i);
+      SK_CHECK(g.pieces == pieces_seen[g.tile], "%s: tile %u has %u pieces, unit %u says %u", what, g.tile,
+                    pieces_seen[g.tile], u, g.pieces);
+    }
+  /* unit_of against a linear search. */
+  for (unsigned it = 0; s.sk_units && it < shared; it += 1 + it / 97) {
+    unsigned want = 0;
+    while (want + 1 < s.sk_units && clcrt_sk_begin(&s, want + 1) <= it) want++;
+    SK_CHECK(clcrt_sk_unit_of(&s, it) == want, "%s: iteration %u in unit %u, unit_of says %u", what, it, want,
+             clcrt_sk_unit_of(&s, it));
+  }
+  free(seen), free(pieces_seen), free(next_k), free(slot_used);
+}
+
+START_TEST(test_streamk_map) {
+  rng_state = 0x5717eaull;
+  /* Boundaries: one tile, one iteration, one unit per iteration, more units than iterations,
+   * units that divide the iterations, no sharing, everything shared, a last wave of one. */
+  static const unsigned edge[][4] = {
+      {1, 1, 1, 1},     {1, 1, 1, 5},       {1, 64, 1, 64},  {1, 64, 1, 1000}, {7, 3, 7, 21},  {7, 3, 7, 20},
+      {5, 8, 0, 9},     {5, 8, 3, 0},       {264, 64, 132 + 132, 132}, {133, 128, 133, 132},
+      {132, 64, 132, 132}, {32, 128, 32, 132}, {2, 5, 2, 3}, {300, 7, 300, 132}, {9, 1000, 9, 132},
+  };
+  for (unsigned i = 0; i < sizeof edge / sizeof edge[0]; i++)
+    for (unsigned tail = 0; tail < 2; tail++) check_sk(edge[i][0], edge[i][1], edge[i][2], edge[i][3], tail);
+  for (int iter = 0; iter < 400; iter++) {
+    unsigned tiles = 1 + rnd(iter < 200 ? 40 : 700), iters = 1 + rnd(iter % 3 ? 150 : 6);
+    unsigned sk_tiles = rnd(4) == 0 ? tiles : rnd(tiles + 1), sk_units = rnd(4) == 0 ? 132 : 1 + rnd(300);
+    check_sk(tiles, iters, sk_tiles, sk_units, (unsigned)(iter & 1));
+  }
+  /* The bounds that keep every step in 32 bits: at most 65535 units, fewer than 2^32 shared
+   * iterations; at the limits the float estimate of unit_of must still land. */
+  clcrt_sk big = clcrt_sk_make(3000000, 4000, 3000000, 2000000, 0);
+  SK_CHECK(big.sk_units == 65535 && (unsigned long long)big.sk_tiles * big.iters <= 0xffffffffull,
+           "big: %u tiles shared by %u units", big.sk_tiles, big.sk_units);
+  unsigned total = big.sk_tiles * big.iters;
+  SK_CHECK(clcrt_sk_begin(&big, 65535) == total, "the end of the last unit");
+  SK_CHECK(clcrt_sk_unit_of(&big, total - 1) == 65534, "the last iteration's unit: %u", clcrt_sk_unit_of(&big, total - 1));
+  for (unsigned u = 1; u < 65535; u += 7) {
+    unsigned b = clcrt_sk_begin(&big, u);
+    SK_CHECK(clcrt_sk_unit_of(&big, b) == u && clcrt_sk_unit_of(&big, b - 1) == u - 1, "unit %u at %u", u, b);
+  }
+  check_sk(70000, 3, 70000, 65535, 0);
+  check_sk(70000, 3, 1000, 3000, 1);
+  clcrt_sk edge32 = clcrt_sk_make(5, 858993459, 5, 1000, 0); /* S = 2^32 - 1 */
+  for (unsigned u = 1; u < edge32.sk_units; u++) {
+    unsigned b = clcrt_sk_begin(&edge32, u);
+    SK_CHECK(b > clcrt_sk_begin(&edge32, u - 1) && clcrt_sk_unit_of(&edge32, b) == u &&
+                 clcrt_sk_unit_of(&edge32, b - 1) == u - 1,
+             "S = 2^32 - 1: unit %u at %u", u, b);
+  }
+  SK_CHECK(clcrt_sk_begin(&edge32, 1000) == 0xffffffffu, "S = 2^32 - 1: the end");
+}
+END_TEST
+
+/* The fix-up protocol run on the CPU as the device runs it, with the units in random orders
+ * (any scheduler, any grid): each unit sums its iterations of random terms in fp32, stores
+ * its partial in its slot and counts in; the last piece of a tile adds the slots in piece
+ * order. The outputs must be the same bits for every order and close to the fp64 sum. */
+START_TEST(test_streamk_fixup_order) {
+  rng_state = 0xf1c5ull;
+  for (int iter = 0; iter < 60; iter++) {
+    unsigned tiles = 1 + rnd(30), iters = 1 + rnd(40), sk_tiles = rnd(3) ? tiles : rnd(tiles + 1);
+    clcrt_sk s = clcrt_sk_make(tiles, iters, sk_tiles, 1 + rnd(50), (unsigned)(iter & 1));
+    unsigned units = clcrt_sk_units(&s), slots = clcrt_sk_slots(&s);
+    float *term = malloc(sizeof(float) * tiles * iters), *ws = malloc(sizeof(float) * (slots + 1));
+    float *out = malloc(sizeof(float) * tiles), *first = malloc(sizeof(float) * tiles);
+    unsigned *ctr = calloc(tiles, sizeof *ctr), *order = malloc(sizeof *order * units);
+    SK_CHECK(term && ws && out && first && ctr && order, "out of memory");
+    for (unsigned i = 0; i < tiles * iters; i++) term[i] = (float)((int)rnd(2000001) - 1000000) * 1e-3f;
+    for (int run = 0; run < 12; run++) {
+      for (unsigned u = 0; u < units; u++) order[u] = u;
+      for (unsigned u = units; u > 1; u--) { /* a random order of the units */
+        unsigned j = rnd(u), t = order[u - 1];
+        order[u - 1] = order[j], order[j] = t;
+      }
+      for (unsigned t = 0; t < tiles; t++) out[t] = NAN;
+      for (unsigned q = 0; q < units; q++) {
+        unsigned u = order[q];
+        for (unsigned i = 0, n = clcrt_sk_segments(&s, u); i < n; i++) {
+          clcrt_sk_seg g = clcrt_sk_segment(&s, u, i);
+          float acc = 0.0f;
+          for (unsigned k = g.k0; k < g.k1; k++) acc += term[g.tile * iters + k];
+          if (g.pieces == 1) {
+            out[g.tile] = acc;
+            continue;
+          }
+          ws[g.slot] = acc;
+          if (++ctr[g.tile] != g.pieces) continue;
+          ctr[g.tile] = 0;
+          float sum = 0.0f;
+          for (unsigned j = 0; j < g.pieces; j++) sum += ws[clcrt_sk_piece_slot(&s, g.shared, j)];
+          out[g.tile] = sum;
+        }
+      }
+      for (unsigned t = 0; t < tiles; t++) {
+        SK_CHECK(ctr[t] == 0, "tile %u: counter left at %u", t, ctr[t]);
+        double ref = 0, mag = 0;
+        for (unsigned k = 0; k < iters; k++) ref += term[t * iters + k], mag += fabs(term[t * iters + k]);
+        SK_CHECK(fabs(out[t] - ref) <= 1e-5 * mag + 1e-6, "tile %u: %g, fp64 %g", t, out[t], ref);
+        if (run == 0)
+          first[t] = out[t];
+        else
+          SK_CHECK(memcmp(&out[t], &first[t], sizeof(float)) == 0, "tile %u: %a in one order, %a in another",
+                        t, out[t], first[t]);
+      }
+    }
+    free(term), free(ws), free(out), free(first), free(ctr), free(order);
+  }
+}
+END_TEST
+
+/* ---- the plan ---- */
+
+/* The plan on shapes of every class: a variant it may pick, a decomposition whose slices lie
+ * in single tiles (the units that share operands stay at the same k), no dearer than whole
+ * tiles of either variant by the model, and the choices the table cites. */
+START_TEST(test_plan) {
+  static const unsigned shapes[][3] = {
+      {4096, 4096, 4096}, {8192, 8192, 8192}, {128, 8192, 8192}, {1024, 6144, 4096}, {1024, 8192, 28672},
+      {256, 10240, 8192}, {300, 3584, 18944}, {1, 4096, 14336}, {1, 28672, 4096}, {16, 4096, 4096},
+      {2999, 5003, 4104}, {4096, 32768, 512}, {7, 13, 40}, {1, 8, 8}, {16384, 36864, 7168}, {64, 256, 128},
+  };
+  const int sms = 132;
+  for (unsigned i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
+    const unsigned m = shapes[i][0], n = shapes[i][1], k = shapes[i][2];
+    gemm_plan p = gemm_plan_dense(m, n, k, 128, sms);
+    const gemm_variant *v = &GEMM_VARIANTS[p.variant];
+    ck_assert_msg(!strcmp(v->name, "128x256") || !strcmp(v->name, "128x128"), "%ux%ux%u: variant %s", m, n, k,
+                  v->name);
+    ck_assert_int_eq(p.sched, CLCRT_SCHED_STEAL);
+    for (int vi = 0; vi < 2; vi++) {
+      gemm_plan w = p;
+      w.variant = gemm_variant_index(vi ? "128x128" : "128x256");
+      gemm_plan_share(&w, GEMM_SHARE_WHOLE, m, n, k, sms);
+      ck_assert_msg(p.cost <= w.cost + 1e-9, "%ux%ux%u: plan cost %.1f above %s whole %.1f", m, n, k, p.cost,
+                    GEMM_VARIANTS[w.variant].name, w.cost);
+    }
+    const unsigned tiles = gemm_work_tiles(v, m, n), nk = gemm_cdiv(k, GEMM_BK);
+    clcrt_sk sk = clcrt_sk_make(tiles, nk, p.sk_tiles, p.sk_units, p.sk_tail);
+    ck_assert_msg(sk.sk_tiles == p.sk_tiles && sk.sk_units == p.sk_units, "%ux%ux%u: clamped", m, n, k);
+    if (p.sk_units) {
+      ck_assert_msg(p.sk_units % p.sk_tiles == 0 && p.sk_units / p.sk_tiles >= 2, "%ux%ux%u: %u units over %u tiles",
+                    m, n, k, p.sk_units, p.sk_tiles);
+      ck_assert_msg(nk / (p.sk_units / p.sk_tiles) >= GEMM_SK_MIN_KB, "%ux%ux%u: slices under the minimum", m, n, k);
+      for (unsigned u = 0; u < clcrt_sk_units(&sk); u++)
+        ck_assert_msg(clcrt_sk_segments(&sk, u) == 1, "%ux%ux%u: unit %u spans tiles", m, n, k, u);
+      ck_assert_uint_eq(clcrt_sk_slots(&sk), p.sk_units);
+      /* The shared tiles are the tail: whole waves before them. */
+      ck_assert_msg((tiles - p.sk_tiles) % (unsigned)sms == 0, "%ux%ux%u: %u whole tiles", m, n, k, tiles - p.sk_tiles);
+    }
+  }
+  /* Rows of the table: not whole 128x256 where it leaves SMs idle; whole 128x256 for 1.94 waves
+   * of long tiles; slices for few tiles of long K, and for GEMVs with fewer tiles than SMs. */
+  gemm_plan p = gemm_plan_dense(4096, 1536, 7168, 128, sms);
+  ck_assert_msg(strcmp(GEMM_VARIANTS[p.variant].name, "128x256") || p.sk_units, "4096x1536x7168: 128x256 whole");
+  p = gemm_plan_dense(1024, 8192, 28672, 128, sms);
+  ck_assert_msg(!strcmp(GEMM_VARIANTS[p.variant].name, "128x256") && p.sk_units == 0, "1024x8192x28672");
+  p = gemm_plan_dense(4096, 4096, 4096, 128, sms);
+  ck_assert_msg(!strcmp(GEMM_VARIANTS[p.variant].name, "128x256") && p.sk_units == 0, "4096^3");
+  p = gemm_plan_dense(300, 3584, 18944, 128, sms);
+  ck_assert_msg(p.sk_units > 0 && p.sk_units <= (unsigned)sms, "300x3584x18944: %u units", p.sk_units);
+  p = gemm_plan_dense(1, 4096, 14336, 128, sms);
+  ck_assert_msg(p.sk_units > (unsigned)sms / 2 && p.sk_units <= (unsigned)sms, "GEMV: %u units", p.sk_units);
+  p = gemm_plan_dense(1, 28672, 4096, 128, sms);
+  ck_assert_msg(p.sk_units == 0, "GEMV of 112 tiles: whole (%u units)", p.sk_units);
+}
+END_TEST
+
+/* ---- the measured mode ---- */
+
+/* A timer that needs no GPU: 128x128 with 2 slices wins where it is a candidate, else the
+ * plan's own pick; every call counted. */
+typedef struct fake_timer {
+  unsigned calls;
+} fake_timer;
+static double fake_time(void *user, const gemm_plan *p) {
+  fake_timer *t = user;
+  t->calls++;
+  const int want = gemm_variant_index("128x128");
+  if (p->variant == want && p->sk_units && p->sk_units / p->sk_tiles == 2 && p->sched == CLCRT_SCHED_STEAL) return 1.0;
+  return 2.0 + p->variant * 0.01 + (p->sched == CLCRT_SCHED_STATIC ? 0.5 : 0.0);
+}
+
+static clcrt_runtime *rt_cache(const char *dir) {
+  clcrt_runtime_opts o = CLCRT_RUNTIME_OPTS_INIT;
+  o.target_arch = "sm_90a";
+  o.cache_dir = dir;
+  clcrt_runtime *rt = NULL;
+  ck_assert_msg(clcrt_runtime_create(&rt, &o) == CLCRT_OK, "runtime: %s", clcrt_errmsg(rt));
+  return rt;
+}
+
+static double now_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+
+/* First call of a class: every candidate timed, the fastest stored; a second runtime (as a
+ * second process would be) reads it with no timing, for any M of the class, in well under a
+ * millisecond; a damaged entry is measured again; with no disk cache nothing is kept. */
+START_TEST(test_measured) {
+  char dir[] = "/tmp/clcrt-test-measured-XXXXXX";
+  ck_assert_ptr_nonnull(mkdtemp(dir));
+  const int sms = 132;
+  const unsigned m = 256, n = 10240, k = 8192; /* 128x128: 160 tiles, a last wave of 28 */
+  clcrt_runtime *rt = rt_cache(dir);
+  fake_timer t = {0};
+  gemm_plan p;
+  unsigned timed = 0;
+  int stored = 0;
+  ck_assert_int_eq(gemm_plan_measured(rt, m, n, k, 128, sms, fake_time, &t, &p, &timed, &stored), CLCRT_OK);
+  gemm_plan cand[GEMM_MEASURE_MAX];
+  const int nc = gemm_measure_candidates(m, n, k, 128, sms, cand);
+  ck_assert_msg(nc >= 4 && timed == (unsigned)nc && t.calls == timed && stored, "%d candidates, %u timed, stored %d",
+                nc, timed, stored);
+  ck_assert_str_eq(GEMM_VARIANTS[p.variant].name, "128x128");
+  ck_assert_msg(p.sk_tiles == 28 && p.sk_units == 56 && p.sk_tail == 1, "measured plan: %u/%u tail %u", p.sk_tiles,
+                p.sk_units, p.sk_tail);
+  /* The model's own plan is the first candidate. */
+  gemm_plan def = gemm_plan_dense(m, n, k, 128, sms);
+  ck_assert(cand[0].variant == def.variant && cand[0].sk_units == def.sk_units);
+  clcrt_runtime_destroy(rt);
+
+  /* A second runtime on the same directory: no timing, the same rule, for M in the class. */
+  double best = 1e9;
+  for (int rep = 0; rep < 5; rep++) {
+    rt = rt_cache(dir);
+    fake_timer t2 = {0};
+    gemm_plan q;
+    double t0 = now_ms();
+    ck_assert_int_eq(gemm_plan_measured(rt, 200, n, k, 128, sms, fake_time, &t2, &q, &timed, &stored), CLCRT_OK);
+    double dt = now_ms() - t0;
+    best = dt < best ? dt : best;
+    ck_assert_msg(timed == 0 && t2.calls == 0 && stored, "second process: %u timed", timed);
+    gemm_plan want = p;
+    gemm_measure_rule r = gemm_measure_rule_of(&p);
+    ck_assert(gemm_measure_apply(&r, 200, n, k, sms, &want));
+    ck_assert_msg(q.variant == want.variant && q.sk_tiles == want.sk_tiles && q.sk_units == want.sk_units &&
+                      q.sched == want.sched,
+                  "M = 200: %u/%u, want %u/%u", q.sk_tiles, q.sk_units, want.sk_tiles, want.sk_units);
+    clcrt_runtime_destroy(rt);
+  }
+  printf("test_gemm: a stored plan read back in %.3f ms (fastest of 5)\n", best);
+  ck_assert_msg(best < 1.0, "a stored plan took %.3f ms", best);
+
+  /* Another class (M = 1024 is not in 256's): measured. */
+  rt = rt_cache(dir);
+  t.calls = 0;
+  ck_assert_int_eq(gemm_plan_measured(rt, 1024, n, k, 128, sms, fake_time, &t, &p, &timed, &stored), CLCRT_OK);
+  ck_assert_msg(timed > 0, "another class was not measured");
+  /* A damaged entry (a foreign rule) reads as none: measured again, and replaced. */
+  char key[96];
+  gemm_measure_key(m, n, k, 128, key, sizeof key);
+  gemm_measure_rule bad = {0x12345678u, 999u, 77u, 99u};
+  ck_assert_int_eq(clcrt_store_put(rt, GEMM_MEASURE_NS, key, &bad, sizeof bad), CLCRT_OK);
+  t.calls = 0;
+  ck_assert_int_eq(gemm_plan_measured(rt, m, n, k, 128, sms, fake_time, &t, &p, &timed, &stored), CLCRT_OK);
+  ck_assert_msg(timed > 0 && stored, "a damaged entry: %u timed, stored %d", timed, stored);
+  ck_assert_int_eq(gemm_plan_measured(rt, m, n, k, 128, sms, fake_time, &t, &p, &timed, &stored), CLCRT_OK);
+  ck_assert_uint_eq(timed, 0);
+  /* Loads at 16-byte offsets are another class. */
+  ck_assert_int_eq(gemm_plan_measured(rt, m, n, k, 16, sms, fake_time, &t, &p, &timed, &stored), CLCRT_OK);
+  ck_assert_msg(timed > 0, "offset loads shared the aligned class");
+  clcrt_runtime_destroy(rt);
+
+  /* No disk cache: no store; every call measures, and still returns the fastest. */
+  rt = rt_cache("");
+  for (int rep = 0; rep < 2; rep++) {
+    ck_assert_int_eq(gemm_plan_measured(rt, m, n, k, 128, sms, fake_time, &t, &p, &timed, &stored), CLCRT_OK);
+    ck_assert_msg(timed > 0 && !stored, "no cache: %u timed, stored %d", timed, stored);
+    ck_assert_str_eq(GEMM_VARIANTS[p.variant].name, "128x128");
+  }
+  clcrt_runtime_destroy(rt);
+  char cmd[128];
+  snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+  ck_assert_int_eq(system(cmd), 0);
+}
+END_TEST
+
 /* ---- the tile functions, compile-only ---- */
 
 static const clcrt_sched SCHEDS[] = {CLCRT_SCHED_STEAL, CLCRT_SCHED_STATIC, CLCRT_SCHED_FIXED};
@@ -295,12 +666,12 @@ START_TEST(test_compile) {
                 v->cm > 1 ? "yes" : "no");
   ck_assert_msg(strstr(ptx, "wgmma.wait_group.sync.aligned 1"), "%s: the mainloop must keep a wgmma group in flight",
                 what);
-  /* The staged epilogue (stmatrix, 16-byte stores) where the variant asks for it; split-K
-   * (dense) adds its partials with vector reductions at the L2. */
+  /* The staged epilogue (stmatrix, 16-byte stores) where the variant asks for it; stream-K's
+   * fix-up (dense) counts its pieces in with an acq_rel atomic. */
   ck_assert_msg((strstr(ptx, "stmatrix.sync.aligned.m8n8.x4.shared.b16") != NULL) == (v->epi != 0),
                 "%s %s: stmatrix in the PTX: want %s", what, v->name, v->epi ? "yes" : "no");
-  ck_assert_msg((strstr(ptx, "red.relaxed.gpu.global.add.v4.f32") != NULL) == !grouped,
-                "%s %s: split-K's vector reduction in the PTX: want %s", what, v->name, grouped ? "no" : "yes");
+  ck_assert_msg((strstr(ptx, "atom.acq_rel.gpu.global.add.u32") != NULL) == !grouped,
+                "%s %s: stream-K's fix-up counter in the PTX: want %s", what, v->name, grouped ? "no" : "yes");
   printf("test_gemm: %-28s %-10s %3d registers, %6u bytes shared, cold compile %4.0f ms\n", what, v->name,
          info.registers, info.static_smem + info.dynamic_smem, info.compile_ms);
   clcrt_runtime_destroy(rt);
@@ -310,16 +681,18 @@ END_TEST
 /* The host mirror of Args against the device struct. NVRTC has no constant offsetof, so a
  * probe kernel compiled with the tile function stores every offset as a constant, each
  * encoded as value * 1000 + index so that the PTX's immediates name themselves. */
-#define NUM_LAYOUT 18
+#define NUM_LAYOUT 22
 
 START_TEST(test_args_layout) {
   const unsigned long long host[NUM_LAYOUT] = {
-      sizeof(gemm_args),          _Alignof(gemm_args),         offsetof(gemm_args, b),
-      offsetof(gemm_args, d),     offsetof(gemm_args, ldd),    offsetof(gemm_args, ws),
+      sizeof(gemm_args),          _Alignof(gemm_args),           offsetof(gemm_args, b),
+      offsetof(gemm_args, d),     offsetof(gemm_args, ldd),      offsetof(gemm_args, ws),
       offsetof(gemm_args, ctr),   offsetof(gemm_args, group_sizes), offsetof(gemm_args, m),
-      offsetof(gemm_args, n),     offsetof(gemm_args, k),      offsetof(gemm_args, tm),
-      offsetof(gemm_args, tn),    offsetof(gemm_args, swizzle), offsetof(gemm_args, along_n),
-      offsetof(gemm_args, splits), offsetof(gemm_args, groups), offsetof(gemm_args, reserved)};
+      offsetof(gemm_args, n),     offsetof(gemm_args, k),        offsetof(gemm_args, tm),
+      offsetof(gemm_args, tn),    offsetof(gemm_args, swizzle),  offsetof(gemm_args, along_n),
+      offsetof(gemm_args, nk),    offsetof(gemm_args, kshift),   offsetof(gemm_args, sk_tiles),
+      offsetof(gemm_args, sk_units), offsetof(gemm_args, sk_tail), offsetof(gemm_args, groups),
+      offsetof(gemm_args, group_rows)};
   const char *probe =
       "\nextern \"C\" __global__ void gemm_layout_probe(unsigned long long *out) {\n"
       "  const GemmArgs *p = (const GemmArgs *)0x10000;\n"
@@ -328,7 +701,8 @@ START_TEST(test_args_layout) {
       "  PUT(0, sizeof(GemmArgs)); PUT(1, alignof(GemmArgs)); PUT(2, OFF(b)); PUT(3, OFF(d)); PUT(4, OFF(ldd));\n"
       "  PUT(5, OFF(ws)); PUT(6, OFF(ctr)); PUT(7, OFF(group_sizes)); PUT(8, OFF(m)); PUT(9, OFF(n));\n"
       "  PUT(10, OFF(k)); PUT(11, OFF(tm)); PUT(12, OFF(tn)); PUT(13, OFF(swizzle)); PUT(14, OFF(along_n));\n"
-      "  PUT(15, OFF(splits)); PUT(16, OFF(groups)); PUT(17, OFF(reserved));\n"
+      "  PUT(15, OFF(nk)); PUT(16, OFF(kshift)); PUT(17, OFF(sk_tiles)); PUT(18, OFF(sk_units));\n"
+      "  PUT(19, OFF(sk_tail)); PUT(20, OFF(groups)); PUT(21, OFF(group_rows));\n"
       "}\n";
   clcrt_runtime *rt = rt_sm90();
   const char *src = gemm_source();
@@ -364,8 +738,10 @@ START_TEST(test_args_layout) {
     unsigned i = (unsigned)(v % 1000);
     if (i < NUM_LAYOUT) dev[i] = v / 1000, found[i] = 1;
   }
-  static const char *names[NUM_LAYOUT] = {"sizeof", "alignof", "b", "d", "ldd", "ws", "ctr", "group_sizes", "m",
-                                          "n", "k", "tm", "tn", "swizzle", "along_n", "splits", "groups", "reserved"};
+  static const char *names[NUM_LAYOUT] = {"sizeof", "alignof", "b",       "d",        "ldd",      "ws",
+                                          "ctr",    "group_sizes", "m",   "n",        "k",        "tm",
+                                          "tn",     "swizzle", "along_n", "nk",       "kshift",   "sk_tiles",
+                                          "sk_units", "sk_tail", "groups", "group_rows"};
   for (int i = 0; i < NUM_LAYOUT; i++) {
     ck_assert_msg(found[i], "the probe's value for %s is not in the PTX", names[i]);
     ck_assert_msg(dev[i] == host[i], "GemmArgs.%s: device %llu, host mirror gemm_args %llu", names[i], dev[i],
@@ -422,6 +798,10 @@ static Suite *gemm_suite(void) {
   tcase_add_test(tc, test_tensor_map_args);
   tcase_add_test(tc, test_raster);
   tcase_add_loop_test(tc, test_grouped_map, 0, 3);
+  tcase_add_test(tc, test_streamk_map);
+  tcase_add_test(tc, test_streamk_fixup_order);
+  tcase_add_test(tc, test_plan);
+  tcase_add_test(tc, test_measured);
   suite_add_tcase(s, tc);
   TCase *tk = tcase_create("kernels");
   tcase_set_timeout(tk, 240);

@@ -539,7 +539,12 @@ static void share_overlap(void) {
   CK(cu->cuMemAlloc(&D, nd * 2));
   bench_put(A, ha, na * 2);
   bench_put(B, hb, nb * 2);
-  if (gemm_dense_args(rt, v, &o.ga, A, B, D, m, n, k, 1, 0, 0) != CLCRT_OK) {
+  /* Whole tiles of this variant (no stream-K workspace to manage). */
+  gemm_plan plan;
+  memset(&plan, 0, sizeof plan);
+  plan.variant = (int)(v - GEMM_VARIANTS);
+  plan.shift = 1;
+  if (gemm_dense_args(rt, &plan, &o.ga, A, B, D, m, n, k, 0, 0) != CLCRT_OK) {
     fprintf(stderr, "share: GEMM args: %s\n", clcrt_errmsg(rt));
     exit(1);
   }

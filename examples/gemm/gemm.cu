@@ -5,7 +5,8 @@
 //   gemm_tile          dense   D[M x N] = A[M x K] . B[N x K]^T   (both "K-major": the TN layout)
 //   gemm_grouped_tile  grouped D_g = A_g . B_g^T for G groups (mixture-of-experts layers): the
 //                      groups' rows one after another in A and D (group g has M_g rows, the
-//                      counts in device memory), the weights B_g stacked as one (G*N) x K matrix.
+//                      counts in device memory) or, the masked layout, at row g * R for a fixed
+//                      R; the weights B_g stacked as one (G*N) x K matrix.
 // bf16 in, fp32 accumulation, bf16 out. M, N, K need not be multiples of the tile: TMA fills
 // what lies outside A and B with zeros and the stores are guarded. K must be a multiple of 8
 // (TMA needs 16-byte row strides); any M, N >= 1.
@@ -35,11 +36,20 @@
 // m and m+1) and share B: each loads half of the B tile and multicasts it to both
 // (.multicast::cluster), and each consumer warpgroup releases a stage in both CTAs.
 //
-// Split-K (dense, Args.splits > 1): unit u is (tile u / splits, split u % splits); each split
-// runs its share of the k-blocks; every consumer warp adds its fp32 partial into the tile's
-// fp32 workspace with vector reductions at the L2 and counts itself in on the tile's counter
-// (per warp: no barrier across warps); the last to arrive reads the sum, writes the bf16 tile
-// and sets workspace and counter back to 0 for the next run. Nobody waits for another CTA.
+// Stream-K (dense; nvrtc_src/clcrt_streamk.cuh): the launch's units are whole tiles and
+// units that share Args.sk_tiles tiles by k-blocks (Args.sk_units of them, first or, with
+// Args.sk_tail, last; 0: every tile whole). A unit runs its segments one after another through the same ring; a segment
+// that is a whole tile is stored as usual, a piece of a shared tile goes to the fix-up: every
+// consumer warp stores its fp32 partial (its own rows of the problem only) in the piece's
+// workspace slot and counts itself in on its (tile, CTA, warp) counter; the warp that arrives
+// last adds every piece's partial in piece order, stores the bf16 output and sets the counter
+// back to 0. Nobody waits for another CTA, and the bits do not depend on the schedule.
+//
+// Operands at 16-byte offsets (tensor views): every 128-byte TMA box row would straddle two
+// L2 lines. Args.kshift starts the k-blocks that many columns before column 0 (TMA fills
+// columns < 0 with zeros for A and B alike), so the loads of an operand whose rows start
+// kshift columns past a 128-byte line are whole lines (gemm.h picks it).
+#include "clcrt_streamk.cuh"
 #include "clcrt_tilemap.cuh"
 
 #ifndef GEMM_BM
@@ -72,7 +82,11 @@ constexpr unsigned B_PART = BN / CM;           // rows of the B tile one CTA loa
 constexpr unsigned BAR_OFF = STAGES * STAGE_BYTES;       // full[STAGES], then empty[STAGES]
 constexpr unsigned EPI_WARP = 16 * 128;                  // a consumer warp's staging: 16 rows x 64 bf16
 constexpr unsigned EPI_OFF = (BAR_OFF + 16 * STAGES + 127u) & ~127u;
-constexpr unsigned EPI_BYTES = GEMM_EPI ? NCW * EPI_WARP : 0u;
+// Each consumer warp also parks 48 bytes there (Epi, below): 32 at the start of its staging
+// (read before the epilogue writes it) and 16 past its end (read after the epilogue).
+constexpr unsigned EPI_LOOP = GEMM_EPI ? EPI_WARP : 32u;
+constexpr unsigned EPI_STRIDE = GEMM_EPI ? EPI_WARP + 128u : 64u;
+constexpr unsigned EPI_BYTES = NCW * EPI_STRIDE;
 constexpr unsigned MAP_OFF = EPI_OFF + EPI_BYTES;        // grouped: the prefix sums
 static_assert(BM % 64 == 0 && BM >= 64 && BM <= 256, "BM: 64, 128, 192 or 256 (one consumer warpgroup per 64 rows)");
 static_assert(BN % 64 == 0 && BN >= 64 && BN <= 256, "BN: 64, 128, 192 or 256");
@@ -94,15 +108,19 @@ struct GemmArgs {
   TensorMap b;                // B: rows x K bf16, box 64 x BN / CM, 128B swizzle
   unsigned short *d;          // D: bf16, row-major
   unsigned long long ldd;     // elements between rows of D
-  float *ws;                  // split-K: one fp32 tile per output tile, zero before the first run
-  unsigned *ctr;              // split-K counters, zero before the first run (both restore themselves)
+  float *ws;                  // stream-K partials: clcrt_sk_slots slots of one fp32 cluster tile
+  unsigned *ctr;              // stream-K counters per (shared tile, CTA, consumer warp), zero before the first run
   const int *group_sizes;     // grouped: rows per group, device memory
   unsigned m, n, k;           // dense: the problem; grouped: m = rows of the token buffer (a bound)
-  unsigned tm, tn;            // tiles along M and N (dense)
+  unsigned tm, tn;            // tiles along M and N
   unsigned swizzle, along_n;  // tile order (clcrt_tilemap.cuh)
-  unsigned splits;            // split-K factor, >= 1 (dense)
+  unsigned nk;                // k-blocks per tile (kshift included)
+  unsigned kshift;            // zero columns before column 0, 0..63: aligns the loads (see above)
+  unsigned sk_tiles, sk_units;  // dense: stream-K (clcrt_streamk.cuh); 0, 0: whole tiles
+  unsigned sk_tail;           // dense: 1 when the shared tiles and their units come last
   unsigned groups;            // grouped: number of groups
-  unsigned reserved;
+  unsigned group_rows;        // grouped, masked layout: group g's rows start at g * group_rows
+                              // (counts clamped to it); 0: the groups' rows one after another
 };
 
 struct GemmState {
@@ -200,27 +218,6 @@ __device__ __forceinline__ void st_u16(void *p, unsigned short v) {
 }
 __device__ __forceinline__ void st_f32x4(float *p, float a, float b, float c, float d) {
   asm volatile("st.global.v4.f32 [%0], {%1, %2, %3, %4};" ::"l"(p), "f"(a), "f"(b), "f"(c), "f"(d) : "memory");
-}
-__device__ __forceinline__ float4 ld_f32x4_gpu(const float *p) {
-  float4 v;
-  asm volatile("ld.relaxed.gpu.global.v4.f32 {%0, %1, %2, %3}, [%4];"
-               : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w)
-               : "l"(p)
-               : "memory");
-  return v;
-}
-__device__ __forceinline__ unsigned atom_add_acq_rel_gpu(unsigned *p, unsigned v) {
-  unsigned r;
-  asm volatile("atom.acq_rel.gpu.global.add.u32 %0, [%1], %2;" : "=r"(r) : "l"(p), "r"(v) : "memory");
-  return r;
-}
-__device__ __forceinline__ void st_relaxed_gpu(unsigned *p, unsigned v) {
-  asm volatile("st.relaxed.gpu.global.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
-}
-// Adds four floats into global memory at the L2 (sm_90: vector reductions of f32).
-__device__ __forceinline__ void red_add_f32x4(float *p, float a, float b, float c, float d) {
-  asm volatile("red.relaxed.gpu.global.add.v4.f32 [%0], {%1, %2, %3, %4};" ::"l"(p), "f"(a), "f"(b), "f"(c), "f"(d)
-               : "memory");
 }
 // Four 8x8 matrices of b16 into shared memory, each lane holding one 32-bit pair of each in
 // the mma/wgmma accumulator layout (row lane/4, columns 2(lane%4), +1); lanes 8i..8i+7 give the
@@ -376,11 +373,12 @@ __device__ __forceinline__ void produce(const GemmArgs &a, GemmState &s, unsigne
     mbar_wait(empty_bar(s, st), s.phase ^ 1);
     if (issuer) {
       mbar_expect_tx(full, STAGE_BYTES);  // our A, and all of B (each CTA's part lands here)
-      tma_load(sa, &a.a, kb * BK, a_row, full);
+      const unsigned x = kb * BK - a.kshift;  // negative (two's complement) for the first: zero fill
+      tma_load(sa, &a.a, x, a_row, full);
       if (CM == 1)
-        tma_load(sb, &a.b, kb * BK, b_row, full);
+        tma_load(sb, &a.b, x, b_row, full);
       else
-        tma_load_multicast(sb + rank * (B_PART * 128), &a.b, kb * BK, b_row + rank * B_PART, full,
+        tma_load_multicast(sb + rank * (B_PART * 128), &a.b, x, b_row + rank * B_PART, full,
                            (unsigned short)((1u << CM) - 1u));
     }
     __syncwarp();
@@ -432,10 +430,16 @@ __device__ __forceinline__ void consume(GemmState &s, float *acc, unsigned wg, u
 // Stores one 8-column slice j of the warp's 16 x BN part of the tile: bf16 pairs v0 (row r0)
 // and v1 (row r0 + 8) at column c. wgmma's D layout: lane l holds rows l/4 and l/4 + 8,
 // columns 8j + 2(l%4) + {0,1}. Rows at or past row_end and columns at or past n are not
-// written; odd row strides or a last odd column take 2-byte stores.
+// written; odd row strides, D not 4-byte aligned or a last odd column take 2-byte stores.
+// 4-byte stores of column pairs need every pair 4-byte aligned: D 4-byte aligned and an even
+// row stride (a tensor view at a 2-byte offset is neither).
+__device__ __forceinline__ bool pairs_ok(const GemmArgs &a) {
+  return (a.ldd & 1) == 0 && ((unsigned long long)a.d & 3) == 0;
+}
+
 __device__ __forceinline__ void store_pair(const GemmArgs &a, unsigned short *p0, unsigned short *p1, unsigned c,
                                            unsigned v0, unsigned v1, bool ok0, bool ok1) {
-  if ((a.ldd & 1) == 0 && c + 1 < a.n) {
+  if (pairs_ok(a) && c + 1 < a.n) {
     if (ok0) st_u32(p0, v0);
     if (ok1) st_u32(p1, v1);
   } else {
@@ -453,7 +457,7 @@ __device__ __forceinline__ void store_tile(const GemmArgs &a, const float *acc, 
   unsigned short *p0 = a.d + (unsigned long long)r0 * a.ldd + c0;
   unsigned short *p1 = p0 + 8ull * a.ldd;
   const bool ok0 = r0 < row_end, ok1 = r0 + 8 < row_end;
-  if ((a.ldd & 1) == 0 && c_base + BN <= a.n) {  // the common case: whole 4-byte pairs, no column guard
+  if (pairs_ok(a) && c_base + BN <= a.n) {  // the common case: whole 4-byte pairs, no column guard
 #pragma unroll
     for (unsigned j = 0; j < BN / 8; j++) {
       if (ok0) st_u32(p0 + 8 * j, pack_bf16(acc[4 * j], acc[4 * j + 1]));
@@ -528,167 +532,225 @@ __device__ __forceinline__ void store_tile_staged(const GemmArgs &a, const float
   for (unsigned c = 0; c < BN / 64; c++) store_chunk(a, stage, acc + 32 * c, row0, row_end, c_base + 64 * c, lane);
 }
 
-// Split-K. One fp32 workspace tile per output tile, zero between runs: every split adds its
-// partial into it with vector reductions at the L2 (red.add.v4.f32, fire and forget, so no
-// split waits and the adds of all splits run in parallel on all their SMs), then counts itself
-// in on the tile's counter (per consumer warp: no barrier across warps). The last to arrive
-// reads the sum once (its own part included), writes the bf16 tile, and sets the workspace and
-// the counter back to zero for the next run. Nobody waits for another CTA, and the last
-// arriver reads one partial, not one per split (the reduction used to stream every split's
-// partial through the last CTA, one dependent load at a time: 8 and 16 splits collapsed).
-// Layout: per (tile, consumer warp) a region of BN/2 x 32 floats; the lane's 4 floats of slice j
-// at (j * 32 + lane) * 4, so every 16-byte access of the warp is contiguous.
-__device__ __forceinline__ float *split_region(const GemmArgs &a, unsigned tile, unsigned warp, unsigned lane) {
-  return a.ws + ((unsigned long long)tile * NCW + warp) * (BN / 2 * 32) + lane * 4;
+// The epilogue of a whole tile: the bf16 output from the accumulators.
+__device__ __forceinline__ void store_whole(const GemmArgs &a, const float *acc, unsigned stage, unsigned row0,
+                                           unsigned r0, unsigned row_end, unsigned c_base, unsigned lane) {
+  if (staged_ok(a))
+    store_tile_staged(a, acc, stage, row0, row_end, c_base, lane);
+  else
+    store_tile(a, acc, r0, row_end, c_base, lane);
 }
 
-// Adds this warp's partial and counts it in; true for the last split of the tile to arrive.
-// A split with an empty k-range (more splits than k-blocks) adds its zeros like the others.
-__device__ __forceinline__ bool split_arrive(const GemmArgs &a, const float *acc, unsigned tile, unsigned warp,
-                                             unsigned lane) {
-  float *mine = split_region(a, tile, warp, lane);
+// Stream-K's fix-up for one consumer warp (its 16 rows x BN of the CTA's tile; see the top
+// of this file). Workspace slot layout: per (CTA rank, consumer warp) a region of BN/2 x 32
+// floats, the lane's 4 floats of accumulator slice j (8 columns) at (j * 32 + lane) * 4, so
+// every 16-byte access of the warp is contiguous. Only what lies in the problem moves: a warp
+// whose rows are all past M takes no part (the same for every piece of the tile), a lane
+// whose first row is past M stores and loads nothing, nor do slices past N.
+constexpr unsigned REGION = BN / 2 * 32;  // floats per consumer warp
+#ifndef GEMM_SK_G
+#define GEMM_SK_G 8
+#endif
+constexpr unsigned SK_G = GEMM_SK_G;        // vectors in flight per lane in the fix-up's sum
+constexpr unsigned long long SLOT = (unsigned long long)CM * NCW * REGION;
+
+__device__ __forceinline__ uint2 epi_segment(unsigned stage);
+
+__device__ __forceinline__ void sk_piece(const GemmArgs &a, const clcrt_sk &sk, unsigned pieces, float (&acc)[BN / 2],
+                                         unsigned rank, unsigned warp, unsigned lane, unsigned stage, unsigned row0,
+                                         unsigned r0, unsigned row_end, unsigned c_base) {
+  if (row0 >= row_end) return;
+  const uint2 ts = epi_segment(stage);  // the shared tile (among the shared ones) and this piece's slot
+  const unsigned tile = ts.x, slot = ts.y;
+  const unsigned long long region = (unsigned long long)(rank * NCW + warp) * REGION + lane * 4;
+  const bool live = r0 < row_end;
+  float *mine = a.ws + slot * SLOT + region;
 #pragma unroll
   for (unsigned j = 0; j < BN / 8; j++)
-    red_add_f32x4(mine + j * 128, acc[4 * j], acc[4 * j + 1], acc[4 * j + 2], acc[4 * j + 3]);
-  // The warp's reductions before lane 0's release (acq_rel atomic); lane 0's acquire before
-  // the warp's loads (split_store), ordered for the other lanes by __syncwarp.
-  __syncwarp();
-  unsigned *ctr = a.ctr + (unsigned long long)tile * NCW + warp;
-  unsigned seen = lane == 0 ? atom_add_acq_rel_gpu(ctr, 1u) : 0u;
-  seen = __shfl_sync(0xffffffffu, seen, 0);
-  if (seen != a.splits - 1) return false;
-  __syncwarp();
-  if (lane == 0) st_relaxed_gpu(ctr, 0u);  // every split arrived: ready for the next run
-  return true;
+    if (live && c_base + 8 * j < a.n) st_f32x4(mine + j * 128, acc[4 * j], acc[4 * j + 1], acc[4 * j + 2], acc[4 * j + 3]);
+  unsigned *ctr = a.ctr + ((unsigned long long)tile * CM + rank) * NCW + warp;
+  if (!clcrt::sk_arrive_warp(ctr, pieces)) return;
+  // The last piece: the sum in piece order into the accumulators (their partial is in the
+  // workspace like the others), 64 columns (8 slices) at a time, then the usual epilogue.
+  // Slices (8 columns, one vector each) from N on were not stored; nor was anything of a lane
+  // whose rows are past M.
+  const unsigned slices = live ? min(BN / 8, (a.n - c_base + 7) / 8) : 0u;
+  clcrt::sk_sum<BN / 8, SK_G>(sk, tile, clcrt_sk_first_unit(&sk, tile), pieces, a.ws + region, SLOT, 128, slices, acc);
+  store_whole(a, acc, stage, row0, r0, row_end, c_base, lane);
 }
 
-// The last split: the sum of the partials, chunk by chunk (8 independent 16-byte loads in
-// flight per lane), zeroed behind it, stored as bf16. The accumulators are dead by then.
-__device__ __forceinline__ void split_store(const GemmArgs &a, unsigned tile, unsigned warp, unsigned lane,
-                                            unsigned stage, unsigned row0, unsigned r0, unsigned row_end,
-                                            unsigned c_base) {
-  float *base = split_region(a, tile, warp, lane);
-  const bool staged = staged_ok(a);
-  const float4 zero = make_float4(0.f, 0.f, 0.f, 0.f);
-#pragma unroll 1
-  for (unsigned c = 0; c < BN / 64; c++) {
-    float v[32];
-#pragma unroll
-    for (unsigned s = 0; s < 8; s++) {
-      float4 w = ld_f32x4_gpu(base + (8 * c + s) * 128);
-      v[4 * s] = w.x, v[4 * s + 1] = w.y, v[4 * s + 2] = w.z, v[4 * s + 3] = w.w;
-    }
-#pragma unroll
-    for (unsigned s = 0; s < 8; s++) st_f32x4(base + (8 * c + s) * 128, zero.x, zero.y, zero.z, zero.w);
-    if (staged) {
-      store_chunk(a, stage, v, row0, row_end, c_base + 64 * c, lane);
-      continue;
-    }
-    // D not aligned for 16-byte stores: element by element (rows r0 and r0 + 8).
-#pragma unroll
-    for (unsigned i = 0; i < 32; i++) {
-      const unsigned row = r0 + 8 * ((i >> 1) & 1), col = c_base + 64 * c + 8 * (i >> 2) + 2 * (lane & 3) + (i & 1);
-      if (row < row_end && col < a.n) {
-        float x = v[i];
-        unsigned short h;
-        asm("cvt.rn.bf16.f32 %0, %1;" : "=h"(h) : "f"(x));
-        st_u16(a.d + (unsigned long long)row * a.ldd + col, h);
-      }
-    }
-  }
-}
-
-// Where a unit's tile lies in the problem.
+// Where a tile lies in the problem.
 struct Where {
   unsigned a_row, b_row;     // first rows of the A and B boxes
-  unsigned kb0, kb1;         // k-blocks [kb0, kb1)
   unsigned row_end, c_base;  // output rows [a_row, row_end) are written, columns from c_base
-  unsigned split_tile, split;
   bool valid, inside;        // a unit at all (grouped upper bound); a tile of the grid
 };
 
-template <bool GROUPED>
-__device__ __forceinline__ Where locate(unsigned unit, unsigned rank, const GemmArgs &a, const GemmState &s) {
+__device__ __forceinline__ Where locate_grouped(unsigned unit, unsigned rank, const GemmArgs &a, const GemmState &s) {
+  clcrt::GroupedMap map;
+  const unsigned *p = (const unsigned *)smem_ptr(s.base + MAP_OFF);
+  map.unit_start = p;
+  map.row_start = p + a.groups + 1;
+  map.groups = a.groups;
+  map.bm = BM;
+  map.cm = CM;
+  map.un = a.tn;
+  map.swizzle = a.swizzle;
+  map.along_n = a.along_n != 0;
+  map.row_stride = a.group_rows;
+  const clcrt::GroupTile g = clcrt::grouped_map_find(map, unit, rank);
   Where w;
-  const unsigned nk = (a.k + BK - 1) / BK;
-  if (GROUPED) {
-    clcrt::GroupedMap map;
-    const unsigned *p = (const unsigned *)smem_ptr(s.base + MAP_OFF);
-    map.unit_start = p;
-    map.row_start = p + a.groups + 1;
-    map.groups = a.groups;
-    map.bm = BM;
-    map.cm = CM;
-    map.un = a.tn;
-    map.swizzle = a.swizzle;
-    map.along_n = a.along_n != 0;
-    const clcrt::GroupTile g = clcrt::grouped_map_find(map, unit, rank);
-    w.valid = g.valid;
-    w.inside = g.inside;
-    w.a_row = g.row0 + g.m * BM;
-    w.b_row = g.group * a.n + g.n * BN;  // the weights are stacked: group g's rows start at g * N
-    w.kb0 = 0;
-    w.kb1 = nk;
-    w.row_end = min(g.row0 + g.rows, a.m);
-    w.c_base = g.n * BN;
-    w.split_tile = w.split = 0;
-  } else {
-    unsigned u = unit, split = 0;
-    if (a.splits > 1) {
-      split = u % a.splits;
-      u /= a.splits;
-    }
-    clcrt::TileMap2D map(a.tm, a.tn, a.swizzle, a.along_n != 0, CM, 1);
-    const clcrt::TileCoord c = map.get(u, rank);
-    w.valid = true;
-    w.inside = c.inside;
-    w.a_row = c.m * BM;
-    w.b_row = c.n * BN;
-    w.kb0 = (unsigned)((unsigned long long)nk * split / a.splits);
-    w.kb1 = (unsigned)((unsigned long long)nk * (split + 1) / a.splits);
-    w.row_end = a.m;
-    w.c_base = c.n * BN;
-    w.split_tile = c.m + c.n * a.tm;
-    w.split = split;
-  }
+  w.valid = g.valid;
+  w.inside = g.inside;
+  w.a_row = g.row0 + g.m * BM;
+  w.b_row = g.group * a.n + g.n * BN;  // the weights are stacked: group g's rows start at g * N
+  w.row_end = min(g.row0 + g.rows, a.m);
+  w.c_base = g.n * BN;
   return w;
 }
 
-template <bool GROUPED>
-__device__ __forceinline__ void run_tile(const clcrt::Tile &t, const GemmArgs &a, GemmState &s) {
+// A dense tile: work tile `tile` of the swizzled raster over the clusters' units.
+__device__ __forceinline__ Where locate_dense(unsigned tile, unsigned rank, const GemmArgs &a) {
+  clcrt::TileMap2D map(a.tm, a.tn, a.swizzle, a.along_n != 0, CM, 1);
+  const clcrt::TileCoord c = map.get(tile, rank);
+  Where w;
+  w.valid = true;
+  w.inside = c.inside;
+  w.a_row = c.m * BM;
+  w.b_row = c.n * BN;
+  w.row_end = a.m;
+  w.c_base = c.n * BN;
+  return w;
+}
+
+// The stream-K decomposition of a dense problem over the clusters' units (gemm.h made it
+// valid with clcrt_sk_make).
+__device__ __forceinline__ clcrt_sk dense_sk(const GemmArgs &a) {
+  clcrt_sk sk;
+  sk.tiles = (a.tm + CM - 1) / CM * a.tn;
+  sk.iters = a.nk;
+  sk.sk_tiles = a.sk_tiles;
+  sk.sk_units = a.sk_units;
+  sk.tail = a.sk_tail;
+  return sk;
+}
+
+__device__ __forceinline__ unsigned cta_rank() {
+  if (CM == 1) return 0;
+  unsigned r;
+  asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(r));
+  return r;
+}
+
+// What a consumer warp's epilogue needs of its tile, found before the mainloop (where the
+// accumulators are not live yet) and parked in the warp's staging memory, which is idle until
+// the epilogue, then read back: the place of the tile and its stream-K segment right after
+// the mainloop, the segment loop's own counters (16 bytes past the staging) after the
+// epilogue. So nothing but the ring position is live across the mainloop and the epilogue
+// next to the 128 accumulators (the kernel is at its 168-register cap there). Only the warp's
+// own lanes touch its staging, so __syncwarp orders it (the epilogue's last use of the
+// staging ended with one).
+struct Epi {
+  unsigned a_row, row_end, c_base, inside;  // Where
+  unsigned pieces;                          // of the stream-K segment's tile (1: a whole tile)
+};
+
+__device__ __forceinline__ void st_shared_v4(unsigned addr, unsigned x, unsigned y, unsigned z, unsigned w) {
+  asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};" ::"r"(addr), "r"(x), "r"(y), "r"(z), "r"(w) : "memory");
+}
+
+__device__ __forceinline__ void epi_park(unsigned stage, const Where &w, unsigned tile, unsigned pieces, unsigned slot,
+                                         unsigned seg, unsigned segs, unsigned unit) {
+  if ((threadIdx.x & 31) == 0) {
+    st_shared_v4(stage, w.a_row, w.row_end, w.c_base, (unsigned)w.inside);
+    st_shared_v4(stage + 16, tile, slot, pieces, 0u);
+    st_shared_v4(stage + EPI_LOOP, seg, segs, unit, 0u);
+  }
+  __syncwarp();
+}
+
+// The tile's place and its segment's pieces; a piece of a shared tile reads its tile and
+// slot later (epi_segment), before anything writes the staging (sk_arrive_warp's __syncwarp
+// comes between).
+__device__ __forceinline__ Epi epi_fetch(unsigned stage) {
+  const uint4 x = ld_shared_v4(stage);
+  unsigned pieces;
+  asm volatile("ld.shared.b32 %0, [%1];" : "=r"(pieces) : "r"(stage + 24) : "memory");
+  __syncwarp();  // every lane has read them before the epilogue writes the staging
+  Epi e;
+  e.a_row = x.x, e.row_end = x.y, e.c_base = x.z, e.inside = x.w;
+  e.pieces = pieces;
+  return e;
+}
+// Parked at stage + 16: the tile's index among the shared ones, the piece's slot, then the
+// tile's pieces.
+__device__ __forceinline__ uint2 epi_segment(unsigned stage) {
+  uint2 v;
+  asm volatile("ld.shared.v2.b32 {%0, %1}, [%2];" : "=r"(v.x), "=r"(v.y) : "r"(stage + 16) : "memory");
+  return v;
+}
+
+__device__ __forceinline__ void run_grouped(const clcrt::Tile &t, const GemmArgs &a, GemmState &s) {
   const unsigned warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-  const Where w = locate<GROUPED>(t.unit, t.cta_rank, a, s);
+  const Where w = locate_grouped(t.unit, t.cta_rank, a, s);
   if (!w.valid) return;  // past the total: the launch was an upper bound
   if (warp == NCW) {
-    produce(a, s, w.a_row, w.b_row, w.kb0, w.kb1, t.cta_rank);
+    produce(a, s, w.a_row, w.b_row, 0, a.nk, t.cta_rank);
     return;
   }
-  const unsigned wg = warp >> 2;
-  float acc[BN / 2];
-  if (w.kb0 < w.kb1) {
-    consume(s, acc, wg, w.kb0, w.kb1);
-  } else {  // an empty k-range (more splits than k-blocks): the ring is not touched
+  const unsigned wg = warp >> 2, stage = s.base + EPI_OFF + warp * EPI_STRIDE;
+  epi_park(stage, w, 0, 1, 0, 0, 1, t.unit);
+  float acc[BN / 2];  // zeroed: see run_dense
 #pragma unroll
-    for (unsigned i = 0; i < BN / 2; i++) acc[i] = 0.0f;
-  }
-  // The epilogue's coordinates are found again rather than kept in registers through the
-  // mainloop, where the 128 accumulators need them (the opaque copy stops the compiler from
-  // reusing the values computed above).
-  unsigned unit = t.unit;
-  asm volatile("" : "+r"(unit));
-  const Where e = locate<GROUPED>(unit, t.cta_rank, a, s);
+  for (unsigned q = 0; q < BN / 2; q++) acc[q] = 0.0f;
+  consume(s, acc, wg, 0, a.nk);
+  const Epi e = epi_fetch(stage);
   if (!e.inside) return;
-  const unsigned row0 = e.a_row + wg * 64 + (warp & 3) * 16, r0 = row0 + lane / 4;
-  const unsigned stage = s.base + EPI_OFF + warp * EPI_WARP;
-  if (!GROUPED && a.splits > 1) {
-    if (split_arrive(a, acc, e.split_tile, warp, lane))
-      split_store(a, e.split_tile, warp, lane, stage, row0, r0, e.row_end, e.c_base);
-    return;
+  const unsigned row0 = e.a_row + wg * 64 + (warp & 3) * 16;
+  store_whole(a, acc, stage, row0, row0 + lane / 4, e.row_end, e.c_base, lane);
+}
+
+// A dense unit: its segments (one whole tile, or pieces of the shared tiles) one after
+// another through the ring.
+__device__ __forceinline__ void run_dense(const clcrt::Tile &t, const GemmArgs &a, GemmState &s) {
+  const unsigned warp = threadIdx.x >> 5;
+  unsigned unit = t.unit, segs;
+  {
+    const clcrt_sk sk = dense_sk(a);
+    segs = clcrt_sk_segments(&sk, unit);
   }
-  if (staged_ok(a))
-    store_tile_staged(a, acc, stage, row0, e.row_end, e.c_base, lane);
-  else
-    store_tile(a, acc, r0, e.row_end, e.c_base, lane);
+#pragma unroll 1
+  for (unsigned i = 0; i < segs; i++) {
+    // The decomposition read from the parameters again in every iteration (the opaque copy
+    // keeps the compiler from holding it in registers across the mainloop).
+    clcrt_sk sk = dense_sk(a);
+    asm volatile("" : "+r"(sk.tiles), "+r"(sk.iters), "+r"(sk.sk_tiles), "+r"(sk.sk_units), "+r"(sk.tail));
+    const clcrt_sk_seg g = clcrt_sk_segment(&sk, unit, i);
+    const Where w = locate_dense(g.tile, t.cta_rank, a);
+    if (warp == NCW) {
+      produce(a, s, w.a_row, w.b_row, g.k0, g.k1, t.cta_rank);
+      continue;
+    }
+    epi_park(s.base + EPI_OFF + warp * EPI_STRIDE, w, g.shared, g.pieces, g.slot, i, segs, unit);
+    // Zeroed (the first wgmma ignores it) so that the array is not live around the loops'
+    // back edges (this one's and the scheduler's): otherwise every register it holds is taken
+    // all the way round, and the kernel, at its 168-register cap, spills.
+    float acc[BN / 2];
+#pragma unroll
+    for (unsigned q = 0; q < BN / 2; q++) acc[q] = 0.0f;
+    consume(s, acc, warp >> 2, g.k0, g.k1);
+    const unsigned wq = threadIdx.x >> 5, lane = threadIdx.x & 31, stage = s.base + EPI_OFF + wq * EPI_STRIDE;
+    const Epi e = epi_fetch(stage);
+    if (e.inside) {
+      const unsigned row0 = e.a_row + (wq >> 2) * 64 + (wq & 3) * 16, r0 = row0 + lane / 4;
+      if (e.pieces == 1)
+        store_whole(a, acc, stage, row0, r0, e.row_end, e.c_base, lane);
+      else
+        sk_piece(a, dense_sk(a), e.pieces, acc, cta_rank(), wq, lane, stage, row0, r0, e.row_end, e.c_base);
+    }
+    const uint4 l = ld_shared_v4(stage + EPI_LOOP);
+    i = l.x, segs = l.y, unit = l.z;
+  }
 }
 
 __device__ __forceinline__ void prologue(const GemmArgs &a, GemmState &s) {
@@ -728,7 +790,7 @@ __device__ void gemm_prologue(const GemmArgs &a, GemmState &s) {
   gemm::prologue_sync();
 }
 
-__device__ void gemm_tile(const clcrt::Tile &t, const GemmArgs &a, GemmState &s) { gemm::run_tile<false>(t, a, s); }
+__device__ void gemm_tile(const clcrt::Tile &t, const GemmArgs &a, GemmState &s) { gemm::run_dense(t, a, s); }
 
 // ---- grouped -----------------------------------------------------------------------------------
 
@@ -737,10 +799,10 @@ __device__ void gemm_grouped_prologue(const GemmArgs &a, GemmState &s) {
   if (a.groups > GEMM_MAX_GROUPS) __trap();  // the host checks this; the map would not fit
   // Synchronises the CTA; the cluster barrier below then covers the peer's barriers.
   clcrt::grouped_map_build(a.group_sizes, a.groups, gemm::BM, a.tn, a.swizzle, a.along_n != 0,
-                           gemm::smem_ptr(s.base + gemm::MAP_OFF), gemm::CM);
+                           gemm::smem_ptr(s.base + gemm::MAP_OFF), gemm::CM, a.group_rows);
   if (gemm::CM > 1) gemm::cluster_sync();
 }
 
 __device__ void gemm_grouped_tile(const clcrt::Tile &t, const GemmArgs &a, GemmState &s) {
-  gemm::run_tile<true>(t, a, s);
+  gemm::run_grouped(t, a, s);
 }

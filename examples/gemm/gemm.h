@@ -1,10 +1,13 @@
 /* Host side of the bf16 GEMM tile functions in examples/gemm/gemm.cu: the variants, the
- * registration options, the Args mirror, tensor maps, the tile grid and split-K. Header-only
- * (static inline) so that the example, the benchmark and the tests share it.
+ * registration options, the Args mirror, tensor maps, the tile grid, stream-K's workspace and
+ * the plan (gemm_plan_dense: which variant and decomposition a shape gets, with no oracle; or
+ * gemm_plan_measured, gemm_measure.h: timed once per shape class, kept in clcrt's store).
+ * Header-only (static inline) so that the example, the benchmark and the tests share it.
  *
  * Dense:   D[M x N] = A[M x K] . B[N x K]^T, bf16 row-major, fp32 accumulation.
  * Grouped: G groups sharing N and K; group g has M_g rows (counts in device memory, int32),
- *          the groups' rows one after another in A (T x K) and D (T x N), the weights B_g
+ *          the groups' rows one after another in A (T x K) and D (T x N), or (the masked
+ *          layout) group g's rows at row g * R of A and D for a fixed R, the weights B_g
  *          stacked as one (G*N) x K matrix. The launch is an upper bound of the tiles; the
  *          kernel finds the real ones from the counts on the device.
  * K must be a multiple of 8 (TMA needs rows of a multiple of 16 bytes); any M, N >= 1.
@@ -17,7 +20,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "../../nvrtc_src/clcrt_tilemap.cuh" /* its portable core: the grouped upper bound */
+#include "../../nvrtc_src/clcrt_streamk.cuh" /* the portable cores: stream-K, the grouped upper bound */
 #include "clcrt.h"
 #include "user_src.h"
 
@@ -48,16 +51,18 @@ static const gemm_variant GEMM_VARIANTS[] = {
 typedef struct gemm_args {
   clcrt_tensor_map a, b;
   uint64_t d, ldd, ws, ctr, group_sizes;
-  uint32_t m, n, k, tm, tn, swizzle, along_n, splits, groups, reserved;
+  uint32_t m, n, k, tm, tn, swizzle, along_n, nk, kshift, sk_tiles, sk_units, sk_tail, groups, group_rows;
 } gemm_args;
 
 static inline unsigned gemm_cdiv(uint64_t a, uint64_t b) { return (unsigned)((a + b - 1) / b); }
 static inline unsigned gemm_threads(const gemm_variant *v) { return v->bm / 64 * 128 + 32; }
-/* The ring and its barriers (to 128 bytes), the staged epilogue's 2 KiB per consumer warp, the
- * grouped map, and 1 KiB to align the ring (gemm.cu: BAR_OFF, EPI_OFF, MAP_OFF). */
+/* The ring and its barriers (to 128 bytes), the staged epilogue's 2 KiB per consumer warp and
+ * 128 bytes where the warp parks its tile's place and loop counters (64 bytes in all without the
+ * staged epilogue), the grouped map, and 1 KiB to align the ring (gemm.cu: BAR_OFF, EPI_OFF,
+ * EPI_STRIDE, MAP_OFF). */
 static inline unsigned gemm_smem_bytes(const gemm_variant *v, int grouped) {
   unsigned ring = (v->stages * (v->bm + v->bn) * GEMM_BK * 2u + 16u * v->stages + 127u) & ~127u;
-  return 1024u /* alignment */ + ring + (v->epi ? v->bm / 64u * 4u * 2048u : 0u) +
+  return 1024u /* alignment */ + ring + v->bm / 64u * 4u * (v->epi ? 2048u + 128u : 64u) +
          (grouped ? 8u * (GEMM_MAX_GROUPS + 1u) : 0u);
 }
 
@@ -113,26 +118,49 @@ static inline void gemm_order(unsigned tm, unsigned tn, uint32_t *swizzle, uint3
   *along_n = tm <= tn;
 }
 
-/* Split-K factor for a dense problem: only when the tiles leave most SMs idle, enough splits
- * to fill them, each split keeping at least 8 k-blocks. */
-static inline unsigned gemm_pick_splits(const gemm_variant *v, unsigned m, unsigned n, unsigned k, int num_sms) {
-  unsigned tiles = gemm_cdiv(m, v->bm) * gemm_cdiv(n, v->bn), nk = gemm_cdiv(k, GEMM_BK);
-  if (tiles == 0 || tiles * 2 > (unsigned)num_sms) return 1;
-  unsigned s = (unsigned)num_sms / tiles;
-  if (s > nk / 8) s = nk / 8;
-  if (s > 16) s = 16;
-  return s ? s : 1;
+/* ---- stream-K and the shifted k-blocks ---------------------------------------------- */
+
+/* Work tiles of a dense problem (the clusters' units) and its stream-K decomposition. */
+static inline unsigned gemm_work_tiles(const gemm_variant *v, unsigned m, unsigned n) {
+  return gemm_cdiv(gemm_cdiv(m, v->bm), v->cm) * gemm_cdiv(n, v->bn);
+}
+static inline clcrt_sk gemm_sk(const gemm_variant *v, const gemm_args *a) {
+  return clcrt_sk_make(gemm_cdiv(a->tm, v->cm) * a->tn, a->nk, a->sk_tiles, a->sk_units, a->sk_tail);
 }
 
-/* Bytes of split-K workspace (one fp32 tile per output tile, the splits add into it) and
- * counters a dense problem needs (0 without split-K). Both must be zero before the first run;
- * the kernel leaves them zero. */
+/* Bytes of stream-K workspace (fp32 partials: one cluster tile per slot) and counters (one
+ * word per shared tile, CTA and consumer warp) a dense problem needs; 0 without stream-K. The
+ * counters must be zero before the first run (the kernel leaves them zero); the workspace
+ * needs no initial value. One pair per run in flight at once. */
 static inline size_t gemm_ws_bytes(const gemm_variant *v, const gemm_args *a) {
-  return a->splits > 1 ? (size_t)a->tm * a->tn * v->bm * v->bn * 4u : 0;
+  clcrt_sk sk = gemm_sk(v, a);
+  return (size_t)clcrt_sk_slots(&sk) * v->cm * v->bm * v->bn * 4u;
 }
 static inline size_t gemm_ctr_bytes(const gemm_variant *v, const gemm_args *a) {
-  return a->splits > 1 ? (size_t)a->tm * a->tn * (v->bm / 64 * 4) * 4u : 0;
+  clcrt_sk sk = gemm_sk(v, a);
+  return (size_t)sk.sk_tiles * v->cm * (v->bm / 64u * 4u) * 4u;
 }
+
+/* How many zero columns to start the k-blocks with (gemm.cu, kshift) so that the loads of A
+ * and B cover whole 128-byte lines: with rows a multiple of 128 bytes apart, the offset of the
+ * operands in their line, B's when A's differs (B's box has the more rows in 128x256). Rows
+ * at other pitches have no one offset: 0. */
+static inline unsigned gemm_kshift(uint64_t A, uint64_t B, unsigned k) {
+  if ((k * 2u) % 128u) return 0;
+  (void)A; /* A's offset is B's, or B wins: one shift serves both operands only when they agree */
+  return (unsigned)(B % 128u) / 2u;
+}
+
+/* The alignment, in bytes up to 128, of the loads of A and B after the shift: what the plan
+ * asks for (128: whole lines). */
+static inline unsigned gemm_load_align(uint64_t A, uint64_t B, unsigned k) {
+  uint64_t s = 2u * gemm_kshift(A, B, k), x = (A - s) | (B - s) | (k * 2u) | 128u;
+  return (unsigned)(x & (~x + 1u));
+}
+
+/* ---- the plan ------------------------------------------------------------------------ */
+
+#include "gemm_plan.h"
 
 static inline clcrt_status gemm_maps(clcrt_runtime *rt, const gemm_variant *v, gemm_args *a, uint64_t A,
                                      uint64_t a_rows, uint64_t B, uint64_t b_rows, unsigned k) {
@@ -143,12 +171,14 @@ static inline clcrt_status gemm_maps(clcrt_runtime *rt, const gemm_variant *v, g
                              CLCRT_SWIZZLE_128B);
 }
 
-/* Args of a dense problem. splits: the split-K factor (gemm_pick_splits; 0 or 1: none; at most
- * the k-blocks); ws/ctr: the workspace when splits > 1 (gemm_ws_bytes, gemm_ctr_bytes, both
- * zeroed once before the first run), else 0. */
-static inline clcrt_status gemm_dense_args(clcrt_runtime *rt, const gemm_variant *v, gemm_args *a, uint64_t A,
-                                           uint64_t B, uint64_t D, unsigned m, unsigned n, unsigned k,
-                                           unsigned splits, uint64_t ws, uint64_t ctr) {
+/* Args of a dense problem for plan p (gemm_plan_dense, or one made by hand: variant p->variant,
+ * stream-K p->sk_tiles over p->sk_units in order p->sk_tail, p->shift). ws/ctr: the stream-K workspace when the
+ * decomposition shares tiles (gemm_ws_bytes, gemm_ctr_bytes of these args; counters zeroed
+ * once before the first run), else 0: fill them in after this call. */
+static inline clcrt_status gemm_dense_args(clcrt_runtime *rt, const gemm_plan *p, gemm_args *a, uint64_t A,
+                                           uint64_t B, uint64_t D, unsigned m, unsigned n, unsigned k, uint64_t ws,
+                                           uint64_t ctr) {
+  const gemm_variant *v = &GEMM_VARIANTS[p->variant];
   memset(a, 0, sizeof *a);
   clcrt_status st = gemm_maps(rt, v, a, A, m, B, n, k);
   if (st != CLCRT_OK) return st;
@@ -156,31 +186,37 @@ static inline clcrt_status gemm_dense_args(clcrt_runtime *rt, const gemm_variant
   a->m = m, a->n = n, a->k = k;
   a->tm = gemm_cdiv(m, v->bm), a->tn = gemm_cdiv(n, v->bn);
   gemm_order(a->tm, a->tn, &a->swizzle, &a->along_n);
-  unsigned nk = gemm_cdiv(k, GEMM_BK);
-  a->splits = splits ? splits : 1;
-  if (a->splits > nk) a->splits = nk;
+  a->kshift = p->shift ? gemm_kshift(A, B, k) : 0;
+  a->nk = gemm_cdiv(k + a->kshift, GEMM_BK);
+  clcrt_sk sk = clcrt_sk_make(gemm_cdiv(a->tm, v->cm) * a->tn, a->nk, p->sk_tiles, p->sk_units, p->sk_tail);
+  a->sk_tiles = sk.sk_tiles, a->sk_units = sk.sk_units, a->sk_tail = sk.tail;
   a->ws = ws, a->ctr = ctr;
-  a->groups = 0;
   return CLCRT_OK;
 }
 
-/* The tile grid of a dense problem: the clusters' units (ceil(tm / cm) x tn) times the splits,
- * cm tiles each. */
+#include "gemm_measure.h"
+
+/* The tile grid of a dense problem: its stream-K units, cm tiles each. */
 static inline clcrt_dim3 gemm_dense_tiles(const gemm_variant *v, const gemm_args *a) {
-  return (clcrt_dim3){gemm_cdiv(a->tm, v->cm) * a->tn * a->splits * v->cm, 1, 1};
+  clcrt_sk sk = gemm_sk(v, a);
+  return (clcrt_dim3){clcrt_sk_units(&sk) * v->cm, 1, 1};
 }
 
-/* Args of a grouped problem: `total_rows` rows of A and D (the sum of the group sizes must
- * not exceed it), `groups` groups (at most GEMM_MAX_GROUPS) whose int32 sizes are at
- * device address `sizes`, weights stacked as (groups * n) x k. */
+/* Args of a grouped problem: `groups` groups (at most GEMM_MAX_GROUPS) whose int32 sizes are
+ * at device address `sizes`, weights stacked as (groups * n) x k. group_rows 0: `total_rows`
+ * rows of A and D, the groups' rows one after another (the sum of the sizes must not exceed
+ * total_rows); group_rows R > 0, the masked layout: group g's rows at row g * R of A and D
+ * (groups * R rows; sizes above R count as R), and a launch that does not depend on the
+ * sizes (one CUDA graph serves every routing). */
 static inline clcrt_status gemm_grouped_args(clcrt_runtime *rt, const gemm_variant *v, gemm_args *a, uint64_t A,
                                              uint64_t B, uint64_t D, unsigned total_rows, unsigned n, unsigned k,
-                                             unsigned groups, uint64_t sizes) {
+                                             unsigned groups, uint64_t sizes, unsigned group_rows) {
   memset(a, 0, sizeof *a);
   if (groups == 0 || groups > GEMM_MAX_GROUPS) {
     fprintf(stderr, "gemm: %u groups: 1..%u\n", groups, GEMM_MAX_GROUPS);
     return CLCRT_E_INVALID;
   }
+  if (group_rows) total_rows = groups * group_rows;
   clcrt_status st = gemm_maps(rt, v, a, A, total_rows ? total_rows : 1, B, (uint64_t)groups * n, k);
   if (st != CLCRT_OK) return st;
   a->d = D, a->ldd = n;
@@ -189,15 +225,19 @@ static inline clcrt_status gemm_grouped_args(clcrt_runtime *rt, const gemm_varia
   /* Inside a group the m-tiles are few: raster along N in bands of 8 m-tiles, so the tiles
    * running together share a group's rows of A while they sweep its weights. */
   a->swizzle = 8, a->along_n = 1;
-  a->splits = 1;
-  a->group_sizes = sizes, a->groups = groups;
+  a->kshift = gemm_kshift(A, B, k);
+  a->nk = gemm_cdiv(k + a->kshift, GEMM_BK);
+  a->group_sizes = sizes, a->groups = groups, a->group_rows = group_rows;
   return CLCRT_OK;
 }
 
 /* The launch of a grouped problem: an upper bound of its units (the sizes are on the
  * device), cm tiles each. Units past the real total return at once. */
 static inline clcrt_dim3 gemm_grouped_tiles(const gemm_variant *v, const gemm_args *a) {
-  return (clcrt_dim3){(unsigned)(clcrt_tm_group_units_bound(a->m, a->groups, v->bm, v->cm, a->tn) * v->cm), 1, 1};
+  unsigned long long units =
+      a->group_rows ? (unsigned long long)a->groups * clcrt_tm_group_units(a->group_rows, v->bm, v->cm, a->tn)
+                    : clcrt_tm_group_units_bound(a->m, a->groups, v->bm, v->cm, a->tn);
+  return (clcrt_dim3){(unsigned)(units * v->cm), 1, 1};
 }
 
 /* bf16 <-> float on the host (round to nearest even; NaN kept NaN). */

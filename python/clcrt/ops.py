@@ -10,9 +10,9 @@ For ``a @ w`` with ``w`` of shape (K, N) pass ``w.T.contiguous()`` (or keep weig
 
 Both run on the stream of ``stream=`` or torch's current stream, through the public API: the
 tile source ships in the package (``clcrt/data/gemm.cu``, :func:`source`), and the host logic
-(variants, tensor maps, tile grid, split-K: examples/gemm/gemm.h) is called through a small
-C shim in the bundled library, not copied into Python, so these functions make the choices
-the C example makes.
+(variants, the plan, tensor maps, tile grid, stream-K: examples/gemm/gemm.h) is called
+through a small C shim in the bundled library, not copied into Python, so these functions
+make the choices the C example makes.
 """
 
 import ctypes
@@ -134,7 +134,8 @@ def _stream(rt, stream):
 
 
 def _workspace(torch, rt, s, device, nbytes):
-    """Split-K workspace for runs on s: zero before the first run, left zero by every run.
+    """Stream-K workspace for runs on s: its counters zero before the first run and left zero by
+    every run (the partials need no initial value).
 
     One per stream, since runs on two streams may overlap. Made outside graph capture and
     kept; made inside a capture (no workspace for that stream yet) with a zero-fill that the

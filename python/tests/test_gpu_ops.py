@@ -33,7 +33,7 @@ def test_gemm(m, n, k):
     ok, err = close(out, ref)
     assert ok, (m, n, k, err)
     again = torch.full_like(out, float("nan"))
-    clcrt.ops.gemm(a, b, out=again)  # into a given output: every element written (split-K sums in any order)
+    clcrt.ops.gemm(a, b, out=again)  # into a given output: every element written (stream-K's fix-up adds in a fixed order)
     assert close(again, ref)[0] and not torch.isnan(again).any()
 
 
@@ -53,7 +53,7 @@ def test_gemm_every_variant():
 
 
 def test_gemm_streams_and_graphs():
-    a, b = operands(64, 2048, 4096, seed=3)  # few tiles: split-K, with its workspace
+    a, b = operands(64, 2048, 4096, seed=3)  # few tiles: stream-K slices, with its workspace
     ref = torch.matmul(a.float(), b.float().T)
     s = torch.cuda.Stream()
     s.wait_stream(torch.cuda.current_stream())

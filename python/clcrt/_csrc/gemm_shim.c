@@ -58,15 +58,22 @@ clcrt_status clcrt_py_gemm_dense(clcrt_runtime *rt, int variant, int num_sms, ui
                                  unsigned m, unsigned n, unsigned k, uint64_t ws, uint64_t ctr, void *args,
                                  size_t args_cap, clcrt_py_gemm_launch *out) {
   int i = 0;
-  const gemm_variant *v = pick(variant, &i);
   clcrt_status st = launch_check(out, args, args_cap);
-  if (st != CLCRT_OK || !v) return CLCRT_E_INVALID;
+  if (st != CLCRT_OK || !pick(variant, &i)) return CLCRT_E_INVALID;
+  /* gemm_plan_dense's variant and decomposition; a variant asked for keeps the plan's rule
+   * for its decomposition. The same inputs give the same plan, so the call with the
+   * workspace matches the one that sized it. */
+  gemm_plan p = gemm_plan_dense(m, n, k, gemm_load_align(A, B, k), num_sms);
+  if (variant >= 0 && variant != p.variant) {
+    p.variant = variant;
+    gemm_plan_share(&p, GEMM_SHARE_TAIL, m, n, k, num_sms);
+  }
   gemm_args a;
-  if ((st = gemm_dense_args(rt, v, &a, A, B, D, m, n, k, gemm_pick_splits(v, m, n, k, num_sms), ws, ctr)) != CLCRT_OK)
-    return st;
+  if ((st = gemm_dense_args(rt, &p, &a, A, B, D, m, n, k, ws, ctr)) != CLCRT_OK) return st;
+  const gemm_variant *v = &GEMM_VARIANTS[p.variant];
   clcrt_dim3 t = gemm_dense_tiles(v, &a);
-  out->variant = i;
-  out->splits = a.splits;
+  out->variant = p.variant;
+  out->splits = a.sk_units ? a.sk_units / a.sk_tiles : 1;
   out->tiles[0] = t.x, out->tiles[1] = t.y, out->tiles[2] = t.z;
   out->ws_bytes = gemm_ws_bytes(v, &a);
   out->ctr_bytes = gemm_ctr_bytes(v, &a);
@@ -84,7 +91,7 @@ clcrt_status clcrt_py_gemm_grouped(clcrt_runtime *rt, int variant, uint64_t A, u
   /* gemm_grouped_args prints when the count is out of range; the package checks it first. */
   if (st != CLCRT_OK || !v || groups == 0 || groups > GEMM_MAX_GROUPS) return CLCRT_E_INVALID;
   gemm_args a;
-  if ((st = gemm_grouped_args(rt, v, &a, A, B, D, total_rows, n, k, groups, sizes)) != CLCRT_OK) return st;
+  if ((st = gemm_grouped_args(rt, v, &a, A, B, D, total_rows, n, k, groups, sizes, 0)) != CLCRT_OK) return st;
   clcrt_dim3 t = gemm_grouped_tiles(v, &a);
   out->variant = i;
   out->splits = 1;

@@ -4,7 +4,7 @@
  * shim.c       clcrt_run with the tile grid as three integers, and the library's own
  *              description of the public structures (so that the ctypes mirrors are checked).
  * gemm_shim.c  the GEMM example's host logic (examples/gemm/gemm.h: variants, Args, tensor
- *              maps, tile grid, split-K), called from Python rather than copied into it. When
+ *              maps, tile grid, stream-K), called from Python rather than copied into it. When
  *              gemm.h's plan changes, only gemm_shim.c follows it; the Python side sees this
  *              surface. */
 #ifndef CLCRT_PY_SHIM_H
@@ -30,10 +30,10 @@ CLCRT_PY_API const char *clcrt_py_layout(void);
 typedef struct clcrt_py_gemm_launch {
   size_t size;           /* sizeof(clcrt_py_gemm_launch) */
   int variant;           /* the variant the Args were made for (an index into the variant table) */
-  unsigned splits;       /* split-K factor (dense), 1 without */
+  unsigned splits;       /* dense: units per stream-K shared tile (its slices), 1 without */
   unsigned tiles[3];     /* the tile grid to pass to clcrt_run */
-  uint64_t ws_bytes;     /* split-K workspace the launch needs (0: none); zero before the first run */
-  uint64_t ctr_bytes;    /* split-K counters, likewise */
+  uint64_t ws_bytes;     /* stream-K partials the launch needs (0: none); any initial value */
+  uint64_t ctr_bytes;    /* stream-K counters: zero before the first run, left zero by every run */
   size_t args_bytes;     /* bytes of Args written */
 } clcrt_py_gemm_launch;
 
@@ -49,7 +49,7 @@ CLCRT_PY_API unsigned clcrt_py_gemm_max_groups(void);
 CLCRT_PY_API clcrt_status clcrt_py_gemm_register(clcrt_runtime *rt, int variant, int sched, int grouped,
                                                  clcrt_kernel **out);
 /* Args and launch of D[m x n] = A[m x k] . B[n x k]^T (bf16, row-major) on a device of
- * num_sms SMs: variant < 0 lets the plan choose. ws/ctr: the split-K workspace and counters
+ * num_sms SMs: variant < 0 lets the plan choose. ws/ctr: the stream-K workspace and counters
  * (0 when none is at hand yet: out->ws_bytes says whether the launch needs them). */
 CLCRT_PY_API clcrt_status clcrt_py_gemm_dense(clcrt_runtime *rt, int variant, int num_sms, uint64_t A, uint64_t B,
                                               uint64_t D, unsigned m, unsigned n, unsigned k, uint64_t ws,
