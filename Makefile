@@ -19,7 +19,7 @@ SAN ?=
 
 WARN := -std=c11 -Wall -Wextra -Wshadow -Wmissing-prototypes -Wstrict-prototypes -Werror
 RUNTIME_DIRS := $(sort $(dir $(wildcard runtime/*/*.h)))
-CPPFLAGS += -D_GNU_SOURCE -Iinclude $(RUNTIME_DIRS:%/=-I%) -I$(CUDA_HOME)/include
+CPPFLAGS += -D_GNU_SOURCE -Iinclude $(RUNTIME_DIRS:%/=-I%) -Invrtc_src -I$(CUDA_HOME)/include
 CFLAGS ?= -O2 -g
 override CFLAGS += $(WARN) -fPIC -fvisibility=hidden -pthread
 ifeq ($(SAN),1)
@@ -39,7 +39,7 @@ PNG_LIBS := -lpng
 
 LIB_SRCS := $(sort $(wildcard runtime/*/*.c))
 LIB_OBJS := $(LIB_SRCS:%.c=$(BUILD)/%.o) $(BUILD)/gen/embedded.o
-TEMPLATE := $(sort $(wildcard nvrtc_src/*.cuh))
+TEMPLATE := $(sort $(wildcard nvrtc_src/*.cuh nvrtc_src/*.h))
 TOOL_SRCS := $(sort $(wildcard tools/*.c))
 TOOL_OBJS := $(TOOL_SRCS:%.c=$(BUILD)/%.o)
 CPU_TESTS := $(patsubst tests/%.c,$(BUILD)/tests/%,$(sort $(wildcard tests/test_*.c)))
@@ -86,7 +86,7 @@ $(DEPS_STAMP):
 lib: $(BUILD)/libclcrt.a $(BUILD)/libclcrt.so
 tool: $(BUILD)/clcrt
 
-$(BUILD)/%.o: %.c $(wildcard include/*.h runtime/*/*.h tests/common/*.h tools/*.h bench/lib/*.h examples/*/*.h) | $(DEPS_STAMP)
+$(BUILD)/%.o: %.c $(wildcard include/*.h nvrtc_src/*.h runtime/*/*.h tests/common/*.h tools/*.h bench/lib/*.h examples/*/*.h) | $(DEPS_STAMP)
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) $(CFLAGS) -c $< -o $@
 

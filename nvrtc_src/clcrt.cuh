@@ -55,6 +55,7 @@
 // claims from its own slot of the context's table, found by its launch's %gridid, and gives
 // the slot up when its last cluster leaves. See runtime/launch/sched_state.h for the layout.
 #pragma once
+#include "clcrt_abi.h"
 
 #ifndef CLCRT_STEAL_EARLY
 #define CLCRT_STEAL_EARLY 0
@@ -80,60 +81,12 @@ struct Tile {
   unsigned iteration;        // how many units this CTA ran before this one
 };
 
-// Scheduler parameters: mirrored by struct clcrt__params in runtime/core/internal.h, checked by
-// size at load time (cuFuncGetParamInfo).
-struct Params {
-  // First what a run of one cluster per unit reads (FIXED, STEAL's ONE variant), right after
-  // Args: the parameters are read through the constant cache, and a short kernel's first
-  // read of a line it shares with no one is a miss on the path to its first load.
-  unsigned flags;            // FLAG_GRAPH: state is the table; FLAG_GRID3: launched as a 3-D grid of units
-  unsigned units[3];         // ceil(tiles / cluster)
-  unsigned seq;              // the run's sequence number on its stream (which counter)
-  unsigned num_units;        // units[0] * units[1] * units[2]
-  unsigned long long state;  // STEAL: the stream's claim sets, or the runtime's graph table
-  unsigned tiles[3];         // the tile grid
-  unsigned num_clusters;     // clusters launched
-  unsigned long long *stats; // optional: [0] tiles, [1] steals, [2] clusters, [3] max units per cluster, [4+sm] tiles per SM
-  unsigned long long trace;  // optional: the stream's trace buffer
-  const unsigned *yield;     // optional: the device's preemption words (32 x level)
-  unsigned run;              // the run's number for the trace
-  unsigned chunk_cycles;     // a claim takes units lasting about this long
-  unsigned active;           // clusters that run at once
-  unsigned prio;             // the run's priority level: it yields to any higher level
-  unsigned div1_mul, div1_shr; // fast division by units[0] (mul 0: divide by 1)
-  unsigned div2_mul, div2_shr; // fast division by units[1]
-  unsigned guide_mul, guide_shr; // fast division by 2 * active
-  unsigned claim_base;       // STEAL: units below are the clusters' own (cluster c's first is c); claims start here
-  unsigned yield_words;      // preemption words in use (a multiple of 4, at most 32)
-  unsigned *unit_cycles;     // optional, STEAL: HINT_WORDS words of host memory: clusters 0..HINT_WORDS-1 of a
-                             // claiming run leave their measured cycles per unit there (the runtime's choice of
-                             // grid for the kernel's next runs)
-};
+// The scheduler parameters, the layout of the state runs claim from and record into, and the
+// variant bits: the ABI with the runtime, declared once (clcrt_abi.h, included above).
+typedef ::clcrt__params Params;
 
 enum { SCHED_CLC = 1, SCHED_STEAL = 2, SCHED_STATIC = 3, SCHED_FIXED = 4 };
-enum : unsigned { NONE = 0xffffffffu, FLAG_GRAPH = 1u, FLAG_GRID3 = 2u, HINT_WORDS = 8u };
-// Variants of a kernel (bits of the template's V; runtime/core/internal.h: CLCRT__V_*): what a kernel
-// is compiled with beyond its tile loop. A registered kernel is variant 0, with none of them;
-// the runtime compiles a variant when a run first needs it (register.c: clcrt__kernel_variant).
-//   V_OBS    records the timeline trace and the statistics (traced runs, statistics on)
-//   V_GRAPH  STEAL claims from the context's graph table (runs captured into a graph)
-//   V_YIELD  STEAL clusters may yield to higher-priority work (runs that can be preempted)
-//   V_ONE    STEAL without claims: every cluster runs the unit of its own and leaves, as under
-//            FIXED (runs with no more units than clusters fit at once, and runs of long units,
-//            launched with one cluster per unit: runtime/launch/launch.c); none of the claim code is
-//            compiled
-// Leaving out what a run does not use keeps the kernel small: the README kernel's STEAL cubin
-// has about half the instructions without V_GRAPH and V_YIELD, and its first compile takes
-// about a quarter less (README, Compile).
-enum : unsigned { V_OBS = 1u, V_GRAPH = 2u, V_YIELD = 4u, V_ONE = 8u };
-
-// Claim state layout (runtime/launch/sched_state.h mirrors these numbers).
-enum : unsigned {
-  LINE_WORDS = 32,             // 128 bytes
-  TABLE_SLOTS = 256,
-  SLOT_WORDS = 2 * LINE_WORDS, // [0..1] gridid, [4..5] {clusters that left, clusters}; then the counter line
-  TRACE_HDR_WORDS = LINE_WORDS // trace: [0] capacity; the counter on the next line
-};
+enum : unsigned { NONE = 0xffffffffu };
 
 namespace ptx {
 
@@ -379,9 +332,9 @@ __device__ __forceinline__ void trace_record(const Params &p, unsigned long long
                                             unsigned long long linear, unsigned unit, unsigned cluster,
                                             unsigned rank, bool stolen) {
   unsigned *hdr = (unsigned *)p.trace;
-  unsigned idx = ptx::atom_add_relaxed_gpu(hdr + TRACE_HDR_WORDS, 1u);
+  unsigned idx = ptx::atom_add_relaxed_gpu(hdr + CLCRT__TRACE_HDR_WORDS, 1u);
   if (idx >= hdr[0]) return;  // counted, not written: the host reports count - capacity as dropped
-  uint4 *rec = (uint4 *)(p.trace + 8ull * TRACE_HDR_WORDS + 48ull * idx);
+  uint4 *rec = (uint4 *)(p.trace + CLCRT__TRACE_RECORDS + (unsigned long long)CLCRT__TRACE_RECORD_BYTES * idx);
   rec[0] = make_uint4((unsigned)t0, (unsigned)(t0 >> 32), (unsigned)t1, (unsigned)(t1 >> 32));
   rec[1] = make_uint4((unsigned)linear, (unsigned)(linear >> 32), unit, cluster);
   rec[2] = make_uint4(p.run, (ptx::sreg_smid() & 0xffffu) | (rank << 16) | ((stolen ? 1u : 0u) << 24), 0u, 0u);
@@ -412,26 +365,26 @@ __device__ __forceinline__ void trace_record(const Params &p, unsigned long long
 __device__ __forceinline__ bool slot_live(unsigned long long st) { return (unsigned)st < (unsigned)(st >> 32); }
 
 __device__ __forceinline__ unsigned *table_slot(unsigned *table, unsigned i) {
-  return table + LINE_WORDS + (i & (TABLE_SLOTS - 1)) * SLOT_WORDS;
+  return table + CLCRT__LINE_WORDS + (i & (CLCRT__TABLE_SLOTS - 1)) * CLCRT__SLOT_WORDS;
 }
 
 // The launch's live slot among the reach + 1 slots from h, or null.
 __device__ __forceinline__ unsigned *find_slot(unsigned *table, unsigned long long g, unsigned h, unsigned reach) {
 #pragma unroll 1
-  for (unsigned i = 0; i <= reach && i < TABLE_SLOTS; i++) {
+  for (unsigned i = 0; i <= reach && i < CLCRT__TABLE_SLOTS; i++) {
     unsigned *s = table_slot(table, h + i);
-    unsigned long long st = ptx::ld_relaxed_gpu_u64((const unsigned long long *)(s + 4));
-    unsigned long long owner = ptx::ld_relaxed_gpu_u64((const unsigned long long *)s);
-    if (slot_live(st) && owner == g && slot_live(ptx::ld_acquire_gpu_u64((const unsigned long long *)(s + 4))) &&
-        ptx::ld_acquire_gpu_u64((const unsigned long long *)s) == g &&
-        slot_live(ptx::ld_acquire_gpu_u64((const unsigned long long *)(s + 4))))
+    unsigned long long st = ptx::ld_relaxed_gpu_u64((const unsigned long long *)(s + CLCRT__SLOT_COUNT));
+    unsigned long long owner = ptx::ld_relaxed_gpu_u64((const unsigned long long *)(s + CLCRT__SLOT_GRIDID));
+    if (slot_live(st) && owner == g && slot_live(ptx::ld_acquire_gpu_u64((const unsigned long long *)(s + CLCRT__SLOT_COUNT))) &&
+        ptx::ld_acquire_gpu_u64((const unsigned long long *)(s + CLCRT__SLOT_GRIDID)) == g &&
+        slot_live(ptx::ld_acquire_gpu_u64((const unsigned long long *)(s + CLCRT__SLOT_COUNT))))
       return s;
     if (st == 0 && owner == 0) break;  // never used: no launch's probe went past it
   }
   return nullptr;
 }
 
-// Static: emitted only into the variants that call it (V_GRAPH).
+// Static: emitted only into the variants that call it (CLCRT_USE_GRAPH).
 static __device__ __noinline__ unsigned *graph_slot(unsigned *table, unsigned num_clusters) {
   const unsigned long long g = ptx::sreg_gridid();
   const unsigned h = (unsigned)(g * 0x9E3779B97F4A7C15ull >> 56);
@@ -439,33 +392,33 @@ static __device__ __noinline__ unsigned *graph_slot(unsigned *table, unsigned nu
 #pragma unroll 1
   for (;;) {
     // The reach is written only under the lock.
-    const unsigned reach = locked ? *(volatile unsigned *)(table + 1) : ptx::ld_acquire_gpu(table + 1);
+    const unsigned reach = locked ? *(volatile unsigned *)(table + CLCRT__TABLE_REACH) : ptx::ld_acquire_gpu(table + CLCRT__TABLE_REACH);
     unsigned *s = find_slot(table, g, h, reach);
     if (!s && locked) {
       unsigned i = 0;
 #pragma unroll 1
-      for (; i < TABLE_SLOTS - 1; i++)
-        if (!slot_live(ptx::ld_acquire_gpu_u64((const unsigned long long *)(table_slot(table, h + i) + 4)))) break;
+      for (; i < CLCRT__TABLE_SLOTS - 1; i++)
+        if (!slot_live(ptx::ld_acquire_gpu_u64((const unsigned long long *)(table_slot(table, h + i) + CLCRT__SLOT_COUNT)))) break;
       s = table_slot(table, h + i);
-      ptx::zero_claims(s + LINE_WORDS);
-      *(volatile unsigned long long *)s = g;
-      ptx::st_release_gpu_u64((unsigned long long *)(s + 4), (unsigned long long)num_clusters << 32);
-      if (i > reach) *(volatile unsigned *)(table + 1) = i;
+      ptx::zero_claims(s + CLCRT__SLOT_CLAIMS);
+      *(volatile unsigned long long *)(s + CLCRT__SLOT_GRIDID) = g;
+      ptx::st_release_gpu_u64((unsigned long long *)(s + CLCRT__SLOT_COUNT), (unsigned long long)num_clusters << 32);
+      if (i > reach) *(volatile unsigned *)(table + CLCRT__TABLE_REACH) = i;
     }
     if (s) {
-      if (locked) ptx::st_release_gpu(table, 0u);
+      if (locked) ptx::st_release_gpu(table + CLCRT__TABLE_LOCK, 0u);
       return s;
     }
-    if (ptx::atom_cas_acquire_gpu(table, 0u, 1u) == 0u) {
+    if (ptx::atom_cas_acquire_gpu(table + CLCRT__TABLE_LOCK, 0u, 1u) == 0u) {
       locked = true;
       continue;
     }
 #pragma unroll 1
-    while (ptx::ld_relaxed_gpu(table) != 0u) ptx::nanosleep(64);
+    while (ptx::ld_relaxed_gpu(table + CLCRT__TABLE_LOCK) != 0u) ptx::nanosleep(64);
   }
 }
 
-// V: the variant (V_OBS, V_GRAPH, V_YIELD above). OBS, the observed variant, records the
+// V: the variant (CLCRT_USE_TRACE, CLCRT_USE_GRAPH, CLCRT_USE_PREEMPT above). OBS, the observed variant, records the
 // timeline trace and the statistics when a run asks for them; a kernel compiled without has
 // no code for them at all (their mere presence cost FIXED about 8% on the README demo and
 // 9-11% on short runs on the H100). GRAPH and YIELD exist only in STEAL kernels.
@@ -475,10 +428,10 @@ struct Scheduler {
   // variable in every cubin (a relocation and a load-time allocation apiece).
   enum : unsigned { CS = CX * CY * CZ, NWARPS = (NTHREADS + 31) / 32, LEADER_TID = (NWARPS - 1) * 32 };
   enum : bool {
-    OBS = (V & V_OBS) != 0,
-    GRAPH = SCHED == SCHED_STEAL && (V & V_GRAPH) != 0,
-    YIELD = SCHED == SCHED_STEAL && (V & V_YIELD) != 0,
-    ONE = SCHED == SCHED_STEAL && (V & V_ONE) != 0
+    OBS = (V & CLCRT_USE_TRACE) != 0,
+    GRAPH = SCHED == SCHED_STEAL && (V & CLCRT_USE_GRAPH) != 0,
+    YIELD = SCHED == SCHED_STEAL && (V & CLCRT_USE_PREEMPT) != 0,
+    ONE = SCHED == SCHED_STEAL && (V & CLCRT_USE_SHORT) != 0
   };
   enum : bool { REQUESTS = SCHED == SCHED_STEAL || SCHED == SCHED_CLC };
   // Whether responses arrive as async-proxy transactions (st.async, try_cancel). A 1-CTA
@@ -512,7 +465,7 @@ struct Scheduler {
   // (trace_t0). A run whose units are all some cluster's own launches with no shared
   // memory of the scheduler's: measured on the H100, shared memory in a kernel costs short
   // back-to-back runs about 0.3 us each.
-  enum : unsigned { RING_BYTES = 128 };  // runtime/core/internal.h: CLCRT__RING_BYTES
+  enum : unsigned { RING_BYTES = CLCRT__RING_BYTES };
 
   const Params &p;
   Ring *ring;
@@ -558,7 +511,7 @@ struct Scheduler {
   // A run captured into a graph that claims (only a GRAPH variant is launched so; see init for
   // one that does not), and one that may yield (only a YIELD variant is launched with
   // preemption words).
-  __device__ __forceinline__ bool graph_run() const { return GRAPH && (p.flags & FLAG_GRAPH); }
+  __device__ __forceinline__ bool graph_run() const { return GRAPH && (p.flags & CLCRT__PF_GRAPH); }
   __device__ __forceinline__ bool yields() const { return YIELD && p.yield != nullptr; }
 
 
@@ -587,7 +540,7 @@ struct Scheduler {
       // cluster per unit evaluates (tid, rank: about a dozen instructions per tile).
       // A predicated store, not a branch: a branch around it costs these kernels a
       // convergence region (BSSY/BSYNC) ahead of the tile's first load.
-      ptx::zero_claims_if(threadIdx.x == 0 && blockIdx.x == 0 && !(p.flags & FLAG_GRAPH), next_claims());
+      ptx::zero_claims_if(threadIdx.x == 0 && blockIdx.x == 0 && !(p.flags & CLCRT__PF_GRAPH), next_claims());
       return true;
     }
     if (SCHED == SCHED_STEAL && leader) {
@@ -603,7 +556,7 @@ struct Scheduler {
             !own_first() && ptx::ld_relaxed_gpu(ring->ctr) >= p.num_units - p.claim_base ? 1u : 0u;
       // A run that may yield counts the clusters that started with work left (the word after
       // the counter; no result needed): see may_leave.
-      if (yields() && !(CS == 1 && ring->late)) ptx::red_add_relaxed_gpu(ring->ctr + 1, 1u);
+      if (yields() && !(CS == 1 && ring->late)) ptx::red_add_relaxed_gpu(ring->ctr + CLCRT__LINE_STARTED, 1u);
     }
     if (tid == 0) {
 #pragma unroll
@@ -630,11 +583,11 @@ struct Scheduler {
   __device__ __forceinline__ void locate_state() {
     if (graph_run()) {
       unsigned *s = graph_slot((unsigned *)p.state, p.num_clusters);
-      ring->slot_state = (unsigned long long *)(s + 4);
-      ring->ctr = s + LINE_WORDS;
+      ring->slot_state = (unsigned long long *)(s + CLCRT__SLOT_COUNT);
+      ring->ctr = s + CLCRT__SLOT_CLAIMS;
     } else {
       unsigned *lines = (unsigned *)p.state;
-      ring->ctr = lines + (p.seq & 1u) * LINE_WORDS;
+      ring->ctr = lines + (p.seq & 1u) * CLCRT__LINE_WORDS;
       zero_next_claims();
     }
   }
@@ -642,7 +595,7 @@ struct Scheduler {
   // one will use it. Any cluster may reset it at any time during this run: cluster 0 does.
   // The stream's claim line of its next run (runs alternate between two).
   __device__ __forceinline__ unsigned *next_claims() const {
-    return (unsigned *)p.state + ((p.seq + 1u) & 1u) * LINE_WORDS;
+    return (unsigned *)p.state + ((p.seq + 1u) & 1u) * CLCRT__LINE_WORDS;
   }
   __device__ __forceinline__ void zero_next_claims() const {
     if (cluster_id() == 0) ptx::zero_claims(next_claims());
@@ -666,7 +619,7 @@ struct Scheduler {
   // cluster that started after every unit was claimed is not counted: nothing is left then,
   // and nothing is ever left again.)
   __device__ __forceinline__ bool may_leave() const {
-    return ptx::ld_relaxed_gpu(ring->ctr + 1) + p.active <= p.num_clusters;
+    return ptx::ld_relaxed_gpu(ring->ctr + CLCRT__LINE_STARTED) + p.active <= p.num_clusters;
   }
 
   // Claims the next run of units for the cluster. A cluster's first unit is run even while
@@ -875,10 +828,10 @@ struct Scheduler {
       // function, as in a hand-written kernel. STEAL's ONE variant runs as FIXED does: its
       // runs have one cluster per unit (a short run's clusters all fit at once; a run of long
       // units the GPU's block scheduler hands out, see runtime/launch/launch.c).
-      // Launched as a 3-D grid of units where it fits (FLAG_GRID3): the unit's coordinate is
+      // Launched as a 3-D grid of units where it fits (CLCRT__PF_GRID3): the unit's coordinate is
       // the cluster's, with no division, as in a hand-written kernel.
       unsigned u, ux, uy, uz;
-      if (p.flags & FLAG_GRID3) {
+      if (p.flags & CLCRT__PF_GRID3) {
         uint3 c = CS > 1 ? ptx::sreg_clusterid() : blockIdx;
         ux = c.x, uy = c.y, uz = c.z;
         u = ux + p.units[0] * (uy + p.units[1] * uz);
@@ -949,7 +902,7 @@ struct Scheduler {
     // word: no atomics); the runtime reads them when it sizes the kernel's next runs.
     if (SCHED == SCHED_STEAL && claims() && leader && p.unit_cycles) {
       const unsigned c = cluster_id(), t = ring->t_unit;
-      if (c < HINT_WORDS && t) ptx::st_relaxed_sys(p.unit_cycles + c, t);
+      if (c < CLCRT__HINT_WORDS && t) ptx::st_relaxed_sys(p.unit_cycles + c, t);
     }
     if (CS > 1) ptx::cluster_sync();
   }

@@ -147,14 +147,15 @@ START_TEST(test_table_churn) {
   unsigned used = 0, live = 0;
   for (unsigned i = 0; i < CLCRT__TABLE_SLOTS; i++) {
     const unsigned *sl = tab + CLCRT__LINE_WORDS + i * CLCRT__SLOT_WORDS;
-    used += sl[0] != 0 || sl[1] != 0;
-    live += sl[4] < sl[5];
+    used += sl[CLCRT__SLOT_GRIDID] != 0 || sl[CLCRT__SLOT_GRIDID + 1] != 0;
+    live += sl[CLCRT__SLOT_COUNT] < sl[CLCRT__SLOT_COUNT + 1];
   }
+  const unsigned reach = tab[CLCRT__TABLE_REACH];
   printf("gpu_graph: table after %u launches, %d at a time: reach %u, %u of %u slots used, %u live\n",
-         runs * reps * NS, NS, tab[1], used, CLCRT__TABLE_SLOTS, live);
-  ck_assert_uint_eq(tab[0], 0); /* the lock is free */
-  ck_assert_uint_eq(live, 0);   /* every launch gave its slot up */
-  if (!gpu_under_sanitizer()) ck_assert_msg(tab[1] < NS, "reach %u with at most %d launches live at once", tab[1], NS);
+         runs * reps * NS, NS, reach, used, CLCRT__TABLE_SLOTS, live);
+  ck_assert_uint_eq(tab[CLCRT__TABLE_LOCK], 0); /* the lock is free */
+  ck_assert_uint_eq(live, 0);                   /* every launch gave its slot up */
+  if (!gpu_under_sanitizer()) ck_assert_msg(reach < NS, "reach %u with at most %d launches live at once", reach, NS);
   free(tab);
   for (int i = 0; i < NS; i++) {
     cu->cuGraphExecDestroy(e[i]);
@@ -280,8 +281,8 @@ START_TEST(test_variant_builds) {
   unsigned long long n0 = lookups(rt);
   CUgraph g3 = capture(s0, CU_STREAM_CAPTURE_MODE_GLOBAL, k3, ts, &b3);
   ck_assert_uint_eq(lookups(rt), n0 + 1); /* 75 units: no claims, the short variant */
-  ck_assert_ptr_null(k3->var[CLCRT__V_GRAPH]);
-  ck_assert_ptr_nonnull(k3->var[CLCRT__V_ONE]);
+  ck_assert_ptr_null(k3->var[CLCRT_USE_GRAPH]);
+  ck_assert_ptr_nonnull(k3->var[CLCRT_USE_SHORT]);
   n0++;
   CUgraph g1 = capture(s0, CU_STREAM_CAPTURE_MODE_GLOBAL, k1, t, &b1);
   ck_assert_uint_eq(lookups(rt), n0 + 1); /* the graph variant, built inside the capture */

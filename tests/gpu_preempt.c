@@ -32,7 +32,7 @@ static clcrt_kernel *reg(clcrt_runtime *rt, clcrt_sched sched, clcrt_dim3 cl) {
 /* Clusters of the launched kernel that fit at once: runs with statistics on (these tests')
  * that can be preempted launch the kernel's variant with both, which has its own occupancy. */
 static unsigned resident(const clcrt_kernel *k) {
-  const struct clcrt_kernel *v = k->var[CLCRT__V_OBS | CLCRT__V_YIELD];
+  const struct clcrt_kernel *v = k->var[CLCRT_USE_TRACE | CLCRT_USE_PREEMPT];
   ck_assert_msg(v != NULL, "a preemptible run with statistics on did not launch the variant with both");
   ck_assert_int_gt(v->max_clusters, 0);
   return (unsigned)v->max_clusters;

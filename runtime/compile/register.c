@@ -94,7 +94,7 @@ clcrt_tile_desc *clcrt__desc_dup(const clcrt_tile_desc *dd) {
   return c;
 }
 
-/* The registered kernel (variant 0, base NULL) or one of its variants (CLCRT__V_* bits, base
+/* The registered kernel (variant 0, base NULL) or one of its variants (CLCRT_USE_* bits, base
  * the registered kernel). */
 static clcrt_status register_variant(clcrt_runtime *rt, const clcrt_tile_desc *d, unsigned variant,
                                      clcrt_kernel *base, clcrt_kernel **out) {
@@ -222,14 +222,14 @@ static clcrt_status bad_uses(const clcrt_kernel *k, const char *fn, unsigned use
   return clcrt__fail(k->rt, CLCRT_E_INVALID,
                      "%s(%s): uses 0x%x has bits that are not CLCRT_USE_TRACE, CLCRT_USE_GRAPH, "
                      "CLCRT_USE_PREEMPT or CLCRT_USE_SHORT (0x%x unknown)",
-                     fn, k->name, uses, uses & ~CLCRT__V_ALL);
+                     fn, k->name, uses, uses & ~CLCRT__USE_ALL);
 }
 
 clcrt_status clcrt_kernel_variant(const clcrt_kernel *k, unsigned uses, const clcrt_kernel **out) {
   if (!k) return CLCRT_E_INVALID;
   if (!out) return clcrt__fail(k->rt, CLCRT_E_INVALID, "clcrt_kernel_variant: out is NULL");
   *out = NULL;
-  if (uses & ~CLCRT__V_ALL) return bad_uses(k, "clcrt_kernel_variant", uses);
+  if (uses & ~CLCRT__USE_ALL) return bad_uses(k, "clcrt_kernel_variant", uses);
   clcrt_kernel *o = NULL;
   /* only the variant's slot of the registered kernel is written */
   clcrt_status st = clcrt__kernel_variant((clcrt_kernel *)k, uses, &o);
@@ -242,16 +242,12 @@ clcrt_status clcrt_kernel_observed(const clcrt_kernel *k, const clcrt_kernel **o
   return clcrt_kernel_variant(k, CLCRT_USE_TRACE, out);
 }
 
-_Static_assert(CLCRT_USE_TRACE == CLCRT__V_OBS && CLCRT_USE_GRAPH == CLCRT__V_GRAPH &&
-                   CLCRT_USE_PREEMPT == CLCRT__V_YIELD && CLCRT_USE_SHORT == CLCRT__V_ONE,
-               "the public CLCRT_USE_* are the variant bits");
-
 clcrt_status clcrt_kernel_prepare(const clcrt_kernel *k, unsigned uses) {
   if (!k) return CLCRT_E_INVALID;
-  if (uses & ~CLCRT__V_ALL) return bad_uses(k, "clcrt_kernel_prepare", uses);
+  if (uses & ~CLCRT__USE_ALL) return bad_uses(k, "clcrt_kernel_prepare", uses);
   /* Every combination of the uses: a run needs the variant with exactly its own (combinations
    * that name the same variant are built once). */
-  for (unsigned v = 1; v <= CLCRT__V_ALL; v++) {
+  for (unsigned v = 1; v <= CLCRT__USE_ALL; v++) {
     if ((v & uses) != v) continue;
     clcrt_kernel *o = NULL;
     clcrt_status st = clcrt__kernel_variant((clcrt_kernel *)k, v, &o);
@@ -262,18 +258,18 @@ clcrt_status clcrt_kernel_prepare(const clcrt_kernel *k, unsigned uses) {
 
 /* What a variant's bits are for, for messages. */
 static void variant_uses(unsigned v, char *buf, size_t n) {
-  snprintf(buf, n, "%s%s%s%s%s%s%s", v & CLCRT__V_OBS ? "a traced run, or one with statistics on" : "",
-           (v & CLCRT__V_OBS) && (v & ~CLCRT__V_OBS) ? ", and " : "",
-           v & CLCRT__V_GRAPH ? "a run captured into a graph" : "",
-           (v & CLCRT__V_GRAPH) && (v & CLCRT__V_YIELD) ? ", and " : "",
-           v & CLCRT__V_YIELD ? "a run that can be preempted" : "",
-           (v & CLCRT__V_ONE) && (v & CLCRT__V_OBS) ? ", and " : "",
-           v & CLCRT__V_ONE ? "a run that claims nothing" : "");
+  snprintf(buf, n, "%s%s%s%s%s%s%s", v & CLCRT_USE_TRACE ? "a traced run, or one with statistics on" : "",
+           (v & CLCRT_USE_TRACE) && (v & ~CLCRT_USE_TRACE) ? ", and " : "",
+           v & CLCRT_USE_GRAPH ? "a run captured into a graph" : "",
+           (v & CLCRT_USE_GRAPH) && (v & CLCRT_USE_PREEMPT) ? ", and " : "",
+           v & CLCRT_USE_PREEMPT ? "a run that can be preempted" : "",
+           (v & CLCRT_USE_SHORT) && (v & CLCRT_USE_TRACE) ? ", and " : "",
+           v & CLCRT_USE_SHORT ? "a run that claims nothing" : "");
 }
 
 unsigned clcrt__variant_bits(clcrt_sched sched, unsigned bits) {
-  unsigned v = bits & (sched == CLCRT_SCHED_STEAL ? CLCRT__V_ALL : CLCRT__V_OBS);
-  return v & CLCRT__V_ONE ? v & (CLCRT__V_ONE | CLCRT__V_OBS) : v;
+  unsigned v = bits & (sched == CLCRT_SCHED_STEAL ? CLCRT__USE_ALL : CLCRT_USE_TRACE);
+  return v & CLCRT_USE_SHORT ? v & (CLCRT_USE_SHORT | CLCRT_USE_TRACE) : v;
 }
 
 /* Compiled (or found in the memory or disk cache) like any registration: concurrent first

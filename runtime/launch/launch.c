@@ -191,11 +191,11 @@ clcrt_status clcrt_run(clcrt_stream *s, const clcrt_kernel *kc, clcrt_dim3 tiles
    * first run that needs it. Variants differ in registers and so in occupancy: chosen before
    * the grid is sized. Whether a STEAL run claims at all (more units than clusters start
    * with one of their own) is known only once the grid is sized: a run that claims nothing
-   * launches the variant with no claim code (V_ONE: a short run pays for the code a kernel
+   * launches the variant with no claim code (CLCRT_USE_SHORT: a short run pays for the code a kernel
    * carries), and a captured run that claims, the graph variant; each switch sizes the grid
    * again (the variant may fit more or fewer clusters), and none is made twice. */
-  const unsigned wanted = (s->trace || s->stats ? CLCRT__V_OBS : 0) |
-                          (preemptible && grid == CLCRT_GRID_FULL ? CLCRT__V_YIELD : 0);
+  const unsigned wanted = (s->trace || s->stats ? CLCRT_USE_TRACE : 0) |
+                          (preemptible && grid == CLCRT_GRID_FULL ? CLCRT_USE_PREEMPT : 0);
   unsigned variant = wanted;
   int tried_one = 0, hw = 0;
   /* From the registered kernel: variants only add bits, and k may be a variant a caller got
@@ -213,7 +213,7 @@ clcrt_status clcrt_run(clcrt_stream *s, const clcrt_kernel *kc, clcrt_dim3 tiles
       if (grid == CLCRT_GRID_PERSISTENT && !hw) clusters = resident;
       /* AUTO's grid that may yield: the clusters that fit at once and CLCRT_PREEMPT_WAVES more
        * waves of reserve, not one cluster per unit. A cluster leaves only while a whole wave
-       * has not started (clcrt.cuh, may_leave), so each of up to that many urgent episodes
+       * has not started (nvrtc_src/clcrt_variant.cuh, may_leave), so each of up to that many urgent episodes
        * finds a full wave to take over; after them the run no longer yields. Reserve clusters
        * that start after every unit was claimed leave at once: a few microseconds a wave,
        * where one cluster per unit cost 1-5% of a compute-bound run (README, Preemption). */
@@ -237,20 +237,20 @@ clcrt_status clcrt_run(clcrt_stream *s, const clcrt_kernel *kc, clcrt_dim3 tiles
     /* Long units: one cluster per unit (the ONE variant on a full grid; see long_units). */
     if (claims && !tried_one && rt->long_cycles && k0->unit_cycles && long_units(rt, k0)) {
       tried_one = hw = 1;
-      variant = (wanted & CLCRT__V_OBS) | CLCRT__V_ONE;
+      variant = (wanted & CLCRT_USE_TRACE) | CLCRT_USE_SHORT;
       continue;
     }
-    if (steal && !claims && !tried_one) { /* variant has no V_ONE yet: only this sets it */
+    if (steal && !claims && !tried_one) { /* variant has no SHORT yet: only this sets it */
       tried_one = 1;
-      variant = (wanted & CLCRT__V_OBS) | CLCRT__V_ONE;
+      variant = (wanted & CLCRT_USE_TRACE) | CLCRT_USE_SHORT;
       continue;
     }
-    if (claims && (variant & CLCRT__V_ONE)) { /* it fits fewer clusters than the units */
+    if (claims && (variant & CLCRT_USE_SHORT)) { /* it fits fewer clusters than the units */
       variant = wanted;
       continue;
     }
-    if (claims && graph && !(variant & CLCRT__V_GRAPH)) {
-      variant |= CLCRT__V_GRAPH;
+    if (claims && graph && !(variant & CLCRT_USE_GRAPH)) {
+      variant |= CLCRT_USE_GRAPH;
       continue;
     }
     break;
@@ -301,7 +301,7 @@ clcrt_status clcrt_run(clcrt_stream *s, const clcrt_kernel *kc, clcrt_dim3 tiles
   /* FIXED (and STEAL's ONE variant, which runs as FIXED does, with one cluster per unit) as a
    * 3-D grid of units where y and z fit (65535): the kernel reads its unit's coordinate from
    * %ctaid / %clusterid instead of dividing (CLCRT__PF_GRID3). */
-  if ((k->sched == CLCRT_SCHED_FIXED || (k->variant & CLCRT__V_ONE)) &&
+  if ((k->sched == CLCRT_SCHED_FIXED || (k->variant & CLCRT_USE_SHORT)) &&
       (unsigned long long)p.units[1] * k->cluster.y <= 65535u &&
       (unsigned long long)p.units[2] * k->cluster.z <= 65535u) {
     cfg.gridDimX = p.units[0] * k->cluster.x;
@@ -314,7 +314,7 @@ clcrt_status clcrt_run(clcrt_stream *s, const clcrt_kernel *kc, clcrt_dim3 tiles
   cfg.blockDimZ = k->block.z;
   cfg.sharedMemBytes = k->smem_bytes;
   /* STEAL's and CLC's response ring, after the tile function's shared memory: every CLC
-   * run; a STEAL run that claims, or records a trace (clcrt.cuh, Scheduler::RING_BYTES). */
+   * run; a STEAL run that claims, or records a trace (nvrtc_src/clcrt_ring.cuh). */
   if (k->ring_bytes && (k->sched == CLCRT_SCHED_CLC || p.claim_base < p.num_units || p.trace))
     cfg.sharedMemBytes += k->ring_bytes;
   cfg.hStream = s->cu;
