@@ -50,7 +50,8 @@ typedef struct clcrt__params {
   unsigned div1_mul, div1_shr;  /* fast division by units[0] (mul 0: by 1) */
   unsigned div2_mul, div2_shr;  /* fast division by units[1] */
   unsigned guide_mul, guide_shr; /* fast division by 2 * active */
-  unsigned claim_base;          /* STEAL: units below are the clusters' own (cluster c's first is c); claims start here */
+  unsigned claim_base;          /* STEAL: units below are the clusters' own (cluster c's first is c);
+                                   claims start here */
   unsigned yield_words;         /* preemption words in use, a multiple of 4 (at most 32) */
   CLCRT__DPTR(unsigned) unit_cycles; /* optional, STEAL: CLCRT__HINT_WORDS words of mapped host memory where
                                         the first clusters of a claiming run leave their cycles per unit */
@@ -64,8 +65,9 @@ typedef struct clcrt__params {
   X(div1_shr, 92) X(div2_mul, 96) X(div2_shr, 100) X(guide_mul, 104) X(guide_shr, 108) X(claim_base, 112)        \
   X(yield_words, 116) X(unit_cycles, 120)
 #define CLCRT__PARAMS_BYTES 128u
-#define CLCRT__PARAMS_CHECK(field, offset) \
-  CLCRT__ASSERT(CLCRT__OFFSETOF(clcrt__params, field) == (offset), "clcrt__params." #field " is not at byte " #offset);
+#define CLCRT__PARAMS_CHECK(field, offset)                          \
+  CLCRT__ASSERT(CLCRT__OFFSETOF(clcrt__params, field) == (offset), \
+                "clcrt__params." #field " is not at byte " #offset);
 CLCRT__PARAMS_LAYOUT(CLCRT__PARAMS_CHECK)
 CLCRT__ASSERT(sizeof(clcrt__params) == CLCRT__PARAMS_BYTES, "clcrt__params is not CLCRT__PARAMS_BYTES long");
 

@@ -14,7 +14,8 @@
 #     is rounded up) and a block that is not a multiple of 32 threads (a partial last warp);
 #   - under every scheduler (CLC on sm_100a only), in every variant that exists for it
 #     (`clcrt compile --variant`: STEAL's trace, graph, preempt combinations, short and
-#     short+trace; the other schedulers' trace);
+#     short+trace; the other schedulers' trace), and STEAL with the template's compile-time
+#     switches (-DCLCRT_STEAL_EARLY=1, -DCLCRT_WAIT_HINT=0, -DCLCRT_TRACE=0 with trace);
 #   - with 1-, 2- and 4-CTA clusters and a 2 x 2 x 1 cluster;
 #   - for sm_90a and sm_100a.
 # It prints one row per architecture, scheduler and variant, one cell per kernel and cluster
@@ -95,8 +96,18 @@ kernels="readme state"
 clusters="1,1,1 2,1,1 4,1,1 2,2,1"
 variants_of() {  # the variants clcrt compiles for scheduler $1 ("-": as registered)
   case "$1" in
-    steal) echo "- trace graph preempt trace,graph trace,preempt graph,preempt trace,graph,preempt short trace,short" ;;
+    steal) echo "- trace graph preempt trace,graph trace,preempt graph,preempt trace,graph,preempt short trace,short" \
+                "early nohint trace:notrace" ;;
     *) echo "- trace" ;;
+  esac
+}
+variant_args() {  # the tool's arguments for variant $1
+  case "$1" in
+    -) ;;
+    early) echo "-X -DCLCRT_STEAL_EARLY=1" ;;
+    nohint) echo "-X -DCLCRT_WAIT_HINT=0" ;;
+    trace:notrace) echo "--variant trace -X -DCLCRT_TRACE=0" ;;
+    *) echo "--variant $1" ;;
   esac
 }
 scheds_of() { [ "$1" = sm_100a ] && echo "steal clc static fixed" || echo "steal static fixed"; }
@@ -109,7 +120,7 @@ for arch in sm_90a sm_100a; do
       for kern in $kernels; do
         for c in $clusters; do
           id="$arch.$sched.${v//,/+}.$kern.${c//,/x}"
-          va=; [ "$v" = - ] || va="--variant $v"
+          va=$(variant_args "$v")
           for side in base wt; do
             t=$tool_base; [ $side = wt ] && t=$tool_wt
             echo "$t compile --no-cache -q --arch $arch --sched $sched $va --cluster $c -o $tmp/out/$side/$id.cubin --ptx $tmp/out/$side/$id.ptx $(kernel_args $kern) >$tmp/out/$side/$id.log 2>&1" >>"$tmp/jobs"

@@ -559,16 +559,27 @@ START_TEST(test_abi_offsets) {
 }
 END_TEST
 
-/* compile.c hands NVRTC at most 16 embedded headers: a template split into more files would
- * lose the last ones. */
+/* The embedded device template: compile.c hands NVRTC at most 16 headers (a template split
+ * into more files would lose the last ones), the ABI header is among them, no file of the
+ * scheduler template is much over 300 lines, and the tile loop names no scheduler (issue 32;
+ * clcrt_tilemap.cuh is the tile functions' library, not the scheduler's). */
 START_TEST(test_embedded_headers) {
-  int n = 0, abi = 0;
+  int n = 0, abi = 0, loop = 0;
   for (const clcrt__embedded_file *f = clcrt__embedded; f->name; f++) {
     n++;
     abi |= strcmp(f->name, "clcrt_abi.h") == 0;
+    unsigned lines = 0;
+    for (size_t i = 0; i < f->len; i++) lines += f->text[i] == '\n';
+    if (strcmp(f->name, "clcrt_tilemap.cuh") != 0)
+      ck_assert_msg(lines <= 320, "%s has %u lines: split it (one subject per file)", f->name, lines);
+    if (strcmp(f->name, "clcrt_loop.cuh") == 0) {
+      loop = 1;
+      ck_assert_msg(!strstr(f->text, "SCHED =="), "the tile loop (clcrt_loop.cuh) tests a scheduler by name");
+    }
   }
   ck_assert_int_le(n, 16);
   ck_assert_msg(abi, "clcrt_abi.h is not embedded");
+  ck_assert_msg(loop, "clcrt_loop.cuh is not embedded");
 }
 END_TEST
 

@@ -71,15 +71,15 @@ static clcrt_status max_clusters(clcrt_runtime *rt, clcrt_kernel *k, int *out) {
 }
 
 /* Long units. One cluster per unit, handed out by the GPU's block scheduler as clusters finish
- * (FIXED's grid, launched as the ONE variant: no claim code), beats a persistent grid on units
+ * (FIXED's grid, launched as the SHORT variant: no claim code), beats a persistent grid on units
  * that last long enough for a launch to cost little beside them: a persistent cluster pays for
  * its claims in instructions every warp issues per unit (a wait, a read, a release: 2-4% of a
  * 12 us compute tile on the H100) and its CTAs wait for each other, where a cluster that leaves
  * makes room for a fresh one. Short units are the other way round (a launch per unit of 1 us
  * cost the README demo 5%). A run cannot know its units' length before it runs; a claiming
  * run's first clusters leave how many cycles their units took in the kernel's words of mapped
- * host memory (clcrt.cuh: finish), and a run whose kernel measured at least long_cycles per
- * CTA of its cluster (cluster launches cost more) launches one cluster per unit. Every
+ * host memory (nvrtc_src/clcrt_steal.cuh: finish), and a run whose kernel measured at least
+ * long_cycles per CTA of its cluster (cluster launches cost more) launches one cluster per unit. Every
  * CLCRT__HW_RECHECK-th such run goes persistent instead, so that the words stay current when
  * the kernel's units change. Such a run needs no yielding to be preempted either: its clusters
  * leave after every unit, and the block scheduler starts the clusters of more urgent streams
@@ -234,7 +234,7 @@ clcrt_status clcrt_run(clcrt_stream *s, const clcrt_kernel *kc, clcrt_dim3 tiles
       if (hw) p.claim_base = clusters; /* one cluster per unit, each its own */
     }
     int claims = steal && p.claim_base < p.num_units;
-    /* Long units: one cluster per unit (the ONE variant on a full grid; see long_units). */
+    /* Long units: one cluster per unit (the SHORT variant on a full grid; see long_units). */
     if (claims && !tried_one && rt->long_cycles && k0->unit_cycles && long_units(rt, k0)) {
       tried_one = hw = 1;
       variant = (wanted & CLCRT_USE_TRACE) | CLCRT_USE_SHORT;
@@ -298,7 +298,7 @@ clcrt_status clcrt_run(clcrt_stream *s, const clcrt_kernel *kc, clcrt_dim3 tiles
   cfg.gridDimX = clusters * k->cluster.x;
   cfg.gridDimY = k->cluster.y;
   cfg.gridDimZ = k->cluster.z;
-  /* FIXED (and STEAL's ONE variant, which runs as FIXED does, with one cluster per unit) as a
+  /* FIXED (and STEAL's SHORT variant, which runs as FIXED does, with one cluster per unit) as a
    * 3-D grid of units where y and z fit (65535): the kernel reads its unit's coordinate from
    * %ctaid / %clusterid instead of dividing (CLCRT__PF_GRID3). */
   if ((k->sched == CLCRT_SCHED_FIXED || (k->variant & CLCRT_USE_SHORT)) &&
