@@ -23,7 +23,11 @@
 #include <stdint.h>
 #define CLCRT__DPTR(type) uint64_t
 #define CLCRT__OFFSETOF(type, field) offsetof(type, field)
+#ifdef __cplusplus
+#define CLCRT__ASSERT(cond, msg) static_assert(cond, msg)
+#else
 #define CLCRT__ASSERT(cond, msg) _Static_assert(cond, msg)
+#endif
 #endif
 
 /* The scheduler parameters, passed to every kernel by value after Args (a __grid_constant__
