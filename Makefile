@@ -21,7 +21,7 @@ SAN ?=
 
 WARN := -std=c11 -Wall -Wextra -Wshadow -Wmissing-prototypes -Wstrict-prototypes -Werror
 RUNTIME_DIRS := $(sort $(dir $(wildcard runtime/*/*.h)))
-CPPFLAGS += -D_GNU_SOURCE -Iinclude $(RUNTIME_DIRS:%/=-I%) -I$(CUDA_HOME)/include -I$(BUILD)/gen
+CPPFLAGS += -D_GNU_SOURCE -Iinclude $(RUNTIME_DIRS:%/=-I%) -Invrtc_src -I$(CUDA_HOME)/include -I$(BUILD)/gen
 CFLAGS ?= -O2 -g
 override CFLAGS += $(WARN) -fPIC -fvisibility=hidden -pthread
 ifeq ($(SAN),1)
@@ -42,7 +42,7 @@ PNG_LIBS := -lpng
 
 LIB_SRCS := $(sort $(wildcard runtime/*/*.c))
 LIB_OBJS := $(LIB_SRCS:%.c=$(BUILD)/%.o) $(BUILD)/gen/embedded.o
-TEMPLATE := $(sort $(wildcard nvrtc_src/*.cuh))
+TEMPLATE := $(sort $(wildcard nvrtc_src/*.cuh nvrtc_src/*.h))
 TOOL_SRCS := $(sort $(wildcard tools/*.c))
 TOOL_OBJS := $(TOOL_SRCS:%.c=$(BUILD)/%.o)
 CPU_TESTS := $(patsubst tests/%.c,$(BUILD)/tests/%,$(sort $(wildcard tests/test_*.c)))
@@ -93,7 +93,7 @@ $(DEPS_STAMP):
 lib: $(BUILD)/libclcrt.a $(BUILD)/libclcrt.so
 tool: $(BUILD)/clcrt
 
-$(BUILD)/%.o: %.c $(wildcard include/*.h runtime/*/*.h tests/common/*.h tools/*.h bench/lib/*.h examples/*/*.h nvrtc_src/*.cuh) | $(DEPS_STAMP)
+$(BUILD)/%.o: %.c $(wildcard include/*.h nvrtc_src/*.h nvrtc_src/*.cuh runtime/*/*.h tests/common/*.h tools/*.h bench/lib/*.h examples/*/*.h) | $(DEPS_STAMP)
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) $(CFLAGS) -c $< -o $@
 
@@ -232,7 +232,7 @@ PY_STATIC_PNG := -l:libpng16.a -l:libz.a
 
 .PHONY: python test-python
 
-$(PY_BUILD)/obj/%.o: python/clcrt/_csrc/%.c $(wildcard python/clcrt/_csrc/*.h include/*.h runtime/*/*.h examples/gemm/*.h nvrtc_src/*.cuh) | $(DEPS_STAMP)
+$(PY_BUILD)/obj/%.o: python/clcrt/_csrc/%.c $(wildcard python/clcrt/_csrc/*.h include/*.h nvrtc_src/*.h nvrtc_src/*.cuh runtime/*/*.h examples/gemm/*.h) | $(DEPS_STAMP)
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) -Iexamples/gemm $(CFLAGS) -c $< -o $@
 

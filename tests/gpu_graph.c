@@ -153,14 +153,15 @@ START_TEST(test_table_churn) {
   unsigned used = 0, live = 0;
   for (unsigned i = 0; i < CLCRT__TABLE_SLOTS; i++) {
     const unsigned *sl = tab + CLCRT__LINE_WORDS + i * CLCRT__SLOT_WORDS;
-    used += sl[0] != 0 || sl[1] != 0;
-    live += sl[4] < sl[5];
+    used += sl[CLCRT__SLOT_GRIDID] != 0 || sl[CLCRT__SLOT_GRIDID + 1] != 0;
+    live += sl[CLCRT__SLOT_COUNT] < sl[CLCRT__SLOT_COUNT + 1];
   }
+  const unsigned reach = tab[CLCRT__TABLE_REACH];
   printf("gpu_graph: table after %u launches, %d at a time: reach %u, %u of %u slots used, %u live\n",
-         runs * reps * NS, NS, tab[1], used, CLCRT__TABLE_SLOTS, live);
-  ck_assert_uint_eq(tab[0], 0); /* the lock is free */
-  ck_assert_uint_eq(live, 0);   /* every launch gave its slot up */
-  if (!gpu_under_sanitizer()) ck_assert_msg(tab[1] < NS, "reach %u with at most %d launches live at once", tab[1], NS);
+         runs * reps * NS, NS, reach, used, CLCRT__TABLE_SLOTS, live);
+  ck_assert_uint_eq(tab[CLCRT__TABLE_LOCK], 0); /* the lock is free */
+  ck_assert_uint_eq(live, 0);                   /* every launch gave its slot up */
+  if (!gpu_under_sanitizer()) ck_assert_msg(reach < NS, "reach %u with at most %d launches live at once", reach, NS);
   free(tab);
   for (int i = 0; i < NS; i++) {
     cu->cuGraphExecDestroy(e[i]);
@@ -294,14 +295,14 @@ START_TEST(test_capture_fallback) {
   CUgraph g1 = capture(s0, CU_STREAM_CAPTURE_MODE_GLOBAL, k1, t, &b1); /* the fallback */
   CUgraph g2 = capture(s0, CU_STREAM_CAPTURE_MODE_GLOBAL, k2, t, &b2); /* the fallback */
   CUgraph g3 = capture(s0, CU_STREAM_CAPTURE_MODE_GLOBAL, k3, ts, &b3); /* 75 units: claims nothing */
-  ck_assert_uint_eq(k1->vars->requested, 1u << CLCRT__V_GRAPH);
-  ck_assert_uint_eq(k2->vars->requested, 1u << CLCRT__V_GRAPH);
-  ck_assert_uint_eq(k3->vars->requested, 1u << CLCRT__V_ONE);
+  ck_assert_uint_eq(k1->vars->requested, 1u << CLCRT_USE_GRAPH);
+  ck_assert_uint_eq(k2->vars->requested, 1u << CLCRT_USE_GRAPH);
+  ck_assert_uint_eq(k3->vars->requested, 1u << CLCRT_USE_SHORT);
   clcrt__builder_wait(rt);
   ck_assert_uint_eq(lookups(rt), n0 + 3);
-  ck_assert_ptr_nonnull(k1->vars->var[CLCRT__V_GRAPH]);
-  ck_assert_ptr_nonnull(k2->vars->var[CLCRT__V_GRAPH]);
-  ck_assert_ptr_nonnull(k3->vars->var[CLCRT__V_ONE]);
+  ck_assert_ptr_nonnull(k1->vars->var[CLCRT_USE_GRAPH]);
+  ck_assert_ptr_nonnull(k2->vars->var[CLCRT_USE_GRAPH]);
+  ck_assert_ptr_nonnull(k3->vars->var[CLCRT_USE_SHORT]);
   CUgraph g1b = capture(s0, CU_STREAM_CAPTURE_MODE_GLOBAL, k1, t, &b1); /* claims from the table */
   CUgraphExec e1 = instantiate(g1), e1b = instantiate(g1b), e2 = instantiate(g2), e3 = instantiate(g3);
   CUstream r1 = new_stream(), r2 = new_stream();

@@ -33,7 +33,7 @@ static clcrt_kernel *reg(clcrt_runtime *rt, clcrt_sched sched, clcrt_dim3 cl) {
 /* Clusters of the launched kernel that fit at once: runs with statistics on (these tests')
  * that can be preempted launch the kernel's variant with both, which has its own occupancy. */
 static unsigned resident(const clcrt_kernel *k) {
-  const struct clcrt_kernel *v = k->vars->var[CLCRT__V_OBS | CLCRT__V_YIELD];
+  const struct clcrt_kernel *v = k->vars->var[CLCRT_USE_TRACE | CLCRT_USE_PREEMPT];
   ck_assert_msg(v != NULL, "a preemptible run with statistics on did not launch the variant with both");
   ck_assert_int_gt(v->occ.clusters, 0);
   return (unsigned)v->occ.clusters;
@@ -347,8 +347,8 @@ START_TEST(test_fallback_under_preemption) {
     bufs_check(&b[i], cls[i], reps, 0, what);
     snprintf(what, sizeof what, "captured fallback replayed under preemption (%u-CTA clusters)", cls[i].x);
     bufs_check(&bg[i], cls[i], reps, 0, what);
-    ck_assert_ptr_null(k[i]->vars->var[CLCRT__V_YIELD]);
-    ck_assert_ptr_null(k[i]->vars->var[CLCRT__V_OBS | CLCRT__V_YIELD]);
+    ck_assert_ptr_null(k[i]->vars->var[CLCRT_USE_PREEMPT]);
+    ck_assert_ptr_null(k[i]->vars->var[CLCRT_USE_TRACE | CLCRT_USE_PREEMPT]);
   }
   bufs_check(&bh, (clcrt_dim3){1, 1, 1}, hits, 0, "urgent runs");
   for (int i = 0; i < NL; i++) {

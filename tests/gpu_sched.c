@@ -134,7 +134,7 @@ START_TEST(test_stress) {
 }
 END_TEST
 
-/* Grid sizes around the claim machinery's boundaries (nvrtc_src/clcrt.cuh): fewer units
+/* Grid sizes around the claim machinery's boundaries (nvrtc_src/clcrt_steal.cuh): fewer units
  * than clusters, one unit per shard, shard remainders, sizes just past powers of two, with a
  * prologue, on every cluster shape and both STEAL grids, several runs back to back on one
  * stream (each run uses one of the stream's two claim sets and zeroes the other). */
@@ -384,7 +384,7 @@ END_TEST
  * __syncthreads). Checked: every tile once, and every CTA of a cluster runs the same units in
  * the same order (what a tile function that shares data across the cluster relies on). How
  * far the other ranks ran ahead of rank 0 is printed: a response is published at most one
- * ahead of the leader's CTA (nvrtc_src/clcrt.cuh), so at most one unit, or one claim's
+ * ahead of the leader's CTA (nvrtc_src/clcrt_ring.cuh, invariant 7), so at most one unit, or one claim's
  * units, plus the ones in progress. */
 static const char *k_order_src =
     "struct OrderArgs { unsigned *hits; unsigned *seq; unsigned long long *t0; unsigned max_iter, spin_ns; };\n"

@@ -199,20 +199,20 @@ START_TEST(test_traced_capture) {
   bufs b;
   bufs_make(&b, t, cl, 64, 13);
   ck_assert_int_eq(clcrt_stream_trace_enable(s, 4 * (size_t)t.x), CLCRT_OK);
-  ck_assert_ptr_nonnull(k->vars->var[CLCRT__V_OBS]); /* built by the enable */
+  ck_assert_ptr_nonnull(k->vars->var[CLCRT_USE_TRACE]); /* built by the enable */
   CUgraph g[2] = {NULL, NULL};
   CUgraphExec e[2] = {NULL, NULL};
   for (int i = 0; i < 2; i++) {
     if (i == 1) {
       clcrt__builder_wait(rt);
-      ck_assert_ptr_nonnull(k->vars->var[CLCRT__V_OBS | CLCRT__V_GRAPH]);
+      ck_assert_ptr_nonnull(k->vars->var[CLCRT_USE_TRACE | CLCRT_USE_GRAPH]);
     }
     ck_assert_int_eq(cu->cuStreamBeginCapture(clcrt_stream_cu(s), CU_STREAM_CAPTURE_MODE_GLOBAL), CUDA_SUCCESS);
     clcrt_status st = clcrt_run(s, k, t, &b.a, sizeof b.a);
     ck_assert_int_eq(cu->cuStreamEndCapture(clcrt_stream_cu(s), &g[i]), CUDA_SUCCESS);
     ck_assert_msg(st == CLCRT_OK, "traced run under capture: %s: %s", clcrt_status_name(st), clcrt_errmsg(rt));
-    if (i == 0) ck_assert_uint_eq(k->vars->requested & (1u << (CLCRT__V_OBS | CLCRT__V_GRAPH)),
-                                  1u << (CLCRT__V_OBS | CLCRT__V_GRAPH));
+    if (i == 0) ck_assert_uint_eq(k->vars->requested & (1u << (CLCRT_USE_TRACE | CLCRT_USE_GRAPH)),
+                                  1u << (CLCRT_USE_TRACE | CLCRT_USE_GRAPH));
     ck_assert_int_eq(cu->cuGraphInstantiateWithFlags(&e[i], g[i], 0), CUDA_SUCCESS);
   }
   for (int i = 0; i < 2; i++) ck_assert_int_eq(cu->cuGraphLaunch(e[i], clcrt_stream_cu(s)), CUDA_SUCCESS);

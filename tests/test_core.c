@@ -21,6 +21,7 @@
 
 #include "clcrt.h"
 #include "driver.h"
+#include "embedded.h"
 #include "env.h"
 #include "internal.h"
 
@@ -318,13 +319,13 @@ START_TEST(test_observed_variant) {
     ck_assert_int_eq(clcrt_kernel_ptx(k, &ptx), CLCRT_OK);
     ck_assert_msg(!strstr(ptx, "%globaltimer") && !strstr(ptx, "%smid"), "sched %d: trace code in the default variant",
                   (int)scheds[i]);
-    ck_assert_int_eq(clcrt__kernel_variant(k, CLCRT__V_OBS, &o), CLCRT_OK);
+    ck_assert_int_eq(clcrt__kernel_variant(k, CLCRT_USE_TRACE, &o), CLCRT_OK);
     ck_assert_ptr_nonnull(o);
     ck_assert_ptr_ne(o, k);
     ck_assert_int_eq(clcrt_kernel_ptx(o, &optx), CLCRT_OK);
     ck_assert_msg(strstr(optx, "%globaltimer") && strstr(optx, "%smid"), "sched %d: no trace code in the observed one",
                   (int)scheds[i]);
-    ck_assert_int_eq(clcrt__kernel_variant(k, CLCRT__V_OBS, &o2), CLCRT_OK);
+    ck_assert_int_eq(clcrt__kernel_variant(k, CLCRT_USE_TRACE, &o2), CLCRT_OK);
     ck_assert_ptr_eq(o2, o); /* compiled once */
     const clcrt_kernel *po = NULL;
     ck_assert_int_eq(clcrt_kernel_variant(k, CLCRT_USE_TRACE, &po), CLCRT_OK); /* the public entry */
@@ -332,7 +333,7 @@ START_TEST(test_observed_variant) {
     ck_assert_int_eq(clcrt_kernel_variant(NULL, CLCRT_USE_TRACE, &po), CLCRT_E_INVALID);
     ck_assert_int_eq(clcrt_kernel_variant(k, CLCRT_USE_TRACE, NULL), CLCRT_E_INVALID);
     ck_assert_ptr_nonnull(strstr(clcrt_errmsg(rt), "out is NULL"));
-    ck_assert_int_eq(clcrt__kernel_variant(o, CLCRT__V_OBS, &o3), CLCRT_OK);
+    ck_assert_int_eq(clcrt__kernel_variant(o, CLCRT_USE_TRACE, &o3), CLCRT_OK);
     ck_assert_ptr_eq(o3, o);
     ck_assert_int_eq(clcrt_register(rt, &d, &k2), CLCRT_OK);
     ck_assert_ptr_eq(k2, k); /* registering again still gives the default variant */
@@ -515,6 +516,72 @@ START_TEST(test_namespaced_names) {
   ck_assert_int_eq(clcrt_kernel_info_get(k, &info), CLCRT_OK);
   ck_assert_str_eq(info.name, "clcrt_fixed_user__tile");
   clcrt_runtime_destroy(rt);
+}
+END_TEST
+
+/* The ABI (nvrtc_src/clcrt_abi.h) as the device compiles it: a kernel whose source asserts
+ * every field of clcrt::Params at the offset this host compiler gave clcrt__params compiles,
+ * for both architectures; one that asserts a wrong offset does not, so the device-side
+ * check is live (NVRTC has no __builtin_offsetof: CLCRT__OFFSETOF). */
+static char *abi_source(size_t skew) {
+  size_t cap = 8192, n = 0;
+  char *src = malloc(cap);
+  ck_assert_ptr_nonnull(src);
+  n += (size_t)snprintf(src + n, cap - n, "%s", SCALE_SRC);
+#define ABI_FIELD(field, offset)                                                                                    \
+  n += (size_t)snprintf(src + n, cap - n,                                                                           \
+                        "static_assert(CLCRT__OFFSETOF(clcrt::Params, " #field ") == %zu, \"host: " #field          \
+                        " at %zu\");\n",                                                                             \
+                        offsetof(clcrt__params, field) + (strcmp(#field, "unit_cycles") ? 0 : skew),              \
+                        offsetof(clcrt__params, field));
+  CLCRT__PARAMS_LAYOUT(ABI_FIELD)
+#undef ABI_FIELD
+  n += (size_t)snprintf(src + n, cap - n, "static_assert(sizeof(clcrt::Params) == %zu, \"host size\");\n",
+                        sizeof(clcrt__params));
+  ck_assert_uint_lt(n, cap - 1);
+  return src;
+}
+
+START_TEST(test_abi_offsets) {
+  static const char *const archs[] = {"sm_90a", "sm_100a"};
+  for (int a = 0; a < 2; a++) {
+    clcrt_runtime *rt = rt_new(archs[a]);
+    clcrt_tile_desc d = scale_desc();
+    char *src = abi_source(0);
+    d.source = src;
+    clcrt_kernel *k = NULL;
+    ck_assert_msg(clcrt_register(rt, &d, &k) == CLCRT_OK, "%s: %s", archs[a], clcrt_errmsg(rt));
+    free(src);
+    src = abi_source(4);
+    d.source = src;
+    EXPECT_FAIL(rt, &d, CLCRT_E_COMPILE, "static assertion failed", "host: unit_cycles at 120");
+    free(src);
+    clcrt_runtime_destroy(rt);
+  }
+}
+END_TEST
+
+/* The embedded device template: compile.c hands NVRTC at most 16 headers (a template split
+ * into more files would lose the last ones), the ABI header is among them, no file of the
+ * scheduler template is much over 300 lines, and the tile loop names no scheduler (issue 32;
+ * clcrt_tilemap.cuh is the tile functions' library, not the scheduler's). */
+START_TEST(test_embedded_headers) {
+  int n = 0, abi = 0, loop = 0;
+  for (const clcrt__embedded_file *f = clcrt__embedded; f->name; f++) {
+    n++;
+    abi |= strcmp(f->name, "clcrt_abi.h") == 0;
+    unsigned lines = 0;
+    for (size_t i = 0; i < f->len; i++) lines += f->text[i] == '\n';
+    if (strcmp(f->name, "clcrt_tilemap.cuh") != 0)
+      ck_assert_msg(lines <= 320, "%s has %u lines: split it (one subject per file)", f->name, lines);
+    if (strcmp(f->name, "clcrt_loop.cuh") == 0) {
+      loop = 1;
+      ck_assert_msg(!strstr(f->text, "SCHED =="), "the tile loop (clcrt_loop.cuh) tests a scheduler by name");
+    }
+  }
+  ck_assert_int_le(n, 16);
+  ck_assert_msg(abi, "clcrt_abi.h is not embedded");
+  ck_assert_msg(loop, "clcrt_loop.cuh is not embedded");
 }
 END_TEST
 
@@ -1726,6 +1793,8 @@ static Suite *core_suite(void) {
   tcase_add_test(tc, test_observed_variant);
   tcase_add_test(tc, test_variants);
   tcase_add_test(tc, test_info_small_struct);
+  tcase_add_test(tc, test_abi_offsets);
+  tcase_add_test(tc, test_embedded_headers);
   suite_add_tcase(s, tc);
 
   tc = tcase_create("bad_input");

@@ -360,14 +360,14 @@ static unsigned fastdiv(unsigned n, unsigned mul, unsigned shr) {
 enum { PK_STEAL, PK_STEAL_FULL, PK_STEAL_PERSIST, PK_STEAL2, PK_STEAL4, PK_STEAL2X2, PK_STATIC, PK_FIXED, PK_FIXED2,
        PK_CLC, PK_COUNT };
 static clcrt_kernel g_pk[PK_COUNT];
-static clcrt__occ g_pocc[PK_COUNT][CLCRT__V_COUNT];
+static clcrt__occ g_pocc[PK_COUNT][CLCRT__VARIANTS];
 enum { PSMEM = 1000, PRING = 136 }; /* the tile function's shared memory, and the ring after it */
 
 /* Occupancy of each variant of a 1-CTA kernel (a 2- or 4-CTA cluster fits half or a quarter):
  * the registered kernel 1000 clusters, the short one (fewer registers) more, every other variant
  * fewer, all different so that the table shows whose occupancy sized the grid. */
 static int occ_1cta(unsigned v) {
-  static const int t[CLCRT__V_COUNT] = {1000, 900, 800, 700, 600, 500, 400, 300, 1200, 1100, 0, 0, 0, 0, 0, 0};
+  static const int t[CLCRT__VARIANTS] = {1000, 900, 800, 700, 600, 500, 400, 300, 1200, 1100, 0, 0, 0, 0, 0, 0};
   return t[v];
 }
 static void plan_kernel(int i, clcrt_sched s, clcrt_grid g, unsigned cx, unsigned cy, unsigned cz) {
@@ -379,7 +379,7 @@ static void plan_kernel(int i, clcrt_sched s, clcrt_grid g, unsigned cx, unsigne
   k->block = (clcrt_dim3){256, 1, 1};
   k->smem_bytes = PSMEM;
   k->ring_bytes = s == CLCRT_SCHED_STEAL || s == CLCRT_SCHED_CLC ? PRING : 0;
-  for (unsigned v = 0; v < CLCRT__V_COUNT; v++) {
+  for (unsigned v = 0; v < CLCRT__VARIANTS; v++) {
     g_pocc[i][v].clusters = occ_1cta(v) / (int)k->cluster_size;
     g_pocc[i][v].blocks_per_sm = (occ_1cta(v) + 131) / 132;
     clcrt__fastdiv(2u * (unsigned)g_pocc[i][v].clusters, &g_pocc[i][v].guide_mul, &g_pocc[i][v].guide_shr);
@@ -402,7 +402,8 @@ static void plan_kernels(void) {
 enum { T = 1, S = 2, G = 4, P = 8, L = 16, R = 32 }; /* traced, statistics, captured, preemptible, long, recheck */
 #define ALL 0xffffu
 #define NOT(v) (ALL & ~(1u << (v)))
-enum { O = CLCRT__V_OBS, GR = CLCRT__V_GRAPH, Y = CLCRT__V_YIELD, ONE = CLCRT__V_ONE };
+/* The variant bits, short for the table: O(bserved), GR(aph), Y(ielding), ONE unit per cluster. */
+enum { O = CLCRT_USE_TRACE, GR = CLCRT_USE_GRAPH, Y = CLCRT_USE_PREEMPT, ONE = CLCRT_USE_SHORT };
 enum { F3 = CLCRT__PF_GRID3, FG = CLCRT__PF_GRAPH };
 
 typedef struct {
@@ -543,18 +544,18 @@ static void plan_invariants(const clcrt__plan_in *in, const clcrt__plan_out *o, 
   ck_assert_msg(!o->missing || !((in->ready >> o->missing) & 1u), "%s: asks for %u, which is built", what, o->missing);
   ck_assert_msg(v == clcrt__variant_bits(k->sched, v), "%s: variant %u has bits its scheduler has no code for", what, v);
   /* Observed when asked, or said to be lost. */
-  ck_assert_msg(!!(v & CLCRT__V_OBS) == ((in->traced || in->stats) && !o->obs_lost), "%s: observed %u", what, v);
-  ck_assert_msg(o->obs_lost == ((in->traced || in->stats) && !((in->ready >> CLCRT__V_OBS) & 1u)), "%s: obs lost",
+  ck_assert_msg(!!(v & CLCRT_USE_TRACE) == ((in->traced || in->stats) && !o->obs_lost), "%s: observed %u", what, v);
+  ck_assert_msg(o->obs_lost == ((in->traced || in->stats) && !((in->ready >> CLCRT_USE_TRACE) & 1u)), "%s: obs lost",
                 what);
   /* Every unit has a cluster that runs it: a cluster of its own below claim_base, or a claim. */
   if (steal) {
     ck_assert_msg(p->claim_base <= p->num_clusters, "%s: claim base %u > clusters %u", what, p->claim_base,
                   p->num_clusters);
     ck_assert_msg(claims || p->num_clusters >= n, "%s: %u clusters for %u units, no claims", what, p->num_clusters, n);
-    ck_assert_msg(!claims || !(v & CLCRT__V_ONE), "%s: the short variant claims", what);
-    ck_assert_msg(!claims || !in->graph || (v & CLCRT__V_GRAPH), "%s: a captured run claims without graph code", what);
-    ck_assert_msg(!(v & CLCRT__V_GRAPH) || in->graph, "%s: graph code outside a capture", what);
-    ck_assert_msg(!(v & CLCRT__V_YIELD) || in->preemptible, "%s: yields with nothing to yield to", what);
+    ck_assert_msg(!claims || !(v & CLCRT_USE_SHORT), "%s: the short variant claims", what);
+    ck_assert_msg(!claims || !in->graph || (v & CLCRT_USE_GRAPH), "%s: a captured run claims without graph code", what);
+    ck_assert_msg(!(v & CLCRT_USE_GRAPH) || in->graph, "%s: graph code outside a capture", what);
+    ck_assert_msg(!(v & CLCRT_USE_PREEMPT) || in->preemptible, "%s: yields with nothing to yield to", what);
     ck_assert_msg(!!(p->flags & CLCRT__PF_GRAPH) == !!in->graph, "%s: graph flag", what);
     ck_assert_msg(p->active >= 1 && p->active <= p->num_clusters, "%s: active %u", what, p->active);
     for (unsigned x = 0; x < (1u << 31); x = x * 5 + 3)
@@ -562,12 +563,12 @@ static void plan_invariants(const clcrt__plan_in *in, const clcrt__plan_out *o, 
   } else {
     ck_assert_uint_eq(p->claim_base, 0);
     ck_assert_uint_eq(p->flags & CLCRT__PF_GRAPH, 0);
-    ck_assert_uint_eq(o->missing & ~CLCRT__V_OBS, 0);
+    ck_assert_uint_eq(o->missing & ~CLCRT_USE_TRACE, 0);
     if (k->sched != CLCRT_SCHED_STATIC) ck_assert_uint_eq(p->num_clusters, n);
   }
   /* The grid: one cluster per unit in 3-D, or num_clusters along x. */
   if (p->flags & CLCRT__PF_GRID3) {
-    ck_assert(k->sched == CLCRT_SCHED_FIXED || (v & CLCRT__V_ONE));
+    ck_assert(k->sched == CLCRT_SCHED_FIXED || (v & CLCRT_USE_SHORT));
     ck_assert_uint_eq(o->grid[0], p->units[0] * k->cluster.x);
     ck_assert_uint_eq(o->grid[1], p->units[1] * k->cluster.y);
     ck_assert_uint_eq(o->grid[2], p->units[2] * k->cluster.z);
@@ -578,7 +579,7 @@ static void plan_invariants(const clcrt__plan_in *in, const clcrt__plan_out *o, 
     ck_assert_uint_eq(o->grid[2], k->cluster.z);
   }
   /* The ring where the kernel reads it: CLC always, STEAL when it claims or records start times. */
-  const int ring = k->ring_bytes && (k->sched == CLCRT_SCHED_CLC || claims || (in->traced && (v & CLCRT__V_OBS)));
+  const int ring = k->ring_bytes && (k->sched == CLCRT_SCHED_CLC || claims || (in->traced && (v & CLCRT_USE_TRACE)));
   ck_assert_msg(o->smem == k->smem_bytes + (ring ? k->ring_bytes : 0), "%s: smem %u", what, o->smem);
   /* The units and their decomposition on the device. */
   ck_assert_uint_eq(p->tiles[0], in->tiles.x);
@@ -943,11 +944,11 @@ START_TEST(captured_runs_never_build) {
   ck_assert_uint_eq(g_p.flags & CLCRT__PF_GRAPH, CLCRT__PF_GRAPH);
   ck_assert_uint_eq(g_p.state, g_rt->devstate->table);
   ck_assert_uint_eq(g_cfg.sharedMemBytes, k->smem_bytes);
-  ck_assert_uint_eq(k->vars->requested, 1u << CLCRT__V_GRAPH);
+  ck_assert_uint_eq(k->vars->requested, 1u << CLCRT_USE_GRAPH);
   double second = timed_run(k, 20000);
   expect_fallback(k, 20000);
   clcrt__builder_wait(g_rt);
-  ck_assert(built(k, CLCRT__V_GRAPH));
+  ck_assert(built(k, CLCRT_USE_GRAPH));
   ck_assert_uint_eq(compiles(), c0 + 1); /* the graph variant, once */
   double later = timed_run(k, 20000);
   ck_assert_ptr_eq(g_fn, variant_fn(k, CLCRT_USE_GRAPH));
@@ -995,9 +996,9 @@ START_TEST(preemptible_streams_build_yielding_variants) {
   if (g_fn == ka->fn) expect_fallback(ka, 20000);
   double second = timed_run(ka, 20000);
   clcrt__builder_wait(g_rt);
-  ck_assert(built(ka, CLCRT__V_YIELD) && built(kf, CLCRT__V_YIELD));
-  ck_assert(!built(kp, CLCRT__V_YIELD));
-  ck_assert(!built(g_fixed, CLCRT__V_YIELD) && !(g_fixed->vars->requested & (1u << CLCRT__V_YIELD)));
+  ck_assert(built(ka, CLCRT_USE_PREEMPT) && built(kf, CLCRT_USE_PREEMPT));
+  ck_assert(!built(kp, CLCRT_USE_PREEMPT));
+  ck_assert(!built(g_fixed, CLCRT_USE_PREEMPT) && !(g_fixed->vars->requested & (1u << CLCRT_USE_PREEMPT)));
   double later = timed_run(ka, 20000);
   ck_assert_ptr_eq(g_fn, variant_fn(ka, CLCRT_USE_PREEMPT));
   ck_assert_uint_ne(g_p.yield, 0);
@@ -1005,9 +1006,9 @@ START_TEST(preemptible_streams_build_yielding_variants) {
          "ns\n",
          first, second, later);
   clcrt_kernel *k2 = fresh(CLCRT_GRID_AUTO, 192);
-  ck_assert(k2->vars->requested & (1u << CLCRT__V_YIELD));
+  ck_assert(k2->vars->requested & (1u << CLCRT_USE_PREEMPT));
   clcrt__builder_wait(g_rt);
-  ck_assert(built(k2, CLCRT__V_YIELD));
+  ck_assert(built(k2, CLCRT_USE_PREEMPT));
   clcrt_stream_destroy(hi);
 }
 END_TEST
@@ -1018,7 +1019,7 @@ START_TEST(observing_builds_observed_variants_first) {
   clcrt_kernel *k = fresh(CLCRT_GRID_AUTO, 224);
   ck_assert_int_eq(g_rt->observing, 0);
   ck_assert_int_eq(clcrt_stream_trace_enable(g_s, 1000), CLCRT_OK);
-  ck_assert(built(k, CLCRT__V_OBS) && built(g_fixed, CLCRT__V_OBS) && built(g_static, CLCRT__V_OBS));
+  ck_assert(built(k, CLCRT_USE_TRACE) && built(g_fixed, CLCRT_USE_TRACE) && built(g_static, CLCRT_USE_TRACE));
   ck_assert_int_eq(g_rt->observing, 1);
   const unsigned long long c0 = compiles();
   double first = timed_run(k, 20000);
@@ -1033,7 +1034,7 @@ START_TEST(observing_builds_observed_variants_first) {
   d.sched = CLCRT_SCHED_STEAL;
   clcrt_kernel *k2 = NULL;
   ck_assert_int_eq(clcrt_register(g_rt, &d, &k2), CLCRT_OK);
-  ck_assert(built(k2, CLCRT__V_OBS)); /* registered while a stream traces */
+  ck_assert(built(k2, CLCRT_USE_TRACE)); /* registered while a stream traces */
   ck_assert_int_eq(clcrt_stream_stats_enable(g_s, 1), CLCRT_OK);
   ck_assert_int_eq(g_rt->observing, 1);
   ck_assert_int_eq(clcrt_stream_trace_enable(g_s, 0), CLCRT_OK);
@@ -1042,7 +1043,7 @@ START_TEST(observing_builds_observed_variants_first) {
   d.sched = CLCRT_SCHED_FIXED;
   clcrt_kernel *k3 = NULL;
   ck_assert_int_eq(clcrt_register(g_rt, &d, &k3), CLCRT_OK);
-  ck_assert(built(k3, CLCRT__V_OBS));
+  ck_assert(built(k3, CLCRT_USE_TRACE));
   first = timed_run(k3, 1000);
   ck_assert_ptr_eq(g_fn, variant_fn(k3, CLCRT_USE_TRACE));
   ck_assert_uint_eq(g_p.stats, g_s->stats);
@@ -1054,12 +1055,12 @@ START_TEST(observing_builds_observed_variants_first) {
   ck_assert_int_eq(g_rt->observing, 0);
   d.block = (clcrt_dim3){448, 1, 1};
   ck_assert_int_eq(clcrt_register(g_rt, &d, &k3), CLCRT_OK);
-  ck_assert(!built(k3, CLCRT__V_OBS)); /* nothing observes: nothing built */
+  ck_assert(!built(k3, CLCRT_USE_TRACE)); /* nothing observes: nothing built */
   /* A stream that goes while it observes is uncounted. */
   clcrt_stream *s2 = NULL;
   ck_assert_int_eq(clcrt_stream_create(g_rt, NULL, &s2), CLCRT_OK);
   ck_assert_int_eq(clcrt_stream_trace_enable(s2, 10), CLCRT_OK);
-  ck_assert(built(k3, CLCRT__V_OBS));
+  ck_assert(built(k3, CLCRT_USE_TRACE));
   ck_assert_int_eq(g_rt->observing, 1);
   clcrt_stream_destroy(s2);
   ck_assert_int_eq(g_rt->observing, 0);
@@ -1076,7 +1077,7 @@ static void count_warnings(void *user, clcrt_log_level lvl, const char *msg) {
 START_TEST(traced_run_without_observed_variant_says_so) {
   ck_assert_int_eq(clcrt_stream_trace_enable(g_s, 100), CLCRT_OK);
   g_rt->opts.log = count_warnings;
-  __atomic_and_fetch(&g_fixed->vars->ready, ~(1u << CLCRT__V_OBS), __ATOMIC_RELAXED); /* as if it had failed */
+  __atomic_and_fetch(&g_fixed->vars->ready, ~(1u << CLCRT_USE_TRACE), __ATOMIC_RELAXED); /* as if it had failed */
   ck_assert_int_eq(run(g_fixed, 30, 2, 1), CLCRT_OK);
   ck_assert_int_eq(run(g_fixed, 7, 1, 1), CLCRT_OK);
   ck_assert_ptr_eq(g_fn, g_fixed->fn);

@@ -95,7 +95,7 @@ static void *worker(void *arg) {
     vs->pending = 0;
     b->busy = 1;
     pthread_mutex_unlock(&b->lock);
-    for (unsigned v = 1; v < CLCRT__V_COUNT && bits; v++) {
+    for (unsigned v = 1; v < CLCRT__VARIANTS && bits; v++) {
       if (!(bits & (1u << v))) continue;
       bits &= ~(1u << v);
       if (__atomic_load_n(&b->stop, __ATOMIC_RELAXED)) break;
@@ -275,7 +275,7 @@ typedef struct {
 static clcrt_status request_one(const clcrt_kernel *k, void *arg) {
   unsigned v = ((all_ctx *)arg)->v;
   if (clcrt__variant_bits(k->sched, v) != v) return CLCRT_OK;
-  if ((v & CLCRT__V_YIELD) && k->grid == CLCRT_GRID_PERSISTENT) return CLCRT_OK;
+  if ((v & CLCRT_USE_PREEMPT) && k->grid == CLCRT_GRID_PERSISTENT) return CLCRT_OK;
   if (!((__atomic_load_n(&k->vars->ready, __ATOMIC_ACQUIRE) >> v) & 1u)) clcrt__builder_request(k, v, 1);
   return CLCRT_OK;
 }

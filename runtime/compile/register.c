@@ -114,7 +114,7 @@ clcrt_tile_desc *clcrt__desc_dup(const clcrt_tile_desc *dd) {
   return c;
 }
 
-/* The registered kernel (variant 0, base NULL) or one of its variants (CLCRT__V_* bits, base
+/* The registered kernel (variant 0, base NULL) or one of its variants (CLCRT_USE_* bits, base
  * the registered kernel). */
 static clcrt_status register_variant(clcrt_runtime *rt, const clcrt_tile_desc *d, unsigned variant,
                                      clcrt_kernel *base, clcrt_kernel **out) {
@@ -273,7 +273,7 @@ clcrt_status clcrt_register(clcrt_runtime *rt, const clcrt_tile_desc *d, clcrt_k
    * that no traced run of it goes unrecorded (variants.h). */
   if (__atomic_load_n(&rt->observing, __ATOMIC_SEQ_CST) > 0) {
     clcrt_kernel *o = NULL;
-    if ((st = clcrt__kernel_variant(k, CLCRT__V_OBS, &o)) != CLCRT_OK) return st;
+    if ((st = clcrt__kernel_variant(k, CLCRT_USE_TRACE, &o)) != CLCRT_OK) return st;
   }
   clcrt__variants_preemptible(rt, k);
   *out = k;
@@ -310,7 +310,7 @@ clcrt_status clcrt__registered_each(clcrt_runtime *rt, clcrt_status (*fn)(const 
 static clcrt_status observe_one(const clcrt_kernel *k, void *arg) {
   (void)arg;
   clcrt_kernel *o = NULL;
-  return clcrt__kernel_variant(k, CLCRT__V_OBS, &o);
+  return clcrt__kernel_variant(k, CLCRT_USE_TRACE, &o);
 }
 
 clcrt_status clcrt__observe_hold(clcrt_runtime *rt) {
@@ -330,11 +330,11 @@ void clcrt__variants_preemptible(clcrt_runtime *rt, const clcrt_kernel *k) {
   if (!rt->devstate || !clcrt__devstate_mixed(rt->devstate)) return;
   const int obs = __atomic_load_n(&rt->observing, __ATOMIC_SEQ_CST) > 0;
   if (!k) {
-    clcrt__builder_request_all(rt, CLCRT__V_YIELD);
-    if (obs) clcrt__builder_request_all(rt, CLCRT__V_OBS | CLCRT__V_YIELD);
+    clcrt__builder_request_all(rt, CLCRT_USE_PREEMPT);
+    if (obs) clcrt__builder_request_all(rt, CLCRT_USE_TRACE | CLCRT_USE_PREEMPT);
   } else if (k->sched == CLCRT_SCHED_STEAL && k->grid != CLCRT_GRID_PERSISTENT) {
-    clcrt__builder_request(k, CLCRT__V_YIELD, 1);
-    if (obs) clcrt__builder_request(k, CLCRT__V_OBS | CLCRT__V_YIELD, 1);
+    clcrt__builder_request(k, CLCRT_USE_PREEMPT, 1);
+    if (obs) clcrt__builder_request(k, CLCRT_USE_TRACE | CLCRT_USE_PREEMPT, 1);
   }
 }
 
@@ -342,30 +342,26 @@ static clcrt_status bad_uses(const clcrt_kernel *k, const char *fn, unsigned use
   return clcrt__fail(k->rt, CLCRT_E_INVALID,
                      "%s(%s): uses 0x%x has bits that are not CLCRT_USE_TRACE, CLCRT_USE_GRAPH, "
                      "CLCRT_USE_PREEMPT or CLCRT_USE_SHORT (0x%x unknown)",
-                     fn, k->name, uses, uses & ~CLCRT__V_ALL);
+                     fn, k->name, uses, uses & ~CLCRT__USE_ALL);
 }
 
 clcrt_status clcrt_kernel_variant(const clcrt_kernel *k, unsigned uses, const clcrt_kernel **out) {
   if (!k) return clcrt__fail_norts(CLCRT_E_INVALID, "clcrt_kernel_variant: the kernel is NULL");
   if (!out) return clcrt__fail(k->rt, CLCRT_E_INVALID, "clcrt_kernel_variant: out is NULL");
   *out = NULL;
-  if (uses & ~CLCRT__V_ALL) return bad_uses(k, "clcrt_kernel_variant", uses);
+  if (uses & ~CLCRT__USE_ALL) return bad_uses(k, "clcrt_kernel_variant", uses);
   clcrt_kernel *o = NULL;
   clcrt_status st = clcrt__kernel_variant(k, uses, &o);
   if (st == CLCRT_OK) *out = o;
   return st;
 }
 
-_Static_assert(CLCRT_USE_TRACE == CLCRT__V_OBS && CLCRT_USE_GRAPH == CLCRT__V_GRAPH &&
-                   CLCRT_USE_PREEMPT == CLCRT__V_YIELD && CLCRT_USE_SHORT == CLCRT__V_ONE,
-               "the public CLCRT_USE_* are the variant bits");
-
 clcrt_status clcrt_kernel_prepare(const clcrt_kernel *k, unsigned uses) {
   if (!k) return clcrt__fail_norts(CLCRT_E_INVALID, "clcrt_kernel_prepare: the kernel is NULL");
-  if (uses & ~CLCRT__V_ALL) return bad_uses(k, "clcrt_kernel_prepare", uses);
+  if (uses & ~CLCRT__USE_ALL) return bad_uses(k, "clcrt_kernel_prepare", uses);
   /* Every combination of the uses: a run needs the variant with exactly its own (combinations
    * that name the same variant are built once). */
-  for (unsigned v = 1; v <= CLCRT__V_ALL; v++) {
+  for (unsigned v = 1; v <= CLCRT__USE_ALL; v++) {
     if ((v & uses) != v) continue;
     clcrt_kernel *o = NULL;
     clcrt_status st = clcrt__kernel_variant(k, v, &o);
@@ -376,18 +372,18 @@ clcrt_status clcrt_kernel_prepare(const clcrt_kernel *k, unsigned uses) {
 
 /* What a variant's bits are for, for messages. */
 static void variant_uses(unsigned v, char *buf, size_t n) {
-  snprintf(buf, n, "%s%s%s%s%s%s%s", v & CLCRT__V_OBS ? "a traced run, or one with statistics on" : "",
-           (v & CLCRT__V_OBS) && (v & ~CLCRT__V_OBS) ? ", and " : "",
-           v & CLCRT__V_GRAPH ? "a run captured into a graph" : "",
-           (v & CLCRT__V_GRAPH) && (v & CLCRT__V_YIELD) ? ", and " : "",
-           v & CLCRT__V_YIELD ? "a run that can be preempted" : "",
-           (v & CLCRT__V_ONE) && (v & CLCRT__V_OBS) ? ", and " : "",
-           v & CLCRT__V_ONE ? "a run that claims nothing" : "");
+  snprintf(buf, n, "%s%s%s%s%s%s%s", v & CLCRT_USE_TRACE ? "a traced run, or one with statistics on" : "",
+           (v & CLCRT_USE_TRACE) && (v & ~CLCRT_USE_TRACE) ? ", and " : "",
+           v & CLCRT_USE_GRAPH ? "a run captured into a graph" : "",
+           (v & CLCRT_USE_GRAPH) && (v & CLCRT_USE_PREEMPT) ? ", and " : "",
+           v & CLCRT_USE_PREEMPT ? "a run that can be preempted" : "",
+           (v & CLCRT_USE_SHORT) && (v & CLCRT_USE_TRACE) ? ", and " : "",
+           v & CLCRT_USE_SHORT ? "a run that claims nothing" : "");
 }
 
 unsigned clcrt__variant_bits(clcrt_sched sched, unsigned bits) {
-  unsigned v = bits & (sched == CLCRT_SCHED_STEAL ? CLCRT__V_ALL : CLCRT__V_OBS);
-  return v & CLCRT__V_ONE ? v & (CLCRT__V_ONE | CLCRT__V_OBS) : v;
+  unsigned v = bits & (sched == CLCRT_SCHED_STEAL ? CLCRT__USE_ALL : CLCRT_USE_TRACE);
+  return v & CLCRT_USE_SHORT ? v & (CLCRT_USE_SHORT | CLCRT_USE_TRACE) : v;
 }
 
 /* Compiled (or found in the memory or disk cache) like any registration: concurrent first

@@ -22,21 +22,21 @@
 #include "variants.h"
 
 /* Long units. One cluster per unit, handed out by the GPU's block scheduler as clusters finish
- * (FIXED's grid, launched as the ONE variant: no claim code), beats a persistent grid on units
+ * (FIXED's grid, launched as the SHORT variant: no claim code), beats a persistent grid on units
  * that last long enough for a launch to cost little beside them: a persistent cluster pays for
  * its claims in instructions every warp issues per unit (a wait, a read, a release: 2-4% of a
  * 12 us compute tile on the H100) and its CTAs wait for each other, where a cluster that leaves
  * makes room for a fresh one. Short units are the other way round (a launch per unit of 1 us
  * cost the README demo 5%). A run cannot know its units' length before it runs; a claiming
  * run's first clusters leave how many cycles their units took in the kernel's words of mapped
- * host memory (clcrt.cuh: finish), and a run whose kernel measured at least long_cycles per
- * CTA of its cluster (cluster launches cost more) launches one cluster per unit. Every
- * CLCRT__HW_RECHECK-th such run goes persistent instead, so that the words stay current when
- * the kernel's units change. Such a run needs no yielding to be preempted either: its clusters
- * leave after every unit, and the block scheduler starts the clusters of more urgent streams
- * first (stream priorities), as it does for FIXED. Only kernels with nothing made per CTA (no
- * prologue, no state): a prologue's cost is paid once per cluster on a persistent grid, once
- * per unit otherwise.
+ * host memory (nvrtc_src/clcrt_steal.cuh: finish), and a run whose kernel measured at least
+ * long_cycles per CTA of its cluster (cluster launches cost more) launches one cluster per
+ * unit. Every CLCRT__HW_RECHECK-th such run goes persistent instead, so that the words stay
+ * current when the kernel's units change. Such a run needs no yielding to be preempted
+ * either: its clusters leave after every unit, and the block scheduler starts the clusters of
+ * more urgent streams first (stream priorities), as it does for FIXED. Only kernels with
+ * nothing made per CTA (no prologue, no state): a prologue's cost is paid once per cluster on a
+ * persistent grid, once per unit otherwise.
  * Plain loads of a few words the device wrote (possibly still writing): a hint, not a
  * contract, and any value gives a correct run. Whether the run then counts (and so whether it
  * is the one in CLCRT__HW_RECHECK that goes persistent) the plan decides; clcrt_run counts. */
@@ -158,7 +158,7 @@ clcrt_status clcrt_run(clcrt_stream *s, const clcrt_kernel *k, clcrt_dim3 tiles,
   const clcrt_kernel *kl = pl.variant ? __atomic_load_n(&vs->var[pl.variant], __ATOMIC_ACQUIRE) : k0;
   clcrt__params *p = &pl.p;
   p->prio = s->level;
-  if (kl->variant & CLCRT__V_OBS) {
+  if (kl->variant & CLCRT_USE_TRACE) {
     p->stats = s->stats;
     p->trace = s->trace;
     p->run = s->trace_runs;
@@ -169,7 +169,7 @@ clcrt_status clcrt_run(clcrt_stream *s, const clcrt_kernel *k, clcrt_dim3 tiles,
      * thousands of clusters claiming that often do not queue on it). */
     p->chunk_cycles = rt->chunk_cycles; /* CLCRT_STEAL_CHUNK_CYCLES, default 8000: ~4 us on an H100 */
     p->unit_cycles = k0->unit_cycles_dev; /* written by claiming runs only */
-    if (kl->variant & CLCRT__V_YIELD) {
+    if (kl->variant & CLCRT_USE_PREEMPT) {
       p->yield = rt->devstate->yield;
       /* Only the words handed out so far are read (slots are handed out in order). */
       unsigned used = __atomic_load_n(&rt->devstate->next_slot, __ATOMIC_RELAXED);

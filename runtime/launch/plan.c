@@ -2,23 +2,24 @@
  * tested as a table without a GPU, and so that the launch itself (launch.c) is only gathering,
  * this, and cuLaunchKernelEx.
  *
- * Variants (register.c, clcrt.cuh: V_*). A STEAL run wants the variant W with the code it may
- * use: trace and statistics (OBS) when the stream records them, yielding (YIELD) on a full grid
- * that something of higher priority can preempt. Variants differ in registers and so in
- * occupancy, which sizes the grid; the grid in turn decides whether the run claims at all (more
- * units than clusters that start with one of their own). So:
+ * Variants (CLCRT_USE_* bits: nvrtc_src/clcrt_abi.h, register.c). A STEAL run wants the variant
+ * W with the code it may use: trace and statistics (TRACE) when the stream records them,
+ * yielding (PREEMPT) on a full grid that something of higher priority can preempt. Variants
+ * differ in registers and so in occupancy, which sizes the grid; the grid in turn decides
+ * whether the run claims at all (more units than clusters that start with one of their own). So:
  *   - W's grid claims, and the kernel's units measured long: one cluster per unit, the variant
- *     without claim code (ONE) on a full grid (launch.c: long units);
+ *     without claim code (SHORT) on a full grid (launch.c: long units);
  *   - W's grid claims under graph capture: W with GRAPH (claims from the graph table);
- *   - W's grid claims nothing: ONE, if its own grid claims nothing either (it has fewer
+ *   - W's grid claims nothing: SHORT, if its own grid claims nothing either (it has fewer
  *     registers, so usually more clusters fit), else W claiming nothing.
  * The plan never waits for a variant that is not built: it names it in `missing` (launch.c
  * sees to its build) and plans a fallback that is correct everywhere instead: the
  * observed or the registered kernel on a full grid with claim_base = num_units, every cluster
- * running the one unit of its own (clcrt.cuh: claims() is false, own_first() true for every
- * cluster). It claims nothing, so it needs no graph state under capture (the graph flag keeps it
- * off the stream's claim sets) and no yielding code (its clusters leave after their unit, and
- * the GPU's block scheduler starts the clusters of more urgent streams first, as for FIXED). */
+ * running the one unit of its own (nvrtc_src/clcrt_steal.cuh: claims() is false, own_first()
+ * true for every cluster). It claims nothing, so it needs no graph state under capture (the
+ * graph flag keeps it off the stream's claim sets) and no yielding code (its clusters leave
+ * after their unit, and the GPU's block scheduler starts the clusters of more urgent streams
+ * first, as for FIXED). */
 #include "plan.h"
 
 #include "green.h"
@@ -37,10 +38,10 @@ static inline __attribute__((always_inline)) sizing size_steal(const clcrt__plan
     if (grid == CLCRT_GRID_PERSISTENT) z.clusters = z.resident;
     /* AUTO's grid that may yield: the clusters that fit at once and preempt_waves more waves of
      * reserve, not one cluster per unit. A cluster leaves only while a whole wave has not started
-     * (clcrt.cuh, may_leave), so each of up to that many urgent episodes finds a full wave to
-     * take over; after them the run no longer yields. Reserve clusters that start after every
-     * unit was claimed leave at once: a few microseconds a wave, where one cluster per unit cost
-     * 1-5% of a compute-bound run (README, Preemption). */
+     * (nvrtc_src/clcrt_variant.cuh, may_leave), so each of up to that many urgent episodes finds
+     * a full wave to take over; after them the run no longer yields. Reserve clusters that start
+     * after every unit was claimed leave at once: a few microseconds a wave, where one cluster
+     * per unit cost 1-5% of a compute-bound run (README, Preemption). */
     if (auto_yield) {
       unsigned long long cap = (unsigned long long)z.resident * (1ull + in->preempt_waves);
       if (cap < z.clusters) z.clusters = (unsigned)cap;
@@ -103,7 +104,7 @@ clcrt__plan_status clcrt__plan(const clcrt__plan_in *in, clcrt__plan_out *out) {
   /* Traced or with statistics on: the observed variant, which the enabling call built (and
    * registration builds while a stream of the runtime observes). Should it be missing all the
    * same, the run is not refused: it runs without, and launch.c counts its records as dropped. */
-  unsigned obs = in->traced || in->stats ? CLCRT__V_OBS : 0;
+  unsigned obs = in->traced || in->stats ? CLCRT_USE_TRACE : 0;
   if (obs && !has(in, obs)) {
     out->obs_lost = 1;
     out->missing = obs;
@@ -115,13 +116,13 @@ clcrt__plan_status clcrt__plan(const clcrt__plan_in *in, clcrt__plan_out *out) {
   if (steal) {
     const clcrt_grid grid = k->grid == CLCRT_GRID_AUTO ? (in->preemptible ? CLCRT_GRID_FULL : CLCRT_GRID_PERSISTENT)
                                                        : k->grid;
-    const unsigned want = obs | (in->preemptible && grid == CLCRT_GRID_FULL ? CLCRT__V_YIELD : 0);
-    const unsigned one = obs | CLCRT__V_ONE;
+    const unsigned want = obs | (in->preemptible && grid == CLCRT_GRID_FULL ? CLCRT_USE_PREEMPT : 0);
+    const unsigned one = obs | CLCRT_USE_SHORT;
     int one_per_unit = 0; /* the fallback, or long units */
     sizing z;
     if (!has(in, want)) {
       out->missing = want;
-      /* A short run needs no yielding anyway: ONE where its grid claims nothing. */
+      /* A short run needs no yielding anyway: SHORT where its grid claims nothing. */
       if (has(in, one) && (z = size_steal(in, grid, fit(in, one), 0, n)).claim_base >= n)
         v = one;
       else
@@ -137,10 +138,10 @@ clcrt__plan_status clcrt__plan(const clcrt__plan_in *in, clcrt__plan_out *out) {
         else
           out->missing = one;
       } else if (in->graph) {
-        if (has(in, want | CLCRT__V_GRAPH))
-          v = want | CLCRT__V_GRAPH;
+        if (has(in, want | CLCRT_USE_GRAPH))
+          v = want | CLCRT_USE_GRAPH;
         else
-          out->missing = want | CLCRT__V_GRAPH, one_per_unit = 1;
+          out->missing = want | CLCRT_USE_GRAPH, one_per_unit = 1;
       }
     } else {
       /* Claims nothing: the variant without claim code, if it claims nothing on its own grid
@@ -152,7 +153,7 @@ clcrt__plan_status clcrt__plan(const clcrt__plan_in *in, clcrt__plan_out *out) {
         v = one;
     }
     /* The fallback keeps what observes, drops what it would have claimed or yielded with. */
-    if (one_per_unit && !(v & CLCRT__V_ONE)) v = obs;
+    if (one_per_unit && !(v & CLCRT_USE_SHORT)) v = obs;
     z = size_steal(in, grid, fit(in, v), one_per_unit, n);
     clusters = z.clusters;
     p->claim_base = z.claim_base;
@@ -179,10 +180,10 @@ clcrt__plan_status clcrt__plan(const clcrt__plan_in *in, clcrt__plan_out *out) {
   out->grid[0] = clusters * k->cluster.x;
   out->grid[1] = k->cluster.y;
   out->grid[2] = k->cluster.z;
-  /* FIXED (and STEAL's ONE variant, which runs as FIXED does, with one cluster per unit) as a
+  /* FIXED (and STEAL's SHORT variant, which runs as FIXED does, with one cluster per unit) as a
    * 3-D grid of units where y and z fit (65535): the kernel reads its unit's coordinate from
    * %ctaid / %clusterid instead of dividing (CLCRT__PF_GRID3). */
-  if ((k->sched == CLCRT_SCHED_FIXED || (v & CLCRT__V_ONE)) && (unsigned long long)u1 * k->cluster.y <= 65535u &&
+  if ((k->sched == CLCRT_SCHED_FIXED || (v & CLCRT_USE_SHORT)) && (unsigned long long)u1 * k->cluster.y <= 65535u &&
       (unsigned long long)u2 * k->cluster.z <= 65535u) {
     out->grid[0] = u0 * k->cluster.x;
     out->grid[1] = u1 * k->cluster.y;
@@ -191,9 +192,9 @@ clcrt__plan_status clcrt__plan(const clcrt__plan_in *in, clcrt__plan_out *out) {
   }
   p->flags = flags;
   /* STEAL's and CLC's response ring, after the tile function's shared memory: every CLC run; a
-   * STEAL run that claims, or records a trace (clcrt.cuh, Scheduler::RING_BYTES). */
+   * STEAL run that claims, or records a trace (nvrtc_src/clcrt_ring.cuh; CLCRT__RING_BYTES). */
   out->smem = k->smem_bytes;
-  if (k->ring_bytes && (k->sched == CLCRT_SCHED_CLC || claims || (in->traced && (v & CLCRT__V_OBS))))
+  if (k->ring_bytes && (k->sched == CLCRT_SCHED_CLC || claims || (in->traced && (v & CLCRT_USE_TRACE))))
     out->smem += k->ring_bytes;
   return CLCRT__PLAN_OK;
 }

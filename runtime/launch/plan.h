@@ -25,7 +25,7 @@ typedef struct clcrt__plan_in {
   /* The registered kernel: scheduler, grid kind, cluster shape, shared memory (its variants
    * share all of them; they differ in code and occupancy). Read, never written. */
   const clcrt_kernel *k;
-  /* Variants: bit v of `ready` is set once variant v (CLCRT__V_* bits) is built, and then
+  /* Variants: bit v of `ready` is set once variant v (CLCRT_USE_* bits) is built, and then
    * occ[v] holds its occupancy. Bit 0 (the registered kernel) is always set. */
   unsigned ready;
   const clcrt__occ *occ;
@@ -52,7 +52,7 @@ typedef struct clcrt__plan_out {
    * fast divisions, clusters, claim base, active clusters with their guided bound, and the
    * flags CLCRT__PF_GRID3 and CLCRT__PF_GRAPH. */
   clcrt__params p;
-  unsigned variant;   /* CLCRT__V_* bits of the kernel to launch: always a built one */
+  unsigned variant;   /* CLCRT_USE_* bits of the kernel to launch: always a built one */
   unsigned grid[3];   /* the launch grid, in CTAs */
   unsigned smem;      /* dynamic shared memory per CTA: the tile function's, and the response ring where used */
   unsigned missing;   /* a variant the run would rather have launched, not built yet (0: none) */
