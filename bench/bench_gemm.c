@@ -365,11 +365,19 @@ static void lt_launch(void *p) {
 
 /* ---------------- clcrt ---------------- */
 
-/* Kernels are registered once per (variant, scheduler, dense/grouped) and kept. */
+/* Kernels are registered once per (variant, scheduler, dense/grouped) and kept, with the
+ * variants their runs launch built at once: a STEAL run whose grid claims nothing launches the
+ * short variant, and the masked grouped run captured into a graph the graph variant. clcrt
+ * builds a variant in the background on a run's first need and launches a fallback meanwhile
+ * (one cluster per unit); prepared here, no timed run and no captured graph is the fallback's.
+ * Other schedulers have no such variants (the call costs nothing there). */
 static clcrt_kernel *kernels[GEMM_NUM_VARIANTS][NUM_SCHEDS][2];
 static clcrt_kernel *kernel_for(int v, clcrt_sched s, int grouped) {
   int si = sched_index(s);
-  if (!kernels[v][si][grouped]) CKC(gemm_register(rt, &GEMM_VARIANTS[v], s, grouped, &kernels[v][si][grouped]));
+  if (!kernels[v][si][grouped]) {
+    CKC(gemm_register(rt, &GEMM_VARIANTS[v], s, grouped, &kernels[v][si][grouped]));
+    CKC(clcrt_kernel_prepare(kernels[v][si][grouped], CLCRT_USE_SHORT | (grouped ? CLCRT_USE_GRAPH : 0)));
+  }
   return kernels[v][si][grouped];
 }
 

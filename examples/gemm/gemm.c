@@ -76,7 +76,9 @@ static double time_plan(void *user, const gemm_plan *p) {
   const gemm_variant *v = &GEMM_VARIANTS[p->variant];
   clcrt_kernel *k = NULL;
   gemm_args a;
-  if (gemm_register(t->rt, v, p->sched, 0, &k) != CLCRT_OK ||
+  /* With the short variant built now: a STEAL run whose grid claims nothing launches it, and
+   * clcrt would otherwise time its fallback while it builds that variant in the background. */
+  if (gemm_register(t->rt, v, p->sched, 0, &k) != CLCRT_OK || clcrt_kernel_prepare(k, CLCRT_USE_SHORT) != CLCRT_OK ||
       gemm_dense_args(t->rt, p, &a, t->A, t->B, t->D, t->m, t->n, t->k, 0, 0) != CLCRT_OK)
     return -1;
   CUdeviceptr ws = 0, ctr = 0;
@@ -182,6 +184,9 @@ int main(int argc, char **argv) {
     printf("whole tiles\n");
   clcrt_kernel *kern = NULL;
   CHECK(gemm_register(rt, v, plan.sched, 0, &kern));
+  /* The variant a STEAL run whose grid claims nothing launches, built before the runs are
+   * timed (clcrt builds it in the background otherwise, and runs a fallback meanwhile). */
+  CHECK(clcrt_kernel_prepare(kern, CLCRT_USE_SHORT));
   clcrt_kernel_info info = CLCRT_KERNEL_INFO_INIT;
   CHECK(clcrt_kernel_info_get(kern, &info));
   printf("%s (%s): %d registers, %d bytes stack, %u + %u bytes shared memory, compiled in %.0f ms%s\n", info.name,
