@@ -21,7 +21,7 @@ SAN ?=
 
 WARN := -std=c11 -Wall -Wextra -Wshadow -Wmissing-prototypes -Wstrict-prototypes -Werror
 RUNTIME_DIRS := $(sort $(dir $(wildcard runtime/*/*.h)))
-CPPFLAGS += -D_GNU_SOURCE -Iinclude $(RUNTIME_DIRS:%/=-I%) -I$(CUDA_HOME)/include
+CPPFLAGS += -D_GNU_SOURCE -Iinclude $(RUNTIME_DIRS:%/=-I%) -Invrtc_src -I$(CUDA_HOME)/include -I$(BUILD)/gen
 CFLAGS ?= -O2 -g
 override CFLAGS += $(WARN) -fPIC -fvisibility=hidden -pthread
 ifeq ($(SAN),1)
@@ -42,7 +42,7 @@ PNG_LIBS := -lpng
 
 LIB_SRCS := $(sort $(wildcard runtime/*/*.c))
 LIB_OBJS := $(LIB_SRCS:%.c=$(BUILD)/%.o) $(BUILD)/gen/embedded.o
-TEMPLATE := $(sort $(wildcard nvrtc_src/*.cuh))
+TEMPLATE := $(sort $(wildcard nvrtc_src/*.cuh nvrtc_src/*.h))
 TOOL_SRCS := $(sort $(wildcard tools/*.c))
 TOOL_OBJS := $(TOOL_SRCS:%.c=$(BUILD)/%.o)
 CPU_TESTS := $(patsubst tests/%.c,$(BUILD)/tests/%,$(sort $(wildcard tests/test_*.c)))
@@ -53,9 +53,13 @@ BENCH_PROGS := $(patsubst bench/%.c,$(BUILD)/bench/%,$(sort $(wildcard bench/*.c
 # Shared by the benchmark programs: timing, references, output (bench/lib/*.c).
 BENCH_LIB_OBJS := $(patsubst %.c,$(BUILD)/%.o,$(sort $(wildcard bench/lib/*.c)))
 # User-side CUDA sources that programs compile with clcrt at run time (examples/gemm/*.cu),
-# embedded as C strings like the template: clcrt__user_src[] in $(BUILD)/gen/user_src.o.
+# embedded as C strings like the template: user_src[] in $(BUILD)/gen/user_src.o, declared in the
+# generated $(BUILD)/gen/user_src.h (programs outside the library include no header of its own).
 USER_CU := $(sort $(wildcard examples/*/*.cu))
 USER_SRC_OBJ := $(BUILD)/gen/user_src.o
+USER_SRC_H := $(BUILD)/gen/user_src.h
+# Objects of the programs that may include user_src.h (examples/gemm/gemm.h).
+USER_OBJS := $(patsubst %.c,$(BUILD)/%.o,$(wildcard examples/*.c examples/*/*.c bench/*.c bench/lib/*.c tests/*.c))
 EXAMPLES := $(patsubst examples/%.c,$(BUILD)/examples/%,$(sort $(wildcard examples/*.c examples/*/*.c)))
 
 .PHONY: all deps lib tool test test-cpu test-asan test-install test-gpu sanitize-gpu demo bench bench-gemm benches examples install clean fuzz-smoke figures
@@ -89,7 +93,7 @@ $(DEPS_STAMP):
 lib: $(BUILD)/libclcrt.a $(BUILD)/libclcrt.so
 tool: $(BUILD)/clcrt
 
-$(BUILD)/%.o: %.c $(wildcard include/*.h runtime/*/*.h tests/common/*.h tools/*.h bench/lib/*.h examples/*/*.h nvrtc_src/*.cuh) | $(DEPS_STAMP)
+$(BUILD)/%.o: %.c $(wildcard include/*.h nvrtc_src/*.h nvrtc_src/*.cuh runtime/*/*.h tests/common/*.h tools/*.h bench/lib/*.h examples/*/*.h) | $(DEPS_STAMP)
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) $(CFLAGS) -c $< -o $@
 
@@ -104,11 +108,16 @@ $(BUILD)/gen/embedded.c: $(TEMPLATE) $(BUILD)/embed
 $(BUILD)/gen/embedded.o: $(BUILD)/gen/embedded.c runtime/compile/embedded.h
 	$(CC) $(CPPFLAGS) $(CFLAGS) -c $< -o $@
 
-$(BUILD)/gen/user_src.c: $(USER_CU) $(BUILD)/embed
+# One command writes both, the header first (a build folder of before the header gets it too).
+$(USER_SRC_H): $(USER_CU) $(BUILD)/embed
 	@mkdir -p $(dir $@)
-	$(BUILD)/embed --table clcrt__user_src $@ $(USER_CU)
+	$(BUILD)/embed --table user_src --header $@ $(BUILD)/gen/user_src.c $(USER_CU)
 
-$(USER_SRC_OBJ): $(BUILD)/gen/user_src.c runtime/compile/embedded.h
+$(BUILD)/gen/user_src.c: $(USER_SRC_H)
+
+$(USER_OBJS): $(USER_SRC_H)
+
+$(USER_SRC_OBJ): $(BUILD)/gen/user_src.c $(USER_SRC_H)
 	$(CC) $(CPPFLAGS) $(CFLAGS) -c $< -o $@
 
 $(BUILD)/libclcrt.a: $(LIB_OBJS)
@@ -223,9 +232,12 @@ PY_STATIC_PNG := -l:libpng16.a -l:libz.a
 
 .PHONY: python test-python
 
-$(PY_BUILD)/obj/%.o: python/clcrt/_csrc/%.c $(wildcard python/clcrt/_csrc/*.h include/*.h runtime/*/*.h examples/gemm/*.h) | $(DEPS_STAMP)
+$(PY_BUILD)/obj/%.o: python/clcrt/_csrc/%.c $(wildcard python/clcrt/_csrc/*.h include/*.h nvrtc_src/*.h nvrtc_src/*.cuh runtime/*/*.h examples/gemm/*.h) | $(DEPS_STAMP)
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) -Iexamples/gemm $(CFLAGS) -c $< -o $@
+
+# gemm_shim.c includes examples/gemm/gemm.h, which includes the generated user_src.h.
+$(PY_SHIM_OBJS): $(USER_SRC_H)
 
 PY_LIB_OBJS := $(filter-out $(BUILD)/runtime/compile/async.o,$(LIB_OBJS))
 $(PY_LIB): $(PY_LIB_OBJS) $(PY_SHIM_OBJS)

@@ -55,14 +55,15 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <cuda.h> /* types only: the calls go through the runtime's driver table */
+
 #include "../examples/gemm/gemm.h"
 #include "clcrt.h"
-#include "internal.h"
 
 #define WARMUP 3
 static int reps = 20;
 
-static const clcrt__driver *cu;
+static const clcrt_driver *cu;
 static clcrt_runtime *rt;
 static clcrt_stream *st;
 static CUstream cs;
@@ -72,11 +73,21 @@ static int failures;
 static int oracle = 1;
 static int blocks = 0; /* --blocks: grouped STEAL and STATIC also timed the old way */
 
+static const char *cu_name(CUresult r) {
+  const char *s = NULL;
+  return cu && cu->cuGetErrorName(r, &s) == CUDA_SUCCESS && s ? s : "an unknown CUDA error";
+}
+static double now_ms(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (double)t.tv_sec * 1e3 + (double)t.tv_nsec / 1e6;
+}
+
 #define CK(x)                                                                                     \
   do {                                                                                            \
     CUresult r_ = (x);                                                                            \
     if (r_ != CUDA_SUCCESS) {                                                                     \
-      fprintf(stderr, "%s:%d: %s failed: %s\n", __FILE__, __LINE__, #x, clcrt__cu_name(rt, r_)); \
+      fprintf(stderr, "%s:%d: %s failed: %s\n", __FILE__, __LINE__, #x, cu_name(r_));            \
       exit(1);                                                                                    \
     }                                                                                             \
   } while (0)
@@ -98,7 +109,7 @@ static int blocks = 0; /* --blocks: grouped STEAL and STATIC also timed the old 
 
 static const clcrt_sched SCHEDS[] = {CLCRT_SCHED_STEAL, CLCRT_SCHED_STATIC, CLCRT_SCHED_FIXED};
 #define NUM_SCHEDS 3
-static const char *sched_name(clcrt_sched s) { return clcrt__sched_name(s); }
+static const char *sched_name(clcrt_sched s) { return clcrt_sched_name(s); }
 static int sched_index(clcrt_sched s) { return s == CLCRT_SCHED_STATIC ? 1 : s == CLCRT_SCHED_FIXED ? 2 : 0; }
 
 static void json_row(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
@@ -354,11 +365,19 @@ static void lt_launch(void *p) {
 
 /* ---------------- clcrt ---------------- */
 
-/* Kernels are registered once per (variant, scheduler, dense/grouped) and kept. */
+/* Kernels are registered once per (variant, scheduler, dense/grouped) and kept, with the
+ * variants their runs launch built at once: a STEAL run whose grid claims nothing launches the
+ * short variant, and the masked grouped run captured into a graph the graph variant. clcrt
+ * builds a variant in the background on a run's first need and launches a fallback meanwhile
+ * (one cluster per unit); prepared here, no timed run and no captured graph is the fallback's.
+ * Other schedulers have no such variants (the call costs nothing there). */
 static clcrt_kernel *kernels[GEMM_NUM_VARIANTS][NUM_SCHEDS][2];
 static clcrt_kernel *kernel_for(int v, clcrt_sched s, int grouped) {
   int si = sched_index(s);
-  if (!kernels[v][si][grouped]) CKC(gemm_register(rt, &GEMM_VARIANTS[v], s, grouped, &kernels[v][si][grouped]));
+  if (!kernels[v][si][grouped]) {
+    CKC(gemm_register(rt, &GEMM_VARIANTS[v], s, grouped, &kernels[v][si][grouped]));
+    CKC(clcrt_kernel_prepare(kernels[v][si][grouped], CLCRT_USE_SHORT | (grouped ? CLCRT_USE_GRAPH : 0)));
+  }
   return kernels[v][si][grouped];
 }
 
@@ -565,7 +584,8 @@ static void bench_dense_shape(const dshape *sh, int idx) {
   const unsigned align = gemm_load_align(A[0], B[0], k);
   dcont *dc = calloc(24, sizeof *dc);
   int nc = 0;
-  gemm_plan def = gemm_plan_dense(m, n, k, align, rt->num_sms);
+  const int sms = clcrt_runtime_num_sms(rt);
+  gemm_plan def = gemm_plan_dense(m, n, k, align, sms);
   dcont_setup(&dc[nc++], &def, A, B, rot, D, m, n, k);
   if (oracle) {
     const char *vars[5] = {"128x256", "128x256c2", "128x128", NULL, NULL};
@@ -581,10 +601,10 @@ static void bench_dense_shape(const dshape *sh, int idx) {
           p.variant = gemm_variant_index(vars[vi]);
           /* Every tile in slices: only where the tiles are fewer than two waves. */
           if (share == GEMM_SHARE_ALL &&
-              gemm_work_tiles(&GEMM_VARIANTS[p.variant], m, n) >= 2u * (unsigned)rt->num_sms / GEMM_VARIANTS[p.variant].cm)
+              gemm_work_tiles(&GEMM_VARIANTS[p.variant], m, n) >= 2u * (unsigned)sms / GEMM_VARIANTS[p.variant].cm)
             continue;
           p.sched = si ? CLCRT_SCHED_STATIC : CLCRT_SCHED_STEAL;
-          gemm_plan_share(&p, (gemm_share)share, m, n, k, rt->num_sms);
+          gemm_plan_share(&p, (gemm_share)share, m, n, k, sms);
           int dup = 0;
           for (int q = 0; q < nc; q++) dup |= same_plan(&dc[q].p, &p);
           if (!dup && nc < 24) dcont_setup(&dc[nc++], &p, A, B, rot, D, m, n, k);
@@ -1098,12 +1118,12 @@ static void bench_compile(void) {
       clcrt_runtime *r2 = NULL;
       CKC(clcrt_runtime_create(&r2, &o));
       clcrt_kernel *k = NULL;
-      double t0 = clcrt__now_ms();
+      double t0 = now_ms();
       if (gemm_register(r2, &GEMM_VARIANTS[0], SCHEDS[s], 0, &k) != CLCRT_OK) {
         fprintf(stderr, "register: %s\n", clcrt_errmsg(r2));
         exit(1);
       }
-      double t = clcrt__now_ms() - t0;
+      double t = now_ms() - t0;
       clcrt_kernel_info info = CLCRT_KERNEL_INFO_INIT;
       CKC(clcrt_kernel_info_get(k, &info));
       if (pass == 0) {
@@ -1177,14 +1197,15 @@ int main(int argc, char **argv) {
     clcrt_runtime_destroy(rt);
     return 0;
   }
-  cu = rt->cu;
-  CK(cu->cuCtxSetCurrent(rt->ctx));
+  cu = clcrt_runtime_driver(rt);
+  CK(cu->cuCtxSetCurrent(clcrt_runtime_context(rt)));
   CKC(clcrt_stream_create(rt, NULL, &st));
   cs = clcrt_stream_cu(st);
   CKB(cublasLtCreate(&lt));
   CK(cu->cuMemAlloc(&lt_ws, LT_WS_BYTES));
   char name[256] = "";
-  cu->cuDeviceGetName(name, sizeof name, rt->dev);
+  CUdevice dev = 0;
+  if (cu->cuDeviceGet(&dev, o.device) == CUDA_SUCCESS) cu->cuDeviceGetName(name, sizeof name, dev);
   char date[32];
   time_t now = time(NULL);
   strftime(date, sizeof date, "%Y-%m-%d", gmtime(&now));
@@ -1195,10 +1216,11 @@ int main(int argc, char **argv) {
   if (json)
     fprintf(json, "{\"bench\":\"gemm\",\"device\":\"%s\",\"arch\":\"%s\",\"sms\":%d,\"date\":\"%s\",\"cublasLt\":%zu,"
                   "\"reps\":%d,\"align\":%zu,\"results\":[",
-            name, rt->arch, rt->num_sms, date, cublasLtGetVersion(), reps, window_align);
+            name, clcrt_runtime_arch(rt), clcrt_runtime_num_sms(rt), date, cublasLtGetVersion(), reps, window_align);
   printf("clcrt bench-gemm on %s (%s, %d SMs), %s, cuBLASLt %zu: bf16 in/out, fp32 accumulation; median of %d rounds "
          "after %d; operands %zu-byte aligned (align16: at 16 and 48 bytes past a 128-byte line)\n",
-         name, rt->arch, rt->num_sms, date, cublasLtGetVersion(), reps, WARMUP, window_align);
+         name, clcrt_runtime_arch(rt), clcrt_runtime_num_sms(rt), date, cublasLtGetVersion(), reps, WARMUP,
+         window_align);
   dev_helpers();
 
   if (!only || !strcmp(only, "compile")) bench_compile();

@@ -5,14 +5,15 @@
  * result against the CPU and prints the time of each next to its compile time.
  *
  * The device buffers and timing events go through the runtime's own driver table
- * (internal.h) so that this program also starts on machines without libcuda. */
+ * (clcrt_runtime_driver) so that this program also starts on machines without libcuda. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include <cuda.h> /* types only: the calls go through the runtime's driver table */
+
 #include "clcrt.h"
-#include "internal.h"
 
 static const char *k_source =
     "struct ScaleArgs { float *x; long n; float alpha; };\n"
@@ -55,18 +56,18 @@ static int compile_only(const char *arch) {
     clcrt_kernel *k = NULL;
     clcrt_status st = clcrt_register(rt, &d, &k);
     if (st == CLCRT_E_UNSUPPORTED) {
-      printf("  %-8s %-7s  not available: %s\n", arch, clcrt__sched_name(k_scheds[i]), clcrt_errmsg(rt));
+      printf("  %-8s %-7s  not available: %s\n", arch, clcrt_sched_name(k_scheds[i]), clcrt_errmsg(rt));
       continue;
     }
     if (st != CLCRT_OK) {
-      printf("  %-8s %-7s  %s: %s\n", arch, clcrt__sched_name(k_scheds[i]), clcrt_status_name(st), clcrt_errmsg(rt));
+      printf("  %-8s %-7s  %s: %s\n", arch, clcrt_sched_name(k_scheds[i]), clcrt_status_name(st), clcrt_errmsg(rt));
       clcrt_runtime_destroy(rt);
       return 1;
     }
     clcrt_kernel_info info = CLCRT_KERNEL_INFO_INIT;
     clcrt_kernel_info_get(k, &info);
     printf("  %-8s %-7s  %-26s regs %3d  stack %3d B  smem %5u B  CLC instruction %-3s  cold compile %6.1f ms\n", arch,
-           clcrt__sched_name(info.sched), info.name, info.registers, info.stack_bytes, info.static_smem,
+           clcrt_sched_name(info.sched), info.name, info.registers, info.stack_bytes, info.static_smem,
            info.has_clc ? "yes" : "no", info.compile_ms);
   }
   clcrt_runtime_destroy(rt);
@@ -88,8 +89,8 @@ static int run_on_gpu(void) {
     clcrt_runtime_destroy(rt);
     return 0;
   }
-  const clcrt__driver *cu = rt->cu;
-  cu->cuCtxSetCurrent(rt->ctx);
+  const clcrt_driver *cu = clcrt_runtime_driver(rt);
+  cu->cuCtxSetCurrent(clcrt_runtime_context(rt));
   const long n = 1l << 26; /* 64 Mi floats: 256 MiB read + 256 MiB written per run */
   float *hx = malloc((size_t)n * 4), *hy = malloc((size_t)n * 4);
   for (long i = 0; i < n; i++) hx[i] = (float)((i * 2654435761u) % 1000003) / 1000003.0f - 0.5f;
@@ -101,14 +102,14 @@ static int run_on_gpu(void) {
   if (clcrt_stream_create(rt, NULL, &s) != CLCRT_OK) goto out;
   cu->cuEventCreate(&e0, 0);
   cu->cuEventCreate(&e1, 0);
-  printf("\nRunning on the GPU (%s, %d SMs): x *= 1.5 over %ld floats, 256 threads per tile\n", rt->arch, rt->num_sms,
-         n);
+  printf("\nRunning on the GPU (%s, %d SMs): x *= 1.5 over %ld floats, 256 threads per tile\n",
+         clcrt_runtime_arch(rt), clcrt_runtime_num_sms(rt), n);
   printf("  %-7s %10s %10s %12s %8s\n", "sched", "compile", "median", "bandwidth", "result");
   for (size_t i = 0; i < sizeof k_scheds / sizeof k_scheds[0]; i++) {
     clcrt_tile_desc d = scale_desc(k_scheds[i]);
     clcrt_kernel *k = NULL;
     if (clcrt_register(rt, &d, &k) != CLCRT_OK) {
-      printf("  %-7s not available: %s\n", clcrt__sched_name(k_scheds[i]), clcrt_errmsg(rt));
+      printf("  %-7s not available: %s\n", clcrt_sched_name(k_scheds[i]), clcrt_errmsg(rt));
       continue;
     }
     clcrt_kernel_info info = CLCRT_KERNEL_INFO_INIT;
@@ -119,7 +120,7 @@ static int run_on_gpu(void) {
     cu->cuMemcpyHtoD(dx, hx, (size_t)n * 4);
     cu->cuStreamSynchronize(CU_STREAM_LEGACY); /* a pageable copy returns before it has landed */
     if (clcrt_run(s, k, tiles, &a, sizeof a) != CLCRT_OK || clcrt_stream_sync(s) != CLCRT_OK) {
-      printf("  %-7s failed: %s\n", clcrt__sched_name(k_scheds[i]), clcrt_errmsg(rt));
+      printf("  %-7s failed: %s\n", clcrt_sched_name(k_scheds[i]), clcrt_errmsg(rt));
       goto out;
     }
     cu->cuMemcpyDtoH(hy, dx, (size_t)n * 4);
@@ -137,7 +138,7 @@ static int run_on_gpu(void) {
     }
     qsort(ms, 30, sizeof ms[0], cmp_float);
     double med = ms[15];
-    printf("  %-7s %8.1f ms %7.3f ms %8.0f GB/s %8s\n", clcrt__sched_name(info.sched), info.compile_ms, med,
+    printf("  %-7s %8.1f ms %7.3f ms %8.0f GB/s %8s\n", clcrt_sched_name(info.sched), info.compile_ms, med,
            2.0 * n * 4 / (med * 1e6), bad ? "WRONG" : "ok");
     if (bad) goto out;
   }

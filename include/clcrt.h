@@ -11,7 +11,8 @@
  *     take no runtime (the trace functions), and calls given a NULL handle, leave theirs in
  *     clcrt_errmsg(NULL);
  *   - handles are opaque; destroy(NULL) is a no-op;
- *   - option structs start with `size` and have an ..._INIT macro; zero means "default".
+ *   - option structs start with `size` and have an ..._INIT macro (designated initializers,
+ *     every field named: C99 and later, C++20, and GNU C++ before it); zero means "default".
  */
 #ifndef CLCRT_H
 #define CLCRT_H
@@ -78,17 +79,19 @@ typedef enum clcrt_sched {
   CLCRT_SCHED_STATIC,   /* persistent grid, tile += number of clusters */
   CLCRT_SCHED_FIXED     /* one cluster per cluster-shaped block of tiles */
 } clcrt_sched;
+/* "auto", "clc", "steal", "static", "fixed"; "unknown" for any other value. */
+CLCRT_API const char *clcrt_sched_name(clcrt_sched s);
 
 /* How many clusters a STEAL kernel launches. FULL launches one cluster per work unit;
  * clusters that start after the work is gone leave at once. PERSISTENT launches as many
  * clusters as fit on the device at once. AUTO is PERSISTENT, except while a stream of
  * higher priority exists on the device: then the clusters that fit at once plus
- * $CLCRT_PREEMPT_WAVES (default 2) waves of reserve, so that the run can yield (see README:
- * Preemption, measured); and except for long units: a kernel with no prologue and no state
- * whose earlier runs measured units of at least $CLCRT_STEAL_LONG_CYCLES (default 4000)
- * cycles per CTA of its cluster runs one cluster per unit, which the GPU's block scheduler
- * hands out as clusters finish, with no claims, preempted as FIXED is (see README: long
- * units). */
+ * preempt_waves (clcrt_runtime_opts, $CLCRT_PREEMPT_WAVES; default 2) waves of reserve, so that
+ * the run can yield (see README: Preemption, measured); and except for long units: a kernel with
+ * no prologue and no state whose earlier runs measured units of at least steal_long_cycles
+ * ($CLCRT_STEAL_LONG_CYCLES; default 4000) cycles per CTA of its cluster runs one cluster per
+ * unit, which the GPU's block scheduler hands out as clusters finish, with no claims, preempted
+ * as FIXED is (see README: long units). */
 typedef enum clcrt_grid {
   CLCRT_GRID_AUTO = 0,
   CLCRT_GRID_FULL,
@@ -110,9 +113,29 @@ typedef struct clcrt_runtime_opts {
                               must be a toolkit (include/cuda.h or include/cuda_runtime.h, at most 1000
                               bytes), else clcrt_runtime_create fails with CLCRT_E_INVALID; the default
                               may be absent (NVRTC's built-in headers serve most tile functions) */
+  /* Tunables. 0 is the default; the environment variable named, when set to a valid value,
+   * overrides the field (to try a value without rebuilding). Out of range: clcrt_runtime_create
+   * fails with CLCRT_E_INVALID. */
+  unsigned steal_chunk_cycles; /* $CLCRT_STEAL_CHUNK_CYCLES: a STEAL claim takes units lasting about this
+                                  many cycles (default 8000, at most 10^7) */
+  unsigned steal_long_cycles;  /* $CLCRT_STEAL_LONG_CYCLES: a STEAL kernel on an AUTO grid whose units
+                                  measured at least this many cycles per CTA of its cluster runs one cluster
+                                  per unit (default 4000, at most 10^8; CLCRT_OPT_OFF: never) */
+  unsigned preempt_waves;      /* $CLCRT_PREEMPT_WAVES: waves of reserve clusters of a STEAL grid that may
+                                  yield (default 2, at most 64) */
+  unsigned long long cache_max_bytes; /* $CLCRT_CACHE_MAX_BYTES: the disk cache's size cap (default 1 GiB;
+                                         CLCRT_OPT_OFF: no cap) */
+  int warmup;                  /* $CLCRT_WARMUP: NVRTC's start-up while a device runtime is created (0: the
+                                  default, on; > 0 on; < 0 off) */
 } clcrt_runtime_opts;
 
-#define CLCRT_RUNTIME_OPTS_INIT {sizeof(clcrt_runtime_opts), 0, NULL, NULL, NULL, NULL, NULL}
+/* A tunable of clcrt_runtime_opts switched off, where its comment says it can be. */
+#define CLCRT_OPT_OFF 0xffffffffu
+
+#define CLCRT_RUNTIME_OPTS_INIT                                                                                \
+  {.size = sizeof(clcrt_runtime_opts), .device = 0, .target_arch = NULL, .cache_dir = NULL, .log = NULL,       \
+   .log_user = NULL, .cuda_home = NULL, .steal_chunk_cycles = 0, .steal_long_cycles = 0, .preempt_waves = 0,   \
+   .cache_max_bytes = 0, .warmup = 0}
 
 typedef struct clcrt_tile_desc {
   size_t size;
@@ -141,8 +164,11 @@ typedef struct clcrt_tile_desc {
                                  per thread so that n CTAs fit on an SM (setmaxnreg needs a cap) */
 } clcrt_tile_desc;
 
-#define CLCRT_TILE_DESC_INIT \
-  {sizeof(clcrt_tile_desc), NULL, NULL, NULL, {0, 0, 0}, {0, 0, 0}, 0, CLCRT_SCHED_AUTO, NULL, 0, NULL, NULL, CLCRT_GRID_AUTO, NULL, 0}
+#define CLCRT_TILE_DESC_INIT                                                                                   \
+  {.size = sizeof(clcrt_tile_desc), .source = NULL, .tile_fn = NULL, .args_type = NULL, .block = {0, 0, 0},    \
+   .cluster = {0, 0, 0}, .smem_bytes = 0, .sched = CLCRT_SCHED_AUTO, .options = NULL, .num_options = 0,        \
+   .state_type = NULL, .prologue_fn = NULL, .grid = CLCRT_GRID_AUTO, .include_digest = NULL,                   \
+   .min_blocks_per_sm = 0}
 
 /* Replace the allocator (like uv_replace_allocator). Call before any other function: while
  * any block from the current allocator is still in use (a runtime, a trace, a thread's
@@ -164,15 +190,24 @@ CLCRT_API const char *clcrt_errmsg(const clcrt_runtime *rt); /* detail of the la
 CLCRT_API const char *clcrt_runtime_arch(const clcrt_runtime *rt);
 /* 1 when the runtime only compiles (target_arch given), 0 when it can run kernels. */
 CLCRT_API int clcrt_runtime_compile_only(const clcrt_runtime *rt);
+/* Streaming multiprocessors of the runtime's device; 0 in compile-only mode. */
+CLCRT_API int clcrt_runtime_num_sms(const clcrt_runtime *rt);
+/* The runtime's CUDA driver table and context: see the end of this header (needs <cuda.h>). */
 
 /* Kernels. Registration compiles (or finds in the cache) and, with a device, loads. */
 CLCRT_API clcrt_status clcrt_register(clcrt_runtime *rt, const clcrt_tile_desc *d, clcrt_kernel **out);
 CLCRT_API clcrt_status clcrt_kernel_cubin(const clcrt_kernel *k, const void **data, size_t *size);
 CLCRT_API clcrt_status clcrt_kernel_ptx(const clcrt_kernel *k, const char **ptx);
 /* Variants. A kernel is compiled with its tile loop and nothing it may never use: a run that
- * uses one of the following launches a variant of the kernel compiled with it, which the
- * first such run compiles and loads (a compile like the registration's, found in the memory
- * and disk caches like any other; it works inside a graph capture too):
+ * uses one of the following launches a variant of the kernel compiled with it (a compile like
+ * the registration's, found in the memory and disk caches like any other). No run compiles or
+ * waits for a compile: variants are built before runs need them, the observed ones (TRACE) when
+ * a stream starts tracing or keeping statistics (and at registration while one does), the
+ * yielding ones (PREEMPT) in the background once streams of two priorities live; the others in
+ * the background after the first run that wanted one. Until its variant is built a run
+ * launches a correct fallback: the kernel as registered (or observed) with one cluster per
+ * work unit and no claims, which needs no graph state and yields by itself. The runtime's
+ * thread that builds them may call the log callback.
  *   CLCRT_USE_TRACE    a traced run, or one with statistics on (trace and statistics code)
  *   CLCRT_USE_GRAPH    a STEAL run captured into a graph (claims from per-launch graph state)
  *   CLCRT_USE_PREEMPT  a STEAL run that can be preempted (yielding code): on a full or AUTO
@@ -185,7 +220,7 @@ CLCRT_API clcrt_status clcrt_kernel_ptx(const clcrt_kernel *k, const char **ptx)
  *                      the code a kernel carries); it replaces GRAPH and PREEMPT
  * A run that uses several launches the variant with all of them. clcrt_kernel_prepare builds
  * now the variants for every combination of `uses` (an OR of CLCRT_USE_*): call it before
- * timing or capturing so that no build happens inside clcrt_run. Outside STEAL only
+ * timing or capturing so that runs launch the variants, not the fallback. Outside STEAL only
  * CLCRT_USE_TRACE has a variant (the other bits are accepted and cost nothing).
  * clcrt_kernel_info_get, _cubin and _ptx describe the kernel as registered. */
 #define CLCRT_USE_TRACE 1u
@@ -195,10 +230,9 @@ CLCRT_API clcrt_status clcrt_kernel_ptx(const clcrt_kernel *k, const char **ptx)
 CLCRT_API clcrt_status clcrt_kernel_prepare(const clcrt_kernel *k, unsigned uses);
 /* The variant a run with `uses` launches (k itself for 0), built now if it is not yet. *out is
  * a kernel of the same runtime whose info, cubin and PTX read like any kernel's; it is valid
- * as long as k (pass k itself to clcrt_run, which picks the variant). clcrt_kernel_observed is
- * clcrt_kernel_variant(k, CLCRT_USE_TRACE, out). */
+ * as long as k (pass k itself to clcrt_run, which picks the variant). The observed variant of
+ * traced runs is clcrt_kernel_variant(k, CLCRT_USE_TRACE, out). */
 CLCRT_API clcrt_status clcrt_kernel_variant(const clcrt_kernel *k, unsigned uses, const clcrt_kernel **out);
-CLCRT_API clcrt_status clcrt_kernel_observed(const clcrt_kernel *k, const clcrt_kernel **out);
 
 typedef struct clcrt_kernel_info {
   size_t size;
@@ -219,8 +253,10 @@ typedef struct clcrt_kernel_info {
   int from_cache;         /* 0 compiled, 1 memory cache, 2 disk cache */
 } clcrt_kernel_info;
 
-#define CLCRT_KERNEL_INFO_INIT \
-  {sizeof(clcrt_kernel_info), NULL, NULL, CLCRT_SCHED_AUTO, CLCRT_GRID_AUTO, {0, 0, 0}, {0, 0, 0}, 0, 0, 0, 0, 0, 0, 0.0, 0}
+#define CLCRT_KERNEL_INFO_INIT                                                                                 \
+  {.size = sizeof(clcrt_kernel_info), .name = NULL, .arch = NULL, .sched = CLCRT_SCHED_AUTO,                    \
+   .grid = CLCRT_GRID_AUTO, .block = {0, 0, 0}, .cluster = {0, 0, 0}, .registers = 0, .stack_bytes = 0,         \
+   .static_smem = 0, .dynamic_smem = 0, .param_bytes = 0, .has_clc = 0, .compile_ms = 0.0, .from_cache = 0}
 CLCRT_API clcrt_status clcrt_kernel_info_get(const clcrt_kernel *k, clcrt_kernel_info *info);
 
 /* Streams. cu NULL: clcrt creates and owns a non-blocking stream. A CUstream of a green context has
@@ -235,7 +271,8 @@ CLCRT_API clcrt_status clcrt_run(clcrt_stream *s, const clcrt_kernel *k, clcrt_d
 CLCRT_API clcrt_status clcrt_stream_sync(clcrt_stream *s);
 
 /* Statistics of the runs on a stream (off by default; no device work when off). Runs with
- * statistics on launch the kernel's observed variant, as traced runs do (see tracing). */
+ * statistics on launch the kernel's observed variant, as traced runs do (see tracing): enabling
+ * builds the observed variant of every kernel of the runtime first (a compile each, once). */
 typedef struct clcrt_stream_stats {
   size_t size;
   unsigned long long runs;      /* runs since the statistics were enabled or reset */
@@ -246,7 +283,9 @@ typedef struct clcrt_stream_stats {
   unsigned long long clusters;  /* clusters that obtained at least one unit */
   unsigned long long max_units_per_cluster;
 } clcrt_stream_stats;
-#define CLCRT_STREAM_STATS_INIT {sizeof(clcrt_stream_stats), 0, 0, 0, 0, NULL, 0, 0}
+#define CLCRT_STREAM_STATS_INIT                                                                                \
+  {.size = sizeof(clcrt_stream_stats), .runs = 0, .tiles = 0, .steals = 0, .num_sms = 0, .tiles_per_sm = NULL, \
+   .clusters = 0, .max_units_per_cluster = 0}
 CLCRT_API clcrt_status clcrt_stream_stats_enable(clcrt_stream *s, int on);
 /* Synchronises the stream, then reads and resets the counters. */
 CLCRT_API clcrt_status clcrt_stream_stats_read(clcrt_stream *s, clcrt_stream_stats *out);
@@ -294,7 +333,9 @@ typedef struct clcrt_trace_record {
 typedef struct clcrt_trace clcrt_trace; /* opaque: a set of records, owned by the caller */
 
 /* capacity 0 turns tracing off; a new capacity replaces the buffer (and its records).
- * Synchronises the stream when the buffer changes. */
+ * Synchronises the stream when the buffer changes. Enabling builds the observed variant of every
+ * kernel of the runtime first (a compile each, once); should one be missing all the same (its
+ * build failed), runs of that kernel record nothing and their tiles count as dropped. */
 CLCRT_API clcrt_status clcrt_stream_trace_enable(clcrt_stream *s, size_t capacity);
 /* Synchronises the stream, takes every record written since the last read (sorted by
  * start time) and empties the device buffer. Destroy the result with clcrt_trace_destroy. */
@@ -332,7 +373,9 @@ typedef struct clcrt_trace_summary {
    * 0 for SMs that ran none, when span is 0, and from num_sms on */
   double busy_fraction[CLCRT_TRACE_MAX_SMS];
 } clcrt_trace_summary;
-#define CLCRT_TRACE_SUMMARY_INIT {sizeof(clcrt_trace_summary), 0, 0, 0, 0, 0, 0, 0, 0, 0, {0}}
+#define CLCRT_TRACE_SUMMARY_INIT                                                                               \
+  {.size = sizeof(clcrt_trace_summary), .tiles = 0, .steals = 0, .runs = 0, .dropped = 0, .num_sms = 0,        \
+   .span_ns = 0, .tail_ns = 0, .imbalance = 0, .busy_mean = 0, .busy_fraction = {0}}
 CLCRT_API clcrt_status clcrt_trace_summarize(const clcrt_trace *t, clcrt_trace_summary *out);
 
 /* Host helpers for tile functions. A 2-D tensor map for TMA loads and stores
@@ -361,7 +404,9 @@ typedef struct clcrt_cache_stats {
   unsigned long long mem_hits, disk_hits, misses, uncached;
   double compile_ms, load_ms; /* summed over the runtime's life */
 } clcrt_cache_stats;
-#define CLCRT_CACHE_STATS_INIT {sizeof(clcrt_cache_stats), 0, 0, 0, 0, 0.0, 0.0}
+#define CLCRT_CACHE_STATS_INIT                                                                                 \
+  {.size = sizeof(clcrt_cache_stats), .mem_hits = 0, .disk_hits = 0, .misses = 0, .uncached = 0,              \
+   .compile_ms = 0.0, .load_ms = 0.0}
 CLCRT_API clcrt_status clcrt_cache_stats_get(const clcrt_runtime *rt, clcrt_cache_stats *out);
 /* The disk cache directory the runtime uses, as an absolute path, valid while rt lives; NULL
  * when it uses none (turned off, or refused at creation: opts.log says why). */
@@ -418,9 +463,12 @@ CLCRT_API clcrt_status clcrt_run_notify(clcrt_stream *s, uv_loop_t *loop, clcrt_
  *              stream (an oversubscribed grid, as before budgets), or fewer than the device's
  *              on a plain stream (a smaller grid and nothing else: other work may still take
  *              those SMs; runs of one cluster per unit, FIXED's, are not limited).
- * Cluster occupancy inside a partition is derived, not queried: the whole device's clusters
- * per SM times the partition's SMs, rounded down to whole co-scheduled groups
- * (docs/sharing.md says why and what the H100 measured). */
+ * Cluster occupancy inside a partition is derived, not queried per run: on a budget's own
+ * partition (whole co-scheduled groups of G SMs, 8 on an H100), floor(G x the kernel's CTAs per
+ * SM / cluster size) clusters per group, what the H100 ran at once; elsewhere (the remainder
+ * side, a user's green context, grid_sms) CTAs per SM x SMs for 1-CTA kernels, and the whole
+ * device's clusters in proportion for clusters, an estimate (docs/sharing.md says why and what
+ * the H100 measured). */
 typedef struct clcrt_stream_opts {
   size_t size;
   CUstream cu;
@@ -429,7 +477,8 @@ typedef struct clcrt_stream_opts {
   unsigned flags;
   unsigned grid_sms;
 } clcrt_stream_opts;
-#define CLCRT_STREAM_OPTS_INIT {.size = sizeof(clcrt_stream_opts)}
+#define CLCRT_STREAM_OPTS_INIT                                                                                 \
+  {.size = sizeof(clcrt_stream_opts), .cu = NULL, .sm_budget = 0, .priority = 0, .flags = 0, .grid_sms = 0}
 #define CLCRT_STREAM_SM_ROUND_UP 1u
 #define CLCRT_STREAM_SM_ROUND_DOWN 2u
 #define CLCRT_STREAM_SM_REST 4u
@@ -466,3 +515,105 @@ CLCRT_API clcrt_status clcrt_store_get(clcrt_runtime *rt, const char *ns, const 
 }
 #endif
 #endif /* CLCRT_H */
+
+/* The CUDA driver as the runtime loaded it: libcuda.so.1 opened at run time and every entry
+ * point taken through cuGetProcAddress, so that a program that makes its own driver calls
+ * through this table (device buffers, events, graphs) needs no libcuda to link or to start,
+ * as the runtime needs none (a missing driver is CLCRT_E_NO_DEVICE from clcrt_runtime_create,
+ * not a loader error). Declared once <cuda.h> has been included, before or after this header
+ * (this part has a guard of its own). Entries are only ever appended. */
+#if defined(CUDA_VERSION) && !defined(CLCRT_H_DRIVER)
+#define CLCRT_H_DRIVER
+#ifdef __cplusplus
+extern "C" {
+#endif
+/* X(name): every driver entry point in the table. Each field has the type of cuda.h's own
+ * prototype (which maps e.g. cuMemAlloc to cuMemAlloc_v2), looked up by the base name.
+ * cuGetProcAddress returns the newest ABI of a name for CUDA_VERSION, so only names whose
+ * cuda.h prototype IS that newest ABI may be listed: cuCtxSynchronize, for one, is not
+ * (cuda.h's is the 2.0 ABI, CUDA 13.0 returns cuCtxSynchronize_v2(CUcontext)). The test
+ * tests/test_driver.c guards this list against cudaTypedefs.h. */
+#define CLCRT_DRIVER_MAP(X)          \
+  X(cuInit)                          \
+  X(cuDriverGetVersion)              \
+  X(cuGetErrorName)                  \
+  X(cuGetErrorString)                \
+  X(cuDeviceGet)                     \
+  X(cuDeviceGetCount)                \
+  X(cuDeviceGetAttribute)            \
+  X(cuDeviceGetName)                 \
+  X(cuDevicePrimaryCtxRetain)        \
+  X(cuDevicePrimaryCtxRelease)       \
+  X(cuCtxSetCurrent)                 \
+  X(cuCtxGetCurrent)                 \
+  X(cuCtxPushCurrent)                \
+  X(cuCtxPopCurrent)                 \
+  X(cuLibraryLoadData)               \
+  X(cuLibraryUnload)                 \
+  X(cuLibraryGetKernel)              \
+  X(cuKernelGetFunction)             \
+  X(cuFuncSetAttribute)              \
+  X(cuFuncGetAttribute)              \
+  X(cuFuncGetParamInfo)              \
+  X(cuOccupancyMaxActiveClusters)    \
+  X(cuLaunchKernelEx)                \
+  X(cuLaunchHostFunc)                \
+  X(cuStreamCreate)                  \
+  X(cuStreamDestroy)                 \
+  X(cuStreamSynchronize)             \
+  X(cuStreamQuery)                   \
+  X(cuStreamGetCaptureInfo)          \
+  X(cuStreamIsCapturing)             \
+  X(cuMemAlloc)                      \
+  X(cuMemFree)                       \
+  X(cuMemsetD8)                      \
+  X(cuMemcpyHtoD)                    \
+  X(cuMemcpyDtoH)                    \
+  X(cuMemcpyHtoDAsync)               \
+  X(cuMemcpyDtoHAsync)               \
+  X(cuMemcpyDtoDAsync)               \
+  X(cuMemsetD32Async)                \
+  X(cuStreamBeginCapture)            \
+  X(cuStreamEndCapture)              \
+  X(cuGraphInstantiateWithFlags)     \
+  X(cuGraphLaunch)                   \
+  X(cuGraphExecDestroy)              \
+  X(cuGraphDestroy)                  \
+  X(cuEventCreate)                   \
+  X(cuEventRecord)                   \
+  X(cuEventSynchronize)              \
+  X(cuEventElapsedTime)              \
+  X(cuEventDestroy)                  \
+  X(cuOccupancyMaxActiveBlocksPerMultiprocessor) \
+  X(cuStreamGetPriority)             \
+  X(cuCtxGetStreamPriorityRange)     \
+  X(cuStreamWriteValue32)            \
+  X(cuMemsetD8Async)                 \
+  X(cuTensorMapEncodeTiled)         \
+  X(cuStreamCreateWithPriority)     \
+  X(cuEventQuery)                    \
+  X(cuMemHostAlloc)                  \
+  X(cuMemHostGetDevicePointer)       \
+  X(cuMemFreeHost)                   \
+  X(cuStreamWaitEvent)               \
+  X(cuThreadExchangeStreamCaptureMode)
+
+#ifdef __cplusplus
+#define CLCRT__DRIVER_FIELD(name) decltype(name) *name;
+#else
+#define CLCRT__DRIVER_FIELD(name) __typeof__(name) *name;
+#endif
+typedef struct clcrt_driver {
+  CLCRT_DRIVER_MAP(CLCRT__DRIVER_FIELD)
+} clcrt_driver;
+#undef CLCRT__DRIVER_FIELD
+
+/* The runtime's driver table; NULL in compile-only mode. */
+CLCRT_API const clcrt_driver *clcrt_runtime_driver(const clcrt_runtime *rt);
+/* The device's primary context, which the runtime retains: make it current (cuCtxSetCurrent)
+ * before driver calls of your own on a thread. NULL in compile-only mode. */
+CLCRT_API CUcontext clcrt_runtime_context(const clcrt_runtime *rt);
+#ifdef __cplusplus
+}
+#endif
+#endif /* CLCRT_H_DRIVER */

@@ -48,7 +48,7 @@ fi
 corpus=$out/corpus
 tcorpus=$out/corpus_trace
 mkdir -p "$out" "$out/findings" "$corpus" "$tcorpus" "$out/seeds" "$out/trace_seeds"
-incs=(-Iinclude); for d in runtime/*/; do incs+=("-I${d%/}"); done
+incs=(-Iinclude -Invrtc_src); for d in runtime/*/; do incs+=("-I${d%/}"); done
 flags=(-g -O1 -std=c11 -D_GNU_SOURCE "${incs[@]}" -fsanitize=fuzzer,address,undefined
        -fno-sanitize-recover=undefined -fno-omit-frame-pointer)
 "$cc" "${flags[@]}" fuzz/fuzz_cubin.c runtime/cubin/cubin.c runtime/core/alloc.c -o "$bin"

@@ -12,13 +12,19 @@
 #include "clcrt.h"
 #include "common/gpu.h"
 #include "internal.h"
+#include "builder.h"
+#include "variants.h"
 #include "sched_state.h"
 #include "common/sched_check.h"
 
 #define NG 3 /* graphs captured from one stream */
 
+/* With its graph variant built, so that captured runs that claim take their claims from the
+ * graph table, which these tests are about (a capture never builds it: test_capture_fallback). */
 static clcrt_kernel *reg(clcrt_runtime *rt, clcrt_grid grid, clcrt_dim3 cl) {
-  return sched_check_reg(rt, CLCRT_SCHED_STEAL, grid, cl, (clcrt_dim3){64, 1, 1}, 0, 0, NULL, NULL, NULL);
+  clcrt_kernel *k = sched_check_reg(rt, CLCRT_SCHED_STEAL, grid, cl, (clcrt_dim3){64, 1, 1}, 0, 0, NULL, NULL, NULL);
+  ck_assert_msg(clcrt_kernel_prepare(k, CLCRT_USE_GRAPH) == CLCRT_OK, "%s", clcrt_errmsg(rt));
+  return k;
 }
 
 static CUstream new_stream(void) {
@@ -147,14 +153,15 @@ START_TEST(test_table_churn) {
   unsigned used = 0, live = 0;
   for (unsigned i = 0; i < CLCRT__TABLE_SLOTS; i++) {
     const unsigned *sl = tab + CLCRT__LINE_WORDS + i * CLCRT__SLOT_WORDS;
-    used += sl[0] != 0 || sl[1] != 0;
-    live += sl[4] < sl[5];
+    used += sl[CLCRT__SLOT_GRIDID] != 0 || sl[CLCRT__SLOT_GRIDID + 1] != 0;
+    live += sl[CLCRT__SLOT_COUNT] < sl[CLCRT__SLOT_COUNT + 1];
   }
+  const unsigned reach = tab[CLCRT__TABLE_REACH];
   printf("gpu_graph: table after %u launches, %d at a time: reach %u, %u of %u slots used, %u live\n",
-         runs * reps * NS, NS, tab[1], used, CLCRT__TABLE_SLOTS, live);
-  ck_assert_uint_eq(tab[0], 0); /* the lock is free */
-  ck_assert_uint_eq(live, 0);   /* every launch gave its slot up */
-  if (!gpu_under_sanitizer()) ck_assert_msg(tab[1] < NS, "reach %u with at most %d launches live at once", tab[1], NS);
+         runs * reps * NS, NS, reach, used, CLCRT__TABLE_SLOTS, live);
+  ck_assert_uint_eq(tab[CLCRT__TABLE_LOCK], 0); /* the lock is free */
+  ck_assert_uint_eq(live, 0);                   /* every launch gave its slot up */
+  if (!gpu_under_sanitizer()) ck_assert_msg(reach < NS, "reach %u with at most %d launches live at once", reach, NS);
   free(tab);
   for (int i = 0; i < NS; i++) {
     cu->cuGraphExecDestroy(e[i]);
@@ -251,16 +258,19 @@ static unsigned long long lookups(const clcrt_runtime *rt) {
   return cs.misses + cs.disk_hits + cs.uncached + cs.mem_hits;
 }
 
-/* A registered STEAL kernel has no graph-claim code: its first captured run that claims
- * builds the variant that has it (inside the capture, global mode, the strictest), and later
- * captures reuse it; after clcrt_kernel_prepare(CLCRT_USE_GRAPH) the capture builds nothing;
- * a captured run that claims nothing (no more units than clusters fit at once) launches the
- * short variant (no claim code), which must leave the stream's claim sets alone. All the graphs, replayed
- * at once beside plain runs of the same kernels on the capturing stream, run every tile once. */
-START_TEST(test_variant_builds) {
+/* No run builds a variant, inside a capture least of all. A kernel whose graph variant is not
+ * built is captured with the fallback (runtime/launch/plan.c): the registered kernel on a full
+ * grid, every cluster one unit of its own, no claims, so nothing is taken from the graph table
+ * and the stream's claim sets are left alone; the run asks for the graph variant, which is built
+ * in the background (global capture mode, the strictest, on the capturing thread meanwhile).
+ * Captured after that build, the kernel claims from the table. A captured run that claims
+ * nothing launches the registered kernel claiming nothing until the short variant is built.
+ * All the graphs, replayed at once beside plain runs of the same kernels on the capturing
+ * stream, run every tile once; nothing is built but the three variants asked for. */
+START_TEST(test_capture_fallback) {
   clcrt_runtime *rt = gpu_runtime();
   /* This test counts variant builds: no long-unit grids (runtime/launch/launch.c), whose plain runs
-   * would build the short variant once the units measured long (as they do under the
+   * would ask for the short variant once the units measured long (as they do under the
    * sanitizer, which slows every tile). */
   rt->long_cycles = 0;
   const clcrt__driver *cu = gpu_cu();
@@ -269,29 +279,31 @@ START_TEST(test_variant_builds) {
   /* More units than 64-thread CTAs fit at once (32 per SM), so that the 1-CTA runs claim. */
   const clcrt_dim3 c1 = {1, 1, 1}, c2 = {2, 1, 1}, t = {gpu_under_sanitizer() ? 9001u : 20011u, 1, 1},
                    ts = {50, 3, 1};
-  clcrt_kernel *k1 = reg(rt, CLCRT_GRID_AUTO, c1), *k2 = reg(rt, CLCRT_GRID_FULL, c2),
-               *k3 = reg(rt, CLCRT_GRID_PERSISTENT, c2);
+  clcrt_kernel *k1 = sched_check_reg(rt, CLCRT_SCHED_STEAL, CLCRT_GRID_AUTO, c1, (clcrt_dim3){64, 1, 1}, 0, 0, NULL,
+                                     NULL, NULL),
+               *k2 = sched_check_reg(rt, CLCRT_SCHED_STEAL, CLCRT_GRID_FULL, c2, (clcrt_dim3){64, 1, 1}, 0, 0, NULL,
+                                     NULL, NULL),
+               *k3 = sched_check_reg(rt, CLCRT_SCHED_STEAL, CLCRT_GRID_PERSISTENT, c2, (clcrt_dim3){64, 1, 1}, 0, 0,
+                                     NULL, NULL, NULL);
   bufs b1, b2, b3, p1, p2;
   bufs_make(&b1, t, c1, 64, 31);
   bufs_make(&b2, t, c2, 64, 32);
   bufs_make(&b3, ts, c2, 64, 35);
   bufs_make(&p1, t, c1, 64, 33);
   bufs_make(&p2, t, c2, 64, 34);
-  unsigned long long n0 = lookups(rt);
-  CUgraph g3 = capture(s0, CU_STREAM_CAPTURE_MODE_GLOBAL, k3, ts, &b3);
-  ck_assert_uint_eq(lookups(rt), n0 + 1); /* 75 units: no claims, the short variant */
-  ck_assert_ptr_null(k3->var[CLCRT__V_GRAPH]);
-  ck_assert_ptr_nonnull(k3->var[CLCRT__V_ONE]);
-  n0++;
-  CUgraph g1 = capture(s0, CU_STREAM_CAPTURE_MODE_GLOBAL, k1, t, &b1);
-  ck_assert_uint_eq(lookups(rt), n0 + 1); /* the graph variant, built inside the capture */
-  CUgraph g1b = capture(s0, CU_STREAM_CAPTURE_MODE_GLOBAL, k1, t, &b1);
-  ck_assert_uint_eq(lookups(rt), n0 + 1); /* built once */
-  ck_assert_int_eq(clcrt_kernel_prepare(k2, CLCRT_USE_GRAPH), CLCRT_OK);
-  unsigned long long n1 = lookups(rt);
-  ck_assert_uint_eq(n1, n0 + 2);
-  CUgraph g2 = capture(s0, CU_STREAM_CAPTURE_MODE_GLOBAL, k2, t, &b2);
-  ck_assert_uint_eq(lookups(rt), n1); /* prepared: nothing built inside the capture */
+  const unsigned long long n0 = lookups(rt);
+  CUgraph g1 = capture(s0, CU_STREAM_CAPTURE_MODE_GLOBAL, k1, t, &b1); /* the fallback */
+  CUgraph g2 = capture(s0, CU_STREAM_CAPTURE_MODE_GLOBAL, k2, t, &b2); /* the fallback */
+  CUgraph g3 = capture(s0, CU_STREAM_CAPTURE_MODE_GLOBAL, k3, ts, &b3); /* 75 units: claims nothing */
+  ck_assert_uint_eq(k1->vars->requested, 1u << CLCRT_USE_GRAPH);
+  ck_assert_uint_eq(k2->vars->requested, 1u << CLCRT_USE_GRAPH);
+  ck_assert_uint_eq(k3->vars->requested, 1u << CLCRT_USE_SHORT);
+  clcrt__builder_wait(rt);
+  ck_assert_uint_eq(lookups(rt), n0 + 3);
+  ck_assert_ptr_nonnull(k1->vars->var[CLCRT_USE_GRAPH]);
+  ck_assert_ptr_nonnull(k2->vars->var[CLCRT_USE_GRAPH]);
+  ck_assert_ptr_nonnull(k3->vars->var[CLCRT_USE_SHORT]);
+  CUgraph g1b = capture(s0, CU_STREAM_CAPTURE_MODE_GLOBAL, k1, t, &b1); /* claims from the table */
   CUgraphExec e1 = instantiate(g1), e1b = instantiate(g1b), e2 = instantiate(g2), e3 = instantiate(g3);
   CUstream r1 = new_stream(), r2 = new_stream();
   const unsigned reps = gpu_under_sanitizer() ? 2 : 10;
@@ -306,9 +318,9 @@ START_TEST(test_variant_builds) {
   ck_assert_int_eq(cu->cuStreamSynchronize(r1), CUDA_SUCCESS);
   ck_assert_int_eq(cu->cuStreamSynchronize(r2), CUDA_SUCCESS);
   ck_assert_int_eq(clcrt_stream_sync(s0), CLCRT_OK);
-  ck_assert_uint_eq(lookups(rt), n1); /* plain runs launch the registered kernels */
-  bufs_check(&b1, c1, 2 * reps, 0, "two graphs of a kernel whose variant the capture built");
-  bufs_check(&b2, c2, reps, 0, "graph of a prepared kernel");
+  ck_assert_uint_eq(lookups(rt), n0 + 3); /* plain runs launch the registered kernels */
+  bufs_check(&b1, c1, 2 * reps, 0, "a graph of the fallback and one of the graph variant");
+  bufs_check(&b2, c2, reps, 0, "graph of the fallback (2-CTA clusters)");
   bufs_check(&b3, c2, reps, 0, "graph of a run that claims nothing");
   bufs_check(&p1, c1, reps, 0, "plain runs beside them (1-CTA)");
   bufs_check(&p2, c2, reps, 0, "plain runs beside them (2-CTA)");
@@ -515,7 +527,7 @@ int main(void) {
   tcase_add_loop_test(tc, test_instantiated_twice, 0, 2);
   tcase_add_loop_test(tc, test_capture_modes, 0, 3);
   tcase_add_test(tc, test_wrapped_twice);
-  tcase_add_test(tc, test_variant_builds);
+  tcase_add_test(tc, test_capture_fallback);
   tcase_add_test(tc, test_threads_one_stream);
   suite_add_tcase(su, tc);
   SRunner *sr = srunner_create(su);

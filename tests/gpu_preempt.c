@@ -12,6 +12,7 @@
 #include "clcrt.h"
 #include "env.h"
 #include "internal.h"
+#include "variants.h"
 #include "common/gpu.h"
 #include "common/sched_check.h"
 
@@ -32,10 +33,10 @@ static clcrt_kernel *reg(clcrt_runtime *rt, clcrt_sched sched, clcrt_dim3 cl) {
 /* Clusters of the launched kernel that fit at once: runs with statistics on (these tests')
  * that can be preempted launch the kernel's variant with both, which has its own occupancy. */
 static unsigned resident(const clcrt_kernel *k) {
-  const struct clcrt_kernel *v = k->var[CLCRT__V_OBS | CLCRT__V_YIELD];
+  const struct clcrt_kernel *v = k->vars->var[CLCRT_USE_TRACE | CLCRT_USE_PREEMPT];
   ck_assert_msg(v != NULL, "a preemptible run with statistics on did not launch the variant with both");
-  ck_assert_int_gt(v->max_clusters, 0);
-  return (unsigned)v->max_clusters;
+  ck_assert_int_gt(v->occ.clusters, 0);
+  return (unsigned)v->occ.clusters;
 }
 
 /* The mechanism, deterministically: with the urgent stream inside clcrt_preempt_begin (its
@@ -58,6 +59,9 @@ START_TEST(test_yield_mechanism) {
   clcrt_dim3 cl = {_i ? 2u : 1u, 1, 1};
   clcrt_kernel *k = sched_check_reg(rt, CLCRT_SCHED_STEAL, CLCRT_GRID_AUTO, cl, (clcrt_dim3){512, 1, 1}, 0, 0, NULL,
                                     NULL, NULL);
+  /* The yielding variants now, not in the background: this test is about how they yield (the
+   * fallback before they are built: test_fallback_under_preemption). */
+  ck_assert_int_eq(clcrt_kernel_prepare(k, CLCRT_USE_TRACE | CLCRT_USE_PREEMPT), CLCRT_OK);
   const clcrt_dim3 t = {gpu_under_sanitizer() ? 3001u : 20001u, 1, 1};
   const unsigned long long units = (t.x + cl.x - 1) / cl.x;
   bufs b;
@@ -179,6 +183,9 @@ START_TEST(test_graph_capture) {
   clcrt_stream *hi = stream_prio(rt, 1, &chi), *lo = stream_prio(rt, 0, &clo);
   clcrt_dim3 cl = {1, 1, 1};
   clcrt_kernel *k = reg(rt, CLCRT_SCHED_STEAL, cl);
+  /* Built now, so that the captured run claims from the graph table and the runs with
+   * statistics yield (the fallbacks do neither). */
+  ck_assert_int_eq(clcrt_kernel_prepare(k, CLCRT_USE_TRACE | CLCRT_USE_GRAPH | CLCRT_USE_PREEMPT), CLCRT_OK);
   rt->long_cycles = 0; /* the last check looks for stealing, not one cluster per unit */
   const clcrt_dim3 t = {gpu_under_sanitizer() ? 5003u : 100003u, 1, 1}, th = {264, 1, 1};
   bufs bl, bh;
@@ -234,6 +241,7 @@ START_TEST(test_two_runtimes) {
   clcrt_stream *hi = stream_prio(rt2, 1, &chi), *lo = stream_prio(rt1, 0, &clo);
   clcrt_kernel *k = sched_check_reg(rt1, CLCRT_SCHED_STEAL, CLCRT_GRID_AUTO, (clcrt_dim3){1, 1, 1},
                                     (clcrt_dim3){512, 1, 1}, 0, 0, NULL, NULL, NULL);
+  ck_assert_int_eq(clcrt_kernel_prepare(k, CLCRT_USE_TRACE | CLCRT_USE_PREEMPT), CLCRT_OK); /* as above */
   const clcrt_dim3 t = {gpu_under_sanitizer() ? 3001u : 10001u, 1, 1};
   bufs b;
   bufs_make(&b, t, (clcrt_dim3){1, 1, 1}, 512, 80);
@@ -260,6 +268,101 @@ START_TEST(test_two_runtimes) {
   gpu_cu()->cuStreamDestroy(clo);
   clcrt_runtime_destroy(rt2);
   clcrt_runtime_destroy(rt1);
+}
+END_TEST
+
+/* Runs that can be preempted before their yielding variants are built launch the fallback
+ * (runtime/launch/plan.c): the registered (here observed) kernel on a full grid, every cluster
+ * one unit of its own and no claims, which yields by itself: its clusters leave after their
+ * unit, and the block scheduler starts the urgent stream's clusters first. The kernels' builds
+ * are held back here (as if they took for ever), so every low-priority run is the fallback: on
+ * two streams, 1- and 2-CTA clusters, plain and captured (no graph variant either), under
+ * urgent runs and brackets. Every tile once, one unit per cluster, nothing built. */
+START_TEST(test_fallback_under_preemption) {
+  clcrt_runtime *rt = gpu_runtime();
+  const clcrt__driver *cu = gpu_cu();
+  rt->long_cycles = 0;
+  enum { NL = 2 };
+  const clcrt_dim3 cls[NL] = {{1, 1, 1}, {2, 1, 1}};
+  const clcrt_dim3 t = {gpu_under_sanitizer() ? 4001u : 100003u, 1, 1}, th = {264, 1, 1};
+  clcrt_kernel *k[NL];
+  bufs b[NL], bg[NL], bh;
+  /* Registered before a stream of higher priority exists: nothing asks for their yielding
+   * variants; then every variant marked as asked for, so that none is ever built. */
+  for (int i = 0; i < NL; i++) {
+    k[i] = sched_check_reg(rt, CLCRT_SCHED_STEAL, CLCRT_GRID_AUTO, cls[i], (clcrt_dim3){64, 1, 1}, 0, 0, NULL, NULL,
+                           NULL);
+    k[i]->vars->requested = ~0u;
+    bufs_make(&b[i], t, cls[i], 64, 90 + i);
+    bufs_make(&bg[i], t, cls[i], 64, 92 + i);
+  }
+  clcrt_kernel *kf = sched_check_reg(rt, CLCRT_SCHED_FIXED, CLCRT_GRID_AUTO, (clcrt_dim3){1, 1, 1},
+                                     (clcrt_dim3){64, 1, 1}, 0, 0, NULL, NULL, NULL);
+  bufs_make(&bh, th, (clcrt_dim3){1, 1, 1}, 64, 94);
+  CUstream chi, clo[NL];
+  clcrt_stream *hi = stream_prio(rt, 1, &chi), *lo[NL];
+  for (int i = 0; i < NL; i++) {
+    lo[i] = stream_prio(rt, 0, &clo[i]);
+    ck_assert_int_eq(clcrt_stream_stats_enable(lo[i], 1), CLCRT_OK); /* builds the observed variants, now */
+  }
+  /* Captured low-priority runs: the fallback again (it needs no graph state). */
+  CUgraph g[NL];
+  CUgraphExec e[NL];
+  for (int i = 0; i < NL; i++) {
+    ck_assert_int_eq(cu->cuStreamBeginCapture(clo[i], CU_STREAM_CAPTURE_MODE_GLOBAL), CUDA_SUCCESS);
+    ck_assert_int_eq(clcrt_run(lo[i], k[i], t, &bg[i].a, sizeof bg[i].a), CLCRT_OK);
+    ck_assert_int_eq(cu->cuStreamEndCapture(clo[i], &g[i]), CUDA_SUCCESS);
+    ck_assert_int_eq(cu->cuGraphInstantiateWithFlags(&e[i], g[i], 0), CUDA_SUCCESS);
+  }
+  /* Discard the statistics of the captures (none: they did not run). */
+  clcrt_stream_stats st = CLCRT_STREAM_STATS_INIT;
+  const unsigned reps = gpu_under_sanitizer() ? 1 : 3;
+  unsigned hits = 0;
+  for (unsigned r = 0; r < reps; r++) {
+    for (int i = 0; i < NL; i++) {
+      ck_assert_int_eq(clcrt_run(lo[i], k[i], t, &b[i].a, sizeof b[i].a), CLCRT_OK);
+      ck_assert_int_eq(cu->cuGraphLaunch(e[i], clo[i]), CUDA_SUCCESS);
+    }
+    for (int j = 0; j < 20; j++) {
+      if (j % 2) {
+        ck_assert_int_eq(clcrt_run(hi, kf, th, &bh.a, sizeof bh.a), CLCRT_OK);
+      } else {
+        ck_assert_int_eq(clcrt_preempt_begin(hi), CLCRT_OK);
+        ck_assert_int_eq(clcrt_run(hi, kf, th, &bh.a, sizeof bh.a), CLCRT_OK);
+        ck_assert_int_eq(clcrt_preempt_end(hi), CLCRT_OK);
+      }
+      hits++;
+    }
+  }
+  ck_assert_int_eq(clcrt_stream_sync(hi), CLCRT_OK);
+  for (int i = 0; i < NL; i++) {
+    ck_assert_int_eq(clcrt_stream_stats_read(lo[i], &st), CLCRT_OK);
+    const unsigned long long units = (t.x + cls[i].x - 1) / cls[i].x;
+    /* Runs and replays alike: one cluster per unit, each cluster one unit, no steals. */
+    ck_assert_msg(st.clusters == 2 * reps * units && st.steals == 0 && st.max_units_per_cluster == 1,
+                  "stream %d: %llu clusters, %llu steals, at most %llu units per cluster, for %u x %llu units", i,
+                  st.clusters, st.steals, st.max_units_per_cluster, 2 * reps, units);
+    char what[96];
+    snprintf(what, sizeof what, "fallback runs under preemption (%u-CTA clusters)", cls[i].x);
+    bufs_check(&b[i], cls[i], reps, 0, what);
+    snprintf(what, sizeof what, "captured fallback replayed under preemption (%u-CTA clusters)", cls[i].x);
+    bufs_check(&bg[i], cls[i], reps, 0, what);
+    ck_assert_ptr_null(k[i]->vars->var[CLCRT_USE_PREEMPT]);
+    ck_assert_ptr_null(k[i]->vars->var[CLCRT_USE_TRACE | CLCRT_USE_PREEMPT]);
+  }
+  bufs_check(&bh, (clcrt_dim3){1, 1, 1}, hits, 0, "urgent runs");
+  for (int i = 0; i < NL; i++) {
+    cu->cuGraphExecDestroy(e[i]);
+    cu->cuGraphDestroy(g[i]);
+    bufs_free(&b[i]);
+    bufs_free(&bg[i]);
+    clcrt_stream_destroy(lo[i]);
+    cu->cuStreamDestroy(clo[i]);
+  }
+  bufs_free(&bh);
+  clcrt_stream_destroy(hi);
+  cu->cuStreamDestroy(chi);
+  clcrt_runtime_destroy(rt);
 }
 END_TEST
 
@@ -295,6 +398,7 @@ int main(void) {
   tcase_add_test(tc, test_exactly_once_interleaved);
   tcase_add_test(tc, test_graph_capture);
   tcase_add_test(tc, test_two_runtimes);
+  tcase_add_test(tc, test_fallback_under_preemption);
   tcase_add_test(tc, test_refusals);
   suite_add_tcase(su, tc);
   SRunner *sr = srunner_create(su);

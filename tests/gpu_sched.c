@@ -134,7 +134,7 @@ START_TEST(test_stress) {
 }
 END_TEST
 
-/* Grid sizes around the claim machinery's boundaries (nvrtc_src/clcrt.cuh): fewer units
+/* Grid sizes around the claim machinery's boundaries (nvrtc_src/clcrt_steal.cuh): fewer units
  * than clusters, one unit per shard, shard remainders, sizes just past powers of two, with a
  * prologue, on every cluster shape and both STEAL grids, several runs back to back on one
  * stream (each run uses one of the stream's two claim sets and zeroes the other). */
@@ -184,6 +184,9 @@ START_TEST(test_graph_replay) {
   clcrt_dim3 cl = {2, 1, 1};
   clcrt_kernel *k = reg(rt, CLCRT_SCHED_STEAL, CLCRT_GRID_PERSISTENT, cl, (clcrt_dim3){64, 1, 1}, 0, 0, NULL, NULL);
   clcrt_kernel *kf = reg(rt, CLCRT_SCHED_STEAL, CLCRT_GRID_FULL, cl, (clcrt_dim3){64, 1, 1}, 0, 0, NULL, NULL);
+  /* k's graph variant built now: its captured run claims from the graph table. kf's is not: its
+   * captured run is the fallback (one unit per cluster, no claims); the graph holds both. */
+  ck_assert_int_eq(clcrt_kernel_prepare(k, CLCRT_USE_GRAPH), CLCRT_OK);
   clcrt_stream *s = NULL;
   ck_assert_int_eq(clcrt_stream_create(rt, NULL, &s), CLCRT_OK);
   clcrt_dim3 t = {5003, 1, 1};
@@ -381,7 +384,7 @@ END_TEST
  * __syncthreads). Checked: every tile once, and every CTA of a cluster runs the same units in
  * the same order (what a tile function that shares data across the cluster relies on). How
  * far the other ranks ran ahead of rank 0 is printed: a response is published at most one
- * ahead of the leader's CTA (nvrtc_src/clcrt.cuh), so at most one unit, or one claim's
+ * ahead of the leader's CTA (nvrtc_src/clcrt_ring.cuh, invariant 7), so at most one unit, or one claim's
  * units, plus the ones in progress. */
 static const char *k_order_src =
     "struct OrderArgs { unsigned *hits; unsigned *seq; unsigned long long *t0; unsigned max_iter, spin_ns; };\n"

@@ -12,6 +12,8 @@
 #include "clcrt.h"
 #include "common/gpu.h"
 #include "common/sched_check.h"
+#include "builder.h"
+#include "variants.h"
 
 static clcrt_kernel *reg(clcrt_runtime *rt, clcrt_sched sched, clcrt_dim3 cl) {
   return sched_check_reg(rt, sched, CLCRT_GRID_AUTO, cl, (clcrt_dim3){64, 1, 1}, 0, 0, NULL, NULL, NULL);
@@ -181,8 +183,11 @@ START_TEST(test_every_tile_once) {
 END_TEST
 
 /* A kernel's first traced run made while its stream is being captured (global mode, the
- * strictest): the observed variant is compiled and loaded inside the capture, and the
- * replayed graph records every tile once. Then an untraced plain run of the same kernel. */
+ * strictest): nothing is compiled inside the capture. The observed variant was built when
+ * tracing was enabled; the one that also claims from the graph table is not built yet, so the
+ * capture holds the fallback (the observed variant on a full grid, one unit per cluster) and
+ * asks for it; captured again once it is built, the run claims. Both graphs replayed: every
+ * tile recorded once per run. Then an untraced plain run of the same kernel. */
 START_TEST(test_traced_capture) {
   clcrt_runtime *rt = gpu_runtime();
   const clcrt__driver *cu = gpu_cu();
@@ -190,36 +195,52 @@ START_TEST(test_traced_capture) {
   ck_assert_int_eq(clcrt_stream_create(rt, NULL, &s), CLCRT_OK);
   clcrt_dim3 cl = {1, 1, 1}, t = {5003, 1, 1};
   clcrt_kernel *k = reg(rt, CLCRT_SCHED_STEAL, cl);
+  rt->long_cycles = 0;
   bufs b;
   bufs_make(&b, t, cl, 64, 13);
-  ck_assert_int_eq(clcrt_stream_trace_enable(s, 2 * (size_t)t.x), CLCRT_OK);
-  CUgraph g = NULL;
-  CUgraphExec e = NULL;
-  ck_assert_int_eq(cu->cuStreamBeginCapture(clcrt_stream_cu(s), CU_STREAM_CAPTURE_MODE_GLOBAL), CUDA_SUCCESS);
-  clcrt_status st = clcrt_run(s, k, t, &b.a, sizeof b.a);
-  ck_assert_int_eq(cu->cuStreamEndCapture(clcrt_stream_cu(s), &g), CUDA_SUCCESS);
-  ck_assert_msg(st == CLCRT_OK, "traced run under capture: %s: %s", clcrt_status_name(st), clcrt_errmsg(rt));
-  ck_assert_int_eq(cu->cuGraphInstantiateWithFlags(&e, g, 0), CUDA_SUCCESS);
-  ck_assert_int_eq(cu->cuGraphLaunch(e, clcrt_stream_cu(s)), CUDA_SUCCESS);
+  ck_assert_int_eq(clcrt_stream_trace_enable(s, 4 * (size_t)t.x), CLCRT_OK);
+  ck_assert_ptr_nonnull(k->vars->var[CLCRT_USE_TRACE]); /* built by the enable */
+  CUgraph g[2] = {NULL, NULL};
+  CUgraphExec e[2] = {NULL, NULL};
+  for (int i = 0; i < 2; i++) {
+    if (i == 1) {
+      clcrt__builder_wait(rt);
+      ck_assert_ptr_nonnull(k->vars->var[CLCRT_USE_TRACE | CLCRT_USE_GRAPH]);
+    }
+    ck_assert_int_eq(cu->cuStreamBeginCapture(clcrt_stream_cu(s), CU_STREAM_CAPTURE_MODE_GLOBAL), CUDA_SUCCESS);
+    clcrt_status st = clcrt_run(s, k, t, &b.a, sizeof b.a);
+    ck_assert_int_eq(cu->cuStreamEndCapture(clcrt_stream_cu(s), &g[i]), CUDA_SUCCESS);
+    ck_assert_msg(st == CLCRT_OK, "traced run under capture: %s: %s", clcrt_status_name(st), clcrt_errmsg(rt));
+    if (i == 0) ck_assert_uint_eq(k->vars->requested & (1u << (CLCRT_USE_TRACE | CLCRT_USE_GRAPH)),
+                                  1u << (CLCRT_USE_TRACE | CLCRT_USE_GRAPH));
+    ck_assert_int_eq(cu->cuGraphInstantiateWithFlags(&e[i], g[i], 0), CUDA_SUCCESS);
+  }
+  for (int i = 0; i < 2; i++) ck_assert_int_eq(cu->cuGraphLaunch(e[i], clcrt_stream_cu(s)), CUDA_SUCCESS);
   clcrt_trace *tr;
   read_trace(s, &tr);
   size_t n = 0;
   const clcrt_trace_record *r = clcrt_trace_records(tr, &n);
-  ck_assert_uint_eq(n, t.x);
-  unsigned char *seen = calloc(t.x, 1);
+  ck_assert_uint_eq(n, 2 * t.x);
+  unsigned char *seen = calloc(2 * t.x, 1);
+  unsigned long long stolen = 0;
   for (size_t i = 0; i < n; i++) {
-    GPU_CHECK(r[i].tile < t.x && !seen[r[i].tile], "traced capture: tile %llu twice or out of range",
-              (unsigned long long)r[i].tile);
-    seen[r[i].tile] = 1;
+    GPU_CHECK(r[i].run < 2 && r[i].tile < t.x && !seen[r[i].run * t.x + r[i].tile],
+              "traced capture: run %u tile %llu twice or out of range", r[i].run, (unsigned long long)r[i].tile);
+    seen[r[i].run * t.x + r[i].tile] = 1;
+    GPU_CHECK(r[i].run == 1 || !(r[i].flags & CLCRT_TRACE_STOLEN), "traced capture: the fallback stole a unit");
+    stolen += r[i].flags & CLCRT_TRACE_STOLEN;
   }
+  printf("gpu_trace: traced captures: the fallback, then the graph variant (%llu units stolen)\n", stolen);
   free(seen);
   clcrt_trace_destroy(tr);
   ck_assert_int_eq(clcrt_stream_trace_enable(s, 0), CLCRT_OK);
   ck_assert_int_eq(clcrt_run(s, k, t, &b.a, sizeof b.a), CLCRT_OK);
   ck_assert_int_eq(clcrt_stream_sync(s), CLCRT_OK);
-  bufs_check(&b, cl, 2, 0, "traced capture, then a plain run");
-  cu->cuGraphExecDestroy(e);
-  cu->cuGraphDestroy(g);
+  bufs_check(&b, cl, 3, 0, "traced captures, then a plain run");
+  for (int i = 0; i < 2; i++) {
+    cu->cuGraphExecDestroy(e[i]);
+    cu->cuGraphDestroy(g[i]);
+  }
   bufs_free(&b);
   clcrt_stream_destroy(s);
   clcrt_runtime_destroy(rt);

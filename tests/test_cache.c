@@ -1435,14 +1435,14 @@ START_TEST(e2e_observed_variant_cached) {
   clcrt__build_free(&b0);
   clcrt__build_free(&b1);
   clcrt_kernel *k = reg(rt, &d), *o = NULL, *o2 = NULL;
-  ck_assert_int_eq(clcrt__kernel_variant(k, CLCRT__V_OBS, &o), CLCRT_OK);
-  ck_assert_int_eq(clcrt__kernel_variant(k, CLCRT__V_OBS, &o2), CLCRT_OK);
+  ck_assert_int_eq(clcrt__kernel_variant(k, CLCRT_USE_TRACE, &o), CLCRT_OK);
+  ck_assert_int_eq(clcrt__kernel_variant(k, CLCRT_USE_TRACE, &o2), CLCRT_OK);
   ck_assert_ptr_eq(o, o2);
   ck_assert_uint_eq(stats(rt).misses, 2);
   clcrt_runtime_destroy(rt);
   rt = rt_new();
   k = reg(rt, &d);
-  ck_assert_int_eq(clcrt__kernel_variant(k, CLCRT__V_OBS, &o), CLCRT_OK);
+  ck_assert_int_eq(clcrt__kernel_variant(k, CLCRT_USE_TRACE, &o), CLCRT_OK);
   ck_assert_uint_eq(stats(rt).disk_hits, 2);
   ck_assert_uint_eq(stats(rt).misses, 0);
   clcrt_runtime_destroy(rt);

@@ -9,6 +9,7 @@
  * earlier run left in ~/.cache. */
 #include <check.h>
 #include <dlfcn.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,6 +21,7 @@
 
 #include "clcrt.h"
 #include "driver.h"
+#include "embedded.h"
 #include "env.h"
 #include "internal.h"
 
@@ -317,21 +319,21 @@ START_TEST(test_observed_variant) {
     ck_assert_int_eq(clcrt_kernel_ptx(k, &ptx), CLCRT_OK);
     ck_assert_msg(!strstr(ptx, "%globaltimer") && !strstr(ptx, "%smid"), "sched %d: trace code in the default variant",
                   (int)scheds[i]);
-    ck_assert_int_eq(clcrt__kernel_variant(k, CLCRT__V_OBS, &o), CLCRT_OK);
+    ck_assert_int_eq(clcrt__kernel_variant(k, CLCRT_USE_TRACE, &o), CLCRT_OK);
     ck_assert_ptr_nonnull(o);
     ck_assert_ptr_ne(o, k);
     ck_assert_int_eq(clcrt_kernel_ptx(o, &optx), CLCRT_OK);
     ck_assert_msg(strstr(optx, "%globaltimer") && strstr(optx, "%smid"), "sched %d: no trace code in the observed one",
                   (int)scheds[i]);
-    ck_assert_int_eq(clcrt__kernel_variant(k, CLCRT__V_OBS, &o2), CLCRT_OK);
+    ck_assert_int_eq(clcrt__kernel_variant(k, CLCRT_USE_TRACE, &o2), CLCRT_OK);
     ck_assert_ptr_eq(o2, o); /* compiled once */
     const clcrt_kernel *po = NULL;
-    ck_assert_int_eq(clcrt_kernel_observed(k, &po), CLCRT_OK); /* the public entry */
+    ck_assert_int_eq(clcrt_kernel_variant(k, CLCRT_USE_TRACE, &po), CLCRT_OK); /* the public entry */
     ck_assert_ptr_eq(po, o);
-    ck_assert_int_eq(clcrt_kernel_observed(NULL, &po), CLCRT_E_INVALID);
-    ck_assert_int_eq(clcrt_kernel_observed(k, NULL), CLCRT_E_INVALID);
+    ck_assert_int_eq(clcrt_kernel_variant(NULL, CLCRT_USE_TRACE, &po), CLCRT_E_INVALID);
+    ck_assert_int_eq(clcrt_kernel_variant(k, CLCRT_USE_TRACE, NULL), CLCRT_E_INVALID);
     ck_assert_ptr_nonnull(strstr(clcrt_errmsg(rt), "out is NULL"));
-    ck_assert_int_eq(clcrt__kernel_variant(o, CLCRT__V_OBS, &o3), CLCRT_OK);
+    ck_assert_int_eq(clcrt__kernel_variant(o, CLCRT_USE_TRACE, &o3), CLCRT_OK);
     ck_assert_ptr_eq(o3, o);
     ck_assert_int_eq(clcrt_register(rt, &d, &k2), CLCRT_OK);
     ck_assert_ptr_eq(k2, k); /* registering again still gives the default variant */
@@ -396,7 +398,7 @@ START_TEST(test_variants) {
         ck_assert_int_eq(clcrt_kernel_variant(v[u], w, &x), CLCRT_OK); /* bits add up */
         ck_assert_ptr_eq(x, v[u | w]);
       }
-    ck_assert_int_eq(clcrt_kernel_observed(v[CLCRT_USE_GRAPH], &x), CLCRT_OK);
+    ck_assert_int_eq(clcrt_kernel_variant(v[CLCRT_USE_GRAPH], CLCRT_USE_TRACE, &x), CLCRT_OK);
     ck_assert_ptr_eq(x, v[CLCRT_USE_GRAPH | CLCRT_USE_TRACE]);
     ck_assert_uint_eq(compiles(rt), c0 + 7);
     clcrt_kernel_info a = CLCRT_KERNEL_INFO_INIT, b = CLCRT_KERNEL_INFO_INIT;
@@ -440,7 +442,7 @@ START_TEST(test_variants) {
     ck_assert_ptr_eq(x, sv);
     ck_assert_int_eq(clcrt_kernel_variant(sv, CLCRT_USE_GRAPH, &x), CLCRT_OK);
     ck_assert_ptr_eq(x, sv);
-    ck_assert_int_eq(clcrt_kernel_observed(sv, &so), CLCRT_OK);
+    ck_assert_int_eq(clcrt_kernel_variant(sv, CLCRT_USE_TRACE, &so), CLCRT_OK);
     expect_code(so, CLCRT_USE_TRACE, "short, observed");
     ck_assert_int_eq(clcrt_kernel_variant(k, CLCRT_USE_TRACE | CLCRT_USE_SHORT, &x), CLCRT_OK);
     ck_assert_ptr_eq(x, so);
@@ -488,7 +490,7 @@ START_TEST(test_variants) {
   ck_assert_int_eq(clcrt_kernel_prepare(k, 15u), CLCRT_OK);
   ck_assert_uint_eq(compiles(rt), c0 + 1);
   const clcrt_kernel *o = NULL;
-  ck_assert_int_eq(clcrt_kernel_observed(k, &o), CLCRT_OK);
+  ck_assert_int_eq(clcrt_kernel_variant(k, CLCRT_USE_TRACE, &o), CLCRT_OK);
   ck_assert_int_eq(clcrt_kernel_variant(k, 15u, &x), CLCRT_OK);
   ck_assert_ptr_eq(x, o);
   clcrt_runtime_destroy(rt);
@@ -514,6 +516,72 @@ START_TEST(test_namespaced_names) {
   ck_assert_int_eq(clcrt_kernel_info_get(k, &info), CLCRT_OK);
   ck_assert_str_eq(info.name, "clcrt_fixed_user__tile");
   clcrt_runtime_destroy(rt);
+}
+END_TEST
+
+/* The ABI (nvrtc_src/clcrt_abi.h) as the device compiles it: a kernel whose source asserts
+ * every field of clcrt::Params at the offset this host compiler gave clcrt__params compiles,
+ * for both architectures; one that asserts a wrong offset does not, so the device-side
+ * check is live (NVRTC has no __builtin_offsetof: CLCRT__OFFSETOF). */
+static char *abi_source(size_t skew) {
+  size_t cap = 8192, n = 0;
+  char *src = malloc(cap);
+  ck_assert_ptr_nonnull(src);
+  n += (size_t)snprintf(src + n, cap - n, "%s", SCALE_SRC);
+#define ABI_FIELD(field, offset)                                                                                    \
+  n += (size_t)snprintf(src + n, cap - n,                                                                           \
+                        "static_assert(CLCRT__OFFSETOF(clcrt::Params, " #field ") == %zu, \"host: " #field          \
+                        " at %zu\");\n",                                                                             \
+                        offsetof(clcrt__params, field) + (strcmp(#field, "unit_cycles") ? 0 : skew),              \
+                        offsetof(clcrt__params, field));
+  CLCRT__PARAMS_LAYOUT(ABI_FIELD)
+#undef ABI_FIELD
+  n += (size_t)snprintf(src + n, cap - n, "static_assert(sizeof(clcrt::Params) == %zu, \"host size\");\n",
+                        sizeof(clcrt__params));
+  ck_assert_uint_lt(n, cap - 1);
+  return src;
+}
+
+START_TEST(test_abi_offsets) {
+  static const char *const archs[] = {"sm_90a", "sm_100a"};
+  for (int a = 0; a < 2; a++) {
+    clcrt_runtime *rt = rt_new(archs[a]);
+    clcrt_tile_desc d = scale_desc();
+    char *src = abi_source(0);
+    d.source = src;
+    clcrt_kernel *k = NULL;
+    ck_assert_msg(clcrt_register(rt, &d, &k) == CLCRT_OK, "%s: %s", archs[a], clcrt_errmsg(rt));
+    free(src);
+    src = abi_source(4);
+    d.source = src;
+    EXPECT_FAIL(rt, &d, CLCRT_E_COMPILE, "static assertion failed", "host: unit_cycles at 120");
+    free(src);
+    clcrt_runtime_destroy(rt);
+  }
+}
+END_TEST
+
+/* The embedded device template: compile.c hands NVRTC at most 16 headers (a template split
+ * into more files would lose the last ones), the ABI header is among them, no file of the
+ * scheduler template is much over 300 lines, and the tile loop names no scheduler (issue 32;
+ * clcrt_tilemap.cuh is the tile functions' library, not the scheduler's). */
+START_TEST(test_embedded_headers) {
+  int n = 0, abi = 0, loop = 0;
+  for (const clcrt__embedded_file *f = clcrt__embedded; f->name; f++) {
+    n++;
+    abi |= strcmp(f->name, "clcrt_abi.h") == 0;
+    unsigned lines = 0;
+    for (size_t i = 0; i < f->len; i++) lines += f->text[i] == '\n';
+    if (strcmp(f->name, "clcrt_tilemap.cuh") != 0)
+      ck_assert_msg(lines <= 320, "%s has %u lines: split it (one subject per file)", f->name, lines);
+    if (strcmp(f->name, "clcrt_loop.cuh") == 0) {
+      loop = 1;
+      ck_assert_msg(!strstr(f->text, "SCHED =="), "the tile loop (clcrt_loop.cuh) tests a scheduler by name");
+    }
+  }
+  ck_assert_int_le(n, 16);
+  ck_assert_msg(abi, "clcrt_abi.h is not embedded");
+  ck_assert_msg(loop, "clcrt_loop.cuh is not embedded");
 }
 END_TEST
 
@@ -819,7 +887,6 @@ START_TEST(test_invalid_arguments_have_messages) {
   EXPECT_NULL_MSG(clcrt_kernel_ptx(NULL, &ptx), "clcrt_kernel_ptx");
   EXPECT_NULL_MSG(clcrt_kernel_info_get(NULL, &info), "clcrt_kernel_info_get");
   EXPECT_NULL_MSG(clcrt_kernel_variant(NULL, 0, &v), "clcrt_kernel_variant");
-  EXPECT_NULL_MSG(clcrt_kernel_observed(NULL, &v), "clcrt_kernel_observed");
   EXPECT_NULL_MSG(clcrt_kernel_prepare(NULL, 0), "clcrt_kernel_prepare");
   EXPECT_NULL_MSG(clcrt_cache_stats_get(NULL, &cs), "clcrt_cache_stats_get");
   EXPECT_NULL_MSG(clcrt_stream_create(NULL, NULL, &s), "clcrt_stream_create");
@@ -1355,6 +1422,85 @@ START_TEST(test_long_cycles_env) {
 }
 END_TEST
 
+/* The tunables as options (clcrt_runtime_opts, 0: the default), the environment overriding them
+ * when set to a valid value, read once (env.c). Each case in a process of its own, so that the
+ * environment it sets is the one read. */
+typedef struct tun_case {
+  const char *env[5];           /* CLCRT_STEAL_CHUNK_CYCLES, _LONG_CYCLES, CLCRT_PREEMPT_WAVES, CLCRT_CACHE_MAX_BYTES,
+                                   CLCRT_WARMUP; NULL: unset */
+  clcrt_runtime_opts o;         /* target_arch and cache_dir are set by the test */
+  size_t size;                  /* o.size; 0: sizeof o */
+  clcrt_status st;
+  unsigned chunk, lng, waves;   /* expected */
+  unsigned long long cap;
+  int warmup;
+} tun_case;
+
+static int tun_run(const tun_case *c) {
+  static const char *const names[5] = {"CLCRT_STEAL_CHUNK_CYCLES", "CLCRT_STEAL_LONG_CYCLES", "CLCRT_PREEMPT_WAVES",
+                                       "CLCRT_CACHE_MAX_BYTES", "CLCRT_WARMUP"};
+  for (int i = 0; i < 5; i++) {
+    if (c->env[i])
+      setenv(names[i], c->env[i], 1);
+    else
+      unsetenv(names[i]);
+  }
+  clcrt_runtime_opts o = c->o;
+  o.size = c->size ? c->size : sizeof o;
+  o.target_arch = "sm_90a";
+  o.cache_dir = "";
+  clcrt_runtime *rt = NULL;
+  clcrt_status st = clcrt_runtime_create(&rt, &o);
+  int ok = st == c->st;
+  if (st != CLCRT_OK)
+    ok = ok && strstr(clcrt_errmsg(rt), "clcrt_runtime_opts.") != NULL;
+  else
+    ok = ok && rt->chunk_cycles == c->chunk && rt->long_cycles == c->lng && rt->preempt_waves == c->waves &&
+         rt->cache_max_bytes == c->cap && rt->warmup == c->warmup;
+  if (!ok && rt)
+    fprintf(stderr, "tunables: status %s (%s): chunk %u long %u waves %u cap %llu warmup %d\n", clcrt_status_name(st),
+            clcrt_errmsg(rt), rt->chunk_cycles, rt->long_cycles, rt->preempt_waves, rt->cache_max_bytes, rt->warmup);
+  clcrt_runtime_destroy(rt);
+  return ok;
+}
+
+START_TEST(test_tunables_options) {
+  const unsigned C = CLCRT__CHUNK_CYCLES_DEFAULT, L = CLCRT__LONG_CYCLES_DEFAULT, W = CLCRT__PREEMPT_WAVES_DEFAULT;
+  const unsigned long long B = CLCRT__CACHE_MAX_BYTES_DEFAULT;
+  clcrt_runtime_opts zero = CLCRT_RUNTIME_OPTS_INIT, set = CLCRT_RUNTIME_OPTS_INIT, off = CLCRT_RUNTIME_OPTS_INIT,
+                     junk = CLCRT_RUNTIME_OPTS_INIT;
+  set.steal_chunk_cycles = 1234, set.steal_long_cycles = 5678, set.preempt_waves = 5, set.cache_max_bytes = 12345;
+  set.warmup = -1;
+  off.steal_long_cycles = CLCRT_OPT_OFF, off.cache_max_bytes = CLCRT_OPT_OFF, off.warmup = 1;
+  /* Beyond an older caller's size: never read. */
+  junk.steal_chunk_cycles = 0xdeadbeefu, junk.steal_long_cycles = 7, junk.preempt_waves = 999, junk.warmup = -5;
+  clcrt_runtime_opts big = set, big2 = set, big3 = set;
+  big.steal_chunk_cycles = CLCRT__CHUNK_CYCLES_MAX + 1;
+  big2.steal_long_cycles = CLCRT__LONG_CYCLES_MAX + 1;
+  big3.preempt_waves = CLCRT__PREEMPT_WAVES_MAX + 1;
+  const tun_case cases[] = {
+      {{NULL}, zero, 0, CLCRT_OK, C, L, W, B, 1},                           /* defaults */
+      {{NULL}, set, 0, CLCRT_OK, 1234, 5678, 5, 12345, 0},                  /* the options */
+      {{NULL}, off, 0, CLCRT_OK, C, 0, W, 0, 1},                            /* switched off, warm-up on */
+      {{"777", "0", "3", "2K", "1"}, set, 0, CLCRT_OK, 777, 0, 3, 2048, 1}, /* the environment overrides */
+      {{"x", "-1", "65", "1Q", ""}, set, 0, CLCRT_OK, 1234, 5678, 5, 12345, 0}, /* invalid or empty: the options */
+      {{"777", NULL, NULL, NULL, "0"}, zero, 0, CLCRT_OK, 777, L, W, B, 0},   /* over the defaults */
+      {{NULL}, junk, offsetof(clcrt_runtime_opts, steal_chunk_cycles), CLCRT_OK, C, L, W, B, 1},
+      {{NULL}, big, 0, CLCRT_E_INVALID, 0, 0, 0, 0, 0},
+      {{NULL}, big2, 0, CLCRT_E_INVALID, 0, 0, 0, 0, 0},
+      {{NULL}, big3, 0, CLCRT_E_INVALID, 0, 0, 0, 0, 0},
+      {{"5"}, big, 0, CLCRT_E_INVALID, 0, 0, 0, 0, 0}, /* a bad option is refused even where the environment wins */
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    pid_t pid = fork();
+    if (pid == 0) _exit(tun_run(&cases[i]) ? 0 : 1);
+    int ws;
+    waitpid(pid, &ws, 0);
+    ck_assert_msg(WIFEXITED(ws) && WEXITSTATUS(ws) == 0, "tunables case %zu", i);
+  }
+}
+END_TEST
+
 START_TEST(test_status_table) {
   static const clcrt_status all[] = {
 #define X(name, msg) CLCRT_##name,
@@ -1493,6 +1639,150 @@ START_TEST(test_cold_compile_time) {
 }
 END_TEST
 
+/* ---- the public header, as other languages read it ---- */
+
+/* A program that includes only clcrt.h and fills every option struct from its ..._INIT macro:
+ * size set, every other field zero or its documented default. Compiled by the test as C11
+ * (pedantic), C++20 and GNU C++17 with every warning an error, then run. */
+static const char *const HEADER_PROG =
+    "#include <clcrt.h>\n"
+    "#include <string.h>\n"
+    "#define ZERO_AFTER_SIZE(v) zero_after((const unsigned char *)&(v), sizeof(v))\n"
+    "static int zero_after(const unsigned char *p, size_t n) {\n"
+    "  for (size_t i = sizeof(size_t); i < n; i++) if (p[i]) return 0;\n"
+    "  return 1;\n"
+    "}\n"
+    "int main(void) {\n"
+    "  clcrt_runtime_opts o = CLCRT_RUNTIME_OPTS_INIT;\n"
+    "  clcrt_tile_desc d = CLCRT_TILE_DESC_INIT;\n"
+    "  clcrt_kernel_info ki = CLCRT_KERNEL_INFO_INIT;\n"
+    "  clcrt_stream_stats ss = CLCRT_STREAM_STATS_INIT;\n"
+    "  static clcrt_trace_summary ts = CLCRT_TRACE_SUMMARY_INIT;\n"
+    "  clcrt_cache_stats cs = CLCRT_CACHE_STATS_INIT;\n"
+    "  clcrt_stream_opts so = CLCRT_STREAM_OPTS_INIT;\n"
+    "  int bad = 0;\n"
+    "  bad |= o.size != sizeof o || d.size != sizeof d || ki.size != sizeof ki || ss.size != sizeof ss;\n"
+    "  bad |= ts.size != sizeof ts || cs.size != sizeof cs || so.size != sizeof so;\n"
+    "  bad |= d.sched != CLCRT_SCHED_AUTO || d.grid != CLCRT_GRID_AUTO;\n"
+    "  bad |= !ZERO_AFTER_SIZE(o) || !ZERO_AFTER_SIZE(d) || !ZERO_AFTER_SIZE(ki) || !ZERO_AFTER_SIZE(ss);\n"
+    "  bad |= !ZERO_AFTER_SIZE(ts) || !ZERO_AFTER_SIZE(cs) || !ZERO_AFTER_SIZE(so);\n"
+    "  return bad;\n"
+    "}\n";
+
+/* The repository's include/ directory, from this file's path. */
+static int include_dir(char *out, size_t n) {
+  const char *f = __FILE__;
+  const char *slash = strrchr(f, '/');
+  if (!slash) return snprintf(out, n, "../include") < (int)n;
+  return snprintf(out, n, "%.*s/../include", (int)(slash - f), f) < (int)n;
+}
+
+static int compile_and_run(const char *compiler, const char *lang, const char *flags, const char *inc,
+                           const char *dir) {
+  char src[512], exe[512], cmd[2048];
+  snprintf(src, sizeof src, "%s/prog.%s", dir, lang);
+  snprintf(exe, sizeof exe, "%s/prog_%s", dir, lang);
+  FILE *f = fopen(src, "w");
+  ck_assert_ptr_nonnull(f);
+  fputs(HEADER_PROG, f);
+  fclose(f);
+  snprintf(cmd, sizeof cmd, "%s %s -Wall -Wextra -Werror -I%s %s -o %s 2>&1 && %s", compiler, flags, inc, src, exe,
+           exe);
+  int rc = system(cmd);
+  if (rc != 0) fprintf(stderr, "test_core: header as %s (%s): `%s` exited with %d\n", lang, flags, cmd, rc);
+  return rc;
+}
+
+START_TEST(test_header_languages) {
+  char inc[512], hdr[600], dir[] = "/tmp/clcrt_hdr_XXXXXX";
+  ck_assert(include_dir(inc, sizeof inc));
+  snprintf(hdr, sizeof hdr, "%s/clcrt.h", inc);
+  if (access(hdr, R_OK) != 0) {
+    printf("test_core: SKIP header languages: %s not found from the working directory\n", hdr);
+    return;
+  }
+  /* Every ..._INIT macro names its fields (a positional one would shift every value when a
+   * field is inserted): its body starts with {.size = sizeof(. */
+  FILE *h = fopen(hdr, "r");
+  ck_assert_ptr_nonnull(h);
+  char line[512], body[4096];
+  int macros = 0;
+  while (fgets(line, sizeof line, h)) {
+    char name[128];
+    if (sscanf(line, "#define %127s", name) != 1 || strncmp(name, "CLCRT_", 6) != 0) continue;
+    size_t nl = strlen(name);
+    if (nl < 5 || strcmp(name + nl - 5, "_INIT") != 0) continue;
+    body[0] = 0;
+    strncat(body, line + strlen("#define ") + nl, sizeof body - 1);
+    while (strstr(line, "\\\n") && fgets(line, sizeof line, h)) strncat(body, line, sizeof body - strlen(body) - 1);
+    const char *b = body + strspn(body, " \t\\\n");
+    ck_assert_msg(strncmp(b, "{.size = sizeof(", 16) == 0, "%s is not a designated initializer: %s", name, b);
+    macros++;
+  }
+  fclose(h);
+  ck_assert_int_ge(macros, 7);
+  ck_assert_ptr_nonnull(mkdtemp(dir));
+  ck_assert_int_eq(compile_and_run("cc", "c", "-std=c11 -pedantic", inc, dir), 0);
+  int cxx = system("command -v c++ >/dev/null 2>&1") == 0;
+  if (!cxx) {
+    printf("test_core: SKIP header as C++: no c++ on the PATH\n");
+  } else {
+    ck_assert_int_eq(compile_and_run("c++ -x c++", "cc", "-std=c++20 -pedantic", inc, dir), 0);
+    ck_assert_int_eq(compile_and_run("c++ -x c++", "cc", "-std=gnu++17", inc, dir), 0);
+  }
+  /* The driver table's part (clcrt_driver, clcrt_runtime_driver, clcrt_runtime_context): there
+   * once <cuda.h> is in, whether it comes before or after clcrt.h. */
+  const char *cuda = getenv("CUDA_HOME");
+  static const char *const orders[2] = {"#include <cuda.h>\n#include <clcrt.h>\n",
+                                        "#include <clcrt.h>\n#include <cuda.h>\n#include <clcrt.h>\n"};
+  for (int i = 0; i < 2; i++) {
+    char src[600], cmd[2048];
+    snprintf(src, sizeof src, "%s/driver%d.c", dir, i);
+    FILE *f = fopen(src, "w");
+    ck_assert_ptr_nonnull(f);
+    fprintf(f, "%sconst clcrt_driver *get(const clcrt_runtime *rt);\n"
+               "const clcrt_driver *get(const clcrt_runtime *rt) {\n"
+               "  CUcontext c = clcrt_runtime_context(rt);\n"
+               "  return c ? clcrt_runtime_driver(rt) : 0;\n}\n",
+            orders[i]);
+    fclose(f);
+    snprintf(cmd, sizeof cmd, "cc -std=c11 -Wall -Wextra -Werror -fsyntax-only -I%s -I%s/include %s", inc,
+             cuda && *cuda ? cuda : "/usr/local/cuda", src);
+    ck_assert_msg(system(cmd) == 0, "%s", cmd);
+    if (cxx) {
+      snprintf(cmd, sizeof cmd, "c++ -x c++ -std=c++20 -Wall -Wextra -Werror -fsyntax-only -I%s -I%s/include %s", inc,
+               cuda && *cuda ? cuda : "/usr/local/cuda", src);
+      ck_assert_msg(system(cmd) == 0, "%s", cmd);
+    }
+  }
+  char rm[600];
+  snprintf(rm, sizeof rm, "rm -rf %s", dir);
+  ck_assert_int_eq(system(rm), 0);
+}
+END_TEST
+
+/* The examples and the benchmarks build against the public header alone, as a user's program
+ * does: nothing of runtime/ on the include path (only <cuda.h>, cuBLAS's headers, and the
+ * generated header of the embedded user sources). */
+START_TEST(test_programs_use_public_header) {
+  char inc[512], cmd[4096];
+  ck_assert(include_dir(inc, sizeof inc));
+  const char *build = getenv("CLCRT_TEST_BUILD"), *cuda = getenv("CUDA_HOME");
+  char gen[600];
+  snprintf(gen, sizeof gen, "%s/gen/user_src.h", build ? build : "");
+  if (!build || access(gen, R_OK) != 0) {
+    printf("test_core: SKIP programs against the public header: no CLCRT_TEST_BUILD with gen/user_src.h\n");
+    return;
+  }
+  snprintf(cmd, sizeof cmd,
+           "n=0; for f in %s/../examples/*.c %s/../examples/*/*.c %s/../bench/*.c %s/../bench/lib/*.c; do "
+           "cc -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -fsyntax-only -I%s -I%s/include -I%s/gen \"$f\" || exit 1; "
+           "n=$((n+1)); done; test $n -ge 10",
+           inc, inc, inc, inc, inc, cuda && *cuda ? cuda : "/usr/local/cuda", build);
+  ck_assert_msg(system(cmd) == 0, "%s", cmd);
+}
+END_TEST
+
 static Suite *core_suite(void) {
   Suite *s = suite_create("core");
   TCase *tc = tcase_create("matrix");
@@ -1503,6 +1793,8 @@ static Suite *core_suite(void) {
   tcase_add_test(tc, test_observed_variant);
   tcase_add_test(tc, test_variants);
   tcase_add_test(tc, test_info_small_struct);
+  tcase_add_test(tc, test_abi_offsets);
+  tcase_add_test(tc, test_embedded_headers);
   suite_add_tcase(s, tc);
 
   tc = tcase_create("bad_input");
@@ -1539,8 +1831,11 @@ static Suite *core_suite(void) {
   tcase_add_test(tc, test_status_table);
   tcase_add_test(tc, test_preempt_waves_parse);
   tcase_add_test(tc, test_long_cycles_env);
+  tcase_add_test(tc, test_tunables_options);
   tcase_add_test(tc, test_compile_only_refuses_streams);
   tcase_add_test(tc, test_preempt_bad_input);
+  tcase_add_test(tc, test_header_languages);
+  tcase_add_test(tc, test_programs_use_public_header);
   tcase_add_test(tc, test_cold_compile_time);
   suite_add_tcase(s, tc);
   return s;

@@ -1,4 +1,11 @@
-/* clcrt_run's launch logic on a machine without a GPU: a fake driver table stands in for the
+/* The run plan (runtime/launch/plan.c) as a table: for every scheduler, cluster shape (1, 2 and 4
+ * CTAs, 2 x 2), grid kind and state of the stream (plain, traced, statistics, captured,
+ * preemptible, short, long units, each variant built or not), the variant, grid, claim base,
+ * flags and shared memory the plan gives; and, over the whole cross product, what every plan
+ * must satisfy (every unit has a cluster, the launched variant is built, a captured run that
+ * claims has graph code, ...).
+ *
+ * clcrt_run's launch logic on a machine without a GPU: a fake driver table stands in for the
  * driver (an H100-like device of 132 SMs, host memory for device memory) and records every
  * cuLaunchKernelEx. The kernels are real: compiled by NVRTC for sm_90a and read from their
  * cubins; only loading and launching are pretended. Checked, from the launch configuration
@@ -14,14 +21,20 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <time.h>
+#include <unistd.h>
+#include <uv.h>
 
 #include "clcrt.h"
 #include "driver.h"
 #include "env.h"
 #include "internal.h"
+#include "builder.h"
+#include "plan.h"
 #include "sched_state.h"
 #include "stream.h"
+#include "variants.h"
 
 /* ---- the fake driver ---- */
 
@@ -138,7 +151,10 @@ static CUresult CUDAAPI f_is_capturing(CUstream s, CUstreamCaptureStatus *st) {
   return CUDA_SUCCESS;
 }
 static CUresult CUDAAPI f_stream_sync(CUstream s) { (void)s; return CUDA_SUCCESS; }
-static CUresult CUDAAPI f_stream_prio(CUstream s, int *p) { (void)s; *p = 0; return CUDA_SUCCESS; }
+static CUresult CUDAAPI f_stream_prio(CUstream s, int *p) {
+  *p = s == (CUstream)0x77 ? -1 : 0; /* one stream of a higher priority (tests: HI_STREAM) */
+  return CUDA_SUCCESS;
+}
 static CUresult CUDAAPI f_capture_info(CUstream s, CUstreamCaptureStatus *st, cuuint64_t *id, CUgraph *g,
                                        const CUgraphNode **deps, const CUgraphEdgeData **edges, size_t *n) {
   (void)s, (void)edges;
@@ -289,10 +305,6 @@ static void setup_once(void) {
     fprintf(stderr, "test_launch: runtime on the fake driver: %s\n", clcrt_errmsg(g_rt));
     exit(1);
   }
-  if (clcrt_stream_create(g_rt, NULL, &g_s) != CLCRT_OK) {
-    fprintf(stderr, "test_launch: stream: %s\n", clcrt_errmsg(g_rt));
-    exit(1);
-  }
   g_steal = reg(CLCRT_SCHED_STEAL, 1);
   g_steal2 = reg(CLCRT_SCHED_STEAL, 2);
   g_fixed = reg(CLCRT_SCHED_FIXED, 1);
@@ -308,7 +320,11 @@ static void setup_once(void) {
   }
 }
 
+/* The stream is made in each test's own process: the first stream starts the runtime's build
+ * thread, which a forked child would not have (and LeakSanitizer would count there). */
 static void setup(void) {
+  g_current = CTX;
+  ck_assert_msg(clcrt_stream_create(g_rt, NULL, &g_s) == CLCRT_OK, "%s", clcrt_errmsg(g_rt));
   g_capture = CU_STREAM_CAPTURE_STATUS_NONE;
   g_launch_result = CUDA_SUCCESS;
   g_launches = 0;
@@ -316,6 +332,11 @@ static void setup(void) {
   g_set_current = 0;
   memset(&g_cfg, 0, sizeof g_cfg);
   memset(&g_p, 0, sizeof g_p);
+}
+
+static void teardown(void) {
+  clcrt_stream_destroy(g_s);
+  g_s = NULL;
 }
 
 static clcrt_status run(const clcrt_kernel *k, unsigned x, unsigned y, unsigned z) {
@@ -333,7 +354,341 @@ static unsigned fastdiv(unsigned n, unsigned mul, unsigned shr) {
   return mul == 0 ? n : (unsigned)(((unsigned long long)n * mul) >> 32) >> shr;
 }
 
-/* ---- tests ---- */
+/* ---- the plan (plan.c), as a table: no driver, no runtime ---- */
+
+/* Synthetic registered kernels: a scheduler, a grid kind and a cluster shape each. */
+enum { PK_STEAL, PK_STEAL_FULL, PK_STEAL_PERSIST, PK_STEAL2, PK_STEAL4, PK_STEAL2X2, PK_STATIC, PK_FIXED, PK_FIXED2,
+       PK_CLC, PK_COUNT };
+static clcrt_kernel g_pk[PK_COUNT];
+static clcrt__occ g_pocc[PK_COUNT][CLCRT__VARIANTS];
+enum { PSMEM = 1000, PRING = 136 }; /* the tile function's shared memory, and the ring after it */
+
+/* Occupancy of each variant of a 1-CTA kernel (a 2- or 4-CTA cluster fits half or a quarter):
+ * the registered kernel 1000 clusters, the short one (fewer registers) more, every other variant
+ * fewer, all different so that the table shows whose occupancy sized the grid. */
+static int occ_1cta(unsigned v) {
+  static const int t[CLCRT__VARIANTS] = {1000, 900, 800, 700, 600, 500, 400, 300, 1200, 1100, 0, 0, 0, 0, 0, 0};
+  return t[v];
+}
+static void plan_kernel(int i, clcrt_sched s, clcrt_grid g, unsigned cx, unsigned cy, unsigned cz) {
+  clcrt_kernel *k = &g_pk[i];
+  memset(k, 0, sizeof *k);
+  k->sched = s, k->grid = g;
+  k->cluster = (clcrt_dim3){cx, cy, cz};
+  k->cluster_size = cx * cy * cz;
+  k->block = (clcrt_dim3){256, 1, 1};
+  k->smem_bytes = PSMEM;
+  k->ring_bytes = s == CLCRT_SCHED_STEAL || s == CLCRT_SCHED_CLC ? PRING : 0;
+  for (unsigned v = 0; v < CLCRT__VARIANTS; v++) {
+    g_pocc[i][v].clusters = occ_1cta(v) / (int)k->cluster_size;
+    g_pocc[i][v].blocks_per_sm = (occ_1cta(v) + 131) / 132;
+    clcrt__fastdiv(2u * (unsigned)g_pocc[i][v].clusters, &g_pocc[i][v].guide_mul, &g_pocc[i][v].guide_shr);
+  }
+}
+static void plan_kernels(void) {
+  plan_kernel(PK_STEAL, CLCRT_SCHED_STEAL, CLCRT_GRID_AUTO, 1, 1, 1);
+  plan_kernel(PK_STEAL_FULL, CLCRT_SCHED_STEAL, CLCRT_GRID_FULL, 1, 1, 1);
+  plan_kernel(PK_STEAL_PERSIST, CLCRT_SCHED_STEAL, CLCRT_GRID_PERSISTENT, 1, 1, 1);
+  plan_kernel(PK_STEAL2, CLCRT_SCHED_STEAL, CLCRT_GRID_AUTO, 2, 1, 1);
+  plan_kernel(PK_STEAL4, CLCRT_SCHED_STEAL, CLCRT_GRID_AUTO, 4, 1, 1);
+  plan_kernel(PK_STEAL2X2, CLCRT_SCHED_STEAL, CLCRT_GRID_AUTO, 2, 2, 1);
+  plan_kernel(PK_STATIC, CLCRT_SCHED_STATIC, CLCRT_GRID_PERSISTENT, 1, 1, 1);
+  plan_kernel(PK_FIXED, CLCRT_SCHED_FIXED, CLCRT_GRID_FULL, 1, 1, 1);
+  plan_kernel(PK_FIXED2, CLCRT_SCHED_FIXED, CLCRT_GRID_FULL, 2, 1, 1);
+  plan_kernel(PK_CLC, CLCRT_SCHED_CLC, CLCRT_GRID_FULL, 1, 1, 1);
+}
+
+/* The state of a run: what the stream and the device are doing. */
+enum { T = 1, S = 2, G = 4, P = 8, L = 16, R = 32 }; /* traced, statistics, captured, preemptible, long, recheck */
+#define ALL 0xffffu
+#define NOT(v) (ALL & ~(1u << (v)))
+/* The variant bits, short for the table: O(bserved), GR(aph), Y(ielding), ONE unit per cluster. */
+enum { O = CLCRT_USE_TRACE, GR = CLCRT_USE_GRAPH, Y = CLCRT_USE_PREEMPT, ONE = CLCRT_USE_SHORT };
+enum { F3 = CLCRT__PF_GRID3, FG = CLCRT__PF_GRAPH };
+
+typedef struct {
+  int line, kernel;
+  unsigned tx, ty, tz, state, ready;
+  /* expected */
+  unsigned variant, gx, gy, gz, clusters, claim_base, ring, flags, missing, count_long, obs_lost;
+} plan_row;
+
+#define ROW(...) {__LINE__, __VA_ARGS__}
+/* kernel, tiles, state, ready -> variant, grid (CTAs), clusters, claim base, ring, flags, missing, counted long, obs lost */
+static const plan_row PLAN_TABLE[] = {
+    /* STEAL on an AUTO grid, 1-CTA clusters: persistent, the rest claimed. */
+    ROW(PK_STEAL, 5000, 1, 1, 0, ALL, 0, 1000, 1, 1, 1000, 1000, 1, 0, 0, 0, 0),
+    ROW(PK_STEAL, 1001, 1, 1, 0, ALL, 0, 1000, 1, 1, 1000, 1000, 1, 0, 0, 0, 0), /* claims: never the short one */
+    ROW(PK_STEAL, 1000, 1, 1, 0, ALL, ONE, 1000, 1, 1, 1000, 1000, 0, F3, 0, 0, 0), /* exactly what fits: short */
+    ROW(PK_STEAL, 500, 1, 1, 0, ALL, ONE, 500, 1, 1, 500, 500, 0, F3, 0, 0, 0),
+    ROW(PK_STEAL, 1, 1, 1, 0, ALL, ONE, 1, 1, 1, 1, 1, 0, F3, 0, 0, 0),
+    ROW(PK_STEAL, 100, 30, 7, 0, ALL, 0, 1000, 1, 1, 1000, 1000, 1, 0, 0, 0, 0),       /* 3-D: 21000 units */
+    ROW(PK_STEAL, 10, 10, 5, 0, ALL, ONE, 10, 10, 5, 500, 500, 0, F3, 0, 0, 0),         /* 3-D short: its own grid */
+    /* traced, statistics: the observed variants (the ring holds a traced run's start times) */
+    ROW(PK_STEAL, 5000, 1, 1, T, ALL, O, 900, 1, 1, 900, 900, 1, 0, 0, 0, 0),
+    ROW(PK_STEAL, 5000, 1, 1, S, ALL, O, 900, 1, 1, 900, 900, 1, 0, 0, 0, 0),
+    ROW(PK_STEAL, 5000, 1, 1, T | S, ALL, O, 900, 1, 1, 900, 900, 1, 0, 0, 0, 0),
+    ROW(PK_STEAL, 500, 1, 1, T, ALL, O | ONE, 500, 1, 1, 500, 500, 1, F3, 0, 0, 0),
+    ROW(PK_STEAL, 500, 1, 1, S, ALL, O | ONE, 500, 1, 1, 500, 500, 0, F3, 0, 0, 0),
+    ROW(PK_STEAL, 950, 1, 1, T, ALL, O, 900, 1, 1, 900, 900, 1, 0, 0, 0, 0), /* claims with the observed variant */
+    /* captured: claiming runs claim from the graph table; short ones are only told */
+    ROW(PK_STEAL, 5000, 1, 1, G, ALL, GR, 800, 1, 1, 800, 800, 1, FG, 0, 0, 0),
+    ROW(PK_STEAL, 500, 1, 1, G, ALL, ONE, 500, 1, 1, 500, 500, 0, F3 | FG, 0, 0, 0),
+    ROW(PK_STEAL, 5000, 1, 1, G | T, ALL, O | GR, 700, 1, 1, 700, 700, 1, FG, 0, 0, 0),
+    ROW(PK_STEAL, 750, 1, 1, G, ALL, ONE, 750, 1, 1, 750, 750, 0, F3 | FG, 0, 0, 0),
+    /* preemptible: a full grid that yields, the resident clusters on their own units, 2 waves of reserve */
+    ROW(PK_STEAL, 5000, 1, 1, P, ALL, Y, 1800, 1, 1, 1800, 600, 1, 0, 0, 0, 0),
+    ROW(PK_STEAL, 1000, 1, 1, P, ALL, Y, 1000, 1, 1, 1000, 600, 1, 0, 0, 0, 0),
+    ROW(PK_STEAL, 500, 1, 1, P, ALL, ONE, 500, 1, 1, 500, 500, 0, F3, 0, 0, 0),
+    ROW(PK_STEAL, 5000, 1, 1, P | G, ALL, Y | GR, 1200, 1, 1, 1200, 400, 1, FG, 0, 0, 0),
+    ROW(PK_STEAL, 5000, 1, 1, P | T, ALL, O | Y, 1500, 1, 1, 1500, 500, 1, 0, 0, 0, 0),
+    ROW(PK_STEAL, 5000, 1, 1, P | G | T, ALL, O | GR | Y, 900, 1, 1, 900, 300, 1, FG, 0, 0, 0),
+    /* long units: one cluster per unit (the short variant), every CLCRT__HW_RECHECK-th run persistent */
+    ROW(PK_STEAL, 5000, 1, 1, L, ALL, ONE, 5000, 1, 1, 5000, 5000, 0, F3, 0, 1, 0),
+    ROW(PK_STEAL, 5000, 1, 1, L | R, ALL, 0, 1000, 1, 1, 1000, 1000, 1, 0, 0, 1, 0),
+    ROW(PK_STEAL, 5000, 1, 1, L | G, ALL, ONE, 5000, 1, 1, 5000, 5000, 0, F3 | FG, 0, 1, 0),
+    ROW(PK_STEAL, 5000, 1, 1, L | R | G, ALL, GR, 800, 1, 1, 800, 800, 1, FG, 0, 1, 0),
+    ROW(PK_STEAL, 5000, 1, 1, L | T, ALL, O | ONE, 5000, 1, 1, 5000, 5000, 1, F3, 0, 1, 0),
+    ROW(PK_STEAL, 5000, 1, 1, L | P, ALL, ONE, 5000, 1, 1, 5000, 5000, 0, F3, 0, 1, 0),
+    ROW(PK_STEAL, 500, 1, 1, L, ALL, ONE, 500, 1, 1, 500, 500, 0, F3, 0, 0, 0), /* short anyway: not counted */
+    ROW(PK_STEAL, 300, 20, 4, L, ALL, ONE, 300, 20, 4, 24000, 24000, 0, F3, 0, 1, 0),
+    ROW(PK_STEAL, 3, 66001, 1, L, ALL, ONE, 198003, 1, 1, 198003, 198003, 0, 0, 0, 1, 0), /* y > 65535: 1-D */
+    /* Variants not built yet: the run asks for one and launches the fallback, one cluster per unit
+     * with no claims, or the variant it needs not. */
+    ROW(PK_STEAL, 5000, 1, 1, G, NOT(GR), 0, 5000, 1, 1, 5000, 5000, 0, FG, GR, 0, 0),
+    ROW(PK_STEAL, 500, 1, 1, 0, NOT(ONE), 0, 500, 1, 1, 500, 500, 0, 0, ONE, 0, 0),
+    ROW(PK_STEAL, 500, 1, 1, G, NOT(ONE), 0, 500, 1, 1, 500, 500, 0, FG, ONE, 0, 0),
+    ROW(PK_STEAL, 5000, 1, 1, P, NOT(Y), 0, 5000, 1, 1, 5000, 5000, 0, 0, Y, 0, 0),
+    ROW(PK_STEAL, 500, 1, 1, P, NOT(Y), ONE, 500, 1, 1, 500, 500, 0, F3, Y, 0, 0),
+    ROW(PK_STEAL, 5000, 1, 1, P | G, NOT(Y | GR), 0, 5000, 1, 1, 5000, 5000, 0, FG, Y | GR, 0, 0),
+    ROW(PK_STEAL, 5000, 1, 1, L, NOT(ONE), 0, 5000, 1, 1, 5000, 5000, 0, 0, ONE, 1, 0),
+    ROW(PK_STEAL, 5000, 1, 1, T | G, NOT(O | GR), O, 5000, 1, 1, 5000, 5000, 1, FG, O | GR, 0, 0),
+    ROW(PK_STEAL, 5000, 1, 1, T | P, NOT(O | Y) & NOT(O | ONE), O, 5000, 1, 1, 5000, 5000, 1, 0, O | Y, 0, 0),
+    ROW(PK_STEAL, 500, 1, 1, T, NOT(O | ONE), O, 500, 1, 1, 500, 500, 1, 0, O | ONE, 0, 0),
+    /* ... and the observed variant missing (it is built when tracing is enabled: this does not
+     * happen unless that build failed): run without, records lost and said so */
+    ROW(PK_STEAL, 5000, 1, 1, T, NOT(O), 0, 1000, 1, 1, 1000, 1000, 1, 0, O, 0, 1),
+    ROW(PK_STEAL, 500, 1, 1, S, NOT(O), ONE, 500, 1, 1, 500, 500, 0, F3, O, 0, 1),
+    /* STEAL on an explicitly full grid: every unit claimed, never the short variant */
+    ROW(PK_STEAL_FULL, 5000, 1, 1, 0, ALL, 0, 5000, 1, 1, 5000, 0, 1, 0, 0, 0, 0),
+    ROW(PK_STEAL_FULL, 500, 1, 1, 0, ALL, 0, 500, 1, 1, 500, 0, 1, 0, 0, 0, 0),
+    ROW(PK_STEAL_FULL, 5000, 1, 1, P, ALL, Y, 5000, 1, 1, 5000, 0, 1, 0, 0, 0, 0),
+    ROW(PK_STEAL_FULL, 5000, 1, 1, G, ALL, GR, 5000, 1, 1, 5000, 0, 1, FG, 0, 0, 0),
+    ROW(PK_STEAL_FULL, 500, 1, 1, P, NOT(Y), 0, 500, 1, 1, 500, 500, 0, 0, Y, 0, 0),
+    /* STEAL on an explicitly persistent grid: never yields */
+    ROW(PK_STEAL_PERSIST, 5000, 1, 1, 0, ALL, 0, 1000, 1, 1, 1000, 1000, 1, 0, 0, 0, 0),
+    ROW(PK_STEAL_PERSIST, 5000, 1, 1, P, ALL, 0, 1000, 1, 1, 1000, 1000, 1, 0, 0, 0, 0),
+    ROW(PK_STEAL_PERSIST, 500, 1, 1, P, ALL, ONE, 500, 1, 1, 500, 500, 0, F3, 0, 0, 0),
+    /* 2-CTA clusters: units are 2 x 1 blocks of tiles, the grid counts CTAs */
+    ROW(PK_STEAL2, 20001, 1, 1, 0, ALL, 0, 1000, 1, 1, 500, 500, 1, 0, 0, 0, 0),
+    ROW(PK_STEAL2, 7, 3, 1, 0, ALL, ONE, 8, 3, 1, 12, 12, 0, F3, 0, 0, 0),
+    ROW(PK_STEAL2, 20001, 1, 1, G, ALL, GR, 800, 1, 1, 400, 400, 1, FG, 0, 0, 0),
+    ROW(PK_STEAL2, 20001, 1, 1, P, ALL, Y, 1800, 1, 1, 900, 300, 1, 0, 0, 0, 0),
+    ROW(PK_STEAL2, 20001, 1, 1, T, ALL, O, 900, 1, 1, 450, 450, 1, 0, 0, 0, 0),
+    ROW(PK_STEAL2, 20001, 1, 1, L, ALL, ONE, 20002, 1, 1, 10001, 10001, 0, F3, 0, 1, 0),
+    ROW(PK_STEAL2, 20001, 1, 1, G, NOT(GR), 0, 20002, 1, 1, 10001, 10001, 0, FG, GR, 0, 0),
+    /* 4-CTA clusters */
+    ROW(PK_STEAL4, 10000, 1, 1, 0, ALL, 0, 1000, 1, 1, 250, 250, 1, 0, 0, 0, 0),
+    ROW(PK_STEAL4, 10, 1, 1, 0, ALL, ONE, 12, 1, 1, 3, 3, 0, F3, 0, 0, 0), /* padded */
+    ROW(PK_STEAL4, 10000, 1, 1, P | G, ALL, Y | GR, 1200, 1, 1, 300, 100, 1, FG, 0, 0, 0),
+    ROW(PK_STEAL4, 10000, 1, 1, P, NOT(Y), 0, 10000, 1, 1, 2500, 2500, 0, 0, Y, 0, 0),
+    /* 2 x 2 clusters over a 2-D tile grid */
+    ROW(PK_STEAL2X2, 100, 100, 1, 0, ALL, 0, 500, 2, 1, 250, 250, 1, 0, 0, 0, 0),
+    ROW(PK_STEAL2X2, 10, 10, 1, 0, ALL, ONE, 10, 10, 1, 25, 25, 0, F3, 0, 0, 0),
+    ROW(PK_STEAL2X2, 1000, 200, 1, L, ALL, ONE, 1000, 200, 1, 50000, 50000, 0, F3, 0, 1, 0),
+    ROW(PK_STEAL2X2, 101, 101, 1, G, NOT(GR), 0, 5202, 2, 1, 2601, 2601, 0, FG, GR, 0, 0),
+    /* STATIC: a persistent grid; capture and preemption change nothing */
+    ROW(PK_STATIC, 50000, 1, 1, 0, ALL, 0, 1000, 1, 1, 1000, 0, 0, 0, 0, 0, 0),
+    ROW(PK_STATIC, 77, 1, 1, G | P, ALL, 0, 77, 1, 1, 77, 0, 0, 0, 0, 0, 0),
+    ROW(PK_STATIC, 50000, 1, 1, T, ALL, O, 900, 1, 1, 900, 0, 0, 0, 0, 0, 0),
+    ROW(PK_STATIC, 50000, 1, 1, S, NOT(O), 0, 1000, 1, 1, 1000, 0, 0, 0, O, 0, 1),
+    /* FIXED: a 3-D grid of units where y and z fit, else 1-D */
+    ROW(PK_FIXED, 100, 20, 3, 0, ALL, 0, 100, 20, 3, 6000, 0, 0, F3, 0, 0, 0),
+    ROW(PK_FIXED, 3, 66001, 1, 0, ALL, 0, 198003, 1, 1, 198003, 0, 0, 0, 0, 0, 0),
+    ROW(PK_FIXED, 100, 20, 3, T | G | P, ALL, O, 100, 20, 3, 6000, 0, 0, F3, 0, 0, 0),
+    ROW(PK_FIXED2, 9, 4, 1, 0, ALL, 0, 10, 4, 1, 20, 0, 0, F3, 0, 0, 0),
+    /* CLC: every cluster, the ring always */
+    ROW(PK_CLC, 5000, 1, 1, 0, ALL, 0, 5000, 1, 1, 5000, 0, 1, 0, 0, 0, 0),
+    ROW(PK_CLC, 5000, 1, 1, T | G, ALL, O, 5000, 1, 1, 5000, 0, 1, 0, 0, 0, 0),
+};
+
+/* The SMs of the stream a plan is made for: the whole device of 132 by default. */
+static struct {
+  int grid_sms;
+  unsigned align;
+} g_plan_sms = {132, 0};
+
+static void plan_input(clcrt__plan_in *in, int kernel, unsigned tx, unsigned ty, unsigned tz, unsigned state,
+                       unsigned ready) {
+  memset(in, 0x5a, sizeof *in); /* every field must be set below */
+  in->k = &g_pk[kernel];
+  in->occ = g_pocc[kernel];
+  in->ready = ready | 1u;
+  in->tiles = (clcrt_dim3){tx, ty, tz};
+  in->traced = !!(state & T), in->stats = !!(state & S), in->graph = !!(state & G);
+  in->preemptible = !!(state & P), in->long_measured = !!(state & L), in->long_recheck = !!(state & R);
+  in->preempt_waves = 2;
+  /* The whole device, unless plan_everywhere sweeps the SMs a stream may have (test_share runs
+   * partitions through clcrt_run). */
+  in->dev_sms = 132, in->grid_sms = g_plan_sms.grid_sms, in->grid_align = g_plan_sms.align;
+}
+
+/* What holds for every plan, whatever its input (checked on the table and on the sweep below). */
+static void plan_invariants(const clcrt__plan_in *in, const clcrt__plan_out *o, const char *what) {
+  const clcrt_kernel *k = in->k;
+  const clcrt__params *p = &o->p;
+  const int steal = k->sched == CLCRT_SCHED_STEAL;
+  const unsigned n = p->num_units, v = o->variant;
+  const int claims = steal && p->claim_base < n;
+  ck_assert_msg((in->ready >> v) & 1u, "%s: variant %u launched but not built", what, v);
+  ck_assert_msg(!o->missing || !((in->ready >> o->missing) & 1u), "%s: asks for %u, which is built", what, o->missing);
+  ck_assert_msg(v == clcrt__variant_bits(k->sched, v), "%s: variant %u has bits its scheduler has no code for", what, v);
+  /* Observed when asked, or said to be lost. */
+  ck_assert_msg(!!(v & CLCRT_USE_TRACE) == ((in->traced || in->stats) && !o->obs_lost), "%s: observed %u", what, v);
+  ck_assert_msg(o->obs_lost == ((in->traced || in->stats) && !((in->ready >> CLCRT_USE_TRACE) & 1u)), "%s: obs lost",
+                what);
+  /* Every unit has a cluster that runs it: a cluster of its own below claim_base, or a claim. */
+  if (steal) {
+    ck_assert_msg(p->claim_base <= p->num_clusters, "%s: claim base %u > clusters %u", what, p->claim_base,
+                  p->num_clusters);
+    ck_assert_msg(claims || p->num_clusters >= n, "%s: %u clusters for %u units, no claims", what, p->num_clusters, n);
+    ck_assert_msg(!claims || !(v & CLCRT_USE_SHORT), "%s: the short variant claims", what);
+    ck_assert_msg(!claims || !in->graph || (v & CLCRT_USE_GRAPH), "%s: a captured run claims without graph code", what);
+    ck_assert_msg(!(v & CLCRT_USE_GRAPH) || in->graph, "%s: graph code outside a capture", what);
+    ck_assert_msg(!(v & CLCRT_USE_PREEMPT) || in->preemptible, "%s: yields with nothing to yield to", what);
+    ck_assert_msg(!!(p->flags & CLCRT__PF_GRAPH) == !!in->graph, "%s: graph flag", what);
+    ck_assert_msg(p->active >= 1 && p->active <= p->num_clusters, "%s: active %u", what, p->active);
+    for (unsigned x = 0; x < (1u << 31); x = x * 5 + 3)
+      ck_assert_msg(fastdiv(x, p->guide_mul, p->guide_shr) == x / (2 * p->active), "%s: guided bound", what);
+  } else {
+    ck_assert_uint_eq(p->claim_base, 0);
+    ck_assert_uint_eq(p->flags & CLCRT__PF_GRAPH, 0);
+    ck_assert_uint_eq(o->missing & ~CLCRT_USE_TRACE, 0);
+    if (k->sched != CLCRT_SCHED_STATIC) ck_assert_uint_eq(p->num_clusters, n);
+  }
+  /* The grid: one cluster per unit in 3-D, or num_clusters along x. */
+  if (p->flags & CLCRT__PF_GRID3) {
+    ck_assert(k->sched == CLCRT_SCHED_FIXED || (v & CLCRT_USE_SHORT));
+    ck_assert_uint_eq(o->grid[0], p->units[0] * k->cluster.x);
+    ck_assert_uint_eq(o->grid[1], p->units[1] * k->cluster.y);
+    ck_assert_uint_eq(o->grid[2], p->units[2] * k->cluster.z);
+    ck_assert_uint_eq(p->num_clusters, n);
+  } else {
+    ck_assert_uint_eq(o->grid[0], p->num_clusters * k->cluster.x);
+    ck_assert_uint_eq(o->grid[1], k->cluster.y);
+    ck_assert_uint_eq(o->grid[2], k->cluster.z);
+  }
+  /* The ring where the kernel reads it: CLC always, STEAL when it claims or records start times. */
+  const int ring = k->ring_bytes && (k->sched == CLCRT_SCHED_CLC || claims || (in->traced && (v & CLCRT_USE_TRACE)));
+  ck_assert_msg(o->smem == k->smem_bytes + (ring ? k->ring_bytes : 0), "%s: smem %u", what, o->smem);
+  /* The units and their decomposition on the device. */
+  ck_assert_uint_eq(p->tiles[0], in->tiles.x);
+  ck_assert_uint_eq(p->units[0], (in->tiles.x - 1) / k->cluster.x + 1);
+  ck_assert_uint_eq(p->units[1], (in->tiles.y - 1) / k->cluster.y + 1);
+  ck_assert_uint_eq(p->units[2], (in->tiles.z - 1) / k->cluster.z + 1);
+  ck_assert_uint_eq(n, p->units[0] * p->units[1] * p->units[2]);
+  for (unsigned u = 0; u < n; u += n / 97 + 1) {
+    unsigned t = fastdiv(u, p->div1_mul, p->div1_shr);
+    ck_assert_msg(t == u / p->units[0], "%s: u / units[0] for %u", what, u);
+    ck_assert_uint_eq(fastdiv(t, p->div2_mul, p->div2_shr), t / p->units[1]);
+  }
+  /* What belongs to the stream is left to clcrt_run. */
+  ck_assert(p->seq == 0 && p->state == 0 && p->stats == 0 && p->trace == 0 && p->yield == 0 && p->run == 0 &&
+            p->chunk_cycles == 0 && p->prio == 0 && p->unit_cycles == 0 && p->yield_words == 0);
+}
+
+/* Every row of the table: the variant, the grid, the claim base and the rest, exactly. */
+START_TEST(plan_table) {
+  plan_kernels();
+  for (size_t i = 0; i < sizeof PLAN_TABLE / sizeof PLAN_TABLE[0]; i++) {
+    const plan_row *r = &PLAN_TABLE[i];
+    char what[64];
+    snprintf(what, sizeof what, "test_launch.c:%d", r->line);
+    clcrt__plan_in in;
+    plan_input(&in, r->kernel, r->tx, r->ty, r->tz, r->state, r->ready);
+    const clcrt__plan_in copy = in;
+    clcrt__plan_out o;
+    memset(&o, 0xa5, sizeof o);
+    ck_assert_msg(clcrt__plan(&in, &o) == CLCRT__PLAN_OK, "%s", what);
+    ck_assert_msg(memcmp(&in, &copy, sizeof in) == 0, "%s: the input changed", what);
+    ck_assert_msg(o.variant == r->variant, "%s: variant %u, want %u", what, o.variant, r->variant);
+    ck_assert_msg(o.grid[0] == r->gx && o.grid[1] == r->gy && o.grid[2] == r->gz, "%s: grid (%u,%u,%u), want (%u,%u,%u)",
+                  what, o.grid[0], o.grid[1], o.grid[2], r->gx, r->gy, r->gz);
+    ck_assert_msg(o.p.num_clusters == r->clusters, "%s: %u clusters, want %u", what, o.p.num_clusters, r->clusters);
+    ck_assert_msg(o.p.claim_base == r->claim_base, "%s: claim base %u, want %u", what, o.p.claim_base, r->claim_base);
+    ck_assert_msg(o.smem == PSMEM + (r->ring ? PRING : 0), "%s: smem %u", what, o.smem);
+    ck_assert_msg(o.p.flags == r->flags, "%s: flags %u, want %u", what, o.p.flags, r->flags);
+    ck_assert_msg(o.missing == r->missing, "%s: missing %u, want %u", what, o.missing, r->missing);
+    ck_assert_msg(o.count_long == r->count_long, "%s: counted long %u", what, o.count_long);
+    ck_assert_msg(o.obs_lost == r->obs_lost, "%s: observation lost %u", what, o.obs_lost);
+    plan_invariants(&in, &o, what);
+  }
+}
+END_TEST
+
+/* Every kernel x tile grid x state x set of built variants on the SMs g_plan_sms says: the
+ * invariants, and the same answer twice. Returns the plans made. */
+static unsigned long plan_sweep(void) {
+  static const unsigned tiles[][3] = {{1, 1, 1}, {500, 1, 1}, {1000, 1, 1}, {5000, 1, 1}, {20001, 1, 1},
+                                      {37, 29, 1}, {100, 30, 7}, {3, 66001, 1}};
+  static const unsigned readies[] = {ALL, 1u, NOT(O), NOT(ONE), NOT(GR), NOT(Y), NOT(O | ONE), NOT(Y) & NOT(ONE),
+                                     NOT(Y | GR) & NOT(GR), NOT(O | Y) & NOT(O | GR)};
+  unsigned long plans = 0;
+  for (int kk = 0; kk < PK_COUNT; kk++)
+    for (size_t t = 0; t < sizeof tiles / sizeof tiles[0]; t++)
+      for (unsigned state = 0; state < 64; state++)
+        for (size_t r = 0; r < sizeof readies / sizeof readies[0]; r++) {
+          if ((state & R) && !(state & L)) continue;
+          if (g_pk[kk].sched != CLCRT_SCHED_STEAL && (state & (G | P | L))) continue; /* clcrt_run never sets them */
+          if ((state & L) && !(g_pk[kk].sched == CLCRT_SCHED_STEAL && g_pk[kk].grid == CLCRT_GRID_AUTO)) continue;
+          char what[112];
+          snprintf(what, sizeof what, "%d SMs, kernel %d, tiles (%u,%u,%u), state 0x%x, ready 0x%x", g_plan_sms.grid_sms,
+                   kk, tiles[t][0], tiles[t][1], tiles[t][2], state, readies[r]);
+          clcrt__plan_in in;
+          plan_input(&in, kk, tiles[t][0], tiles[t][1], tiles[t][2], state, readies[r]);
+          clcrt__plan_out a, b;
+          memset(&a, 0, sizeof a), memset(&b, 0xff, sizeof b);
+          ck_assert_msg(clcrt__plan(&in, &a) == CLCRT__PLAN_OK, "%s", what);
+          plan_invariants(&in, &a, what);
+          ck_assert_msg(clcrt__plan(&in, &b) == CLCRT__PLAN_OK, "%s", what);
+          ck_assert_msg(memcmp(&a.p, &b.p, sizeof a.p) == 0 && a.variant == b.variant && a.missing == b.missing &&
+                            memcmp(a.grid, b.grid, sizeof a.grid) == 0 && a.smem == b.smem,
+                        "%s: another answer the second time", what);
+          plans++;
+        }
+  return plans;
+}
+
+/* Every scheduler x cluster shape x grid kind x state x which variants are built, on the whole
+ * device, a budget of whole groups, the remainder of one and grid_sms on a plain stream: the
+ * invariants, and the same answer twice (no hidden state). */
+START_TEST(plan_everywhere) {
+  plan_kernels();
+  static const struct {
+    int grid_sms;
+    unsigned align;
+  } sms[] = {{132, 0}, {16, 8}, {116, 0}, {66, 0}};
+  unsigned long plans = 0;
+  for (size_t si = 0; si < sizeof sms / sizeof sms[0]; si++) {
+    g_plan_sms.grid_sms = sms[si].grid_sms, g_plan_sms.align = sms[si].align;
+    plans += plan_sweep();
+  }
+  g_plan_sms.grid_sms = 132, g_plan_sms.align = 0;
+  ck_assert_uint_gt(plans, 40000);
+  /* Too many units: refused, with the units for the message. */
+  clcrt__plan_in in;
+  clcrt__plan_out o;
+  plan_input(&in, PK_STEAL2, 0x7fffffffu, 1, 1, 0, ALL);
+  ck_assert_int_eq(clcrt__plan(&in, &o), CLCRT__PLAN_TOO_MANY_UNITS); /* 2^30 units, 2^31 CTAs */
+  ck_assert_uint_eq(o.p.units[0], 0x40000000u);
+  plan_input(&in, PK_STEAL, 65536, 65536, 1, 0, ALL);
+  ck_assert_int_eq(clcrt__plan(&in, &o), CLCRT__PLAN_TOO_MANY_UNITS);
+  plan_input(&in, PK_FIXED, 65536, 32767, 1, 0, ALL);
+  ck_assert_int_eq(clcrt__plan(&in, &o), CLCRT__PLAN_OK);
+}
+END_TEST
+
+/* ---- clcrt_run on the fake driver ---- */
 
 /* More units than fit: a persistent grid of the resident clusters, each starting on its own
  * unit, the rest claimed; the registered kernel with its response ring. */
@@ -535,6 +890,382 @@ START_TEST(run_restores_the_context) {
 }
 END_TEST
 
+/* ---- no run compiles: variants are built before runs need them, or in the background ---- */
+
+static unsigned long long compiles(void) {
+  clcrt_cache_stats cs = CLCRT_CACHE_STATS_INIT;
+  ck_assert_int_eq(clcrt_cache_stats_get(g_rt, &cs), CLCRT_OK);
+  return cs.misses + cs.uncached;
+}
+/* A kernel none of whose variants is built: a block size of its own makes it a kernel of its own. */
+static clcrt_kernel *fresh(clcrt_grid grid, unsigned block) {
+  clcrt_tile_desc d = CLCRT_TILE_DESC_INIT;
+  d.source = SRC, d.tile_fn = "mark", d.args_type = "A";
+  d.block = (clcrt_dim3){block, 1, 1};
+  d.sched = CLCRT_SCHED_STEAL;
+  d.grid = grid;
+  clcrt_kernel *k = NULL;
+  ck_assert_msg(clcrt_register(g_rt, &d, &k) == CLCRT_OK, "%s", clcrt_errmsg(g_rt));
+  ck_assert_uint_eq(k->vars->ready, 1u);
+  return k;
+}
+static int built(const clcrt_kernel *k, unsigned v) {
+  return (int)((__atomic_load_n(&k->vars->ready, __ATOMIC_ACQUIRE) >> v) & 1u);
+}
+static double now_ns(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (double)t.tv_sec * 1e9 + (double)t.tv_nsec;
+}
+/* The host time of one clcrt_run (ns). */
+static double timed_run(const clcrt_kernel *k, unsigned x) {
+  double t0 = now_ns();
+  ck_assert_msg(run(k, x, 1, 1) == CLCRT_OK, "%s", clcrt_errmsg(g_rt));
+  return now_ns() - t0;
+}
+/* The fallback: the registered kernel (or its observed variant) on a full grid, every cluster
+ * one unit of its own, no claims, no ring unless traced. */
+static void expect_fallback(const clcrt_kernel *launched, unsigned units) {
+  ck_assert_ptr_eq(g_fn, launched->fn);
+  ck_assert_uint_eq(g_cfg.gridDimX, units);
+  ck_assert_uint_eq(g_p.num_clusters, units);
+  ck_assert_uint_eq(g_p.claim_base, units);
+  ck_assert_uint_eq(g_p.yield, 0);
+}
+
+/* Captured: the first run that claims launches the fallback at once and leaves the graph
+ * variant to the background; once it is built, runs claim from the graph table. */
+START_TEST(captured_runs_never_build) {
+  clcrt_kernel *k = fresh(CLCRT_GRID_AUTO, 128);
+  const unsigned long long c0 = compiles();
+  g_capture = CU_STREAM_CAPTURE_STATUS_ACTIVE;
+  double first = timed_run(k, 20000);
+  expect_fallback(k, 20000);
+  ck_assert_uint_eq(g_p.flags & CLCRT__PF_GRAPH, CLCRT__PF_GRAPH);
+  ck_assert_uint_eq(g_p.state, g_rt->devstate->table);
+  ck_assert_uint_eq(g_cfg.sharedMemBytes, k->smem_bytes);
+  ck_assert_uint_eq(k->vars->requested, 1u << CLCRT_USE_GRAPH);
+  double second = timed_run(k, 20000);
+  expect_fallback(k, 20000);
+  clcrt__builder_wait(g_rt);
+  ck_assert(built(k, CLCRT_USE_GRAPH));
+  ck_assert_uint_eq(compiles(), c0 + 1); /* the graph variant, once */
+  double later = timed_run(k, 20000);
+  ck_assert_ptr_eq(g_fn, variant_fn(k, CLCRT_USE_GRAPH));
+  ck_assert_uint_lt(g_p.claim_base, 20000);
+  printf("test_launch: captured run, host time on the fake driver: first %.0f ns, second %.0f ns, once built %.0f ns\n",
+         first, second, later);
+  g_capture = CU_STREAM_CAPTURE_STATUS_NONE;
+}
+END_TEST
+
+/* Short runs and long units without the short variant: the registered kernel claiming nothing
+ * (a short run) or on a full grid (long units); then the short one. */
+START_TEST(short_and_long_runs_never_build) {
+  clcrt_kernel *k = fresh(CLCRT_GRID_AUTO, 96);
+  ck_assert_int_eq(run(k, 100, 1, 1), CLCRT_OK);
+  ck_assert_ptr_eq(g_fn, k->fn);
+  ck_assert_uint_eq(g_p.claim_base, 100);
+  ck_assert_uint_eq(g_cfg.gridDimX, 100);
+  uint32_t *w = (uint32_t *)(uintptr_t)k->unit_cycles;
+  for (unsigned i = 0; i < CLCRT__HINT_WORDS; i++) w[i] = 10 * g_rt->long_cycles;
+  ck_assert_int_eq(run(k, 50000, 1, 1), CLCRT_OK);
+  expect_fallback(k, 50000);
+  ck_assert_uint_eq(g_p.flags & CLCRT__PF_GRID3, 0);
+  ck_assert_uint_eq(k->vars->hw_runs, 1);
+  clcrt__builder_wait(g_rt);
+  ck_assert_int_eq(run(k, 50000, 1, 1), CLCRT_OK);
+  ck_assert_ptr_eq(g_fn, variant_fn(k, CLCRT_USE_SHORT));
+  ck_assert_uint_eq(g_p.flags & CLCRT__PF_GRID3, CLCRT__PF_GRID3);
+  ck_assert_int_eq(run(k, 100, 1, 1), CLCRT_OK);
+  ck_assert_ptr_eq(g_fn, variant_fn(k, CLCRT_USE_SHORT));
+}
+END_TEST
+
+/* A stream of higher priority than a live one: the yielding variants of the STEAL kernels
+ * that can yield (not those on an explicitly persistent grid) are built in the background, and
+ * so are those of kernels registered while it lives. Runs before that launch the fallback. */
+static CUstream const HI_STREAM = (CUstream)0x77; /* f_stream_prio gives it a priority above the least */
+START_TEST(preemptible_streams_build_yielding_variants) {
+  clcrt_kernel *ka = fresh(CLCRT_GRID_AUTO, 160), *kf = fresh(CLCRT_GRID_FULL, 160),
+               *kp = fresh(CLCRT_GRID_PERSISTENT, 160);
+  clcrt_stream *hi = NULL;
+  ck_assert_int_eq(clcrt_stream_create(g_rt, HI_STREAM, &hi), CLCRT_OK);
+  ck_assert_uint_eq(clcrt_stream_priority(hi), 1);
+  double first = timed_run(ka, 20000); /* preemptible now: YIELD, or the fallback until it is built */
+  if (g_fn == ka->fn) expect_fallback(ka, 20000);
+  double second = timed_run(ka, 20000);
+  clcrt__builder_wait(g_rt);
+  ck_assert(built(ka, CLCRT_USE_PREEMPT) && built(kf, CLCRT_USE_PREEMPT));
+  ck_assert(!built(kp, CLCRT_USE_PREEMPT));
+  ck_assert(!built(g_fixed, CLCRT_USE_PREEMPT) && !(g_fixed->vars->requested & (1u << CLCRT_USE_PREEMPT)));
+  double later = timed_run(ka, 20000);
+  ck_assert_ptr_eq(g_fn, variant_fn(ka, CLCRT_USE_PREEMPT));
+  ck_assert_uint_ne(g_p.yield, 0);
+  printf("test_launch: preemptible run, host time on the fake driver: first %.0f ns, second %.0f ns, once built %.0f "
+         "ns\n",
+         first, second, later);
+  clcrt_kernel *k2 = fresh(CLCRT_GRID_AUTO, 192);
+  ck_assert(k2->vars->requested & (1u << CLCRT_USE_PREEMPT));
+  clcrt__builder_wait(g_rt);
+  ck_assert(built(k2, CLCRT_USE_PREEMPT));
+  clcrt_stream_destroy(hi);
+}
+END_TEST
+
+/* Tracing and statistics build the observed variant of every kernel when enabled, and of every
+ * kernel registered while a stream observes; never a run. rt->observing counts the streams. */
+START_TEST(observing_builds_observed_variants_first) {
+  clcrt_kernel *k = fresh(CLCRT_GRID_AUTO, 224);
+  ck_assert_int_eq(g_rt->observing, 0);
+  ck_assert_int_eq(clcrt_stream_trace_enable(g_s, 1000), CLCRT_OK);
+  ck_assert(built(k, CLCRT_USE_TRACE) && built(g_fixed, CLCRT_USE_TRACE) && built(g_static, CLCRT_USE_TRACE));
+  ck_assert_int_eq(g_rt->observing, 1);
+  const unsigned long long c0 = compiles();
+  double first = timed_run(k, 20000);
+  ck_assert_ptr_eq(g_fn, variant_fn(k, CLCRT_USE_TRACE));
+  ck_assert_uint_eq(g_p.trace, g_s->trace);
+  ck_assert_uint_eq(g_cfg.sharedMemBytes, k->smem_bytes + k->ring_bytes);
+  double second = timed_run(k, 20000);
+  ck_assert_uint_eq(compiles(), c0); /* no run built anything */
+  printf("test_launch: traced run, host time on the fake driver: first %.0f ns, second %.0f ns\n", first, second);
+  clcrt_tile_desc d = CLCRT_TILE_DESC_INIT;
+  d.source = SRC, d.tile_fn = "mark", d.args_type = "A", d.block = (clcrt_dim3){32, 1, 1};
+  d.sched = CLCRT_SCHED_STEAL;
+  clcrt_kernel *k2 = NULL;
+  ck_assert_int_eq(clcrt_register(g_rt, &d, &k2), CLCRT_OK);
+  ck_assert(built(k2, CLCRT_USE_TRACE)); /* registered while a stream traces */
+  ck_assert_int_eq(clcrt_stream_stats_enable(g_s, 1), CLCRT_OK);
+  ck_assert_int_eq(g_rt->observing, 1);
+  ck_assert_int_eq(clcrt_stream_trace_enable(g_s, 0), CLCRT_OK);
+  ck_assert_int_eq(g_rt->observing, 1);
+  d.block = (clcrt_dim3){480, 1, 1};
+  d.sched = CLCRT_SCHED_FIXED;
+  clcrt_kernel *k3 = NULL;
+  ck_assert_int_eq(clcrt_register(g_rt, &d, &k3), CLCRT_OK);
+  ck_assert(built(k3, CLCRT_USE_TRACE));
+  first = timed_run(k3, 1000);
+  ck_assert_ptr_eq(g_fn, variant_fn(k3, CLCRT_USE_TRACE));
+  ck_assert_uint_eq(g_p.stats, g_s->stats);
+  ck_assert_uint_eq(g_p.trace, 0);
+  second = timed_run(k3, 1000);
+  printf("test_launch: run with statistics on, host time on the fake driver: first %.0f ns, second %.0f ns\n", first,
+         second);
+  ck_assert_int_eq(clcrt_stream_stats_enable(g_s, 0), CLCRT_OK);
+  ck_assert_int_eq(g_rt->observing, 0);
+  d.block = (clcrt_dim3){448, 1, 1};
+  ck_assert_int_eq(clcrt_register(g_rt, &d, &k3), CLCRT_OK);
+  ck_assert(!built(k3, CLCRT_USE_TRACE)); /* nothing observes: nothing built */
+  /* A stream that goes while it observes is uncounted. */
+  clcrt_stream *s2 = NULL;
+  ck_assert_int_eq(clcrt_stream_create(g_rt, NULL, &s2), CLCRT_OK);
+  ck_assert_int_eq(clcrt_stream_trace_enable(s2, 10), CLCRT_OK);
+  ck_assert(built(k3, CLCRT_USE_TRACE));
+  ck_assert_int_eq(g_rt->observing, 1);
+  clcrt_stream_destroy(s2);
+  ck_assert_int_eq(g_rt->observing, 0);
+}
+END_TEST
+
+/* Should a traced run find no observed variant (its build failed when tracing was enabled, which
+ * said so): the run is not refused, and its tiles are counted as dropped records. */
+static int g_warnings;
+static void count_warnings(void *user, clcrt_log_level lvl, const char *msg) {
+  (void)user, (void)msg;
+  g_warnings += lvl == CLCRT_LOG_WARN;
+}
+START_TEST(traced_run_without_observed_variant_says_so) {
+  ck_assert_int_eq(clcrt_stream_trace_enable(g_s, 100), CLCRT_OK);
+  g_rt->opts.log = count_warnings;
+  __atomic_and_fetch(&g_fixed->vars->ready, ~(1u << CLCRT_USE_TRACE), __ATOMIC_RELAXED); /* as if it had failed */
+  ck_assert_int_eq(run(g_fixed, 30, 2, 1), CLCRT_OK);
+  ck_assert_int_eq(run(g_fixed, 7, 1, 1), CLCRT_OK);
+  ck_assert_ptr_eq(g_fn, g_fixed->fn);
+  ck_assert_uint_eq(g_p.trace, 0);
+  ck_assert_int_eq(g_warnings, 1); /* once per stream */
+  clcrt_trace *t = NULL;
+  ck_assert_int_eq(clcrt_stream_trace_read(g_s, &t), CLCRT_OK);
+  ck_assert_uint_eq(clcrt_trace_dropped(t), 67);
+  clcrt_trace_destroy(t);
+  ck_assert_int_eq(clcrt_stream_trace_read(g_s, &t), CLCRT_OK);
+  ck_assert_uint_eq(clcrt_trace_dropped(t), 0);
+  clcrt_trace_destroy(t);
+  g_rt->opts.log = NULL;
+}
+END_TEST
+
+/* Destroying a runtime with builds queued and one running: the queued ones are dropped, the
+ * running one finishes first, nothing is freed under it (the ASan build checks the memory). */
+START_TEST(destroy_cancels_and_joins_builds) {
+  clcrt_runtime *rt = NULL;
+  clcrt_runtime_opts o = CLCRT_RUNTIME_OPTS_INIT;
+  o.cache_dir = "";
+  ck_assert_int_eq(clcrt_runtime_create(&rt, &o), CLCRT_OK);
+  clcrt_stream *s = NULL;
+  ck_assert_int_eq(clcrt_stream_create(rt, NULL, &s), CLCRT_OK);
+  clcrt_kernel *k[3];
+  for (int i = 0; i < 3; i++) {
+    clcrt_tile_desc d = CLCRT_TILE_DESC_INIT;
+    d.source = SRC, d.tile_fn = "mark", d.args_type = "A", d.block = (clcrt_dim3){64u * (unsigned)(i + 1), 1, 1};
+    d.sched = CLCRT_SCHED_STEAL;
+    ck_assert_int_eq(clcrt_register(rt, &d, &k[i]), CLCRT_OK);
+  }
+  g_capture = CU_STREAM_CAPTURE_STATUS_ACTIVE;
+  for (int i = 0; i < 3; i++) ck_assert_int_eq(clcrt_run(s, k[i], (clcrt_dim3){50000, 1, 1}, &g_a, sizeof g_a), CLCRT_OK);
+  g_capture = CU_STREAM_CAPTURE_STATUS_NONE;
+  for (int i = 0; i < 3; i++) ck_assert_int_eq(clcrt_run(s, k[i], (clcrt_dim3){10, 1, 1}, &g_a, sizeof g_a), CLCRT_OK);
+  usleep(30000); /* the worker finds them and starts one */
+  clcrt_stream_destroy(s);
+  double t0 = now_ns();
+  clcrt_runtime_destroy(rt);
+  printf("test_launch: runtime destroyed with 6 builds asked for 30 ms earlier in %.1f ms\n", (now_ns() - t0) / 1e6);
+}
+END_TEST
+
+/* Asynchronous registrations (async.c) and background builds (builder.c) at one teardown: a
+ * runtime destroyed while compiles of clcrt_register_async run, whose registrations ask its
+ * worker for yielding variants (streams of two priorities live on the context). Destroy waits
+ * for the running compiles and orphans the rest first, then stops the worker (the builds those
+ * registrations queued are dropped), so that no kernel is freed under a build (the ASan build
+ * checks the memory); every callback then gets CLCRT_E_CANCELLED and no kernel. */
+typedef struct {
+  int calls, cancelled, kernels;
+} async_seen;
+static void async_cb(void *user, clcrt_status st, clcrt_kernel *k, const char *msg) {
+  async_seen *a = user;
+  a->calls++;
+  a->cancelled += st == CLCRT_E_CANCELLED && msg && strstr(msg, "destroyed");
+  a->kernels += k != NULL;
+}
+START_TEST(destroy_orphans_async_compiles_then_stops_builds) {
+  clcrt_runtime *rt = NULL;
+  clcrt_runtime_opts o = CLCRT_RUNTIME_OPTS_INIT;
+  o.cache_dir = "";
+  ck_assert_int_eq(clcrt_runtime_create(&rt, &o), CLCRT_OK);
+  clcrt_stream *s = NULL, *hi = NULL;
+  ck_assert_int_eq(clcrt_stream_create(rt, NULL, &s), CLCRT_OK); /* starts rt's worker */
+  clcrt_stream_destroy(s);
+  ck_assert_ptr_nonnull(rt->builder);
+  /* g_s (the lowest level) and this one live on the context both runtimes share. */
+  ck_assert_int_eq(clcrt_stream_create(g_rt, HI_STREAM, &hi), CLCRT_OK);
+  ck_assert(clcrt__devstate_mixed(rt->devstate));
+  uv_loop_t loop;
+  ck_assert_int_eq(uv_loop_init(&loop), 0);
+  async_seen seen = {0, 0, 0};
+  enum { N = 3 };
+  for (int i = 0; i < N; i++) {
+    clcrt_tile_desc d = CLCRT_TILE_DESC_INIT;
+    d.source = SRC, d.tile_fn = "mark", d.args_type = "A", d.block = (clcrt_dim3){96u + 32u * (unsigned)i, 1, 1};
+    d.sched = CLCRT_SCHED_STEAL;
+    ck_assert_int_eq(clcrt_register_async(rt, &d, &loop, async_cb, &seen), CLCRT_OK);
+  }
+  usleep(20000); /* the pool has started the compiles (each takes tens of ms) */
+  clcrt_runtime_destroy(rt);
+  ck_assert_int_eq(uv_run(&loop, UV_RUN_DEFAULT), 0);
+  ck_assert_int_eq(seen.calls, N);
+  ck_assert_int_eq(seen.cancelled, N);
+  ck_assert_int_eq(seen.kernels, 0);
+  ck_assert_int_eq(uv_loop_close(&loop), 0);
+  clcrt_stream_destroy(hi);
+  clcrt__builder_wait(g_rt); /* hi asked g_rt's worker for yielding variants: not at this process's exit */
+}
+END_TEST
+
+/* A process that exits with a background build running (its runtime never destroyed, as a
+ * program that returns from main, or an interpreter shutting down, leaves it): the build
+ * finishes before NVRTC is torn down, and the process exits normally. It crashed inside
+ * nvrtcCompileProgram before builder.c stopped its workers at exit. */
+START_TEST(exit_with_a_build_running) {
+  for (int i = 0; i < 10; i++) {
+    fflush(stdout);
+    fflush(stderr);
+    pid_t pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) {
+      clcrt_runtime *rt = NULL;
+      clcrt_runtime_opts o = CLCRT_RUNTIME_OPTS_INIT;
+      o.cache_dir = "";
+      if (clcrt_runtime_create(&rt, &o) != CLCRT_OK) _exit(10);
+      clcrt_tile_desc d = CLCRT_TILE_DESC_INIT;
+      d.source = SRC, d.tile_fn = "mark", d.args_type = "A", d.block = (clcrt_dim3){160u + 32u * (unsigned)i, 1, 1};
+      d.sched = CLCRT_SCHED_STEAL;
+      clcrt_kernel *k = NULL;
+      clcrt_stream *lo = NULL, *hi = NULL;
+      if (clcrt_register(rt, &d, &k) != CLCRT_OK) _exit(11);
+      if (clcrt_stream_create(rt, NULL, &lo) != CLCRT_OK) _exit(12);
+      /* Two priorities: the yielding variant is asked of the worker, which starts compiling. */
+      if (clcrt_stream_create(rt, HI_STREAM, &hi) != CLCRT_OK) _exit(13);
+      usleep(3000u * (unsigned)(i + 1)); /* into the compile, which takes tens of ms */
+      exit(0);
+    }
+    int status = 0;
+    ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+    ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "child %d: %s %d", i,
+                  WIFSIGNALED(status) ? "killed by signal" : "exit status",
+                  WIFSIGNALED(status) ? WTERMSIG(status) : WEXITSTATUS(status));
+  }
+}
+END_TEST
+
+/* The host time of the first run in each situation that needs a variant (traced, captured,
+ * preemptible, statistics) against the second, on the fake driver: printed, not asserted.
+ * In a runtime made in this test's own process (memory inherited from the parent would make
+ * every first write a copy-on-write fault), each kernel warmed by plain runs first, so that
+ * what differs is what the situation adds. Median of REPS runtimes. */
+static double run_on(clcrt_stream *s, const clcrt_kernel *k, unsigned x) {
+  double t0 = now_ns();
+  ck_assert_int_eq(clcrt_run(s, k, (clcrt_dim3){x, 1, 1}, &g_a, sizeof g_a), CLCRT_OK);
+  return now_ns() - t0;
+}
+static int cmp_d(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return (x > y) - (x < y);
+}
+START_TEST(first_run_host_time_printed) {
+  enum { REPS = 5, SIT = 4 };
+  static const char *const names[SIT] = {"traced", "captured", "preemptible", "statistics"};
+  double first[SIT][REPS], second[SIT][REPS];
+  for (int r = 0; r < REPS; r++) {
+    clcrt_runtime *rt = NULL;
+    clcrt_runtime_opts o = CLCRT_RUNTIME_OPTS_INIT;
+    o.cache_dir = "";
+    ck_assert_int_eq(clcrt_runtime_create(&rt, &o), CLCRT_OK);
+    clcrt_stream *s = NULL, *hi = NULL;
+    ck_assert_int_eq(clcrt_stream_create(rt, NULL, &s), CLCRT_OK);
+    clcrt_kernel *k[SIT];
+    for (int i = 0; i < SIT; i++) {
+      clcrt_tile_desc d = CLCRT_TILE_DESC_INIT;
+      d.source = SRC, d.tile_fn = "mark", d.args_type = "A", d.block = (clcrt_dim3){64u * (unsigned)(i + 1), 1, 1};
+      d.sched = CLCRT_SCHED_STEAL;
+      ck_assert_int_eq(clcrt_register(rt, &d, &k[i]), CLCRT_OK);
+    }
+    for (int i = 0; i < SIT; i++) {
+      for (int w = 0; w < 3; w++) run_on(s, k[i], 20000); /* warm: plain runs of the kernel */
+      if (i == 0) ck_assert_int_eq(clcrt_stream_trace_enable(s, 1000), CLCRT_OK);
+      if (i == 1) g_capture = CU_STREAM_CAPTURE_STATUS_ACTIVE;
+      if (i == 2) ck_assert_int_eq(clcrt_stream_create(rt, HI_STREAM, &hi), CLCRT_OK);
+      if (i == 3) ck_assert_int_eq(clcrt_stream_stats_enable(s, 1), CLCRT_OK);
+      first[i][r] = run_on(s, k[i], 20000);
+      second[i][r] = run_on(s, k[i], 20000);
+      if (i == 0) ck_assert_int_eq(clcrt_stream_trace_enable(s, 0), CLCRT_OK);
+      if (i == 1) g_capture = CU_STREAM_CAPTURE_STATUS_NONE;
+      if (i == 2) clcrt_stream_destroy(hi);
+      if (i == 3) ck_assert_int_eq(clcrt_stream_stats_enable(s, 0), CLCRT_OK);
+    }
+    clcrt_stream_destroy(s);
+    clcrt_runtime_destroy(rt);
+  }
+  printf("test_launch: first run in a situation against the second, host time on the fake driver (median of %d):",
+         REPS);
+  for (int i = 0; i < SIT; i++) {
+    qsort(first[i], REPS, sizeof(double), cmp_d);
+    qsort(second[i], REPS, sizeof(double), cmp_d);
+    printf(" %s %.0f / %.0f ns;", names[i], first[i][REPS / 2], second[i][REPS / 2]);
+  }
+  printf("\n");
+}
+END_TEST
+
 /* Long units: what a kernel's claiming runs measured (cycles per unit in the kernel's mapped
  * words) decides whether its next runs go one cluster per unit (the short variant on a full
  * grid, handed out by the GPU's block scheduler) or persistent. */
@@ -609,7 +1340,7 @@ START_TEST(steal_long_units_go_one_cluster_per_unit) {
   ck_assert_uint_eq(g_p.num_clusters, 10001);
   set_unit_cycles(g_steal2, 0, 0);
   /* Captured: the short variant on a full grid needs no graph state. */
-  g_steal->hw_runs = 0;
+  g_steal->vars->hw_runs = 0;
   g_capture = CU_STREAM_CAPTURE_STATUS_ACTIVE;
   ck_assert(launched_long(g_steal, 20000));
   ck_assert_uint_eq(g_p.flags & CLCRT__PF_GRAPH, CLCRT__PF_GRAPH);
@@ -633,7 +1364,7 @@ END_TEST
 /* The host cost of clcrt_run's own code, with a driver whose calls cost next to nothing:
  * printed for the README's host-overhead figures; nothing is asserted on time. */
 static double ns_per_call(const clcrt_kernel *k, unsigned units, int bare) {
-  const int n = 200000;
+  const int n = 1000000;
   struct timespec t0, t1;
   clock_gettime(CLOCK_MONOTONIC, &t0);
   for (int i = 0; i < n; i++) {
@@ -654,13 +1385,13 @@ static double ns_per_call(const clcrt_kernel *k, unsigned units, int bare) {
 
 START_TEST(host_cost_printed) {
   double best[5] = {1e9, 1e9, 1e9, 1e9, 1e9};
-  for (int rep = 0; rep < 5; rep++) {
+  for (int rep = 0; rep < 3; rep++) {
     double v[5] = {ns_per_call(g_steal, 1, 1), ns_per_call(g_steal, 1, 0), ns_per_call(g_steal, 20000, 0),
                    ns_per_call(g_fixed, 1, 0), ns_per_call(g_static, 20000, 0)};
     for (int i = 0; i < 5; i++)
       if (v[i] < best[i]) best[i] = v[i];
   }
-  printf("test_launch: host cost per call with a fake driver (best of 5 x 200000): fake launch alone %.1f ns; "
+  printf("test_launch: host cost per call with a fake driver (best of 3 x 10^6): fake launch alone %.1f ns; "
          "clcrt_run STEAL 1 tile (short) %.1f ns, STEAL 20000 tiles %.1f ns, FIXED 1 tile %.1f ns, STATIC 20000 "
          "tiles %.1f ns\n",
          best[0], best[1], best[2], best[3], best[4]);
@@ -673,7 +1404,7 @@ int main(void) {
   Suite *s = suite_create("launch");
   TCase *tc = tcase_create("fake driver");
   tcase_set_timeout(tc, 120);
-  tcase_add_checked_fixture(tc, setup, NULL);
+  tcase_add_checked_fixture(tc, setup, teardown);
   tcase_add_test(tc, steal_persistent_grid_claims_the_rest);
   tcase_add_test(tc, steal_two_d_grid_decomposes);
   tcase_add_test(tc, steal_sequence_numbers_follow_the_runs);
@@ -687,12 +1418,22 @@ int main(void) {
   tcase_add_test(tc, run_restores_the_context);
   tcase_add_test(tc, steal_long_units_go_one_cluster_per_unit);
   tcase_add_test(tc, host_cost_printed);
+  tcase_add_test(tc, plan_table);
+  tcase_add_test(tc, captured_runs_never_build);
+  tcase_add_test(tc, short_and_long_runs_never_build);
+  tcase_add_test(tc, preemptible_streams_build_yielding_variants);
+  tcase_add_test(tc, observing_builds_observed_variants_first);
+  tcase_add_test(tc, traced_run_without_observed_variant_says_so);
+  tcase_add_test(tc, destroy_cancels_and_joins_builds);
+  tcase_add_test(tc, destroy_orphans_async_compiles_then_stops_builds);
+  tcase_add_test(tc, exit_with_a_build_running);
+  tcase_add_test(tc, first_run_host_time_printed);
+  tcase_add_test(tc, plan_everywhere);
   suite_add_tcase(s, tc);
   SRunner *sr = srunner_create(s);
   srunner_run_all(sr, CK_NORMAL);
   int failed = srunner_ntests_failed(sr);
   srunner_free(sr);
-  clcrt_stream_destroy(g_s);
   clcrt_runtime_destroy(g_rt);
   clcrt__driver_override(NULL);
   return failed ? 1 : 0;

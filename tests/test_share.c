@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "clcrt.h"
+#include "builder.h"
 #include "driver.h"
 #include "env.h"
 #include "green.h"
@@ -114,17 +115,31 @@ static CUresult CUDAAPI f_func_set(CUfunction f, CUfunction_attribute a, int v) 
   (void)f, (void)a, (void)v;
   return CUDA_SUCCESS;
 }
+/* CTAs per SM: 2048 threads, at most FAKE_BLOCKS_PER_SM, and 228 KiB of shared memory with 1 KiB
+ * reserved per CTA (as the H100: 100 KiB gives 2, 200 KiB gives 1). */
+static unsigned fake_per_sm(unsigned threads, size_t smem) {
+  unsigned n = 2048 / threads < FAKE_BLOCKS_PER_SM ? 2048 / threads : FAKE_BLOCKS_PER_SM;
+  unsigned by_smem = (unsigned)(233472 / (smem + 1024));
+  return by_smem < n ? by_smem : n;
+}
 static CUresult CUDAAPI f_occ_blocks(int *n, CUfunction f, int threads, size_t smem) {
-  (void)f, (void)smem;
-  *n = 2048 / threads < FAKE_BLOCKS_PER_SM ? 2048 / threads : FAKE_BLOCKS_PER_SM;
+  (void)f;
+  *n = (int)fake_per_sm((unsigned)threads, smem);
   return CUDA_SUCCESS;
 }
-/* The whole device, whatever the stream: as the real query answers for a CUfunction. */
+/* The whole device, whatever the stream: as the real query answers for a CUfunction. Clusters
+ * of 4 CTAs get the H100's answers, which GPC boundaries cut short of CTAs per SM x 132 / 4
+ * (248 of 264, 62 of 66, 30 of 33 at 8, 2 and 1 CTAs per SM: inferred from what clcrt derived
+ * from them in the GPU probe, floor(d x N / 132) = 30/120/225, 7/30/56, 3/14/27 for N = 16,
+ * 64, 120); other clusters lose nothing. */
 static CUresult CUDAAPI f_occ_clusters(int *n, CUfunction f, const CUlaunchConfig *c) {
   (void)f;
   unsigned cs = c->gridDimY * c->gridDimZ * (c->gridDimX / FAKE_SMS), threads = c->blockDimX * c->blockDimY * c->blockDimZ;
-  unsigned per_sm = 2048 / threads < FAKE_BLOCKS_PER_SM ? 2048 / threads : FAKE_BLOCKS_PER_SM;
+  unsigned per_sm = fake_per_sm(threads, c->sharedMemBytes);
   *n = (int)(FAKE_SMS * per_sm / cs);
+  if (cs == 4 && per_sm == 8) *n = 248;
+  if (cs == 4 && per_sm == 2) *n = 62;
+  if (cs == 4 && per_sm == 1) *n = 30;
   return CUDA_SUCCESS;
 }
 static CUresult CUDAAPI f_launch(const CUlaunchConfig *c, CUfunction f, void **kp, void **extra) {
@@ -225,7 +240,8 @@ static CUresult CUDAAPI f_dev_resource(CUdevice d, CUdevResource *r, CUdevResour
   return CUDA_SUCCESS;
 }
 /* The H100's answers: a group of minCount rounded up to a multiple of 8 (at least 8), none
- * beyond the 128 SMs that whole groups hold. */
+ * beyond the 128 SMs that whole groups hold; both sides' resources with an alignment of 0, as
+ * the H100's driver (580) reported them (the GPU probe printed "groups of 0"). */
 static CUresult CUDAAPI f_split(CUdevResource *result, unsigned *nb, const CUdevResource *in, CUdevResource *rest,
                                 unsigned flags, unsigned min_count) {
   ck_assert_uint_eq(flags, 0);
@@ -239,9 +255,9 @@ static CUresult CUDAAPI f_split(CUdevResource *result, unsigned *nb, const CUdev
   }
   if (result) {
     ck_assert_uint_ge(*nb, 1);
-    sm_resource(&result[0], g, FAKE_ALIGN, 1);
+    sm_resource(&result[0], g, 0, 1);
   }
-  if (rest) sm_resource(rest, FAKE_SMS - g, 1, 2);
+  if (rest) sm_resource(rest, FAKE_SMS - g, 0, 2);
   *nb = 1;
   return CUDA_SUCCESS;
 }
@@ -351,19 +367,25 @@ typedef struct {
 static A g_a = {(void *)0x5000, 1000};
 static clcrt_runtime *g_rt;
 static clcrt_kernel *g_steal, *g_steal2, *g_static, *g_fixed;
+/* 4-CTA clusters of 128 threads with 0, 100 and 200 KiB of shared memory: the GPU probe's. */
+static const unsigned C4_SMEM[3] = {0, 100u << 10, 200u << 10};
+static clcrt_kernel *g_c4[3];
 
-static clcrt_kernel *reg(clcrt_sched sched, unsigned cluster, clcrt_grid grid) {
+static clcrt_kernel *reg_ex(clcrt_sched sched, unsigned cluster, clcrt_grid grid, unsigned threads, unsigned smem) {
   clcrt_tile_desc d = CLCRT_TILE_DESC_INIT;
   d.source = SRC, d.tile_fn = "mark", d.args_type = "A";
-  d.block = (clcrt_dim3){256, 1, 1};
+  d.block = (clcrt_dim3){threads, 1, 1};
   d.cluster = (clcrt_dim3){cluster, 1, 1};
-  d.sched = sched, d.grid = grid;
+  d.sched = sched, d.grid = grid, d.smem_bytes = smem;
   clcrt_kernel *k = NULL;
   if (clcrt_register(g_rt, &d, &k) != CLCRT_OK) {
     fprintf(stderr, "test_share: registering failed: %s\n", clcrt_errmsg(g_rt));
     exit(1);
   }
   return k;
+}
+static clcrt_kernel *reg(clcrt_sched sched, unsigned cluster, clcrt_grid grid) {
+  return reg_ex(sched, cluster, grid, 256, 0);
 }
 
 static void setup_once(void) {
@@ -379,6 +401,7 @@ static void setup_once(void) {
   g_steal2 = reg(CLCRT_SCHED_STEAL, 2, CLCRT_GRID_AUTO);
   g_static = reg(CLCRT_SCHED_STATIC, 1, CLCRT_GRID_AUTO);
   g_fixed = reg(CLCRT_SCHED_FIXED, 1, CLCRT_GRID_AUTO);
+  for (int i = 0; i < 3; i++) g_c4[i] = reg_ex(CLCRT_SCHED_STEAL, 4, CLCRT_GRID_PERSISTENT, 128, C4_SMEM[i]);
   if (clcrt_kernel_prepare(g_steal, CLCRT_USE_SHORT | CLCRT_USE_PREEMPT) != CLCRT_OK ||
       clcrt_kernel_prepare(g_steal2, CLCRT_USE_SHORT) != CLCRT_OK) {
     fprintf(stderr, "test_share: variants: %s\n", clcrt_errmsg(g_rt));
@@ -394,6 +417,10 @@ static void setup(void) {
   memset(&g_cfg, 0, sizeof g_cfg);
   memset(&g_p, 0, sizeof g_p);
 }
+
+/* Streams of two priorities ask the runtime's worker for yielding variants in the background
+ * (builder.c): waited for, so that no build is running when the test's process exits. */
+static void teardown(void) { clcrt__builder_wait(g_rt); }
 
 static clcrt_stream *make(unsigned budget, unsigned flags, unsigned prio, unsigned grid_sms) {
   clcrt_stream_opts o = CLCRT_STREAM_OPTS_INIT;
@@ -707,27 +734,94 @@ START_TEST(driver_without_green_contexts) {
 }
 END_TEST
 
+/* What the H100 ran at once on budgets of 16, 64 and 120 SMs (measured by the GPU probe,
+ * tests/gpu_share.c) for 4-CTA clusters of 128 threads at 0, 100 and 200 KiB of shared memory:
+ * the persistent grid of each. clcrt derived 30/120/225, 7/30/56 and 3/14/27 (9 of 9 short),
+ * because the driver reports an alignment of 0 for a split's groups (so the budget was taken in
+ * proportion to the device's count, which GPC boundaries cut short), which the fake driver
+ * reproduces. The whole device keeps its own count. */
+START_TEST(budget_cluster_occupancy_as_the_h100_ran) {
+  static const unsigned budgets[3] = {16, 64, 120};
+  static const unsigned measured[3][3] = {{32, 128, 240}, {8, 32, 60}, {4, 16, 30}}; /* [smem][budget] */
+  static const unsigned device[3] = {248, 62, 30};
+  clcrt_stream *whole = make(0, 0, 0, 0);
+  for (int m = 0; m < 3; m++) {
+    ck_assert_int_eq(g_c4[m]->occ.clusters, (int)device[m]);
+    ck_assert_int_eq(run(whole, g_c4[m], 4 * 20000), CLCRT_OK);
+    ck_assert_uint_eq(g_p.num_clusters, device[m]);
+  }
+  for (int b = 0; b < 3; b++) {
+    clcrt_stream *s = make(budgets[b], 0, 0, 0);
+    ck_assert_uint_eq(s->part.align, FAKE_ALIGN); /* the device's: the split reports 0 */
+    for (int m = 0; m < 3; m++) {
+      const unsigned want = measured[m][b];
+      ck_assert_int_eq(clcrt__stream_clusters(s, &g_c4[m]->occ, 4), (int)want);
+      ck_assert_int_eq(run(s, g_c4[m], 4 * 20000), CLCRT_OK);
+      ck_assert_msg(g_p.num_clusters == want, "budget %u, %u KiB: %u clusters, the H100 ran %u", budgets[b],
+                    C4_SMEM[m] >> 10, g_p.num_clusters, want);
+      ck_assert_uint_eq(g_cfg.gridDimX, 4 * want);
+      ck_assert_uint_eq(g_p.claim_base, want);
+      ck_assert_uint_eq(g_p.active, want);
+      for (unsigned n = 0; n < (1u << 31); n = n * 3 + 7)
+        ck_assert_uint_eq(fastdiv(n, g_p.guide_mul, g_p.guide_shr), n / (2 * want));
+    }
+    clcrt_stream_destroy(s);
+  }
+  clcrt_stream_destroy(whole);
+  /* The remainder of a budget of 16 (116 SMs, not whole groups): in proportion, an estimate. */
+  clcrt_stream *gemm = make(16, 0, 0, 0), *rest = make(16, CLCRT_STREAM_SM_REST, 0, 0);
+  ck_assert_uint_lt(rest->part.align, 2);
+  ck_assert_int_eq(run(rest, g_c4[2], 4 * 20000), CLCRT_OK);
+  ck_assert_uint_eq(g_p.num_clusters, 30 * 116 / 132);
+  clcrt_stream_destroy(gemm);
+  clcrt_stream_destroy(rest);
+}
+END_TEST
+
 /* The derivation of cluster occupancy in a partition (green.h). */
+static int clusters(int dev, int per_sm, unsigned cs, int sms, unsigned align) {
+  clcrt__occ o;
+  memset(&o, 0, sizeof o);
+  o.clusters = dev, o.blocks_per_sm = per_sm;
+  return clcrt__partition_clusters(&o, cs, 132, sms, align);
+}
 START_TEST(partition_cluster_arithmetic) {
-  /* 1-CTA: blocks per SM times SMs, whole groups or not. */
-  ck_assert_int_eq(clcrt__partition_clusters(132 * 3, 1, 132, 16, 8), 48);
-  ck_assert_int_eq(clcrt__partition_clusters(132 * 3, 1, 132, 17, 1), 51);
-  /* 2-CTA clusters, 1 CTA per SM, where the device's GPCs leave SMs unpaired (64 of 66): the
-   * CTAs per SM still come out 1, and a group of 8 holds 4 clusters. */
-  ck_assert_int_eq(clcrt__partition_clusters(64, 2, 132, 16, 8), 8);
-  ck_assert_int_eq(clcrt__partition_clusters(64, 2, 132, 120, 8), 60);
-  /* 4-CTA clusters, 2 CTAs per SM: 4 clusters per group of 8. */
-  ck_assert_int_eq(clcrt__partition_clusters(64, 4, 132, 64, 8), 32);
+  /* 1-CTA: CTAs per SM times SMs, whole groups or not. */
+  ck_assert_int_eq(clusters(132 * 3, 3, 1, 16, 8), 48);
+  ck_assert_int_eq(clusters(132 * 3, 3, 1, 17, 1), 51);
+  ck_assert_int_eq(clusters(132 * 3, 3, 1, 17, 0), 51);
+  /* The H100's 4-CTA clusters (device 248, 62, 30 at 8, 2, 1 CTAs per SM) on groups of 8: what
+   * it ran, 16, 4 and 2 clusters per group. */
+  ck_assert_int_eq(clusters(248, 8, 4, 16, 8), 32);
+  ck_assert_int_eq(clusters(248, 8, 4, 64, 8), 128);
+  ck_assert_int_eq(clusters(248, 8, 4, 120, 8), 240);
+  ck_assert_int_eq(clusters(62, 2, 4, 16, 8), 8);
+  ck_assert_int_eq(clusters(62, 2, 4, 120, 8), 60);
+  ck_assert_int_eq(clusters(30, 1, 4, 16, 8), 4);
+  ck_assert_int_eq(clusters(30, 1, 4, 64, 8), 16);
+  ck_assert_int_eq(clusters(30, 1, 4, 120, 8), 30);
+  /* ... and what it derived without groups (alignment 0): the device's count in proportion. */
+  ck_assert_int_eq(clusters(248, 8, 4, 16, 0), 30);
+  ck_assert_int_eq(clusters(62, 2, 4, 64, 0), 30);
+  ck_assert_int_eq(clusters(30, 1, 4, 120, 0), 27);
+  /* A device whose GPC boundaries cost more CTAs than it has SMs (200 of 264 4-CTA clusters):
+   * the groups still hold 16 each; the device's count in CTAs per SM (ceil(800 / 132) = 7)
+   * would have given 14. */
+  ck_assert_int_eq(clusters(200, 8, 4, 16, 8), 32);
+  /* 2-CTA clusters, 1 CTA per SM: 4 per group of 8. */
+  ck_assert_int_eq(clusters(64, 1, 2, 16, 8), 8);
   /* Not whole groups: in proportion, rounded down. */
-  ck_assert_int_eq(clcrt__partition_clusters(64, 2, 132, 20, 8), 9);
+  ck_assert_int_eq(clusters(64, 1, 2, 20, 8), 9);
+  /* CTAs per SM unknown (the driver did not say for a cluster kernel): in proportion. */
+  ck_assert_int_eq(clusters(248, 0, 4, 16, 8), 30);
   /* A cluster larger than a group holds (16 CTAs, 1 per SM): in proportion, at least 1. */
-  ck_assert_int_eq(clcrt__partition_clusters(7, 16, 132, 16, 8), 1);
-  ck_assert_int_eq(clcrt__partition_clusters(7, 16, 132, 64, 8), 3);
+  ck_assert_int_eq(clusters(7, 1, 16, 16, 8), 1);
+  ck_assert_int_eq(clusters(7, 1, 16, 64, 8), 3);
   /* The whole device, or more: the query's own answer. */
-  ck_assert_int_eq(clcrt__partition_clusters(64, 2, 132, 132, 8), 64);
-  ck_assert_int_eq(clcrt__partition_clusters(64, 2, 132, 200, 8), 64);
+  ck_assert_int_eq(clusters(64, 1, 2, 132, 8), 64);
+  ck_assert_int_eq(clusters(64, 1, 2, 200, 8), 64);
   /* Never more than the device fits, whatever the groups would hold. */
-  ck_assert_int_eq(clcrt__partition_clusters(10, 1, 132, 128, 8), 10);
+  ck_assert_int_eq(clusters(10, 8, 1, 128, 8), 10);
 }
 END_TEST
 
@@ -736,7 +830,7 @@ int main(void) {
   Suite *s = suite_create("share");
   TCase *tc = tcase_create("fake driver");
   tcase_set_timeout(tc, 120);
-  tcase_add_checked_fixture(tc, setup, NULL);
+  tcase_add_checked_fixture(tc, setup, teardown);
   tcase_add_test(tc, no_budget_is_unchanged);
   tcase_add_test(tc, budget_sizes_the_persistent_grid);
   tcase_add_test(tc, budget_refusals_and_rounding);
@@ -746,6 +840,7 @@ int main(void) {
   tcase_add_test(tc, grid_sms_overrides_the_size);
   tcase_add_test(tc, priorities_and_yielding_on_a_budget);
   tcase_add_test(tc, driver_without_green_contexts);
+  tcase_add_test(tc, budget_cluster_occupancy_as_the_h100_ran);
   tcase_add_test(tc, partition_cluster_arithmetic);
   suite_add_tcase(s, tc);
   SRunner *sr = srunner_create(s);

@@ -4,8 +4,9 @@
 #include <nvrtc.h>
 #include <stdarg.h>
 #include <string.h>
+#include <time.h>
 
-const clcrt__driver *cu;
+const clcrt_driver *cu;
 clcrt_runtime *rt;
 clcrt_stream *st;
 CUstream cs;
@@ -48,22 +49,25 @@ void bench_open(const char *json_path) {
     clcrt_runtime_destroy(rt);
     exit(0);
   }
-  cu = rt->cu;
-  CK(cu->cuCtxSetCurrent(rt->ctx));
+  cu = clcrt_runtime_driver(rt);
+  CK(cu->cuCtxSetCurrent(clcrt_runtime_context(rt)));
   if (clcrt_stream_create(rt, NULL, &st) != CLCRT_OK) {
     fprintf(stderr, "stream: %s\n", clcrt_errmsg(rt));
     exit(1);
   }
   cs = clcrt_stream_cu(st);
   char name[256] = "";
-  cu->cuDeviceGetName(name, sizeof name, rt->dev);
+  CUdevice dev = 0;
+  if (cu->cuDeviceGet(&dev, o.device) == CUDA_SUCCESS) cu->cuDeviceGetName(name, sizeof name, dev);
   if (json_path && !(json = fopen(json_path, "w"))) {
     perror(json_path);
     exit(1);
   }
-  if (json) fprintf(json, "{\"device\":\"%s\",\"arch\":\"%s\",\"sms\":%d,\"results\":[", name, rt->arch, rt->num_sms);
+  if (json)
+    fprintf(json, "{\"device\":\"%s\",\"arch\":\"%s\",\"sms\":%d,\"results\":[", name, clcrt_runtime_arch(rt),
+            clcrt_runtime_num_sms(rt));
   printf("clcrt bench on %s (%s, %d SMs): median of %d runs after %d warm-ups; ratio = best reference / contender\n",
-         name, rt->arch, rt->num_sms, REPS, WARMUP);
+         name, clcrt_runtime_arch(rt), clcrt_runtime_num_sms(rt), REPS, WARMUP);
 }
 
 void bench_close(void) {
@@ -102,9 +106,9 @@ double time_batch(launch_fn f, void *ctx, int inner, int reps) {
   float host[64];
   for (int i = 0; i < reps; i++) {
     CK(cu->cuEventRecord(e0, cs));
-    double h0 = clcrt__now_ms();
+    double h0 = bench_now_ms();
     for (int j = 0; j < inner; j++) f(ctx);
-    host[i] = (float)((clcrt__now_ms() - h0) * 1e3 / inner);
+    host[i] = (float)((bench_now_ms() - h0) * 1e3 / inner);
     CK(cu->cuEventRecord(e1, cs));
     CK(cu->cuEventSynchronize(e1));
     CK(cu->cuEventElapsedTime(&ms[i], e0, e1));
@@ -115,6 +119,17 @@ double time_batch(launch_fn f, void *ctx, int inner, int reps) {
   cu->cuEventDestroy(e1);
   qsort(ms, (size_t)reps, sizeof ms[0], cmp_float);
   return reps % 2 ? ms[reps / 2] : (ms[reps / 2 - 1] + ms[reps / 2]) / 2;
+}
+
+const char *bench_cu_name(CUresult r) {
+  const char *s = NULL;
+  return cu && cu->cuGetErrorName(r, &s) == CUDA_SUCCESS && s ? s : "an unknown CUDA error";
+}
+
+double bench_now_ms(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (double)t.tv_sec * 1e3 + (double)t.tv_nsec / 1e6;
 }
 
 void bench_put(CUdeviceptr dst, const void *src, size_t bytes) {
@@ -158,7 +173,7 @@ double time_graph(launch_fn f, void *ctx, int inner, int reps, CUgraphExec *keep
 CUlibrary compile_ref(const char *src, const char *define, const char *what) {
   nvrtcProgram p;
   char arch[64];
-  snprintf(arch, sizeof arch, "--gpu-architecture=%s", rt->arch);
+  snprintf(arch, sizeof arch, "--gpu-architecture=%s", clcrt_runtime_arch(rt));
   const char *opts[] = {arch, "-std=c++17", define};
   if (nvrtcCreateProgram(&p, src, "ref.cu", 0, NULL, NULL) != NVRTC_SUCCESS) exit(1);
   if (nvrtcCompileProgram(p, define ? 3 : 2, opts) != NVRTC_SUCCESS) {
@@ -204,7 +219,11 @@ int occupancy_blocks(CUfunction f, unsigned threads, unsigned smem) {
 
 clcrt_kernel *reg_desc(const clcrt_tile_desc *d, const char *what) {
   clcrt_kernel *k = NULL;
-  if (clcrt_register(rt, d, &k) != CLCRT_OK) {
+  /* With the variants short runs, graph captures and traces launch built now: no run builds
+   * one, and until it is built in the background a run launches a fallback, which a timing
+   * must not measure. */
+  if (clcrt_register(rt, d, &k) != CLCRT_OK ||
+      clcrt_kernel_prepare(k, CLCRT_USE_SHORT | CLCRT_USE_GRAPH | CLCRT_USE_TRACE) != CLCRT_OK) {
     fprintf(stderr, "register %s: %s\n", what, clcrt_errmsg(rt));
     exit(1);
   }

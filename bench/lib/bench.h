@@ -9,13 +9,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include <cuda.h> /* types only: the calls go through the runtime's driver table */
+
 #include "clcrt.h"
-#include "internal.h"
 
 #define WARMUP 5
 #define REPS 30
 
-extern const clcrt__driver *cu;
+extern const clcrt_driver *cu; /* the runtime's (clcrt_runtime_driver) */
 extern clcrt_runtime *rt;
 extern clcrt_stream *st; /* the benchmark's stream (lowest priority) */
 extern CUstream cs;      /* its CUstream */
@@ -28,11 +29,14 @@ extern const char *trace_dir; /* --traces DIR: the trace section's timelines are
   do {                                                                                           \
     CUresult r_ = (x);                                                                           \
     if (r_ != CUDA_SUCCESS) {                                                                    \
-      fprintf(stderr, "%s:%d: %s failed: %s\n", __FILE__, __LINE__, #x, clcrt__cu_name(rt, r_)); \
+      fprintf(stderr, "%s:%d: %s failed: %s\n", __FILE__, __LINE__, #x, bench_cu_name(r_));      \
       exit(1);                                                                                   \
     }                                                                                            \
   } while (0)
 
+/* The driver's name for an error ("CUDA_ERROR_..."), and the host's clock in ms. */
+const char *bench_cu_name(CUresult r);
+double bench_now_ms(void);
 /* cuMemcpyHtoD that has landed when it returns: from pageable memory the copy returns before
  * its DMA lands, on the legacy stream, which the benchmark's non-blocking stream does not wait
  * for. */

@@ -50,7 +50,7 @@ static void bench_demo(void) {
   CUlibrary lib = compile_ref(k_demo_ref, NULL, "demo");
   lctx rb = {.fn = lib_fn(lib, "ref_block"), .grid = (unsigned)ntiles, .args = &args, .ntiles = ntiles};
   lctx rp = {.fn = lib_fn(lib, "ref_persist"), .args = &args, .ntiles = ntiles};
-  rp.grid = (unsigned)(occupancy_blocks(rp.fn, 256, 0) * rt->num_sms);
+  rp.grid = (unsigned)(occupancy_blocks(rp.fn, 256, 0) * clcrt_runtime_num_sms(rt));
   /* One run from fresh data must give x * 1.5 exactly; timing then runs on whatever x holds
    * (finite values: 1.5^35 times a number below 1 stays far from overflow). */
 #define CHECK_DEMO(name, launch, ctx)                                  \
@@ -147,7 +147,7 @@ static void bench_backtoback(void) {
   lctx rb = {.fn = lib_fn(lib, "ref_block"), .grid = TILES, .args = &args, .ntiles = TILES};
   lctx rb128 = {.fn = lib_fn(lib, "ref_block_p128"), .grid = TILES, .args = &args, .ntiles = TILES};
   lctx rp = {.fn = lib_fn(lib, "ref_persist"), .args = &args, .ntiles = TILES};
-  rp.grid = (unsigned)(occupancy_blocks(rp.fn, 256, 0) * rt->num_sms);
+  rp.grid = (unsigned)(occupancy_blocks(rp.fn, 256, 0) * clcrt_runtime_num_sms(rt));
   if (rp.grid > TILES) rp.grid = TILES;
 #define CHECK_B2B(name, launch, ctx)                                     \
   do {                                                                   \
@@ -196,8 +196,8 @@ static void bench_backtoback(void) {
     launch_clcrt(&lc);
     if (clcrt_stream_stats_read(st, &ss) != CLCRT_OK || clcrt_stream_stats_enable(st, 0) != CLCRT_OK) exit(1);
     printf("  %-9s %-8s    %-16s host %.2f us per clcrt_run, GPU %.2f us per run in the batch, %.2f us alone; "
-           "%llu clusters (at most %d resident), at most %llu units per cluster\n",
-           "", "", "", host, t * 1e3 / RUNS, one * 1e3, ss.clusters, lc.k->max_clusters, ss.max_units_per_cluster);
+           "%llu clusters, at most %llu units per cluster\n",
+           "", "", "", host, t * 1e3 / RUNS, one * 1e3, ss.clusters, ss.max_units_per_cluster);
   }
   printf("  the same %d runs as one graph, replayed (GPU time alone; %.2f and %.2f us per run for the references):\n",
          RUNS, g0 * 1e3 / RUNS, g1 * 1e3 / RUNS);
@@ -274,7 +274,7 @@ static void bench_prologue(void) {
   lctx rb = {.fn = lib_fn(lib, "ref_block"), .grid = (unsigned)ntiles, .smem = 32768, .args = &args, .ntiles = ntiles};
   lctx rp = {.fn = lib_fn(lib, "ref_persist"), .smem = 32768, .args = &args, .ntiles = ntiles};
   occupancy_blocks(rb.fn, 256, 32768);
-  rp.grid = (unsigned)(occupancy_blocks(rp.fn, 256, 32768) * rt->num_sms);
+  rp.grid = (unsigned)(occupancy_blocks(rp.fn, 256, 32768) * clcrt_runtime_num_sms(rt));
   /* The table is computed with __sinf on the device: compare with a tolerance. */
 #define CHECK_TAB(name, launch, ctx)                                                       \
   do {                                                                                     \

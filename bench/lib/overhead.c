@@ -6,13 +6,26 @@
 
 extern const char *k_scale_src;
 
+/* What a bare launch launches: the same 1-tile scale as a plain kernel with clcrt's parameter
+ * layout (Args, then a 128-byte block where clcrt's kernels take their scheduler parameters),
+ * so that the driver is handed the same parameter bytes, grid and block as clcrt_run hands it. */
+static const char *const k_bare_src =
+    "struct ScaleArgs { const float4 *x; float4 *y; unsigned long long n4; float a; };\n"
+    "struct BareParams { unsigned w[32]; };\n"
+    "extern \"C\" __global__ void __launch_bounds__(256) bare_scale(const __grid_constant__ ScaleArgs a,\n"
+    "                                                               const __grid_constant__ BareParams p) {\n"
+    "  unsigned long long i = p.w[0] * 256ull + threadIdx.x;\n"
+    "  if (i < a.n4) { float4 v = a.x[i]; a.y[i] = make_float4(a.a * v.x, a.a * v.y, a.a * v.z, a.a * v.w); }\n"
+    "}\n";
+
 /* One call of contender `which` (see bench_overhead). */
 typedef struct {
   clcrt_kernel *k, *kf;
-  const clcrt_kernel *kv;
+  CUfunction fn;      /* the plain kernel's */
+  CUkernel kern;      /* ... and its context-independent handle */
   const void *args;
   size_t args_size;
-  clcrt__params *p;
+  const void *params; /* 128 bytes */
 } oh_ctx;
 static void one_call(const oh_ctx *o, int which) {
   if (which == 1 || which == 3) {
@@ -30,8 +43,8 @@ static void one_call(const oh_ctx *o, int which) {
   cfg.gridDimX = cfg.gridDimY = cfg.gridDimZ = 1;
   cfg.blockDimX = 256, cfg.blockDimY = cfg.blockDimZ = 1;
   cfg.hStream = cs;
-  void *kp[2] = {(void *)o->args, o->p};
-  CK(cu->cuLaunchKernelEx(&cfg, which == 4 ? o->k->fn : which == 5 ? (CUfunction)o->kv->kern : o->kv->fn, kp, NULL));
+  void *kp[2] = {(void *)o->args, (void *)o->params};
+  CK(cu->cuLaunchKernelEx(&cfg, which == 4 ? (CUfunction)o->kern : o->fn, kp, NULL));
 }
 
 static int cmp_double(const void *a, const void *b) {
@@ -44,8 +57,8 @@ static double median(double *v, int n) {
   return v[n / 2];
 }
 
-/* Host cost per call: clcrt_run against a bare cuLaunchKernelEx of the same CUfunction
- * with the same configuration, each timed on the CPU over batches of 200 calls (a 1-tile
+/* Host cost per call: clcrt_run against a bare cuLaunchKernelEx of an equivalent plain kernel
+ * with the same configuration and parameter bytes, each timed on the CPU over batches of 200 calls (a 1-tile
  * STEAL run, synchronised between batches so the launch queue never fills), with the parts
  * of the difference measured beside it. */
 void bench_overhead(void) {
@@ -58,50 +71,33 @@ void bench_overhead(void) {
     unsigned long long n4;
     float a;
   } args = {x, y, 256, 2.0f};
-  /* The parameters of the same 1-tile STEAL run, on the stream's own claim sets: a launch
-   * equivalent to clcrt_run's without the library around it. */
-  clcrt__params p;
-  memset(&p, 0, sizeof p);
-  p.tiles[0] = p.tiles[1] = p.tiles[2] = 1;
-  p.units[0] = p.units[1] = p.units[2] = 1;
-  p.num_units = p.num_clusters = 1;
-  p.active = 1, p.chunk_cycles = 8000;
-  /* The one cluster's unit is its own (a persistent grid): the run claims nothing, so clcrt_run
-   * launches it without the scheduler's response ring, and so does this bare launch. */
-  p.claim_base = 1;
-  CUdeviceptr counter;
-  CK(cu->cuMemAlloc(&counter, 8192));
-  static const unsigned char zeros[8192];
-  bench_put(counter, zeros, sizeof zeros);
-  p.state = counter;
-  /* The function clcrt_run launches for this run: it claims nothing, so the short variant. */
-  const clcrt_kernel *kv = NULL;
-  if (clcrt_kernel_variant(k, CLCRT_USE_SHORT, &kv) != CLCRT_OK) {
-    fprintf(stderr, "bench: short variant: %s\n", clcrt_errmsg(rt));
-    exit(1);
-  }
+  /* The bare launches' 128-byte parameter block: zero (tile 0). */
+  static const unsigned params[32];
+  CUlibrary lib = compile_ref(k_bare_src, NULL, "bare");
+  CUkernel kern;
+  CK(cu->cuLibraryGetKernel(&kern, lib, "bare_scale"));
   clcrt_kernel *kf = reg2(k_scale_src, "scale_tile", "ScaleArgs", CLCRT_SCHED_FIXED, CLCRT_GRID_AUTO, 1, "-DPER=1", NULL);
   /* Contenders, timed in turn within every batch round:
-   *   0 bare cuLaunchKernelEx of the short variant's CUfunction (as a user launches a kernel)
-   *   1 clcrt_run (STEAL)
+   *   0 bare cuLaunchKernelEx of a plain kernel with the same parameters, grid and block (as a
+   *     user launches a kernel)
+   *   1 clcrt_run (STEAL: a 1-tile run claims nothing, so it launches the short variant)
    *   2 the same bare launch after the driver queries clcrt_run makes (the current context, and
    *     whether the stream is being captured): the driver's share of the difference
    *   3 clcrt_run of a FIXED kernel (no capture query, no sequence lock)
-   *   4 bare launch of the registered kernel (the function the first rounds of this section used)
-   *   5 bare launch of the short variant's context-independent CUkernel, which runs in the
+   *   4 bare launch of the plain kernel's context-independent CUkernel, which runs in the
    *     stream's context and would spare clcrt_run the context query, were it not dearer */
-  enum { NC = 6 };
+  enum { NC = 5 };
   static const char *const names[NC] = {"bare launch", "clcrt_run", "bare + queries", "clcrt_run FIXED",
-                                        "bare (registered fn)", "bare (CUkernel)"};
+                                        "bare (CUkernel)"};
   const int batches = 41, per = 200;
   double t[NC][41];
-  oh_ctx o = {k, kf, kv, &args, sizeof args, &p};
+  oh_ctx o = {k, kf, lib_fn(lib, "bare_scale"), kern, &args, sizeof args, params};
   for (int b = 0; b < batches; b++) {
     for (int which = 0; which < NC; which++) {
       CK(cu->cuStreamSynchronize(cs));
-      double t0 = clcrt__now_ms();
+      double t0 = bench_now_ms();
       for (int i = 0; i < per; i++) one_call(&o, which);
-      t[which][b] = (clcrt__now_ms() - t0) * 1e3 / per;
+      t[which][b] = (bench_now_ms() - t0) * 1e3 / per;
     }
   }
   CK(cu->cuStreamSynchronize(cs));
@@ -113,16 +109,15 @@ void bench_overhead(void) {
     med[c] = median(t[c], batches), dmed[c] = median(diff[c], batches);
   }
   printf("\nhost overhead per launch (median of %d batches of %d calls, CPU clock; a 1-tile STEAL run, which "
-         "launches the kernel's short variant):\n",
+         "launches the kernel's short variant; the bare launches, a plain kernel of the same parameters):\n",
          batches, per);
   for (int c = 0; c < NC; c++)
     printf("  %-22s %.3f us   median paired difference from the bare launch %+.3f us\n", names[c], med[c], dmed[c]);
-  printf("  clcrt_run against a bare cuLaunchKernelEx of the same kernel (its CUfunction): %+.3f us (difference of medians %+.3f us)\n",
+  printf("  clcrt_run against a bare cuLaunchKernelEx of the same parameters: %+.3f us (difference of medians %+.3f us)\n",
          dmed[1], med[1] - med[0]);
   emit_json("\"workload\":\"host-overhead\",\"bare_launch_us\":%.4f,\"clcrt_run_us\":%.4f,\"paired_diff_us\":%.4f,"
-            "\"bare_with_queries_diff_us\":%.4f,\"fixed_run_diff_us\":%.4f,\"registered_fn_diff_us\":%.4f,"
-            "\"cukernel_diff_us\":%.4f",
-            med[0], med[1], dmed[1], dmed[2], dmed[3], dmed[4], dmed[5]);
+            "\"bare_with_queries_diff_us\":%.4f,\"fixed_run_diff_us\":%.4f,\"cukernel_diff_us\":%.4f",
+            med[0], med[1], dmed[1], dmed[2], dmed[3], dmed[4]);
   /* The same contenders call by call: every round makes one call of each (in an order that
    * rotates), each timed on its own, so that the host's drifts, which move whole batches, fall
    * on every contender alike; medians of the calls and of each round's difference from the
@@ -133,9 +128,9 @@ void bench_overhead(void) {
     if (r % PER_SYNC == 0) CK(cu->cuStreamSynchronize(cs));
     for (int j = 0; j < NC; j++) {
       int c = (j + r) % NC;
-      double t0 = clcrt__now_ms();
+      double t0 = bench_now_ms();
       one_call(&o, c);
-      pc[c][r] = (clcrt__now_ms() - t0) * 1e3;
+      pc[c][r] = (bench_now_ms() - t0) * 1e3;
     }
   }
   CK(cu->cuStreamSynchronize(cs));
@@ -150,27 +145,27 @@ void bench_overhead(void) {
            cdiff[c]);
   emit_json("\"workload\":\"host-overhead-per-call\",\"bare_launch_us\":%.4f,\"clcrt_run_us\":%.4f,"
             "\"paired_diff_us\":%.4f,\"bare_with_queries_diff_us\":%.4f,\"fixed_run_diff_us\":%.4f,"
-            "\"registered_fn_diff_us\":%.4f,\"cukernel_diff_us\":%.4f",
-            cmed[0], cmed[1], cdiff[1], cdiff[2], cdiff[3], cdiff[4], cdiff[5]);
+            "\"cukernel_diff_us\":%.4f",
+            cmed[0], cmed[1], cdiff[1], cdiff[2], cdiff[3], cdiff[4]);
   /* The driver queries alone, timed the same way (clcrt_run makes the first and the last). */
   double ctx[41], cap[41], isc[41];
   for (int b = 0; b < batches; b++) {
-    double t0 = clcrt__now_ms();
+    double t0 = bench_now_ms();
     for (int i = 0; i < per; i++) {
       CUcontext c;
       CK(cu->cuCtxGetCurrent(&c));
     }
-    double t1 = clcrt__now_ms();
+    double t1 = bench_now_ms();
     for (int i = 0; i < per; i++) {
       CUstreamCaptureStatus cst;
       CK(cu->cuStreamGetCaptureInfo(cs, &cst, NULL, NULL, NULL, NULL, NULL));
     }
-    double t2 = clcrt__now_ms();
+    double t2 = bench_now_ms();
     for (int i = 0; i < per; i++) {
       CUstreamCaptureStatus cst;
       CK(cu->cuStreamIsCapturing(cs, &cst));
     }
-    double t3 = clcrt__now_ms();
+    double t3 = bench_now_ms();
     ctx[b] = (t1 - t0) * 1e3 / per, cap[b] = (t2 - t1) * 1e3 / per, isc[b] = (t3 - t2) * 1e3 / per;
   }
   const double mctx = median(ctx, batches), mcap = median(cap, batches), misc = median(isc, batches);
@@ -179,6 +174,7 @@ void bench_overhead(void) {
   emit_json("\"workload\":\"host-queries\",\"ctx_get_current_us\":%.4f,\"stream_capture_info_us\":%.4f,"
             "\"stream_is_capturing_us\":%.4f",
             mctx, mcap, misc);
-  cu->cuMemFree(x), cu->cuMemFree(y), cu->cuMemFree(counter);
+  cu->cuMemFree(x), cu->cuMemFree(y);
+  cu->cuLibraryUnload(lib);
 }
 

@@ -137,6 +137,7 @@ void bench_preempt(void) {
     c.ref = i == 0 ? lib_fn(lib, "ref_block") : NULL;
     c.k = i == 0 ? NULL
                  : reg2(k_spin_tile, "spin_tile", "SpinArgs", lows[i].sched, lows[i].grid, 1, NULL, NULL);
+    if (c.k && clcrt_kernel_prepare(c.k, CLCRT_USE_PREEMPT) != CLCRT_OK) exit(1); /* yielding, built now */
     double lat[8], low[8];
     CK(cu->cuMemsetD8(lo_args.done, 0, SPIN_TILES * 4));
     for (int r = 0; r < reps; r++) experiment(&c, &lat[r], &low[r]);

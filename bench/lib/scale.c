@@ -70,7 +70,7 @@ void bench_scale(void) {
     CUlibrary lib = compile_ref(k_scale_ref, define, "scale");
     lctx rb = {.fn = lib_fn(lib, "ref_block"), .grid = (unsigned)ntiles, .args = &args, .ntiles = ntiles};
     lctx rp = {.fn = lib_fn(lib, "ref_persist"), .args = &args, .ntiles = ntiles};
-    rp.grid = (unsigned)(occupancy_blocks(rp.fn, 256, 0) * rt->num_sms);
+    rp.grid = (unsigned)(occupancy_blocks(rp.fn, 256, 0) * clcrt_runtime_num_sms(rt));
     rp.ntiles_param = 1;
     /* Check every contender on fresh poison before timing it. */
     lctx *refs[2] = {&rb, &rp};

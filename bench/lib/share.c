@@ -144,7 +144,7 @@ static void share_scaling(void) {
   float *hy = malloc(n * 256 * 4);
   printf("\nshare scaling: uniform compute tiles (%llu x 256 threads x 1000 FMAs) on a budget of N SMs against the "
          "whole device; throughput = (whole-device time / time on N SMs) / (N / %d)\n",
-         n, rt->num_sms);
+         n, clcrt_runtime_num_sms(rt));
   static const unsigned budgets[] = {16, 64, 120};
   clcrt_stream *bs[3];
   for (int b = 0; b < 3; b++) bs[b] = share_stream(budgets[b], CLCRT_STREAM_SM_ROUND_DOWN, 0, 0);
@@ -170,10 +170,10 @@ static void share_scaling(void) {
       check_work(&lc, &a, hc, hy, ks[ki].name);
       double t = time_on(bs[b], launch_clcrt, &lc);
       int sms = clcrt_stream_sms(bs[b]);
-      double thr = whole / t / ((double)sms / rt->num_sms);
+      double thr = whole / t / ((double)sms / clcrt_runtime_num_sms(rt));
       printf("  share     scaling  uniform  c1 %-14s %3d SMs %9.4f ms  whole device %9.4f ms  throughput %.3fx of "
              "%d/%d\n",
-             ks[ki].name, sms, t, whole, thr, sms, rt->num_sms);
+             ks[ki].name, sms, t, whole, thr, sms, clcrt_runtime_num_sms(rt));
       emit_json("\"workload\":\"share-scaling\",\"class\":\"uniform\",\"contender\":\"%s\",\"sms\":%d,\"median_ms\":%.5f,"
                 "\"whole_ms\":%.5f,\"throughput_vs_share\":%.4f",
                 ks[ki].name, sms, t, whole, thr);
@@ -226,7 +226,7 @@ static void share_grid(void) {
   printf("\nshare grid: on a budget of N SMs, the persistent grid sized for the partition (default) against one "
          "sized for the whole device (grid_sms %d: the grid before budgets); ratio = whole-device grid's time / "
          "partition grid's (above 1: the right size is faster)\n",
-         rt->num_sms);
+         clcrt_runtime_num_sms(rt));
   WorkArgs a = {0, 0, n};
   CK(cu->cuMemAlloc(&a.out, n * 256 * 4));
   CK(cu->cuMemAlloc(&a.cost, n * 4));
@@ -240,7 +240,7 @@ static void share_grid(void) {
   bench_put(ta.x, hx, nel * 4);
   static const unsigned budgets[] = {16, 64};
   for (int b = 0; b < 2; b++) {
-    clcrt_stream *part = share_stream(budgets[b], 0, 0, 0), *dev = share_stream(budgets[b], 0, 0, (unsigned)rt->num_sms);
+    clcrt_stream *part = share_stream(budgets[b], 0, 0, 0), *dev = share_stream(budgets[b], 0, 0, (unsigned)clcrt_runtime_num_sms(rt));
     if (!part || !dev) {
       clcrt_stream_destroy(part), clcrt_stream_destroy(dev);
       continue;

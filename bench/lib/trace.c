@@ -2,7 +2,7 @@
  * twice, once with tracing compiled out (-DCLCRT_TRACE=0) and once as every kernel is built;
  * the second is timed with tracing off and on (every tile recorded, the buffer large enough
  * for every timed run). Since kernels are built without trace code and traced runs launch
- * the observed variant (clcrt.cuh: OBS), "out" and "off" run the same code: their difference
+ * the observed variant (CLCRT_USE_TRACE), "out" and "off" run the same code: their difference
  * is the noise of the measurement, and "on" is the whole cost of a traced run. Rounds
  * alternate the three so that clock drift falls on all of them alike; each figure is the median over the
  * rounds of the per-round medians. The workloads are in scale.c and work.c

@@ -95,7 +95,7 @@ static void run_class(int cls, unsigned long long ntiles, unsigned base, const u
   CUlibrary lib = compile_ref(k_work_ref, NULL, "work");
   lctx rb = {.fn = lib_fn(lib, "ref_block"), .grid = (unsigned)ntiles, .args = &args, .ntiles = ntiles};
   lctx rp = {.fn = lib_fn(lib, "ref_persist"), .args = &args, .ntiles = ntiles};
-  rp.grid = (unsigned)(occupancy_blocks(rp.fn, 256, 0) * rt->num_sms);
+  rp.grid = (unsigned)(occupancy_blocks(rp.fn, 256, 0) * clcrt_runtime_num_sms(rt));
   const char *who = k_class_names[cls];
   /* Checks the output of the launch just made: NaN anywhere, or a sampled value wrong. */
 #define CHECK_OUTPUT(name)                                                                               \
@@ -178,6 +178,7 @@ void bench_work(void) {
 void armed_pair(const char *what, const char *param, lctx *lc) {
   int least = 0, greatest = 0;
   CK(cu->cuCtxGetStreamPriorityRange(&least, &greatest));
+  if (clcrt_kernel_prepare(lc->k, CLCRT_USE_PREEMPT) != CLCRT_OK) exit(1); /* armed runs yield: built now */
   double t_off = time_median(launch_clcrt, lc);
   CUstream chi;
   clcrt_stream *hi;

@@ -12,7 +12,8 @@
  *          kernel finds the real ones from the counts on the device.
  * K must be a multiple of 8 (TMA needs rows of a multiple of 16 bytes); any M, N >= 1.
  *
- * Needs -Iruntime/compile for embedded.h (the embedded gemm.cu, linked from user_src.o). */
+ * Needs the generated user_src.h on the include path (the embedded gemm.cu, linked from
+ * user_src.o: Makefile, scripts/embed.c). */
 #ifndef CLCRT_EXAMPLES_GEMM_H
 #define CLCRT_EXAMPLES_GEMM_H
 #include <stdint.h>
@@ -21,7 +22,7 @@
 
 #include "../../nvrtc_src/clcrt_streamk.cuh" /* the portable cores: stream-K, the grouped upper bound */
 #include "clcrt.h"
-#include "embedded.h"
+#include "user_src.h"
 
 /* One compiled shape of the tile function. */
 typedef struct gemm_variant {
@@ -67,7 +68,7 @@ static inline unsigned gemm_smem_bytes(const gemm_variant *v, int grouped) {
 
 /* The embedded source (examples/gemm/gemm.cu), or NULL when the program was linked without it. */
 static inline const char *gemm_source(void) {
-  for (const clcrt__embedded_file *f = clcrt__user_src; f->name; f++)
+  for (const user_src_file *f = user_src; f->name; f++)
     if (strcmp(f->name, "gemm.cu") == 0) return f->text;
   return NULL;
 }

@@ -22,7 +22,10 @@
 #define GEMM_MEASURE_MAGIC 0x31504d47u /* "GMP1" */
 
 /* Runs plan p on the caller's operands and returns its time in ms (a median of a few runs
- * after a warm-up is what the example does); a negative time drops the candidate. */
+ * after a warm-up is what the example does); a negative time drops the candidate. Build the
+ * variant the runs launch first (clcrt_kernel_prepare with CLCRT_USE_SHORT: a STEAL run whose
+ * grid claims nothing launches it): clcrt builds it in the background otherwise, and the runs
+ * timed meanwhile would be the fallback's. */
 typedef double (*gemm_time_fn)(void *user, const gemm_plan *p);
 
 /* The rule kept in the store (little-endian words). */

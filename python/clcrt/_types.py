@@ -27,6 +27,11 @@ class RuntimeOpts(c.Structure):
         ("log", LOG_FN),
         ("log_user", c.c_void_p),
         ("cuda_home", c.c_char_p),
+        ("steal_chunk_cycles", c.c_uint),
+        ("steal_long_cycles", c.c_uint),
+        ("preempt_waves", c.c_uint),
+        ("cache_max_bytes", c.c_ulonglong),
+        ("warmup", c.c_int),
     ]
 
 

@@ -401,7 +401,7 @@ void clcrt__disk_put(clcrt_runtime *rt, const uint8_t key[CLCRT__KEY_BYTES], con
   m.deps = deps;
   char why[512];
   clcrt_status st = clcrt__dc_write(rt->disk_dir, &m, b->cubin, b->cubin_size, b->ptx, b->ptx ? strlen(b->ptx) : 0,
-                                    clcrt__env_get()->cache_max_bytes, why, sizeof why);
+                                    rt->cache_max_bytes, why, sizeof why);
   if (st != CLCRT_OK) clcrt__log(rt, CLCRT_LOG_INFO, "%s not stored in the disk cache: %s", b->name, why);
   clcrt__free(opts);
   clcrt__free(deps);

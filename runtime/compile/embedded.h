@@ -9,7 +9,7 @@ typedef struct clcrt__embedded_file {
 } clcrt__embedded_file;
 /* Terminated by an entry with name NULL. */
 extern const clcrt__embedded_file clcrt__embedded[];
-/* Programs outside the library (examples, tests, benchmarks) link the user-side sources of
- * examples/DIR/NAME.cu the same way (Makefile: user_src.o); libclcrt never does. */
-extern const clcrt__embedded_file clcrt__user_src[];
+/* Programs outside the library (examples, tests, benchmarks) embed the user-side sources of
+ * examples/DIR/NAME.cu the same way, with a header of their own generated beside them
+ * ($(BUILD)/gen/user_src.h: user_src[]); libclcrt never does. */
 #endif

@@ -5,6 +5,55 @@
 #include "checks.h"
 #include "deps.h"
 #include "internal.h"
+#include "plan.h"
+
+/* Clusters of this kernel that fit on the device at once, from the real block size and
+ * shared memory, for the runs that size their grid by it (STEAL, STATIC): once, at load, so
+ * that no run queries the driver for it. Counted with the response ring, which a run that
+ * claims needs (a run that does not has no more units than clusters fit at once). The CTAs
+ * per SM too: a stream on a partition of the device (an SM budget's green context) derives its
+ * clusters from them (green.h: clcrt__partition_clusters), not from the device's count, which
+ * includes what GPC boundaries cost the whole device. */
+clcrt_status clcrt__kernel_occupancy(clcrt_runtime *rt, const clcrt_kernel *k, clcrt__occ *out) {
+  int n = 0, per_sm = 0;
+  size_t smem = k->smem_bytes + k->ring_bytes;
+  if (k->cluster_size == 1) {
+    /* 1-CTA kernels are launched without a cluster, for which the cluster query says 0. */
+    CU_CHECK(rt, cuOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, k->fn, (int)k->nthreads, smem));
+    n = per_sm * rt->num_sms;
+  } else {
+    CUresult r = rt->cu->cuOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, k->fn, (int)k->nthreads, smem);
+    /* For a cluster kernel the CTAs per SM only refine partitions: without them a partition's
+     * share is the device's in proportion (green.h), so a refusal here is not a failure. */
+    if (r != CUDA_SUCCESS) {
+      clcrt__log(rt, CLCRT_LOG_DEBUG,
+                 "kernel %s: cuOccupancyMaxActiveBlocksPerMultiprocessor failed with %s: SM partitions get the "
+                 "device's clusters in proportion",
+                 k->name, clcrt__cu_name(rt, r));
+      per_sm = 0;
+    }
+    CUlaunchConfig cfg;
+    memset(&cfg, 0, sizeof cfg);
+    cfg.gridDimX = k->cluster.x * (unsigned)rt->num_sms; /* any multiple of the cluster shape */
+    cfg.gridDimY = k->cluster.y;
+    cfg.gridDimZ = k->cluster.z;
+    cfg.blockDimX = k->block.x;
+    cfg.blockDimY = k->block.y;
+    cfg.blockDimZ = k->block.z;
+    cfg.sharedMemBytes = (unsigned)smem;
+    CU_CHECK(rt, cuOccupancyMaxActiveClusters(&n, k->fn, &cfg));
+  }
+  if (n <= 0)
+    return clcrt__fail(rt, CLCRT_E_INVALID,
+                       "kernel %s: no cluster of %u CTAs x %u threads with %u bytes of dynamic shared memory fits on "
+                       "this device (registers %d per thread)",
+                       k->name, k->cluster_size, k->nthreads, k->smem_bytes, k->kinfo->registers);
+  out->clusters = n;
+  out->blocks_per_sm = per_sm > 0 ? per_sm : 0;
+  /* A claiming run's guided bound divides by twice this (plan.c): once per kernel, not per run. */
+  clcrt__fastdiv(2u * (uint32_t)n, &out->guide_mul, &out->guide_shr);
+  return CLCRT_OK;
+}
 
 /* Loads the cubin context-independently and prepares the kernel for launches: parameter
  * layout checked against the scheduler's, attributes that depend on the description set
@@ -47,6 +96,9 @@ static clcrt_status load(clcrt_runtime *rt, clcrt_kernel *k) {
                          "(%s): its limit is 8",
                          k->name, k->cluster_size, clcrt__cu_name(rt, r));
   }
+  if ((k->sched == CLCRT_SCHED_STEAL || k->grid == CLCRT_GRID_PERSISTENT) &&
+      (st = clcrt__kernel_occupancy(rt, k, &k->occ)) != CLCRT_OK)
+    return st;
   pthread_mutex_lock(&rt->lock);
   rt->cstats.load_ms += clcrt__now_ms() - t0;
   pthread_mutex_unlock(&rt->lock);

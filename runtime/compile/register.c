@@ -5,11 +5,13 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "builder.h"
 #include "cache.h"
 #include "checks.h"
 #include "deps.h"
 #include "internal.h"
 #include "sched_state.h"
+#include "variants.h"
 
 static clcrt_kernel *find_key(clcrt_runtime *rt, const uint8_t *key) {
   for (clcrt_kernel *k = rt->kernels; k; k = k->next)
@@ -112,7 +114,7 @@ clcrt_tile_desc *clcrt__desc_dup(const clcrt_tile_desc *dd) {
   return c;
 }
 
-/* The registered kernel (variant 0, base NULL) or one of its variants (CLCRT__V_* bits, base
+/* The registered kernel (variant 0, base NULL) or one of its variants (CLCRT_USE_* bits, base
  * the registered kernel). */
 static clcrt_status register_variant(clcrt_runtime *rt, const clcrt_tile_desc *d, unsigned variant,
                                      clcrt_kernel *base, clcrt_kernel **out) {
@@ -168,7 +170,8 @@ static clcrt_status register_variant(clcrt_runtime *rt, const clcrt_tile_desc *d
     *out = hit;
     return CLCRT_OK;
   }
-  clcrt_kernel *k = clcrt__calloc(1, sizeof *k);
+  /* The registered kernel carries its variants' table in the same allocation. */
+  clcrt_kernel *k = clcrt__calloc(1, sizeof *k + (base ? 0 : sizeof(clcrt__variants)));
   if (!k) {
     pthread_mutex_unlock(&rt->lock);
     clcrt__build_free(&b);
@@ -177,6 +180,7 @@ static clcrt_status register_variant(clcrt_runtime *rt, const clcrt_tile_desc *d
   k->rt = rt;
   k->variant = variant;
   k->base = base ? base : k;
+  k->vars = base ? base->vars : (clcrt__variants *)(k + 1);
   k->state = CLCRT__K_BUILDING;
   k->cacheable = cacheable;
   memcpy(k->key, key, sizeof key);
@@ -223,6 +227,11 @@ static clcrt_status register_variant(clcrt_runtime *rt, const clcrt_tile_desc *d
     no_hint = clcrt__hint_slot(rt, &k->unit_cycles, &k->unit_cycles_dev);
   if (st == CLCRT_OK) {
     k->cacheable = cacheable;
+    if (!variant) { /* before any other thread can find it */
+      k->vars->var[0] = k;
+      k->vars->occ[0] = k->occ;
+      __atomic_store_n(&k->vars->ready, 1u, __ATOMIC_RELEASE);
+    }
     k->state = CLCRT__K_READY;
     if (cacheable && have_dk) {
       memcpy(k->desc_key, dk, sizeof dk);
@@ -256,47 +265,106 @@ clcrt_status clcrt_register(clcrt_runtime *rt, const clcrt_tile_desc *d, clcrt_k
   if (!out) return clcrt__fail(rt, CLCRT_E_INVALID, "clcrt_register: out is NULL");
   *out = NULL;
   if (!d) return clcrt__fail(rt, CLCRT_E_INVALID, "clcrt_register: the tile descriptor is NULL");
-  return register_variant(rt, d, 0, NULL, out);
+  clcrt_kernel *k = NULL;
+  clcrt_status st = register_variant(rt, d, 0, NULL, &k);
+  if (st != CLCRT_OK) return st;
+  /* While a stream of the runtime records a trace or statistics, a kernel is handed out with
+   * its observed variant (found in the caches like any kernel when it was built before), so
+   * that no traced run of it goes unrecorded (variants.h). */
+  if (__atomic_load_n(&rt->observing, __ATOMIC_SEQ_CST) > 0) {
+    clcrt_kernel *o = NULL;
+    if ((st = clcrt__kernel_variant(k, CLCRT_USE_TRACE, &o)) != CLCRT_OK) return st;
+  }
+  clcrt__variants_preemptible(rt, k);
+  *out = k;
+  return CLCRT_OK;
+}
+
+clcrt_status clcrt__registered_each(clcrt_runtime *rt, clcrt_status (*fn)(const clcrt_kernel *k, void *arg),
+                                    void *arg) {
+  /* Collected under the runtime's lock, called after it (fn may build, which takes it). A
+   * ready kernel is never unlinked before the runtime goes, so the walk resumes after the last
+   * one collected. */
+  enum { BATCH = 64 };
+  const clcrt_kernel *batch[BATCH];
+  clcrt_kernel *from = NULL;
+  for (;;) {
+    int n = 0;
+    pthread_mutex_lock(&rt->lock);
+    clcrt_kernel *k = from ? from->next : rt->kernels;
+    for (; k && n < BATCH; k = k->next) {
+      if (k->state != CLCRT__K_READY) continue;
+      from = k;
+      if (!k->variant && k->desc) batch[n++] = k;
+    }
+    const int more = k != NULL;
+    pthread_mutex_unlock(&rt->lock);
+    for (int i = 0; i < n; i++) {
+      clcrt_status st = fn(batch[i], arg);
+      if (st != CLCRT_OK) return st;
+    }
+    if (!more) return CLCRT_OK;
+  }
+}
+
+static clcrt_status observe_one(const clcrt_kernel *k, void *arg) {
+  (void)arg;
+  clcrt_kernel *o = NULL;
+  return clcrt__kernel_variant(k, CLCRT_USE_TRACE, &o);
+}
+
+clcrt_status clcrt__observe_hold(clcrt_runtime *rt) {
+  __atomic_add_fetch(&rt->observing, 1, __ATOMIC_SEQ_CST);
+  clcrt_status st = clcrt__registered_each(rt, observe_one, NULL);
+  if (st != CLCRT_OK) {
+    clcrt__observe_release(rt);
+    return st;
+  }
+  clcrt__variants_preemptible(rt, NULL);
+  return CLCRT_OK;
+}
+
+void clcrt__observe_release(clcrt_runtime *rt) { __atomic_sub_fetch(&rt->observing, 1, __ATOMIC_SEQ_CST); }
+
+void clcrt__variants_preemptible(clcrt_runtime *rt, const clcrt_kernel *k) {
+  if (!rt->devstate || !clcrt__devstate_mixed(rt->devstate)) return;
+  const int obs = __atomic_load_n(&rt->observing, __ATOMIC_SEQ_CST) > 0;
+  if (!k) {
+    clcrt__builder_request_all(rt, CLCRT_USE_PREEMPT);
+    if (obs) clcrt__builder_request_all(rt, CLCRT_USE_TRACE | CLCRT_USE_PREEMPT);
+  } else if (k->sched == CLCRT_SCHED_STEAL && k->grid != CLCRT_GRID_PERSISTENT) {
+    clcrt__builder_request(k, CLCRT_USE_PREEMPT, 1);
+    if (obs) clcrt__builder_request(k, CLCRT_USE_TRACE | CLCRT_USE_PREEMPT, 1);
+  }
 }
 
 static clcrt_status bad_uses(const clcrt_kernel *k, const char *fn, unsigned uses) {
   return clcrt__fail(k->rt, CLCRT_E_INVALID,
                      "%s(%s): uses 0x%x has bits that are not CLCRT_USE_TRACE, CLCRT_USE_GRAPH, "
                      "CLCRT_USE_PREEMPT or CLCRT_USE_SHORT (0x%x unknown)",
-                     fn, k->name, uses, uses & ~CLCRT__V_ALL);
+                     fn, k->name, uses, uses & ~CLCRT__USE_ALL);
 }
 
 clcrt_status clcrt_kernel_variant(const clcrt_kernel *k, unsigned uses, const clcrt_kernel **out) {
   if (!k) return clcrt__fail_norts(CLCRT_E_INVALID, "clcrt_kernel_variant: the kernel is NULL");
   if (!out) return clcrt__fail(k->rt, CLCRT_E_INVALID, "clcrt_kernel_variant: out is NULL");
   *out = NULL;
-  if (uses & ~CLCRT__V_ALL) return bad_uses(k, "clcrt_kernel_variant", uses);
+  if (uses & ~CLCRT__USE_ALL) return bad_uses(k, "clcrt_kernel_variant", uses);
   clcrt_kernel *o = NULL;
-  /* only the variant's slot of the registered kernel is written */
-  clcrt_status st = clcrt__kernel_variant((clcrt_kernel *)k, uses, &o);
+  clcrt_status st = clcrt__kernel_variant(k, uses, &o);
   if (st == CLCRT_OK) *out = o;
   return st;
 }
 
-clcrt_status clcrt_kernel_observed(const clcrt_kernel *k, const clcrt_kernel **out) {
-  if (!k) return clcrt__fail_norts(CLCRT_E_INVALID, "clcrt_kernel_observed: the kernel is NULL");
-  if (!out) return clcrt__fail(k->rt, CLCRT_E_INVALID, "clcrt_kernel_observed: out is NULL");
-  return clcrt_kernel_variant(k, CLCRT_USE_TRACE, out);
-}
-
-_Static_assert(CLCRT_USE_TRACE == CLCRT__V_OBS && CLCRT_USE_GRAPH == CLCRT__V_GRAPH &&
-                   CLCRT_USE_PREEMPT == CLCRT__V_YIELD && CLCRT_USE_SHORT == CLCRT__V_ONE,
-               "the public CLCRT_USE_* are the variant bits");
-
 clcrt_status clcrt_kernel_prepare(const clcrt_kernel *k, unsigned uses) {
   if (!k) return clcrt__fail_norts(CLCRT_E_INVALID, "clcrt_kernel_prepare: the kernel is NULL");
-  if (uses & ~CLCRT__V_ALL) return bad_uses(k, "clcrt_kernel_prepare", uses);
+  if (uses & ~CLCRT__USE_ALL) return bad_uses(k, "clcrt_kernel_prepare", uses);
   /* Every combination of the uses: a run needs the variant with exactly its own (combinations
    * that name the same variant are built once). */
-  for (unsigned v = 1; v <= CLCRT__V_ALL; v++) {
+  for (unsigned v = 1; v <= CLCRT__USE_ALL; v++) {
     if ((v & uses) != v) continue;
     clcrt_kernel *o = NULL;
-    clcrt_status st = clcrt__kernel_variant((clcrt_kernel *)k, v, &o);
+    clcrt_status st = clcrt__kernel_variant(k, v, &o);
     if (st != CLCRT_OK) return st;
   }
   return CLCRT_OK;
@@ -304,35 +372,33 @@ clcrt_status clcrt_kernel_prepare(const clcrt_kernel *k, unsigned uses) {
 
 /* What a variant's bits are for, for messages. */
 static void variant_uses(unsigned v, char *buf, size_t n) {
-  snprintf(buf, n, "%s%s%s%s%s%s%s", v & CLCRT__V_OBS ? "a traced run, or one with statistics on" : "",
-           (v & CLCRT__V_OBS) && (v & ~CLCRT__V_OBS) ? ", and " : "",
-           v & CLCRT__V_GRAPH ? "a run captured into a graph" : "",
-           (v & CLCRT__V_GRAPH) && (v & CLCRT__V_YIELD) ? ", and " : "",
-           v & CLCRT__V_YIELD ? "a run that can be preempted" : "",
-           (v & CLCRT__V_ONE) && (v & CLCRT__V_OBS) ? ", and " : "",
-           v & CLCRT__V_ONE ? "a run that claims nothing" : "");
+  snprintf(buf, n, "%s%s%s%s%s%s%s", v & CLCRT_USE_TRACE ? "a traced run, or one with statistics on" : "",
+           (v & CLCRT_USE_TRACE) && (v & ~CLCRT_USE_TRACE) ? ", and " : "",
+           v & CLCRT_USE_GRAPH ? "a run captured into a graph" : "",
+           (v & CLCRT_USE_GRAPH) && (v & CLCRT_USE_PREEMPT) ? ", and " : "",
+           v & CLCRT_USE_PREEMPT ? "a run that can be preempted" : "",
+           (v & CLCRT_USE_SHORT) && (v & CLCRT_USE_TRACE) ? ", and " : "",
+           v & CLCRT_USE_SHORT ? "a run that claims nothing" : "");
 }
 
 unsigned clcrt__variant_bits(clcrt_sched sched, unsigned bits) {
-  unsigned v = bits & (sched == CLCRT_SCHED_STEAL ? CLCRT__V_ALL : CLCRT__V_OBS);
-  return v & CLCRT__V_ONE ? v & (CLCRT__V_ONE | CLCRT__V_OBS) : v;
+  unsigned v = bits & (sched == CLCRT_SCHED_STEAL ? CLCRT__USE_ALL : CLCRT_USE_TRACE);
+  return v & CLCRT_USE_SHORT ? v & (CLCRT_USE_SHORT | CLCRT_USE_TRACE) : v;
 }
 
 /* Compiled (or found in the memory or disk cache) like any registration: concurrent first
  * uses wait for one compile and get the same kernel. Bits that name no code of the kernel's
- * scheduler never build a copy of the same kernel (clcrt__variant_bits). */
-clcrt_status clcrt__kernel_variant(clcrt_kernel *k, unsigned bits, clcrt_kernel **out) {
+ * scheduler never build a copy of the same kernel (clcrt__variant_bits). Published in the
+ * registered kernel's table (variants.h) with its occupancy: runs launch it from then on. */
+clcrt_status clcrt__kernel_variant(const clcrt_kernel *k, unsigned bits, clcrt_kernel **out) {
   clcrt_kernel *base = k->base; /* set for every kernel (register_variant) */
+  clcrt__variants *vs = k->vars;
   unsigned v = clcrt__variant_bits(k->sched, k->variant | bits);
-  if (v == k->variant) {
-    *out = k;
-    return CLCRT_OK;
-  }
   if (v == 0) {
     *out = base;
     return CLCRT_OK;
   }
-  clcrt_kernel *o = __atomic_load_n(&base->var[v], __ATOMIC_ACQUIRE);
+  clcrt_kernel *o = __atomic_load_n(&vs->var[v], __ATOMIC_ACQUIRE);
   if (!o) {
     clcrt_status st = register_variant(k->rt, base->desc, v, base, &o);
     if (st != CLCRT_OK) {
@@ -342,7 +408,9 @@ clcrt_status clcrt__kernel_variant(clcrt_kernel *k, unsigned bits, clcrt_kernel 
       variant_uses(v, uses, sizeof uses);
       return clcrt__fail(k->rt, st, "kernel %s: its variant for %s could not be built: %s", k->name, uses, why);
     }
-    __atomic_store_n(&base->var[v], o, __ATOMIC_RELEASE);
+    vs->occ[v] = o->occ; /* before the pointer and the bit: a run that sees either reads it */
+    __atomic_store_n(&vs->var[v], o, __ATOMIC_RELEASE);
+    __atomic_or_fetch(&vs->ready, 1u << v, __ATOMIC_RELEASE);
   }
   *out = o;
   return CLCRT_OK;

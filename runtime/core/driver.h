@@ -6,75 +6,10 @@
 #define CLCRT_DRIVER_H
 #include <cuda.h>
 
-/* X(name): every driver entry point clcrt uses. The typedef comes from cuda.h's own
- * prototype (which maps e.g. cuMemAlloc to cuMemAlloc_v2), the string from the base name.
- * cuGetProcAddress returns the newest ABI of a name for CUDA_VERSION, so only names whose
- * cuda.h prototype IS that newest ABI may be listed: cuCtxSynchronize, for one, is not
- * (cuda.h's is the 2.0 ABI, CUDA 13.0 returns cuCtxSynchronize_v2(CUcontext)). The test
- * tests/test_driver.c guards this list against cudaTypedefs.h. */
-#define CLCRT_DRIVER_MAP(X)          \
-  X(cuInit)                          \
-  X(cuDriverGetVersion)              \
-  X(cuGetErrorName)                  \
-  X(cuGetErrorString)                \
-  X(cuDeviceGet)                     \
-  X(cuDeviceGetCount)                \
-  X(cuDeviceGetAttribute)            \
-  X(cuDeviceGetName)                 \
-  X(cuDevicePrimaryCtxRetain)        \
-  X(cuDevicePrimaryCtxRelease)       \
-  X(cuCtxSetCurrent)                 \
-  X(cuCtxGetCurrent)                 \
-  X(cuCtxPushCurrent)                \
-  X(cuCtxPopCurrent)                 \
-  X(cuLibraryLoadData)               \
-  X(cuLibraryUnload)                 \
-  X(cuLibraryGetKernel)              \
-  X(cuKernelGetFunction)             \
-  X(cuFuncSetAttribute)              \
-  X(cuFuncGetAttribute)              \
-  X(cuFuncGetParamInfo)              \
-  X(cuOccupancyMaxActiveClusters)    \
-  X(cuLaunchKernelEx)                \
-  X(cuLaunchHostFunc)                \
-  X(cuStreamCreate)                  \
-  X(cuStreamDestroy)                 \
-  X(cuStreamSynchronize)             \
-  X(cuStreamQuery)                   \
-  X(cuStreamGetCaptureInfo)          \
-  X(cuStreamIsCapturing)             \
-  X(cuMemAlloc)                      \
-  X(cuMemFree)                       \
-  X(cuMemsetD8)                      \
-  X(cuMemcpyHtoD)                    \
-  X(cuMemcpyDtoH)                    \
-  X(cuMemcpyHtoDAsync)               \
-  X(cuMemcpyDtoHAsync)               \
-  X(cuMemcpyDtoDAsync)               \
-  X(cuMemsetD32Async)                \
-  X(cuStreamBeginCapture)            \
-  X(cuStreamEndCapture)              \
-  X(cuGraphInstantiateWithFlags)     \
-  X(cuGraphLaunch)                   \
-  X(cuGraphExecDestroy)              \
-  X(cuGraphDestroy)                  \
-  X(cuEventCreate)                   \
-  X(cuEventRecord)                   \
-  X(cuEventSynchronize)              \
-  X(cuEventElapsedTime)              \
-  X(cuEventDestroy)                  \
-  X(cuOccupancyMaxActiveBlocksPerMultiprocessor) \
-  X(cuStreamGetPriority)             \
-  X(cuCtxGetStreamPriorityRange)     \
-  X(cuStreamWriteValue32)            \
-  X(cuMemsetD8Async)                 \
-  X(cuTensorMapEncodeTiled)         \
-  X(cuStreamCreateWithPriority)     \
-  X(cuEventQuery)                    \
-  X(cuMemHostAlloc)                  \
-  X(cuMemHostGetDevicePointer)       \
-  X(cuMemFreeHost)                   \
-  X(cuStreamWaitEvent)
+/* The list of entry points clcrt needs (CLCRT_DRIVER_MAP) and the table of them (clcrt_driver)
+ * are public: programs use the runtime's table (clcrt_runtime_driver) to start where libcuda is
+ * missing, as the library does. Declared by clcrt.h once <cuda.h> is in. */
+#include "clcrt.h"
 
 /* X(field, symbol, version): entry points clcrt can do without, NULL where the driver lacks
  * them. They serve SM budgets (green contexts: runtime/launch/green.c), which a driver older
@@ -83,7 +18,8 @@
  * that introduced the ABI of its prototype here (cuGetProcAddress returns the ABI of that
  * version, so a later driver's new ABI of the same name can never slip in), and `symbol` is
  * the name cuGetProcAddress knows it by: cuStreamGetCtx_v2 is "cuStreamGetCtx" at 12.5. The
- * test tests/test_driver.c checks every (symbol, version) against cudaTypedefs.h. */
+ * test tests/test_driver.c checks every (symbol, version) against cudaTypedefs.h. They are not
+ * public: programs have no use for them through clcrt, and cuda.h before 12.5 lacks some. */
 #define CLCRT_DRIVER_OPT_MAP(X)                                   \
   X(cuDeviceGetDevResource, "cuDeviceGetDevResource", 12040)      \
   X(cuDevSmResourceSplitByCount, "cuDevSmResourceSplitByCount", 12040) \
@@ -95,6 +31,8 @@
   X(cuGreenCtxStreamCreate, "cuGreenCtxStreamCreate", 12050)      \
   X(cuStreamGetCtx_v2, "cuStreamGetCtx", 12050)
 
+/* The library's table: the public one's fields, in its order, then the optional entries. The
+ * runtime hands programs a clcrt_driver copied from it (runtime.c: rt->cu_pub), not this. */
 typedef struct clcrt__driver {
 #define CLCRT__DRV_FIELD(name) __typeof__(name) *name;
   CLCRT_DRIVER_MAP(CLCRT__DRV_FIELD)

@@ -1,6 +1,10 @@
 /* Environment variables, read once, in one place (README: "Environment variables"). */
 #ifndef CLCRT_ENV_H
 #define CLCRT_ENV_H
+#include <stddef.h>
+
+#include "clcrt.h"
+
 typedef struct clcrt__env {
   const char *cache_dir;       /* CLCRT_CACHE_DIR */
   const char *xdg_cache_home;  /* XDG_CACHE_HOME, when absolute (the XDG spec: relative paths are ignored) */
@@ -19,7 +23,23 @@ typedef struct clcrt__env {
   unsigned long_cycles;        /* CLCRT_STEAL_LONG_CYCLES: per CTA of a cluster, cycles per unit from which a
                                   STEAL run goes one cluster per unit (launch.c); 0: never */
   const char *long_cycles_bad; /* its text when it is not a count in range (then the default) */
+  /* Which of the runtime's tunables the environment sets (present and valid): those override
+   * clcrt_runtime_opts (clcrt__tunables_get). */
+  int chunk_cycles_set, long_cycles_set, preempt_waves_set, cache_max_bytes_set, warmup_set;
 } clcrt__env;
+
+/* The tunables a runtime runs with (clcrt_runtime_opts, README "Environment variables"). */
+typedef struct clcrt__tunables {
+  unsigned chunk_cycles;              /* a STEAL claim's units last about this many cycles */
+  unsigned long_cycles;               /* long units from this many cycles per CTA; 0: never */
+  unsigned preempt_waves;             /* reserve waves of a STEAL grid that may yield */
+  unsigned long long cache_max_bytes; /* the disk cache's cap; 0: none */
+  int warmup;                         /* the NVRTC warm-up of device runtimes: 1 on, 0 off */
+} clcrt__tunables;
+/* Each tunable: the option when it is not 0 (CLCRT_OPT_OFF where a field allows it), else the
+ * default; the environment variable, when set to a valid value, overrides either. Returns 1; 0
+ * with why filled (and *t undefined) when an option is out of its range. */
+int clcrt__tunables_get(const clcrt_runtime_opts *o, clcrt__tunables *t, char *why, size_t why_len);
 #define CLCRT__PREEMPT_WAVES_DEFAULT 2u
 #define CLCRT__PREEMPT_WAVES_MAX 64u
 #define CLCRT__CHUNK_CYCLES_DEFAULT 8000u
@@ -27,6 +47,7 @@ typedef struct clcrt__env {
 #define CLCRT__CHUNK_CYCLES_MAX 10000000u
 #define CLCRT__LONG_CYCLES_DEFAULT 4000u
 #define CLCRT__LONG_CYCLES_MAX 100000000u
+#define CLCRT__CACHE_MAX_BYTES_DEFAULT (1ull << 30)
 /* The values as first read; later changes to the environment are not seen. */
 const clcrt__env *clcrt__env_get(void);
 /* Parses a byte count: decimal digits with an optional K, M, G or T suffix (powers of

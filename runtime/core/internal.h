@@ -14,66 +14,29 @@
 #define CLCRT__CUDA_HOME_MAX 1000 /* bytes of a toolkit path (runtime.c: check_cuda_home) */
 #define CLCRT__KEY_BYTES 32
 
-/* The scheduler parameters passed to every kernel after Args; mirrors clcrt::Params in
- * nvrtc_src/clcrt.cuh (its size is checked against the compiled kernel). The layout of
- * the memory behind `state`, `trace` and `yield` is described in sched_state.h. */
-typedef struct clcrt__params {
-  /* First what a run of one cluster per unit reads (clcrt.cuh: Params). */
-  uint32_t flags;        /* CLCRT__PF_* */
-  uint32_t units[3];
-  uint32_t seq;          /* stream state: the run's sequence number on its stream */
-  uint32_t num_units;
-  uint64_t state;     /* STEAL: the claim state (a stream's, or the runtime's table for graphs) */
-  uint32_t tiles[3];
-  uint32_t num_clusters;
-  uint64_t stats;     /* CUdeviceptr or 0 */
-  uint64_t trace;     /* CUdeviceptr of the stream's trace buffer, or 0 */
-  uint64_t yield;     /* CUdeviceptr of the device's preemption words, or 0: never yield */
-  uint32_t run;          /* trace: the run's number */
-  uint32_t chunk_cycles; /* a claim takes units lasting about this many cycles */
-  uint32_t active;       /* clusters that run at once: min(launched, resident) */
-  uint32_t prio;         /* the run's priority level: it yields to any higher level */
-  uint32_t div1_mul, div1_shr;   /* fast division by units[0] (mul 0: by 1) */
-  uint32_t div2_mul, div2_shr;   /* fast division by units[1] */
-  uint32_t guide_mul, guide_shr; /* fast division by 2 * active */
-  uint32_t claim_base;   /* STEAL: units below are the clusters' own (persistent grids); claims start here */
-  uint32_t yield_words;  /* preemption words in use, a multiple of 4 (at most CLCRT__YIELD_SLOTS) */
-  uint64_t unit_cycles;  /* STEAL: device address of the kernel's CLCRT__HINT_WORDS words of cycles per unit, or 0 */
-} clcrt__params;
+/* The scheduler parameters (clcrt__params), the layout of the device memory runs claim from
+ * and record into, and the variant bits (CLCRT_USE_*, CLCRT__USE_ALL, CLCRT__VARIANTS): the
+ * ABI with the device template, declared once in nvrtc_src/clcrt_abi.h. */
+#include "clcrt_abi.h"
 
-_Static_assert(sizeof(clcrt__params) == 128, "clcrt__params must mirror clcrt::Params in nvrtc_src/clcrt.cuh");
-
-/* STEAL's and CLC's response ring (clcrt::Scheduler::Ring): dynamic shared memory after the
- * tile function's smem_bytes (at CLCRT__RING_OFF, a template argument of the kernel), given by
- * the launch where the run uses it: every CLC run, a STEAL run that claims or is traced. */
-#define CLCRT__RING_BYTES 128u
-#define CLCRT__RING_OFF(smem) (((smem) + 15u) & ~15u)
-
-#define CLCRT__PF_GRAPH 1u /* state is the runtime's table, keyed by %gridid (captured runs) */
-#define CLCRT__PF_GRID3 2u /* FIXED (or STEAL's V_ONE) launched as a 3-D grid of units (y, z within 65535) */
-
-/* Long units (clcrt.cuh: Params::unit_cycles, launch.c): the first CLCRT__HINT_WORDS clusters
- * of a claiming STEAL run write how many cycles their units took into host memory mapped
- * for the device, one word each, that the kernel's later runs read. Words of
- * CLCRT__HINT_STRIDE bytes per kernel in pages of CLCRT__HINT_PAGE bytes. */
-#define CLCRT__HINT_WORDS 8u
+/* Every CLCRT__HW_RECHECK-th run a kernel of long units would launch one cluster per unit is
+ * launched persistent instead, so that its units are measured again (launch.c). Mapped host
+ * memory for the measured cycles per unit (CLCRT__HINT_WORDS words a kernel): CLCRT__HINT_STRIDE
+ * bytes per kernel in pages of CLCRT__HINT_PAGE bytes. */
 #define CLCRT__HINT_STRIDE 64u
 #define CLCRT__HINT_PAGE 65536u
-/* Every CLCRT__HW_RECHECK-th run a kernel of long units would launch one cluster per unit is
- * launched persistent instead, so that its units are measured again. */
 #define CLCRT__HW_RECHECK 64u
 
-/* A kernel's variants (clcrt.cuh: V_*, the same values as the public CLCRT_USE_*): what it is
- * compiled with beyond its tile loop. The registered kernel is variant 0; the others are
- * compiled when a run first needs them (register.c: clcrt__kernel_variant). */
-#define CLCRT__V_OBS 1u   /* timeline trace and statistics: traced runs, statistics on */
-#define CLCRT__V_GRAPH 2u /* STEAL's claims from the graph table: runs captured into a graph */
-#define CLCRT__V_YIELD 4u /* STEAL's yielding to higher priorities: runs that can be preempted */
-#define CLCRT__V_ONE 8u   /* STEAL without claim code: runs whose clusters each run one unit of their own */
-#define CLCRT__V_ALL 15u
-#define CLCRT__V_COUNT 16
-
 typedef enum { CLCRT__K_BUILDING = 0, CLCRT__K_READY, CLCRT__K_FAILED } clcrt__kstate;
+
+/* Occupancy of a loaded STEAL or STATIC kernel (kernel.c, at load): clusters resident at once
+ * on the whole device, the fast division by twice that (a claiming run's guided bound), and the
+ * kernel's CTAs per SM, from which a stream's SM partition derives its own count (green.h). */
+typedef struct clcrt__occ {
+  int clusters;
+  uint32_t guide_mul, guide_shr;
+  int blocks_per_sm; /* 0: unknown (the driver did not say for a cluster kernel) */
+} clcrt__occ;
 
 struct clcrt_kernel {
   /* What clcrt_run reads on every run, together at the start: the driver's launch path evicts
@@ -88,17 +51,13 @@ struct clcrt_kernel {
   unsigned nthreads, cluster_size;
   unsigned smem_bytes;
   unsigned ring_bytes;         /* STEAL and CLC: CLCRT__RING_OFF(smem_bytes) - smem_bytes + CLCRT__RING_BYTES */
-  int max_clusters;            /* occupancy: clusters resident at once, 0 = not yet known */
-  uint32_t guide_mul, guide_shr; /* fast division by 2 * max_clusters (written before it) */
-  unsigned variant;            /* CLCRT__V_* bits this kernel was compiled with (0: as registered) */
+  unsigned variant;            /* CLCRT_USE_* bits this kernel was compiled with (0: as registered) */
+  struct clcrt__variants *vars; /* the registered kernel's variants (variants.h), allocated with it */
   /* STEAL on an AUTO grid with no prologue (the base's): CLCRT__HINT_WORDS words of measured
    * cycles per unit in mapped host memory and their device address, or NULL / 0. */
   const volatile uint32_t *unit_cycles;
   uint64_t unit_cycles_dev;
-  unsigned hw_runs;            /* runs that could have gone one cluster per unit (racy count; see launch.c) */
-  /* Variants (CLCRT__V_*), compiled when a run first needs them (register.c:
-   * clcrt__kernel_variant) from the registered kernel's kept description. */
-  struct clcrt_kernel *var[CLCRT__V_COUNT]; /* the base's variants once built (atomic), by bits; in the runtime's list */
+  clcrt__occ occ;              /* STEAL and STATIC with a device: set at load (kernel.c) */
 
   struct clcrt_kernel *next;   /* the runtime's list (and memory cache) */
   clcrt__kstate state;         /* guarded by rt->lock */
@@ -111,7 +70,7 @@ struct clcrt_kernel {
 
   void *cubin;
   size_t cubin_size;
-  char *ptx;                   /* may be NULL (disk hit): clcrt_kernel_ptx then recompiles? no: E_NOT_FOUND */
+  char *ptx;                   /* NULL from a disk-cache entry without PTX: clcrt_kernel_ptx says E_NOT_FOUND */
   clcrt__cubin info;           /* parsed cubin */
   const clcrt__cubin_kernel *kinfo;
   double compile_ms;
@@ -134,12 +93,17 @@ struct clcrt_runtime {
   int compile_only;
 
   const clcrt__driver *cu;     /* NULL in compile-only mode */
+  clcrt_driver cu_pub;         /* the public part of *cu, for clcrt_runtime_driver (driver.h) */
   CUdevice dev;
   CUcontext ctx;               /* the device's primary context, retained */
   int num_sms;
   int max_smem_optin;          /* bytes of dynamic shared memory a CTA may opt in to */
-  unsigned chunk_cycles;       /* CLCRT_STEAL_CHUNK_CYCLES, read once here: clcrt_run copies it into every STEAL run */
-  unsigned long_cycles;        /* CLCRT_STEAL_LONG_CYCLES, read once here (launch.c: long units) */
+  /* Tunables (env.c: clcrt__tunables_get, options and environment), read once here. */
+  unsigned chunk_cycles;       /* clcrt_run copies it into every STEAL run */
+  unsigned long_cycles;        /* launch.c: long units; 0 never */
+  unsigned preempt_waves;      /* plan.c */
+  unsigned long long cache_max_bytes; /* the disk cache's cap; 0 none */
+  int warmup;
   /* Mapped host memory for kernels' measured unit times (CLCRT__HINT_*), a page at a time;
    * guarded by lock. */
   struct clcrt__hint_page *hint_pages;
@@ -158,6 +122,8 @@ struct clcrt_runtime {
 
   char *disk_dir;              /* resolved disk cache directory, NULL when off */
   int nvrtc_major, nvrtc_minor;
+  struct clcrt__builder *builder; /* background builds of variants (builder.c), from the first stream */
+  int observing;               /* streams recording a trace or statistics (atomic; variants.h) */
 };
 
 /* errmsg.c. Records the detail of a failure as the calling thread's last message for rt
@@ -201,7 +167,7 @@ typedef struct clcrt__build {
   char *user_src;            /* ... with this text */
   char *entry;               /* the generated entry: the in-memory header "clcrt_entry" */
   int minimal;               /* compile with NVRTC's -minimal (compile.c: minimal_ok) */
-  unsigned variant;          /* CLCRT__V_* bits (clcrt.cuh: V) */
+  unsigned variant;          /* CLCRT_USE_* bits (the template's V) */
   const char *include_digest;
   /* results */
   void *cubin;
@@ -215,7 +181,7 @@ typedef struct clcrt__build {
 /* validate.c: checks d and fills the resolved description into b (scheduler, grid, block,
  * cluster, shared memory, user include options). */
 clcrt_status clcrt__build_validate(clcrt_runtime *rt, const clcrt_tile_desc *d, clcrt__build *b);
-/* variant: CLCRT__V_* bits (clcrt.cuh: V), as clcrt__variant_bits gives them. */
+/* variant: CLCRT_USE_* bits, as clcrt__variant_bits gives them. */
 clcrt_status clcrt__build_prepare(clcrt_runtime *rt, const clcrt_tile_desc *d, unsigned variant, clcrt__build *b);
 clcrt_status clcrt__build_compile(clcrt_runtime *rt, clcrt__build *b);
 void clcrt__build_free(clcrt__build *b);
@@ -227,16 +193,19 @@ clcrt_runtime *clcrt__stream_runtime(const clcrt_stream *s);
 /* A deep copy of d in one allocation (clcrt__free), or NULL when out of memory. */
 clcrt_tile_desc *clcrt__desc_dup(const clcrt_tile_desc *d);
 /* The variant bits a kernel of scheduler `sched` is compiled with for `bits`: bits its
- * scheduler has no code for are dropped (all but V_OBS outside STEAL), and so are GRAPH and
- * YIELD with ONE (a run that claims nothing neither claims from a graph nor yields). One
+ * scheduler has no code for are dropped (all but CLCRT_USE_TRACE outside STEAL), and so are
+ * GRAPH and PREEMPT with SHORT (a run that claims nothing neither claims from a graph nor yields). One
  * variant, one translation unit, one cache entry. */
 unsigned clcrt__variant_bits(clcrt_sched sched, unsigned bits);
-/* The variant of k with k's bits and `bits` (CLCRT__V_*; k itself when it has them all),
+/* The variant of k with k's bits and `bits` (CLCRT_USE_*; k itself when it has them all),
  * compiled and loaded on first use. */
-clcrt_status clcrt__kernel_variant(clcrt_kernel *k, unsigned bits, clcrt_kernel **out);
+clcrt_status clcrt__kernel_variant(const clcrt_kernel *k, unsigned bits, clcrt_kernel **out);
 
 /* kernel.c */
 clcrt_status clcrt__kernel_finish(clcrt_runtime *rt, clcrt_kernel *k); /* parse cubin, load */
+/* kernel.c: what load records in k->occ for STEAL and STATIC kernels, for any loaded kernel
+ * (its real block size and dynamic shared memory with the response ring). */
+clcrt_status clcrt__kernel_occupancy(clcrt_runtime *rt, const clcrt_kernel *k, clcrt__occ *out);
 void clcrt__kernel_free(clcrt_kernel *k);
 
 /* compile.c: the shared memory a CTA may opt in to on an architecture (static and dynamic

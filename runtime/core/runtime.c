@@ -9,6 +9,7 @@
 #include <time.h>
 
 #include "async.h"
+#include "builder.h"
 #include "cache.h"
 #include "checks.h"
 #include "env.h"
@@ -67,6 +68,12 @@ const char *clcrt__cu_name(const clcrt_runtime *rt, CUresult r) {
 
 const char *clcrt_runtime_arch(const clcrt_runtime *rt) { return rt ? rt->arch : NULL; }
 int clcrt_runtime_compile_only(const clcrt_runtime *rt) { return rt ? rt->compile_only : 0; }
+int clcrt_runtime_num_sms(const clcrt_runtime *rt) { return rt && !rt->compile_only ? rt->num_sms : 0; }
+/* A copy of the table's public part, made when the device was opened: the library's table
+ * has more entries (driver.h), and programs get exactly the struct the header declares. */
+const clcrt_driver *clcrt_runtime_driver(const clcrt_runtime *rt) { return rt && rt->cu ? &rt->cu_pub : NULL; }
+CUcontext clcrt_runtime_context(const clcrt_runtime *rt) { return rt ? rt->ctx : NULL; }
+const char *clcrt_sched_name(clcrt_sched s) { return clcrt__sched_name(s); }
 
 int clcrt__nvrtc_archs(int *out, int max) {
   /* No allocation here: a failed one would read as "this NVRTC supports no architecture"
@@ -141,6 +148,9 @@ static clcrt_status open_device(clcrt_runtime *rt) {
     rt->cu = NULL;
     return st;
   }
+#define COPY(name) rt->cu_pub.name = rt->cu->name;
+  CLCRT_DRIVER_MAP(COPY)
+#undef COPY
   int count = 0;
   CU_CHECK(rt, cuDeviceGetCount(&count));
   if (count == 0) {
@@ -285,8 +295,14 @@ clcrt_status clcrt_runtime_create(clcrt_runtime **out, const clcrt_runtime_opts 
   if (!rt->opts.cuda_home && (rt->opts.cuda_home = clcrt__env_get()->cuda_home) != NULL)
     home_from = clcrt__env_get()->cuda_home_var;
   if (!rt->opts.cuda_home) rt->opts.cuda_home = "/usr/local/cuda", home_from = "the default";
-  rt->chunk_cycles = clcrt__env_get()->chunk_cycles;
-  rt->long_cycles = clcrt__env_get()->long_cycles;
+  clcrt__tunables tun;
+  char why[256];
+  if (!clcrt__tunables_get(&rt->opts, &tun, why, sizeof why)) return clcrt__fail(rt, CLCRT_E_INVALID, "%s", why);
+  rt->chunk_cycles = tun.chunk_cycles;
+  rt->long_cycles = tun.long_cycles;
+  rt->preempt_waves = tun.preempt_waves;
+  rt->cache_max_bytes = tun.cache_max_bytes;
+  rt->warmup = tun.warmup;
 
   nvrtcVersion(&rt->nvrtc_major, &rt->nvrtc_minor);
   clcrt_status st = check_cuda_home(rt, home_from);
@@ -305,7 +321,7 @@ clcrt_status clcrt_runtime_create(clcrt_runtime **out, const clcrt_runtime_opts 
   } else {
     /* NVRTC's one-time start-up runs while the driver sets the device up, and is over
      * (done or cancelled) before this returns (warmup.c). */
-    int warming = clcrt__warmup_start();
+    int warming = rt->warmup && clcrt__warmup_start();
     st = open_device(rt);
     if (st == CLCRT_OK) st = device_setup(rt);
     if (warming) clcrt__warmup_stop();
@@ -321,6 +337,10 @@ void clcrt_runtime_destroy(clcrt_runtime *rt) {
    * detached, and their callbacks, still to run on their loop, get CLCRT_E_CANCELLED and no
    * kernel (async.c). */
   clcrt__async_orphan(rt);
+  /* Then the background builds (after the async compiles, whose registrations may ask for
+   * some): queued ones are dropped, a running one finishes, so that no kernel is freed under
+   * a build. */
+  clcrt__builder_stop(rt);
   if (rt->cu && rt->ctx) rt->cu->cuCtxSetCurrent(rt->ctx);
   for (clcrt_kernel *k = rt->kernels, *next; k; k = next) {
     next = k->next;

@@ -24,7 +24,7 @@
  * Compile-only runtimes get no warm-up: nothing overlaps with it there, and a first
  * compile that follows at once was measured 12 ms slower with a warm-up racing it than
  * without one. It runs once per process (the first device runtime), uses no clcrt
- * allocation (the OOM tests count those), and CLCRT_WARMUP=0 turns it off. */
+ * allocation (the OOM tests count those), and opts.warmup < 0 or CLCRT_WARMUP=0 turns it off. */
 #include "warmup.h"
 
 #include <dlfcn.h>
@@ -37,7 +37,6 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "env.h"
 #include "internal.h"
 
 static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -107,7 +106,6 @@ static void atfork_release(void) { pthread_mutex_unlock(&g_lock); }
 static void atfork_init(void) { pthread_atfork(atfork_prepare, atfork_release, atfork_release); }
 
 int clcrt__warmup_start(void) {
-  if (!clcrt__env_get()->warmup) return 0;
   pthread_once(&g_atfork_once, atfork_init);
   pthread_mutex_lock(&g_lock);
   if (g_started) {

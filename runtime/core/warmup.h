@@ -2,9 +2,10 @@
 #ifndef CLCRT_WARMUP_H
 #define CLCRT_WARMUP_H
 
-/* Starts the process's warm-up on a background thread, once per process and unless
- * CLCRT_WARMUP=0. Returns 1 when this call started it; the caller must then call
- * clcrt__warmup_stop before it returns to its own caller. */
+/* Starts the process's warm-up on a background thread, once per process (the caller asks only
+ * when its runtime's warmup tunable is on: opts.warmup, CLCRT_WARMUP). Returns 1 when this
+ * call started it; the caller must then call clcrt__warmup_stop before it returns to its own
+ * caller. */
 int clcrt__warmup_start(void);
 /* Cancels the warm-up if it is still compiling and joins its thread. */
 void clcrt__warmup_stop(void);

@@ -13,7 +13,10 @@ typedef struct clcrt__partition {
   clcrt__green *green; /* the split clcrt made for the stream, or NULL (none, or the user's) */
   int rest;            /* the split's remainder side (CLCRT_STREAM_SM_REST) */
   int sms;             /* SMs of the partition, 0: none */
-  unsigned align;      /* SMs per co-scheduled group of the partition (0 or 1: not grouped) */
+  unsigned align;      /* SMs per co-scheduled group the partition is made of (0 or 1: not known to be whole
+                          groups): for a budget's own side, the device's alignment (its split is made of whole
+                          groups, though the driver reports 0 for the split's resource); for the remainder and a
+                          user's green context, what the driver reports for their resource */
 } clcrt__partition;
 
 /* Makes (or shares) the partition of `budget` SMs of rt's device that `flags`
@@ -29,14 +32,19 @@ void clcrt__green_stream_destroy(clcrt_runtime *rt, CUstream cu, clcrt__partitio
 clcrt_status clcrt__green_of_stream(clcrt_runtime *rt, CUstream cu, clcrt__partition *p);
 
 /* Clusters of a kernel of `cluster_size` CTAs that fit at once on `sms` SMs of a device of
- * `dev_sms`, where the whole device fits `dev_clusters` (the occupancy query, which answers for
- * the kernel's context: the whole device). Derived, not queried:
- *   - CTAs per SM: ceil(dev_clusters * cluster_size / dev_sms), exact as long as the clusters
- *     that GPC boundaries cost the whole device come to fewer CTAs than it has SMs;
- *   - a partition of whole co-scheduled groups of `align` SMs (each sure to lie in one GPC, as
- *     a cluster must) holds floor(align * CTAs per SM / cluster_size) clusters per group;
- *   - otherwise (not whole groups, or a cluster larger than a group holds) the device's
- *     clusters in proportion, floor(dev_clusters * sms / dev_sms);
- * at least 1, at most dev_clusters. Exact for 1-CTA kernels (blocks per SM times SMs). */
-int clcrt__partition_clusters(int dev_clusters, unsigned cluster_size, int dev_sms, int sms, unsigned align);
+ * `dev_sms`, for a kernel whose occupancy on the whole device is `occ` (kernel.c: clusters from
+ * cuOccupancyMaxActiveClusters, CTAs per SM from cuOccupancyMaxActiveBlocksPerMultiprocessor).
+ * Derived, not queried (the plan is a pure function, and the device's query answers for the
+ * whole device):
+ *   - a partition of whole co-scheduled groups of `align` SMs, each sure to lie in one GPC as a
+ *     cluster must, holds floor(align x CTAs per SM / cluster_size) clusters per group. This is
+ *     what the H100 ran at once on budgets of 16, 64 and 120 SMs (groups of 8) for 4-CTA
+ *     clusters at 0, 100 and 200 KiB of shared memory, all 9 (docs/sharing.md); the device's
+ *     own count is no basis for it, since it includes what GPC boundaries cost the whole
+ *     device, which whole groups do not pay;
+ *   - otherwise (not whole groups, a cluster larger than a group holds, or CTAs per SM unknown)
+ *     1-CTA kernels get CTAs per SM x sms, exactly, and clusters the device's in proportion,
+ *     floor(occ->clusters x sms / dev_sms), an estimate;
+ * at least 1, at most occ->clusters. sms >= dev_sms: occ->clusters. */
+int clcrt__partition_clusters(const clcrt__occ *occ, unsigned cluster_size, int dev_sms, int sms, unsigned align);
 #endif

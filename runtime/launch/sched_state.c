@@ -87,7 +87,8 @@ void clcrt__devstate_release(clcrt_runtime *rt) {
 
 unsigned clcrt__devstate_stream_add(clcrt__devstate *d, unsigned level) {
   pthread_mutex_lock(&g_lock);
-  unsigned slot = __atomic_fetch_add(&d->next_slot, 1u, __ATOMIC_RELAXED) % CLCRT__YIELD_SLOTS;
+  /* Streams of the lowest level preempt nothing: counted (clcrt__devstate_mixed), no word. */
+  unsigned slot = level ? __atomic_fetch_add(&d->next_slot, 1u, __ATOMIC_RELAXED) % CLCRT__YIELD_SLOTS : 0;
   __atomic_add_fetch(&d->live[level], 1, __ATOMIC_RELAXED);
   pthread_mutex_unlock(&g_lock);
   return slot;
@@ -101,6 +102,12 @@ int clcrt__devstate_higher(const clcrt__devstate *d, unsigned level) {
   for (unsigned l = level + 1; l <= CLCRT__MAX_LEVEL; l++)
     if (__atomic_load_n(&d->live[l], __ATOMIC_RELAXED) > 0) return 1;
   return 0;
+}
+
+int clcrt__devstate_mixed(const clcrt__devstate *d) {
+  int levels = 0;
+  for (unsigned l = 0; l <= CLCRT__MAX_LEVEL; l++) levels += __atomic_load_n(&d->live[l], __ATOMIC_RELAXED) > 0;
+  return levels > 1;
 }
 
 /* Pages of mapped host memory for kernels' measured unit times. */

@@ -1,31 +1,15 @@
-/* Scheduler state in device memory, shared by the runtimes of a process.
- *
- * Claim counters. A STEAL run claims units by advancing one 32-bit counter on a 128-byte
- * line of its own.
- *   - A stream owns two counters. Run n on the stream claims from counter n % 2 and zeroes
- *     counter (n + 1) % 2, which the run before it used and the run after it will use: runs
- *     on one stream execute one after another, so no run needs a reset of its own (no
- *     memset launch), and a run that never finished cannot corrupt the next but one.
- *   - A run captured into a graph cannot use its stream's counters: the graph may be
- *     replayed on any stream, several times at once, instantiated several times. It claims
- *     from a slot of the context's table instead, which it finds by its launch's %gridid
- *     (distinct among the grids in flight, reused later): [0..1] gridid, [4..5] {clusters
- *     that left, clusters launched}, then the counter's line. See
- *     nvrtc_src/clcrt.cuh (graph_slot) for the protocol; the table's first line holds its
- *     lock (word 0) and its reach (word 1).
+/* Scheduler state in device memory, shared by the runtimes of a process: a stream's two
+ * claim lines (stream.c), the context's graph table and preemption words (here). Their
+ * layout is part of the ABI (nvrtc_src/clcrt_abi.h); how runs use them is described once,
+ * with the device code: nvrtc_src/clcrt_steal.cuh (claim lines), clcrt_variant.cuh (the
+ * graph table, preemption).
  * Preemption words: CLCRT__YIELD_SLOTS 32-bit words; a stream of priority level L > 0 owns
- * one and writes L there (cuStreamWriteValue32) while its urgent work runs, 0 after; a STEAL
- * run of level l that may yield stops claiming while some word is above l.
- *
- * The numbers here mirror the enum in nvrtc_src/clcrt.cuh. */
+ * one and writes L there (cuStreamWriteValue32) while its urgent work runs, 0 after. */
 #ifndef CLCRT_SCHED_STATE_H
 #define CLCRT_SCHED_STATE_H
 #include "internal.h"
 
-#define CLCRT__LINE_WORDS 32u
 #define CLCRT__STREAM_STATE_BYTES (2u * CLCRT__LINE_WORDS * 4u)
-#define CLCRT__TABLE_SLOTS 256u
-#define CLCRT__SLOT_WORDS (2u * CLCRT__LINE_WORDS)
 #define CLCRT__TABLE_BYTES ((size_t)(CLCRT__LINE_WORDS + CLCRT__TABLE_SLOTS * CLCRT__SLOT_WORDS) * 4u)
 #define CLCRT__YIELD_SLOTS 32u
 #define CLCRT__MAX_LEVEL 7u
@@ -46,11 +30,13 @@ typedef struct clcrt__devstate {
 clcrt_status clcrt__devstate_acquire(clcrt_runtime *rt);
 void clcrt__devstate_release(clcrt_runtime *rt);
 
-/* A stream of priority level `level` came (returns its yield slot) or went. */
+/* A stream of priority level `level` came (returns its yield slot; none for level 0) or went. */
 unsigned clcrt__devstate_stream_add(clcrt__devstate *d, unsigned level);
 void clcrt__devstate_stream_remove(clcrt__devstate *d, unsigned level);
 /* Whether a live stream of a level above `level` exists: only then can a run be preempted. */
 int clcrt__devstate_higher(const clcrt__devstate *d, unsigned level);
+/* Whether live streams of two different levels exist: runs of some of them can be preempted. */
+int clcrt__devstate_mixed(const clcrt__devstate *d);
 
 /* Long units (launch.c): CLCRT__HINT_WORDS words of mapped host memory, zeroed, for a kernel's
  * measured cycles per unit, at *host and (for the device) *dev. Taken from the runtime's

@@ -9,9 +9,11 @@
 #include <string.h>
 
 #include "async.h"
+#include "builder.h"
 #include "checks.h"
 #include "sched_state.h"
 #include "stream.h"
+#include "variants.h"
 
 clcrt_runtime *clcrt__stream_runtime(const clcrt_stream *s) { return s ? s->rt : NULL; }
 CUstream clcrt_stream_cu(const clcrt_stream *s) { return s ? s->cu : NULL; }
@@ -19,10 +21,8 @@ int clcrt_stream_priority(const clcrt_stream *s) { return s ? (int)s->level : -1
 int clcrt_stream_sms(const clcrt_stream *s) { return !s ? -1 : s->part.sms ? s->part.sms : s->rt->num_sms; }
 int clcrt_stream_grid_sms(const clcrt_stream *s) { return s ? s->grid_sms : -1; }
 
-int clcrt__stream_clusters(const clcrt_stream *s, int dev_clusters, unsigned cluster_size) {
-  /* Whole groups only where the grid is sized for the partition itself. */
-  unsigned align = s->part.sms && s->grid_sms == s->part.sms ? s->part.align : 0;
-  return clcrt__partition_clusters(dev_clusters, cluster_size, s->rt->num_sms, s->grid_sms, align);
+int clcrt__stream_clusters(const clcrt_stream *s, const clcrt__occ *occ, unsigned cluster_size) {
+  return clcrt__partition_clusters(occ, cluster_size, s->rt->num_sms, s->grid_sms, s->grid_align);
 }
 
 /* A stream clcrt made: on its green context (then the green context too, after the last of its
@@ -107,6 +107,8 @@ clcrt_status clcrt_stream_create_ex(clcrt_runtime *rt, const clcrt_stream_opts *
     s->owned = 1;
   }
   s->grid_sms = o.grid_sms ? (int)o.grid_sms : s->part.sms ? s->part.sms : rt->num_sms;
+  /* Whole groups only where the grid is sized for the partition itself. */
+  s->grid_align = s->part.sms && s->grid_sms == s->part.sms ? s->part.align : 0;
   /* CUDA numbers priorities downwards from the least (0) to the greatest (-5 on an H100). */
   int prio = 0;
   CU_CHECK_GOTO(rt, cuStreamGetPriority(s->cu, &prio), st, fail);
@@ -116,7 +118,12 @@ clcrt_status clcrt_stream_create_ex(clcrt_runtime *rt, const clcrt_stream_opts *
   s->level = (unsigned)level;
   CU_CHECK_GOTO(rt, cuMemAlloc(&s->state, CLCRT__STREAM_STATE_BYTES), st, fail);
   if ((st = clcrt__zero_device(rt, s->state, CLCRT__STREAM_STATE_BYTES)) != CLCRT_OK) goto fail;
-  if (s->level > 0) s->yield_slot = clcrt__devstate_stream_add(rt->devstate, s->level);
+  s->yield_slot = clcrt__devstate_stream_add(rt->devstate, s->level);
+  /* Runs need a stream: the thread that builds their variants starts with the first. Once
+   * streams of two priorities live, runs can be preempted: their yielding variants are built
+   * before such a run needs them. */
+  clcrt__builder_start(rt);
+  clcrt__variants_preemptible(rt, NULL);
   *out = s;
   return CLCRT_OK;
 fail:
@@ -144,7 +151,8 @@ void clcrt_stream_destroy(clcrt_stream *s) {
     rt->cu->cuMemFree(s->state);
     if (s->owned) destroy_cu(s);
   }
-  if (s->level > 0 && rt->devstate) clcrt__devstate_stream_remove(rt->devstate, s->level);
+  if (rt->devstate) clcrt__devstate_stream_remove(rt->devstate, s->level);
+  if (s->observing) __atomic_sub_fetch(&rt->observing, 1, __ATOMIC_SEQ_CST);
   clcrt__free(s);
 }
 
@@ -206,8 +214,27 @@ clcrt_status clcrt_preempt_end(clcrt_stream *s) {
 
 /* ---- statistics -------------------------------------------------------------------- */
 
+void clcrt__stream_observing(clcrt_stream *s) {
+  const int now = s->trace || s->stats;
+  if (now != s->observing) __atomic_add_fetch(&s->rt->observing, now ? 1 : -1, __ATOMIC_SEQ_CST);
+  s->observing = now;
+}
+
+static clcrt_status stats_enable(clcrt_stream *s, int on);
+
 clcrt_status clcrt_stream_stats_enable(clcrt_stream *s, int on) {
   if (!s) return clcrt__fail_norts(CLCRT_E_INVALID, "clcrt_stream_stats_enable: the stream is NULL");
+  /* Runs with statistics on launch the observed variants: built now, not by a run. */
+  const int hold = on && !s->stats;
+  clcrt_status st = hold ? clcrt__observe_hold(s->rt) : CLCRT_OK;
+  if (st != CLCRT_OK) return st;
+  st = stats_enable(s, on);
+  clcrt__stream_observing(s);
+  if (hold) clcrt__observe_release(s->rt);
+  return st;
+}
+
+static clcrt_status stats_enable(clcrt_stream *s, int on) {
   clcrt_runtime *rt = s->rt;
   clcrt_status st = clcrt__ctx_enter(rt);
   if (st != CLCRT_OK) return st;

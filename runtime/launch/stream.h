@@ -19,6 +19,7 @@ struct clcrt_stream {
   /* SMs (clcrt_stream_create_ex): launch.c sizes persistent grids for grid_sms, which is
    * rt->num_sms unless the stream has a partition (green context) or opts.grid_sms. */
   int grid_sms;
+  unsigned grid_align;   /* SMs per co-scheduled group of grid_sms, where they are the partition's: 0 otherwise */
   clcrt__partition part; /* the stream's green context: sms 0 when none */
 
   unsigned level;      /* priority level: 0 is the device's lowest */
@@ -33,12 +34,17 @@ struct clcrt_stream {
   size_t trace_bytes;
   unsigned trace_cap;     /* records the buffer holds */
   uint32_t trace_runs;    /* runs traced since tracing was enabled */
+  unsigned long long trace_lost; /* records of runs launched without the observed variant (launch.c) */
+  int observing;          /* counted in rt->observing: trace or stats on */
+  int obs_lost_logged;
 };
 
-/* Clusters of a kernel of cluster_size CTAs that fit at once in the SMs s's grids are sized
- * for, where dev_clusters fit on the whole device (launch.c, when grid_sms is not the
- * device's; green.h: clcrt__partition_clusters). */
-int clcrt__stream_clusters(const clcrt_stream *s, int dev_clusters, unsigned cluster_size);
+/* Clusters of a kernel of cluster_size CTAs, whose occupancy on the whole device is occ, that
+ * fit at once in the SMs s's grids are sized for: what the plan derives for s's runs (plan.h:
+ * grid_sms; green.h: clcrt__partition_clusters), for tests and the GPU probe. */
+int clcrt__stream_clusters(const clcrt_stream *s, const clcrt__occ *occ, unsigned cluster_size);
+/* Counts s in rt->observing while it records a trace or statistics, after either changed. */
+void clcrt__stream_observing(clcrt_stream *s);
 
 /* Enqueues the preemption word's write on s (value: s->level to begin, 0 to end). */
 clcrt_status clcrt__stream_preempt_write(clcrt_stream *s, unsigned value);

@@ -1,5 +1,6 @@
 /* Tracing on a stream (include/clcrt.h, "Timeline tracing"): the device buffer and reading
- * it back. The device side is trace_record in nvrtc_src/clcrt.cuh; writing, loading and
+ * it back. The buffer's layout is part of the ABI (CLCRT__TRACE_* in nvrtc_src/clcrt_abi.h);
+ * the device side is trace_record in nvrtc_src/clcrt_variant.cuh; writing, loading and
  * summarising traces is trace.c.
  *
  * Layout of the buffer: a header line ([0] the capacity in records), the counter on its own
@@ -15,21 +16,33 @@
 #include "sched_state.h"
 #include "stream.h"
 #include "trace.h"
+#include "variants.h"
 
-#define TRACE_RECORD_BYTES 48u
-_Static_assert(sizeof(clcrt_trace_record) == TRACE_RECORD_BYTES, "clcrt_trace_record must match trace_record");
-#define TRACE_HDR_BYTES (2u * CLCRT__LINE_WORDS * 4u)  /* the header line and the counter's line */
-#define TRACE_COUNTER_OFFSET (CLCRT__LINE_WORDS * 4u)
+_Static_assert(sizeof(clcrt_trace_record) == CLCRT__TRACE_RECORD_BYTES, "clcrt_trace_record must match trace_record");
+#define TRACE_COUNTER_OFFSET (CLCRT__TRACE_HDR_WORDS * 4u)
 #define TRACE_MAX_RECORDS 0x7fffffffull /* the device's counter is 32 bits, and must not wrap */
+
+static clcrt_status trace_enable(clcrt_stream *s, size_t capacity);
 
 clcrt_status clcrt_stream_trace_enable(clcrt_stream *s, size_t capacity) {
   if (!s) return clcrt__fail_norts(CLCRT_E_INVALID, "clcrt_stream_trace_enable: the stream is NULL");
+  /* Traced runs launch the observed variants: built now, not by a run (variants.h). */
+  const int hold = capacity > 0 && capacity <= TRACE_MAX_RECORDS;
+  clcrt_status st = hold ? clcrt__observe_hold(s->rt) : CLCRT_OK;
+  if (st != CLCRT_OK) return st;
+  st = trace_enable(s, capacity);
+  clcrt__stream_observing(s);
+  if (hold) clcrt__observe_release(s->rt);
+  return st;
+}
+
+static clcrt_status trace_enable(clcrt_stream *s, size_t capacity) {
   clcrt_runtime *rt = s->rt;
   if (capacity > TRACE_MAX_RECORDS)
     return clcrt__fail(rt, CLCRT_E_INVALID,
                        "clcrt_stream_trace_enable: capacity %zu records is too large: at most %llu (%u bytes of "
                        "device memory each); tracing is left as it was",
-                       capacity, TRACE_MAX_RECORDS, TRACE_RECORD_BYTES);
+                       capacity, TRACE_MAX_RECORDS, CLCRT__TRACE_RECORD_BYTES);
   clcrt_status st = clcrt__ctx_enter(rt);
   if (st != CLCRT_OK) return st;
   if (s->trace) {
@@ -39,7 +52,7 @@ clcrt_status clcrt_stream_trace_enable(clcrt_stream *s, size_t capacity) {
     s->trace_bytes = 0;
   }
   if (capacity == 0) return CLCRT_OK;
-  size_t bytes = TRACE_HDR_BYTES + capacity * TRACE_RECORD_BYTES;
+  size_t bytes = CLCRT__TRACE_RECORDS + capacity * CLCRT__TRACE_RECORD_BYTES;
   CU_CHECK(rt, cuStreamSynchronize(s->cu));
   CUresult r = rt->cu->cuMemAlloc(&s->trace, bytes);
   if (r != CUDA_SUCCESS) {
@@ -49,13 +62,14 @@ clcrt_status clcrt_stream_trace_enable(clcrt_stream *s, size_t capacity) {
                        capacity, clcrt__cu_name(rt, r));
   }
   uint32_t cap = (uint32_t)capacity;
-  unsigned char hdr[TRACE_HDR_BYTES];
+  unsigned char hdr[CLCRT__TRACE_RECORDS];
   memset(hdr, 0, sizeof hdr);
   memcpy(hdr, &cap, sizeof cap);
   if ((st = clcrt__put_device(rt, s->trace, hdr, sizeof hdr)) != CLCRT_OK) goto fail;
   s->trace_bytes = bytes;
   s->trace_cap = cap;
   s->trace_runs = 0;
+  s->trace_lost = 0;
   return CLCRT_OK;
 fail:
   rt->cu->cuMemFree(s->trace);
@@ -76,12 +90,16 @@ clcrt_status clcrt_stream_trace_read(clcrt_stream *s, clcrt_trace **out) {
   uint32_t count = 0;
   CU_CHECK(rt, cuMemcpyDtoH(&count, s->trace + TRACE_COUNTER_OFFSET, sizeof count));
   const uint32_t cap = s->trace_cap, kept = count < cap ? count : cap;
-  const unsigned long long dropped = count - kept;
+  /* Runs launched without the observed variant recorded nothing: their tiles count as dropped. */
+  const unsigned long long dropped = count - kept + s->trace_lost;
   clcrt_trace_record *recs = clcrt__malloc((kept ? kept : 1) * sizeof *recs);
   if (!recs) return clcrt__fail(rt, CLCRT_E_NOMEM, "clcrt_stream_trace_read: out of memory for %u records", kept);
-  if (kept) CU_CHECK_GOTO(rt, cuMemcpyDtoH(recs, s->trace + TRACE_HDR_BYTES, (size_t)kept * TRACE_RECORD_BYTES), st, out);
+  if (kept)
+    CU_CHECK_GOTO(rt, cuMemcpyDtoH(recs, s->trace + CLCRT__TRACE_RECORDS, (size_t)kept * CLCRT__TRACE_RECORD_BYTES),
+                  st, out);
   /* Empty the buffer for the next runs: the counter only (records past it are never read). */
   if ((st = clcrt__zero_device(rt, s->trace + TRACE_COUNTER_OFFSET, sizeof count)) != CLCRT_OK) goto out;
+  s->trace_lost = 0;
   st = clcrt__trace_adopt(recs, kept, dropped, out);
   recs = NULL; /* adopted, or freed by adopt on failure */
   if (st != CLCRT_OK) clcrt__fail(rt, st, "clcrt_stream_trace_read: %s", clcrt_errmsg(NULL));

@@ -3,17 +3,18 @@
  * When gemm.h's functions change, this file is the one place to adapt (see shim.h). */
 #include <string.h>
 
-#include "embedded.h"
 #include "shim.h"
+#include "user_src.h" /* first: its declaration of user_src must not see the #define below */
 
-/* gemm.h finds its tile source in clcrt__user_src, the table that programs link from
- * user_src.o. The package ships gemm.cu as a file instead (its own copy, which a user can
- * read), so the table gemm.h reads here is this one, filled by clcrt_py_gemm_set_source.
- * The name is redirected only inside this file; libclcrt itself never reads the table. */
-static clcrt__embedded_file py_user_src[2];
-#define clcrt__user_src py_user_src
+/* gemm.h finds its tile source in user_src, the table that programs link from user_src.o
+ * (declared in the generated user_src.h). The package ships gemm.cu as a file instead (its own
+ * copy, which a user can read), so the table gemm.h reads here is this one, filled by
+ * clcrt_py_gemm_set_source. The name is redirected only inside this file; libclcrt itself never
+ * reads the table. */
+static user_src_file py_user_src[2];
+#define user_src py_user_src
 #include "gemm.h"
-#undef clcrt__user_src
+#undef user_src
 
 void clcrt_py_gemm_set_source(const char *src) {
   py_user_src[0].name = src ? "gemm.cu" : NULL;

@@ -1,0 +1,200 @@
+/* The plan of a run (plan.h): a pure function, so that every decision clcrt_run makes can be
+ * tested as a table without a GPU, and so that the launch itself (launch.c) is only gathering,
+ * this, and cuLaunchKernelEx.
+ *
+ * Variants (CLCRT_USE_* bits: nvrtc_src/clcrt_abi.h, register.c). A STEAL run wants the variant
+ * W with the code it may use: trace and statistics (TRACE) when the stream records them,
+ * yielding (PREEMPT) on a full grid that something of higher priority can preempt. Variants
+ * differ in registers and so in occupancy, which sizes the grid; the grid in turn decides
+ * whether the run claims at all (more units than clusters that start with one of their own). So:
+ *   - W's grid claims, and the kernel's units measured long: one cluster per unit, the variant
+ *     without claim code (SHORT) on a full grid (launch.c: long units);
+ *   - W's grid claims under graph capture: W with GRAPH (claims from the graph table);
+ *   - W's grid claims nothing: SHORT, if its own grid claims nothing either (it has fewer
+ *     registers, so usually more clusters fit), else W claiming nothing.
+ * The plan never waits for a variant that is not built: it names it in `missing` (launch.c
+ * sees to its build) and plans a fallback that is correct everywhere instead: the
+ * observed or the registered kernel on a full grid with claim_base = num_units, every cluster
+ * running the one unit of its own (nvrtc_src/clcrt_steal.cuh: claims() is false, own_first()
+ * true for every cluster). It claims nothing, so it needs no graph state under capture (the
+ * graph flag keeps it off the stream's claim sets) and no yielding code (its clusters leave
+ * after their unit, and the GPU's block scheduler starts the clusters of more urgent streams
+ * first, as for FIXED). */
+#include "plan.h"
+
+#include "green.h"
+
+/* The grid of a STEAL run of a variant with `occ` clusters resident at once. */
+typedef struct {
+  unsigned clusters, resident, claim_base;
+} sizing;
+
+static inline __attribute__((always_inline)) sizing size_steal(const clcrt__plan_in *in, clcrt_grid grid, int occ, int one_per_unit, unsigned units) {
+  sizing z;
+  z.resident = (unsigned)occ < units ? (unsigned)occ : units;
+  z.clusters = units;
+  const int auto_yield = in->preemptible && in->k->grid == CLCRT_GRID_AUTO;
+  if (!one_per_unit) {
+    if (grid == CLCRT_GRID_PERSISTENT) z.clusters = z.resident;
+    /* AUTO's grid that may yield: the clusters that fit at once and preempt_waves more waves of
+     * reserve, not one cluster per unit. A cluster leaves only while a whole wave has not started
+     * (nvrtc_src/clcrt_variant.cuh, may_leave), so each of up to that many urgent episodes finds
+     * a full wave to take over; after them the run no longer yields. Reserve clusters that start
+     * after every unit was claimed leave at once: a few microseconds a wave, where one cluster
+     * per unit cost 1-5% of a compute-bound run (README, Preemption). */
+    if (auto_yield) {
+      unsigned long long cap = (unsigned long long)z.resident * (1ull + in->preempt_waves);
+      if (cap < z.clusters) z.clusters = (unsigned)cap;
+    }
+  }
+  /* A persistent grid's clusters start with a unit of their own, claimed by no one; an
+   * explicitly full grid claims every unit, so that the clusters that have started can take the
+   * work of those that have not (and yield it back). AUTO's grid that may yield: the clusters
+   * that fit at once start on a unit of their own, as on a persistent grid; only the reserve
+   * claims its first. One cluster per unit: each its own. */
+  z.claim_base = grid == CLCRT_GRID_PERSISTENT ? z.clusters : 0;
+  if (auto_yield) z.claim_base = z.resident < z.clusters ? z.resident : z.clusters;
+  if (one_per_unit) z.claim_base = z.clusters;
+  return z;
+}
+
+static inline int has(const clcrt__plan_in *in, unsigned v) { return (in->ready >> v) & 1u; }
+
+/* Clusters of variant v resident at once on the SMs the stream sizes its grids for: the
+ * occupancy of the whole device, or the share of a partition (or of opts.grid_sms). */
+static inline int fit(const clcrt__plan_in *in, unsigned v) {
+  if (in->grid_sms >= in->dev_sms) return in->occ[v].clusters;
+  return clcrt__partition_clusters(&in->occ[v], in->k->cluster_size, in->dev_sms, in->grid_sms, in->grid_align);
+}
+
+clcrt__plan_status clcrt__plan(const clcrt__plan_in *in, clcrt__plan_out *out) {
+  const clcrt_kernel *k = in->k;
+  /* Copied from a zero constant (vector moves) rather than zeroed in place (rep stos, once the
+   * hottest instruction of clcrt_run on the host's profile). */
+  static const clcrt__params zero;
+  clcrt__params *p = &out->p;
+  *p = zero;
+  out->missing = 0;
+  out->count_long = out->obs_lost = 0;
+  /* Computed in registers and stored once: reading fields back from *p right after storing
+   * them piecewise stalls on store forwarding (measured: half of this function's time). */
+  const clcrt_dim3 t = in->tiles;
+  unsigned u0 = t.x, u1 = t.y, u2 = t.z; /* 1-CTA clusters (the usual case) without a division */
+  if (k->cluster_size != 1) {
+    u0 = (t.x - 1) / k->cluster.x + 1;
+    u1 = (t.y - 1) / k->cluster.y + 1;
+    u2 = (t.z - 1) / k->cluster.z + 1;
+  }
+  p->tiles[0] = t.x, p->tiles[1] = t.y, p->tiles[2] = t.z;
+  p->units[0] = u0, p->units[1] = u1, p->units[2] = u2;
+  /* Units are counted in 31 bits on the device (its fast division and claim counters), and a
+   * full grid launches one cluster per unit along x. */
+  unsigned long long units = (unsigned long long)u0 * u1 * u2;
+  if (units > 0x7fffffffull || units * k->cluster.x > 0x7fffffffull) return CLCRT__PLAN_TOO_MANY_UNITS;
+  const unsigned n = (unsigned)units;
+  p->num_units = n;
+  /* The device's u / units[0]: for a 1-D grid (every u < units[0]) it is 0, which mul 1, shr 31
+   * gives with no division here (umulhi(u, 1) = 0). */
+  if (u1 == 1 && u2 == 1)
+    p->div1_mul = 1, p->div1_shr = 31;
+  else
+    clcrt__fastdiv(u0, &p->div1_mul, &p->div1_shr);
+  clcrt__fastdiv(u1, &p->div2_mul, &p->div2_shr);
+
+  /* Traced or with statistics on: the observed variant, which the enabling call built (and
+   * registration builds while a stream of the runtime observes). Should it be missing all the
+   * same, the run is not refused: it runs without, and launch.c counts its records as dropped. */
+  unsigned obs = in->traced || in->stats ? CLCRT_USE_TRACE : 0;
+  if (obs && !has(in, obs)) {
+    out->obs_lost = 1;
+    out->missing = obs;
+    obs = 0;
+  }
+  const int steal = k->sched == CLCRT_SCHED_STEAL;
+  unsigned v = obs, clusters = n, flags = 0;
+  int claims = 0;
+  if (steal) {
+    const clcrt_grid grid = k->grid == CLCRT_GRID_AUTO ? (in->preemptible ? CLCRT_GRID_FULL : CLCRT_GRID_PERSISTENT)
+                                                       : k->grid;
+    const unsigned want = obs | (in->preemptible && grid == CLCRT_GRID_FULL ? CLCRT_USE_PREEMPT : 0);
+    const unsigned one = obs | CLCRT_USE_SHORT;
+    int one_per_unit = 0; /* the fallback, or long units */
+    sizing z;
+    if (!has(in, want)) {
+      out->missing = want;
+      /* A short run needs no yielding anyway: SHORT where its grid claims nothing. */
+      if (has(in, one) && (z = size_steal(in, grid, fit(in, one), 0, n)).claim_base >= n)
+        v = one;
+      else
+        one_per_unit = 1;
+    } else if ((z = size_steal(in, grid, fit(in, want), 0, n)).claim_base < n) {
+      v = want;
+      /* Long units: counted here, launched one cluster per unit but on every CLCRT__HW_RECHECK-th
+       * run (launch.c). Before the graph variant: one cluster per unit needs no graph state. */
+      if (in->long_measured && (out->count_long = 1, !in->long_recheck)) {
+        one_per_unit = 1;
+        if (has(in, one))
+          v = one;
+        else
+          out->missing = one;
+      } else if (in->graph) {
+        if (has(in, want | CLCRT_USE_GRAPH))
+          v = want | CLCRT_USE_GRAPH;
+        else
+          out->missing = want | CLCRT_USE_GRAPH, one_per_unit = 1;
+      }
+    } else {
+      /* Claims nothing: the variant without claim code, if it claims nothing on its own grid
+       * (it fits at least as many clusters, usually). */
+      v = want;
+      if (!has(in, one))
+        out->missing = one;
+      else if ((z = size_steal(in, grid, fit(in, one), 0, n)).claim_base >= n)
+        v = one;
+    }
+    /* The fallback keeps what observes, drops what it would have claimed or yielded with. */
+    if (one_per_unit && !(v & CLCRT_USE_SHORT)) v = obs;
+    z = size_steal(in, grid, fit(in, v), one_per_unit, n);
+    clusters = z.clusters;
+    p->claim_base = z.claim_base;
+    claims = z.claim_base < n;
+    /* A claim takes units lasting about chunk_cycles, but never more than remaining / (2 *
+     * clusters running), so that the tail is handed out unit by unit: the guided bound. */
+    p->active = z.resident;
+    if ((int)z.resident == in->occ[v].clusters) {
+      p->guide_mul = in->occ[v].guide_mul, p->guide_shr = in->occ[v].guide_shr;
+    } else {
+      clcrt__fastdiv(2 * z.resident, &p->guide_mul, &p->guide_shr);
+    }
+    /* A captured run that claims nothing (launched without the graph variant) still tells the
+     * kernel it is captured: it must not zero the stream's claim set for the stream's next run,
+     * which may be running while the graph replays. */
+    if (in->graph) flags = CLCRT__PF_GRAPH;
+  } else if (k->grid == CLCRT_GRID_PERSISTENT) { /* STATIC */
+    const unsigned c = (unsigned)fit(in, v);
+    clusters = c < n ? c : n;
+  }
+  out->variant = v;
+  p->num_clusters = clusters;
+
+  out->grid[0] = clusters * k->cluster.x;
+  out->grid[1] = k->cluster.y;
+  out->grid[2] = k->cluster.z;
+  /* FIXED (and STEAL's SHORT variant, which runs as FIXED does, with one cluster per unit) as a
+   * 3-D grid of units where y and z fit (65535): the kernel reads its unit's coordinate from
+   * %ctaid / %clusterid instead of dividing (CLCRT__PF_GRID3). */
+  if ((k->sched == CLCRT_SCHED_FIXED || (v & CLCRT_USE_SHORT)) && (unsigned long long)u1 * k->cluster.y <= 65535u &&
+      (unsigned long long)u2 * k->cluster.z <= 65535u) {
+    out->grid[0] = u0 * k->cluster.x;
+    out->grid[1] = u1 * k->cluster.y;
+    out->grid[2] = u2 * k->cluster.z;
+    flags |= CLCRT__PF_GRID3;
+  }
+  p->flags = flags;
+  /* STEAL's and CLC's response ring, after the tile function's shared memory: every CLC run; a
+   * STEAL run that claims, or records a trace (nvrtc_src/clcrt_ring.cuh; CLCRT__RING_BYTES). */
+  out->smem = k->smem_bytes;
+  if (k->ring_bytes && (k->sched == CLCRT_SCHED_CLC || claims || (in->traced && (v & CLCRT_USE_TRACE))))
+    out->smem += k->ring_bytes;
+  return CLCRT__PLAN_OK;
+}
