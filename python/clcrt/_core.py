@@ -379,15 +379,32 @@ class Runtime:
 
     # ---- streams ----
 
-    def stream(self, stream=None, *, priority=None):
+    def stream(self, stream=None, *, priority=None, sm_budget=None, round=None, rest_of=None, grid_sms=None):
         """A clcrt stream.
 
         ``stream`` None: a new stream of clcrt's own (non-blocking), or with ``priority`` (CUDA's
         numbering, as torch.cuda.Stream: 0 is the lowest, negative more urgent) a new CUstream
         of that priority that the Stream owns. Otherwise the wrapper of an existing stream: a
         torch.cuda.Stream, any object with ``__cuda_stream__``, or a raw CUstream handle (0 is the
-        legacy default stream); one wrapper per handle is made and kept."""
+        legacy default stream); one wrapper per handle is made and kept.
+
+        Sharing the GPU (clcrt_stream_create_ex, docs/sharing.md):
+
+        * ``sm_budget=N``: a new stream on a partition of N SMs (a CUDA green context clcrt
+          makes), whose persistent grids are sized for N SMs; other work keeps the rest.
+        * ``rest_of=``: a new stream on the SMs a budget leaves, disjoint from it: a Stream made
+          with ``sm_budget`` (its partition as it is), or N (the rest of a budget of N).
+        * ``round``: "up" accepts the smallest partition of at least N SMs, "down" the largest
+          of at most N; None (the default) refuses a budget the driver would round.
+        * ``grid_sms=N``: persistent grids sized for N SMs, whatever the stream runs on: with
+          ``stream`` given, a new wrapper of that stream (not the kept one: pass it to runs),
+          else a new stream of clcrt's own.
+
+        With any of these, ``priority`` (CUDA's numbering, as above) is that of the stream clcrt
+        makes. ``Stream.sms`` and ``Stream.grid_sms`` say what a stream got."""
         self._live()
+        if sm_budget is not None or rest_of is not None or round is not None or grid_sms is not None:
+            return self._stream_ex(stream, priority, sm_budget, round, rest_of, grid_sms)
         if self.compile_only:
             self._check(self._lib.clcrt_stream_create(self._h, None, ctypes.byref(ctypes.c_void_p())))
         if stream is not None:
@@ -407,6 +424,46 @@ class Runtime:
                 _driver.stream_destroy(self.device, cu)
             raise error_for(st, msg)
         s = Stream(self, h.value, owned_cu=cu)
+        self._owned.append(s)
+        return s
+
+    def _stream_ex(self, stream, priority, sm_budget, round, rest_of, grid_sms):
+        """rt.stream with a budget, a rest or grid_sms: every argument is checked here first, so
+        that a mistake is told the same way with or without a GPU."""
+        budget, flags, side = _budget_opts(self, sm_budget, round, rest_of)
+        grid = 0 if grid_sms is None else _sm_count(grid_sms, "grid_sms")
+        if priority is not None and (not isinstance(priority, int) or isinstance(priority, bool)):
+            raise InvalidError("stream: priority %r is not an int" % (priority,))
+        cu = None
+        if stream is not None:
+            if budget or priority is not None:
+                raise InvalidError(
+                    "stream: a stream of your own takes no sm_budget, rest_of or priority (its context and priority "
+                    "are its own): leave stream=None and let clcrt make the stream, or make it on a green context "
+                    "of yours"
+                )
+            cu = stream_handle(stream) or CU_STREAM_LEGACY
+        opts = T.sized(T.StreamOpts)
+        opts.cu, opts.sm_budget, opts.flags, opts.grid_sms = cu, budget, flags, grid
+        h = ctypes.c_void_p()
+        if self.compile_only:  # the library's own refusal, with its message
+            self._check(self._lib.clcrt_stream_create_ex(self._h, ctypes.byref(opts), ctypes.byref(h)))
+        if priority is not None:
+            # clcrt_stream_opts.priority is clcrt's level (0 the least urgent); Python speaks
+            # CUDA's numbers, as torch does.
+            least, _ = _driver.priority_range(self.device)
+            opts.priority = max(0, least - priority)
+        if cu is not None and _driver.is_capturing(cu):
+            with _driver.relaxed_capture():
+                st = self._lib.clcrt_stream_create_ex(self._h, ctypes.byref(opts), ctypes.byref(h))
+        else:
+            st = self._lib.clcrt_stream_create_ex(self._h, ctypes.byref(opts), ctypes.byref(h))
+        if st:
+            msg = _text(self._lib.clcrt_errmsg(self._h))
+            if "CLCRT_STREAM_SM_ROUND" in msg:
+                msg += ' (from Python: rt.stream(..., round="up") or round="down")'
+            raise error_for(st, msg)
+        s = Stream(self, h.value, side=side)
         self._owned.append(s)
         return s
 
@@ -545,6 +602,47 @@ def _torch_stream_fn(torch, device):
         except Exception:
             pass
     return lambda: torch.cuda.current_stream(device).cuda_stream
+
+
+_ROUND = {"exact": 0, "up": T.STREAM_SM_ROUND_UP, "down": T.STREAM_SM_ROUND_DOWN}
+
+
+def _sm_count(v, what):
+    if not isinstance(v, int) or isinstance(v, bool) or not 1 <= v < 1 << 32:
+        raise InvalidError("stream: %s %r is not a positive number of SMs" % (what, v))
+    return v
+
+
+def _budget_opts(rt, sm_budget, round, rest_of):
+    """clcrt_stream_opts' (sm_budget, flags) and the side of the split, from rt.stream's
+    keywords: (0, 0, None) without a budget."""
+    if sm_budget is not None and rest_of is not None:
+        raise InvalidError("stream: give sm_budget (this stream's SMs) or rest_of (the SMs a budget leaves), not both")
+    key = "exact" if round is None else round.strip().lower() if isinstance(round, str) else None
+    if key not in _ROUND:
+        raise InvalidError("stream: round %r is not one of None, 'up', 'down'" % (round,))
+    flags = _ROUND[key]
+    if sm_budget is not None:
+        return _sm_count(sm_budget, "sm_budget"), flags, "budget"
+    if rest_of is None:
+        if flags:
+            raise InvalidError("stream: round rounds an SM budget: give sm_budget or rest_of too")
+        return 0, 0, None
+    if isinstance(rest_of, Stream):
+        if rest_of._rt is not rt:
+            raise InvalidError("stream: rest_of: that stream belongs to another runtime")
+        if rest_of._side != "budget":
+            raise InvalidError(
+                "stream: rest_of: %r has no SM budget of its own: pass a stream made with sm_budget=N, or N" % (rest_of,)
+            )
+        if flags:
+            raise InvalidError("stream: round: rest_of a stream takes the rest of its partition as it is")
+        # The same count finds the same split of the device (clcrt shares it), so this is the
+        # other side of exactly that stream's partition.
+        n = rest_of.sms
+    else:
+        n = _sm_count(rest_of, "rest_of")
+    return n, flags | T.STREAM_SM_REST, "rest"
 
 
 def stream_handle(stream):
@@ -751,17 +849,19 @@ class Stream:
     by Runtime.current_stream. ``__cuda_stream__`` lets other libraries use it
     (``torch.cuda.ExternalStream(s.handle)``)."""
 
-    def __init__(self, rt, h, owned_cu=None, cached=None):
+    def __init__(self, rt, h, owned_cu=None, cached=None, side=None):
         self._rt = rt
         self._h = h
         self._hp = ctypes.c_void_p(h)
         self._owned_cu = owned_cu
         self._cached = cached
+        self._side = side  # "budget" or "rest": a partition clcrt made (Runtime.stream)
 
     def __repr__(self):
         if self._h is None:
             return "<clcrt.Stream (destroyed)>"
-        return "<clcrt.Stream 0x%x, priority level %d>" % (self.handle, self.level)
+        where = ", %s of %d SMs" % (self._side, self.sms) if self._side else ""
+        return "<clcrt.Stream 0x%x, priority level %d%s>" % (self.handle, self.level, where)
 
     def _live(self):
         if self._h is None:
@@ -815,6 +915,18 @@ class Stream:
         """clcrt's priority level: 0 for the device's lowest priority, larger is more urgent."""
         return self._rt._lib.clcrt_stream_priority(self._live())
 
+    @property
+    def sms(self):
+        """The SMs the stream's runs may use (clcrt_stream_sms): its partition's for a stream
+        made with sm_budget or rest_of (or one of your own green context), else the device's."""
+        return self._rt._lib.clcrt_stream_sms(self._live())
+
+    @property
+    def grid_sms(self):
+        """The SMs its persistent grids are sized for (clcrt_stream_grid_sms): grid_sms when
+        given to Runtime.stream, else sms."""
+        return self._rt._lib.clcrt_stream_grid_sms(self._live())
+
     def sync(self):
         """Waits for the stream's work (clcrt_stream_sync)."""
         self._check(self._rt._lib.clcrt_stream_sync(self._live()))
@@ -844,7 +956,12 @@ class Stream:
 
     def preempt(self):
         """``with s.preempt(): ...``: your own kernels enqueued on this (higher-priority) stream
-        inside the block make lower-priority STEAL runs yield (clcrt_preempt_begin/end)."""
+        inside the block make lower-priority STEAL runs yield (clcrt_preempt_begin/end).
+
+        The bracket is enqueued on the stream, so it covers whatever runs there between its ends,
+        whoever launched it: wrap a torch stream of higher priority (``rt.stream(torch_stream)``,
+        before the runs that are to yield are enqueued) to bracket library work such as NCCL's
+        collectives (python/bench/tp_layer.py)."""
         return _Preempt(self)
 
     # ---- statistics and traces ----

@@ -88,6 +88,23 @@ class StreamStats(c.Structure):
     ]
 
 
+class StreamOpts(c.Structure):
+    """clcrt_stream_opts (clcrt_stream_create_ex): sm_budget, priority (clcrt's levels), flags
+    (STREAM_SM_*), grid_sms."""
+
+    _fields_ = [
+        ("size", c.c_size_t),
+        ("cu", c.c_void_p),
+        ("sm_budget", c.c_uint),
+        ("priority", c.c_uint),
+        ("flags", c.c_uint),
+        ("grid_sms", c.c_uint),
+    ]
+
+
+STREAM_SM_ROUND_UP, STREAM_SM_ROUND_DOWN, STREAM_SM_REST = 1, 2, 4
+
+
 class TraceRecord(c.Structure):
     _fields_ = [
         ("start_ns", c.c_uint64),
@@ -159,6 +176,7 @@ MIRRORS = {
     "clcrt_tile_desc": TileDesc,
     "clcrt_kernel_info": KernelInfo,
     "clcrt_stream_stats": StreamStats,
+    "clcrt_stream_opts": StreamOpts,
     "clcrt_trace_record": TraceRecord,
     "clcrt_trace_summary": TraceSummary,
     "clcrt_cache_stats": CacheStats,

@@ -23,7 +23,7 @@ import threading
 from . import _native
 from . import _types as T
 from ._errors import InvalidError
-from ._core import Kernel, Sched, _enum, runtime, stream_handle
+from ._core import Kernel, Sched, Stream, _enum, runtime, stream_handle
 
 _lock = threading.Lock()
 _source = None
@@ -119,18 +119,14 @@ def _operand(torch, t, name, ndim, dtype, device=None, align=16):
     return t
 
 
-_sms = {}
-
-
-def _num_sms(torch, device):
-    n = _sms.get(device)
-    if n is None:
-        n = _sms[device] = torch.cuda.get_device_properties(device).multi_processor_count
-    return n
-
-
 def _stream(rt, stream):
-    return rt.current_stream() if stream is None else rt._wrap(stream_handle(stream))
+    if stream is None:
+        return rt.current_stream()
+    # A clcrt.Stream of this runtime as it is: a stream with an SM budget must keep its own
+    # scheduler state and grid size, not get a second wrapper of its CUstream.
+    if isinstance(stream, Stream) and stream._rt is rt:
+        return stream
+    return rt._wrap(stream_handle(stream))
 
 
 def _workspace(torch, rt, s, device, nbytes):
@@ -191,7 +187,7 @@ def gemm(a, b, out=None, *, variant=None, sched=Sched.AUTO, stream=None):
     launch = T.sized(T.GemmLaunch)
     lib, h = rt._lib, rt._live()
     A, B, D = a.data_ptr(), b.data_ptr(), out.data_ptr()
-    sms = _num_sms(torch, dev)
+    sms = s.grid_sms  # the plan's wave arithmetic for the SMs the run gets (a budget's, or the device's)
     rt._check(lib.clcrt_py_gemm_dense(h, v, sms, A, B, D, m, n, k, 0, 0, buf, _ARGS_CAP, ctypes.byref(launch)))
     if launch.ws_bytes:
         ws = _workspace(torch, rt, s, a.device, launch.ws_bytes + launch.ctr_bytes + 256)

@@ -1,0 +1,424 @@
+#!/usr/bin/env python3
+"""A tensor-parallel MLP layer whose clcrt GEMMs overlap NCCL's all-reduce (issue 36).
+
+    torchrun --nproc_per_node=2 python/bench/tp_layer.py [options]
+    python3 python/bench/tp_layer.py --spawn 2 [options]      # the same, by torch.multiprocessing
+    python3 python/bench/tp_layer.py --spawn 1 --check        # one GPU: the whole path, checked
+
+One process per GPU, through torch.distributed with NCCL. The layer is Megatron's MLP without
+its activation: every rank holds the same tokens x (T x H), a column shard of the up projection
+w1 (F/N x H) and the matching row shard of the down projection w2 (H x F/N), and computes its
+partial output y_r = (x w1_r^T) w2_r^T; the all-reduce sums the partials into y on every rank.
+The T tokens go in micro-batches: the GEMMs of micro-batch i+1 run while NCCL all-reduces
+micro-batch i. Each rank's shard is --ffn-shard wide (default 3584: Llama-70B's MLP split over
+8 GPUs), so each GPU's work is the same at any world size.
+
+Modes (each a whole layer, timed between CUDA events on a stream of the script's, the ranks
+aligned by a barrier before each layer; the median over --reps layers, then the slowest rank):
+
+  torch       torch.matmul for both GEMMs on the main stream, NCCL on a side stream (the
+              baseline: what a PyTorch user writes)
+  serial      clcrt.ops.gemm and NCCL one after the other on the main stream: no overlap
+  concurrent  clcrt GEMMs on the main stream, NCCL on a side stream of the same priority: the
+              GEMM's persistent grid and NCCL's kernels compete for SMs as the hardware decides
+  budget-N    the GEMMs on a clcrt stream with an SM budget of N SMs (rt.stream(sm_budget=N,
+              round="down"): a green context, so the GEMMs' clusters run on those SMs only and
+              their persistent grids are sized for them; clcrt.ops.gemm plans its waves for
+              them too). NCCL runs on a plain side stream of torch's: nothing confines it, but
+              the SMs the GEMM leaves are free for it. The budget stream is ordered with torch's
+              streams by events.
+  yield       the GEMMs on the main stream (the lowest priority); NCCL on a torch stream of
+              higher priority, each all-reduce between clcrt preempt_begin/end on that stream
+              (`with rt.stream(comm).preempt(): dist.all_reduce(...)`). clcrt's wrapper of the
+              comm stream exists before the GEMMs are enqueued, so they launch their yielding
+              variant: while an all-reduce runs, the GEMM's clusters stop claiming tiles and
+              leave their SMs, and take them back after it (README, Preemption). torch 2.8 and
+              newer launch a collective with async_op=False on the current stream, so the
+              bracket is around NCCL's kernel itself; an older torch runs it on a stream of its
+              own, ordered inside the bracket by the events it records.
+
+Also reported, each alone on the main stream: the clcrt GEMMs (on the whole device and on each
+budget), torch's GEMMs, and the all-reduces; the ideal is the longer of the clcrt GEMMs and
+the all-reduces alone.
+
+Checks: before timing, every mode runs once into an output poisoned with NaN, and the output
+must match the torch mode's (bf16 tolerance: 1% of the largest value plus 0.01) on every rank;
+the torch mode's output must match an fp32 computation of the same layer. The exit status is 1
+when any check fails on any rank.
+
+Multicast stays off: NCCL_NVLS_ENABLE=0, TORCH_SYMM_MEM_DISABLE_MULTICAST=1 and
+NVSHMEM_DISABLE_NVLS=1 are set before torch or NCCL start (the GPU machines here require it),
+and nothing here calls cuMulticastCreate.
+"""
+
+import argparse
+import json
+import os
+import socket
+import statistics
+import sys
+
+# NVLink multicast off in NCCL, PyTorch's symmetric memory and NVSHMEM, for every process this
+# script starts, before torch or NCCL read the environment. Set, not defaulted: the machines
+# this runs on must not use it (it can take a host's shared GPUs out of service).
+MULTICAST_OFF = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "NVSHMEM_DISABLE_NVLS": "1"}
+os.environ.update(MULTICAST_OFF)
+
+CHECK_SHAPE = dict(tokens=512, hidden=1024, ffn_shard=512, micro_batches=4)
+
+
+def parse_args(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0], formatter_class=argparse.RawDescriptionHelpFormatter,
+                                 epilog=__doc__.split("\n\n", 2)[2])
+    ap.add_argument("--spawn", type=int, default=0, metavar="N",
+                    help="start N processes (one per GPU) with torch.multiprocessing; 0: launched by torchrun, or "
+                         "one process when run alone")
+    ap.add_argument("--tokens", type=int, default=8192, help="tokens per layer, T (default 8192)")
+    ap.add_argument("--hidden", type=int, default=8192, help="model width, H (default 8192)")
+    ap.add_argument("--ffn-shard", type=int, default=3584, help="MLP width per rank, F/N (default 3584)")
+    ap.add_argument("--micro-batches", type=int, default=4, help="micro-batches per layer (default 4)")
+    ap.add_argument("--budgets", default="104,112,120",
+                    help="SM budgets of the budget modes, comma-separated (rounded down to partitions the device "
+                         "makes; default 104,112,120)")
+    ap.add_argument("--modes", default="torch,serial,concurrent,budget,yield", help="modes to run (default all)")
+    ap.add_argument("--reps", type=int, default=20, help="timed layers per mode (default 20)")
+    ap.add_argument("--warmup", type=int, default=3, help="untimed layers per mode first (default 3)")
+    ap.add_argument("--check", action="store_true",
+                    help="a quick correctness run: small shapes (T %(tokens)d, H %(hidden)d, F/N %(ffn_shard)d, "
+                         "%(micro_batches)d micro-batches), one budget of half the device, 2 timed layers; prints "
+                         "'tp_layer: check ok' or exits 1" % CHECK_SHAPE)
+    ap.add_argument("--json", metavar="FILE", help="rank 0 writes the results there")
+    o = ap.parse_args(argv)
+    if o.check:
+        for k, v in CHECK_SHAPE.items():
+            setattr(o, k, v)
+        o.reps, o.warmup = min(o.reps, 2), min(o.warmup, 1)
+        o.budgets = "half"
+    o.modes = [m.strip() for m in o.modes.split(",") if m.strip()]
+    bad = [m for m in o.modes if m not in ("torch", "serial", "concurrent", "budget", "yield")]
+    if bad:
+        ap.error("--modes: unknown %s (torch, serial, concurrent, budget, yield)" % ", ".join(bad))
+    if o.budgets != "half":
+        try:
+            o.budgets = [int(b) for b in o.budgets.split(",") if b.strip()]
+        except ValueError:
+            ap.error("--budgets: %r is not a list of SM counts" % o.budgets)
+    err = shape_error(o.tokens, o.hidden, o.ffn_shard, o.micro_batches)
+    if err:
+        ap.error(err)
+    if o.spawn < 0 or o.reps < 1 or o.warmup < 0:
+        ap.error("--spawn, --reps and --warmup are counts")
+    return o
+
+
+def shape_error(tokens, hidden, ffn_shard, micro_batches):
+    """Why clcrt.ops.gemm cannot run this layer, or None."""
+    if min(tokens, hidden, ffn_shard, micro_batches) < 1:
+        return "the sizes must be positive"
+    if tokens % micro_batches:
+        return "--tokens %d is not a multiple of --micro-batches %d" % (tokens, micro_batches)
+    if hidden % 8 or ffn_shard % 8:
+        return "--hidden and --ffn-shard must be multiples of 8 (they are the GEMMs' K: TMA needs 16-byte rows)"
+    return None
+
+
+def layer_flop(tokens, hidden, ffn_shard):
+    """Per rank: two GEMMs of T x F/N x H."""
+    return 2 * 2.0 * tokens * hidden * ffn_shard
+
+
+def table(res):
+    """The report, as lines, from the gathered results (rank 0)."""
+    t, lines = res["times_ms"], []
+    serial, base = t.get("serial"), t.get("torch")
+    lines.append("%-44s %9s %9s %9s  %s" % ("mode", "ms/layer", "x serial", "x torch", "check (every rank)"))
+    for name, ms in t.items():
+        if ms is None:
+            lines.append("%-44s %9s  %s" % (res["labels"][name], "-", res["notes"].get(name, "")))
+            continue
+        vs = lambda ref: "%9.3f" % (ref / ms) if ref and not name.startswith(("alone", "ideal")) else "%9s" % ""
+        r = res["check_ratio"].get(name)
+        c = "" if r is None else "%s (%.3g of the tolerance)" % ("ok" if r <= 1.0 else "FAILED", r)
+        lines.append("%-44s %9.3f %s %s  %s" % (res["labels"][name], ms, vs(serial), vs(base), c))
+    return lines
+
+
+# ---- the layer -------------------------------------------------------------------------------
+
+
+class Layer:
+    def __init__(self, o, rank, world, torch, dist, clcrt):
+        self.torch, self.dist, self.clcrt = torch, dist, clcrt
+        self.rank, self.world = rank, world
+        self.T, self.H, self.F, self.M = o.tokens, o.hidden, o.ffn_shard, o.micro_batches
+        self.mb = self.T // self.M
+        dev = torch.cuda.current_device()
+        g = torch.Generator(device="cuda").manual_seed(1234)  # the same tokens on every rank
+        bf = torch.bfloat16
+        self.x = torch.randn(self.T, self.H, device="cuda", generator=g).to(bf)
+        g.manual_seed(5678 + rank)  # this rank's shards
+        self.w1 = (torch.randn(self.F, self.H, device="cuda", generator=g) / self.H ** 0.5).to(bf)
+        self.w2 = (torch.randn(self.H, self.F, device="cuda", generator=g) / (self.F * world) ** 0.5).to(bf)
+        self.h = torch.empty(self.mb, self.F, device="cuda", dtype=bf)
+        self.y = torch.empty(self.T, self.H, device="cuda", dtype=bf)
+        self.rt = clcrt.runtime(dev)
+        self.main = torch.cuda.Stream(device=dev)  # non-blocking, priority 0: the GEMMs' (and serial's)
+        self.side = torch.cuda.Stream(device=dev)  # NCCL, same priority
+        self.urgent = torch.cuda.Stream(device=dev, priority=-1)  # NCCL, above the GEMMs
+        self.events = [torch.cuda.Event() for _ in range(self.M)]
+
+    def rows(self, i):
+        return slice(i * self.mb, (i + 1) * self.mb)
+
+    # GEMMs of one micro-batch, on torch's current stream or on a clcrt stream.
+    def clcrt_gemms(self, i, stream=None):
+        gemm = self.clcrt.ops.gemm
+        gemm(self.x[self.rows(i)], self.w1, out=self.h, stream=stream)
+        gemm(self.h, self.w2, out=self.y[self.rows(i)], stream=stream)
+
+    def torch_gemms(self, i, stream=None):
+        mm = self.torch.matmul
+        mm(self.x[self.rows(i)], self.w1.T, out=self.h)
+        mm(self.h, self.w2.T, out=self.y[self.rows(i)])
+
+    def run(self, gemms, gemm_stream, comm, bracket=None, gemm_only=False, comm_only=False):
+        """One layer, enqueued from torch's current stream (the main stream): gemms(i) enqueues
+        micro-batch i's GEMMs on gemm_stream (None: the main stream; else the torch view of the
+        clcrt stream gemms passes to clcrt.ops.gemm), each micro-batch's all-reduce goes to comm
+        (None: the main stream) after its GEMMs, inside bracket() when given. Returns with the
+        main stream ordered after everything.
+
+        torch's current stream stays the main stream while the GEMMs are enqueued, also for a
+        budget stream: clcrt.ops.gemm's one-time workspace fill is a torch kernel, and no torch
+        kernel goes to a green context's stream here (untried). Only events are recorded on it
+        and waited for, as tests/gpu_share.c records driver events on such streams."""
+        torch, dist = self.torch, self.dist
+        cur = torch.cuda.current_stream()
+        gs, cs = gemm_stream or cur, comm or cur
+        for s in {gs, cs} - {cur}:
+            s.wait_stream(cur)
+        for i in range(self.M):
+            if not comm_only:
+                gemms(i)
+            if gemm_only:
+                continue
+            if cs != gs:
+                self.events[i].record(gs)
+                cs.wait_event(self.events[i])
+            with torch.cuda.stream(cs):
+                if bracket is None:
+                    dist.all_reduce(self.y[self.rows(i)])
+                else:
+                    with bracket():
+                        dist.all_reduce(self.y[self.rows(i)])
+        for s in {gs, cs} - {cur}:
+            cur.wait_stream(s)
+
+    def fp32_reference(self):
+        """The layer in fp32 sums (the intermediate rounded to bf16 as both versions round it),
+        all-reduced in fp32."""
+        torch = self.torch
+        h = (self.x.float() @ self.w1.float().T).to(torch.bfloat16).float()
+        y = h @ self.w2.float().T
+        self.dist.all_reduce(y)
+        return y
+
+
+def time_layer(L, fn, warmup, reps):
+    torch, dist = L.torch, L.dist
+    for _ in range(warmup):
+        fn()
+    times = []
+    e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    for _ in range(reps):
+        torch.cuda.synchronize()
+        dist.barrier()
+        torch.cuda.synchronize()
+        e0.record()
+        fn()
+        e1.record()
+        e1.synchronize()
+        times.append(e0.elapsed_time(e1))
+    return statistics.median(times)
+
+
+def close(out, ref):
+    err = (out.float() - ref.float()).abs().max().item()
+    if err != err:  # NaN: an element never written
+        err = float("inf")
+    return err, 1e-2 * ref.float().abs().max().item() + 1e-2
+
+
+def worker(rank, world, port, o):
+    import torch
+    import torch.distributed as dist
+
+    import clcrt
+
+    torchrun = port is None
+    local = int(os.environ.get("LOCAL_RANK", rank))
+    torch.cuda.set_device(local)
+    dev = torch.device("cuda", local)
+    init = "env://" if torchrun else "tcp://127.0.0.1:%d" % port
+    dist.init_process_group("nccl", init_method=init, rank=rank, world_size=world, device_id=dev)
+    try:
+        return measure(o, rank, world, torch, dist, clcrt)
+    finally:
+        dist.destroy_process_group()
+
+
+def measure(o, rank, world, torch, dist, clcrt):
+    L = Layer(o, rank, world, torch, dist, clcrt)
+    sms = torch.cuda.get_device_properties(torch.cuda.current_device()).multi_processor_count
+    budgets = [max(8, sms // 2 // 8 * 8)] if o.budgets == "half" else o.budgets
+    labels, times, checks, notes = {}, {}, {}, {}
+    ref = None
+    with torch.cuda.stream(L.main):
+
+        def mode(name, label, fn, check=True):
+            nonlocal ref
+            labels[name] = label
+            if check:
+                L.y.fill_(float("nan"))
+                fn()
+                torch.cuda.synchronize()
+                if ref is None:
+                    ref = L.y.clone()
+                    checks[name] = close(ref, L.fp32_reference())
+                else:
+                    checks[name] = close(L.y, ref)
+            times[name] = time_layer(L, fn, o.warmup, o.reps)
+
+        # The torch mode always runs, first: its output is every other mode's reference.
+        mode("torch", "torch.matmul, NCCL on a side stream", lambda: L.run(L.torch_gemms, None, L.side))
+        clcrt.ops.gemm(L.x[: L.mb], L.w1, out=L.h)  # compiles and loads before any timing
+        mode("alone-clcrt", "alone: clcrt GEMMs (%d SMs)" % sms,
+             lambda: L.run(L.clcrt_gemms, None, None, gemm_only=True), check=False)
+        mode("alone-torch", "alone: torch.matmul GEMMs", lambda: L.run(L.torch_gemms, None, None, gemm_only=True),
+             check=False)
+        L.y.zero_()  # all-reduced in place again and again: zeros stay finite
+        mode("alone-nccl", "alone: NCCL all-reduces", lambda: L.run(None, None, None, comm_only=True), check=False)
+        if "serial" in o.modes:
+            mode("serial", "clcrt serial (one stream)", lambda: L.run(L.clcrt_gemms, None, None))
+        if "concurrent" in o.modes:
+            mode("concurrent", "clcrt concurrent, no budget", lambda: L.run(L.clcrt_gemms, None, L.side))
+        if "budget" in o.modes:
+            for n in budgets:
+                try:
+                    b = L.rt.stream(sm_budget=n, round="down")
+                except clcrt.Error as e:
+                    name = "budget-%d" % n
+                    labels[name], times[name], notes[name] = "clcrt GEMMs on a budget of %d SMs" % n, None, str(e)
+                    continue
+                name = "budget-%d" % b.sms
+                if name in times:  # two budgets rounded to one partition
+                    b.close()
+                    continue
+                ext = torch.cuda.ExternalStream(b.handle)
+                gemms = lambda i, b=b: L.clcrt_gemms(i, stream=b)
+                mode("alone-" + name, "alone: clcrt GEMMs on %d SMs" % b.sms,
+                     lambda: L.run(gemms, ext, None, gemm_only=True), check=False)
+                mode(name, "clcrt GEMMs on %d SMs, NCCL on the rest" % b.sms, lambda: L.run(gemms, ext, L.side))
+                torch.cuda.synchronize()
+                b.close()
+        if "yield" in o.modes:
+            # The wrapper of the urgent stream arms the GEMMs' yielding; forgotten afterwards,
+            # so that nothing measured after it runs armed.
+            hi = L.rt.stream(L.urgent)
+            if hi.level == 0:
+                labels["yield"], times["yield"] = "clcrt yielding to NCCL", None
+                notes["yield"] = "torch.cuda.Stream(priority=-1) has the device's lowest priority here"
+            else:
+                mode("yield", "clcrt yielding to NCCL (priority level %d)" % hi.level,
+                     lambda: L.run(L.clcrt_gemms, None, L.urgent, bracket=hi.preempt))
+            torch.cuda.synchronize()
+            L.rt.forget_stream(L.urgent)
+    torch.cuda.synchronize()
+
+    # Every rank's numbers: the slowest rank's time and the largest error (as a fraction of the
+    # tolerance) of each mode.
+    names = list(times)
+    vals = [times[n] if times[n] is not None else -1.0 for n in names]
+    vals += [checks[n][0] / checks[n][1] if n in checks else 0.0 for n in names]
+    t = torch.tensor(vals, dtype=torch.float64, device="cuda")
+    dist.all_reduce(t, op=dist.ReduceOp.MAX)
+    t = t.tolist()
+    slowest = {n: (v if v >= 0 else None) for n, v in zip(names, t[: len(names)])}
+    slowest["ideal"] = max(slowest["alone-clcrt"], slowest["alone-nccl"])
+    labels["ideal"] = "ideal: the longer of clcrt GEMMs and all-reduces alone"
+    nccl = torch.cuda.nccl.version()
+    return {
+        "world": world,
+        "device": torch.cuda.get_device_name(),
+        "sms": sms,
+        "torch": torch.__version__,
+        "nccl": ".".join(map(str, nccl)) if isinstance(nccl, tuple) else str(nccl),
+        "clcrt": clcrt.__version__,
+        "shape": dict(tokens=L.T, hidden=L.H, ffn_shard=L.F, micro_batches=L.M),
+        "reps": o.reps,
+        "labels": labels,
+        "times_ms": slowest,
+        # The largest |error| over the ranks as a fraction of the tolerance: ok where <= 1.
+        "check_ratio": {n: r for n, r in zip(names, t[len(names):]) if n in checks},
+        "rank0_check": {n: checks[n] for n in checks},  # rank 0's (max |error|, tolerance)
+        "notes": notes,
+    }
+
+
+def report(res, o):
+    print("tp_layer: %d x %s (%d SMs), torch %s, NCCL %s, clcrt %s, %s" % (
+        res["world"], res["device"], res["sms"], res["torch"], res["nccl"], res["clcrt"],
+        " ".join("%s=%s" % (k, os.environ.get(k)) for k in MULTICAST_OFF)))
+    s = res["shape"]
+    print("  %d tokens in %d micro-batches, hidden %d, MLP %d per rank (%d in all); %.1f GFLOP per rank per layer; "
+          "median of %d layers, the slowest rank" % (s["tokens"], s["micro_batches"], s["hidden"], s["ffn_shard"],
+                                                    s["ffn_shard"] * res["world"],
+                                                    layer_flop(s["tokens"], s["hidden"], s["ffn_shard"]) / 1e9,
+                                                    res["reps"]))
+    for line in table(res):
+        print("  " + line)
+    bad = [n for n, r in res["check_ratio"].items() if not r <= 1.0]
+    if bad:
+        print("tp_layer: check FAILED on some rank: %s" % ", ".join(bad))
+    elif o.check:
+        print("tp_layer: check ok (%d ranks, %d modes)" % (res["world"], len(res["check_ratio"])))
+    if o.json:
+        with open(o.json, "w") as f:
+            json.dump(res, f, indent=1)
+    return 1 if bad else 0
+
+
+def spawned(rank, world, port, o, q):
+    res = worker(rank, world, port, o)
+    if rank == 0:
+        q.put(res)
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def main(argv=None):
+    o = parse_args(argv)
+    if o.spawn == 0 and "RANK" in os.environ and "WORLD_SIZE" in os.environ:  # torchrun
+        rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+        res = worker(rank, world, None, o)
+        return report(res, o) if rank == 0 else 0
+    import torch
+    import torch.multiprocessing as mp
+
+    world = o.spawn or 1
+    if torch.cuda.device_count() < world:
+        print("tp_layer: %d processes need %d GPUs; torch sees %d" % (world, world, torch.cuda.device_count()),
+              file=sys.stderr)
+        return 2
+    ctx = mp.get_context("spawn")
+    q = ctx.SimpleQueue()
+    mp.spawn(spawned, args=(world, free_port(), o, q), nprocs=world, join=True)
+    return report(q.get(), o)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
