@@ -117,8 +117,9 @@ static CUresult CUDAAPI f_func_set(CUfunction f, CUfunction_attribute a, int v) 
 }
 /* CTAs per SM: 2048 threads, at most FAKE_BLOCKS_PER_SM, and 228 KiB of shared memory with 1 KiB
  * reserved per CTA (as the H100: 100 KiB gives 2, 200 KiB gives 1). */
+static unsigned g_blocks_cap = FAKE_BLOCKS_PER_SM; /* blocks of a kernel per SM (16 on the H100) */
 static unsigned fake_per_sm(unsigned threads, size_t smem) {
-  unsigned n = 2048 / threads < FAKE_BLOCKS_PER_SM ? 2048 / threads : FAKE_BLOCKS_PER_SM;
+  unsigned n = 2048 / threads < g_blocks_cap ? 2048 / threads : g_blocks_cap;
   unsigned by_smem = (unsigned)(233472 / (smem + 1024));
   return by_smem < n ? by_smem : n;
 }
@@ -136,6 +137,10 @@ static CUresult CUDAAPI f_occ_clusters(int *n, CUfunction f, const CUlaunchConfi
   (void)f;
   unsigned cs = c->gridDimY * c->gridDimZ * (c->gridDimX / FAKE_SMS), threads = c->blockDimX * c->blockDimY * c->blockDimZ;
   unsigned per_sm = fake_per_sm(threads, c->sharedMemBytes);
+  /* The H100 runs at most 8 CTAs of a cluster kernel per SM, where 16 blocks of it fit (the
+   * GPU probe of tests/gpu_share.c, 2026-11-25: 528 2-CTA and 248 4-CTA clusters of small
+   * CTAs on the whole device). */
+  if (per_sm > 8) per_sm = 8;
   *n = (int)(FAKE_SMS * per_sm / cs);
   if (cs == 4 && per_sm == 8) *n = 248;
   if (cs == 4 && per_sm == 2) *n = 62;
@@ -778,6 +783,34 @@ START_TEST(budget_cluster_occupancy_as_the_h100_ran) {
 }
 END_TEST
 
+/* Small CTAs: 16 blocks of the kernel fit per SM, but the H100 runs at most 8 CTAs of a
+ * cluster kernel per SM (probe of 2026-11-25, budgets of 16/64/120 SMs: 64/256/480 2-CTA and
+ * 32/128/240 4-CTA clusters resident). The CTAs per SM a partition is derived from are capped
+ * by what the device's own cluster count fills (kernel.c); without that cap a budget got twice
+ * the clusters that fit. */
+START_TEST(budget_cluster_occupancy_small_ctas) {
+  static const unsigned budgets[3] = {16, 64, 120};
+  static const unsigned measured[2][3] = {{64, 256, 480}, {32, 128, 240}}; /* [c2, c4][budget] */
+  g_blocks_cap = 16;
+  clcrt_kernel *k[2] = {reg_ex(CLCRT_SCHED_STEAL, 2, CLCRT_GRID_PERSISTENT, 64, 0),
+                        reg_ex(CLCRT_SCHED_STEAL, 4, CLCRT_GRID_PERSISTENT, 64, 0)};
+  ck_assert_int_eq(k[0]->occ.clusters, 528);
+  ck_assert_int_eq(k[1]->occ.clusters, 248);
+  ck_assert_int_eq(k[0]->occ.blocks_per_sm, 8);
+  ck_assert_int_eq(k[1]->occ.blocks_per_sm, 8);
+  for (int b = 0; b < 3; b++) {
+    clcrt_stream *s = make(budgets[b], 0, 0, 0);
+    for (int c = 0; c < 2; c++) {
+      ck_assert_int_eq(run(s, k[c], 4 * 20000), CLCRT_OK);
+      ck_assert_msg(g_p.num_clusters == measured[c][b], "budget %u, %u-CTA clusters: %u, the H100 ran %u",
+                    budgets[b], 2u << c, g_p.num_clusters, measured[c][b]);
+    }
+    clcrt_stream_destroy(s);
+  }
+  g_blocks_cap = FAKE_BLOCKS_PER_SM;
+}
+END_TEST
+
 /* The derivation of cluster occupancy in a partition (green.h). */
 static int clusters(int dev, int per_sm, unsigned cs, int sms, unsigned align) {
   clcrt__occ o;
@@ -841,6 +874,7 @@ int main(void) {
   tcase_add_test(tc, priorities_and_yielding_on_a_budget);
   tcase_add_test(tc, driver_without_green_contexts);
   tcase_add_test(tc, budget_cluster_occupancy_as_the_h100_ran);
+  tcase_add_test(tc, budget_cluster_occupancy_small_ctas);
   tcase_add_test(tc, partition_cluster_arithmetic);
   suite_add_tcase(s, tc);
   SRunner *sr = srunner_create(s);

@@ -48,6 +48,15 @@ clcrt_status clcrt__kernel_occupancy(clcrt_runtime *rt, const clcrt_kernel *k, c
                        "kernel %s: no cluster of %u CTAs x %u threads with %u bytes of dynamic shared memory fits on "
                        "this device (registers %d per thread)",
                        k->name, k->cluster_size, k->nthreads, k->smem_bytes, k->kinfo->registers);
+  /* A cluster kernel's CTAs per SM are at most what its clusters fill on the whole device,
+   * rounded up (the device's count loses only what GPC boundaries cost it): the H100 runs 8
+   * CTAs of 2- and 4-CTA clusters per SM where 16 blocks of the same kernel fit
+   * (tests/gpu_share.c's probe, 2026-11-25: with this cap the derived counts of partitions of
+   * whole groups matched all 27 measured ones, without it 6 were twice too large). */
+  if (k->cluster_size > 1 && per_sm > 0) {
+    long long cap = ((long long)n * k->cluster_size + rt->num_sms - 1) / rt->num_sms;
+    if (cap < per_sm) per_sm = (int)cap;
+  }
   out->clusters = n;
   out->blocks_per_sm = per_sm > 0 ? per_sm : 0;
   /* A claiming run's guided bound divides by twice this (plan.c): once per kernel, not per run. */
