@@ -4,8 +4,9 @@
  * ramp, lognormal, triangle, uniform), classes (the README demo, back-to-back short runs, a
  * per-CTA table built by the prologue), preempt (an urgent kernel's latency behind a long
  * run), armed (what being preemptible costs), trace (tracing's cost and what it shows),
- * overhead (host cost of clcrt_run) and share (streams with an SM budget: scaling, the grid a
- * budget gets, a GEMM overlapped with a communication-like copy; bench/lib/share.c).
+ * overhead (host cost of clcrt_run), share (streams with an SM budget: scaling, the grid a
+ * budget gets, a GEMM overlapped with a communication-like copy; bench/lib/share.c) and
+ * firstrun (the host time of the first run that needs a variant, against later runs).
  * Usage: bench [--json FILE] [--quick] [--dump DIR] [--traces DIR] [--only SECTION[,SECTION...]] */
 #include <stdio.h>
 #include <string.h>
@@ -35,7 +36,7 @@ int main(int argc, char **argv) {
       dump_dir = argv[++i];
     else {
       fprintf(stderr, "usage: bench [--json FILE] [--quick] [--dump DIR] [--traces DIR] [--only "
-                      "scale,work,classes,preempt,armed,trace,overhead,share]\n");
+                      "scale,work,classes,preempt,armed,trace,overhead,share,firstrun]\n");
       return 2;
     }
   }
@@ -48,6 +49,7 @@ int main(int argc, char **argv) {
   if (wanted(only, "trace")) bench_trace();
   if (wanted(only, "overhead")) bench_overhead();
   if (wanted(only, "share")) bench_share();
+  if (wanted(only, "firstrun")) bench_firstrun();
   bench_close();
   return 0;
 }

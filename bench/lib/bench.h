@@ -141,4 +141,5 @@ void bench_trace_work(void);
 void trace_overhead(const char *workload, const char *who, unsigned cl, lctx *out, lctx *in);
 void bench_overhead(void);
 void bench_share(void);
+void bench_firstrun(void);
 #endif

@@ -1,0 +1,169 @@
+/* Section firstrun: what the first run in a new situation costs the caller (issue 32: no
+ * compile on the launch path). For each situation a run may need a variant of the kernel in
+ * (traced, statistics on, captured into a graph, preemptible: a stream of higher priority
+ * exists, short: no more units than clusters), a freshly registered kernel (its source carries
+ * a nonce, so neither cache has it, and no variant of it exists yet) is run once in that
+ * situation and then RUNS more times; the host time of each clcrt_run call alone is measured
+ * (CPU clock around the call, the stream drained before each call so that no queue is full);
+ * the later runs start 1.5 s after the first, when any background build has finished.
+ * Reported: the first call, the median of the later ones, and their ratio (target: at most
+ * 1.2). Before no run compiled, the first call built the variant with NVRTC: 30-200 ms. */
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "bench.h"
+
+enum { FR_RUNS = 9 };
+
+static const char *k_fr_src =
+    "// nonce %llu %d\n"
+    "struct FrArgs { float *x; unsigned long long n; float alpha; };\n"
+    "__device__ void fr_tile(const clcrt::Tile &t, const FrArgs &a) {\n"
+    "  unsigned long long i = t.linear * blockDim.x + threadIdx.x;\n"
+    "  if (i < a.n) a.x[i] = a.x[i] * a.alpha + 1.0f;\n"
+    "}\n";
+typedef struct {
+  float *x;
+  unsigned long long n;
+  float alpha;
+} fr_args;
+
+static clcrt_kernel *fr_kernel(int which, char *src, size_t cap) {
+  snprintf(src, cap, k_fr_src, (unsigned long long)time(NULL), which);
+  clcrt_tile_desc d = CLCRT_TILE_DESC_INIT;
+  d.source = src, d.tile_fn = "fr_tile", d.args_type = "FrArgs";
+  d.block = (clcrt_dim3){256, 1, 1};
+  d.sched = CLCRT_SCHED_STEAL;
+  clcrt_kernel *k = NULL;
+  if (clcrt_register(rt, &d, &k) != CLCRT_OK) {
+    fprintf(stderr, "firstrun: register: %s\n", clcrt_errmsg(rt));
+    exit(1);
+  }
+  return k;
+}
+
+static int cmpd(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return (x > y) - (x < y);
+}
+
+/* One timed call; with capture, the call is made inside a capture of the stream (ended and
+ * the graph dropped after the call). */
+static double fr_call(clcrt_stream *s, clcrt_kernel *k, clcrt_dim3 tiles, fr_args *a, int capture) {
+  CUstream c = clcrt_stream_cu(s);
+  CK(cu->cuStreamSynchronize(c));
+  if (capture) CK(cu->cuStreamBeginCapture(c, CU_STREAM_CAPTURE_MODE_RELAXED));
+  double t0 = bench_now_ms();
+  clcrt_status r = clcrt_run(s, k, tiles, a, sizeof *a);
+  double t1 = bench_now_ms();
+  if (r != CLCRT_OK) {
+    fprintf(stderr, "firstrun: clcrt_run: %s\n", clcrt_errmsg(rt));
+    exit(1);
+  }
+  if (capture) {
+    CUgraph g;
+    CK(cu->cuStreamEndCapture(c, &g));
+    CUgraphExec ge;
+    CK(cu->cuGraphInstantiate(&ge, g, 0));
+    CK(cu->cuGraphLaunch(ge, c));
+    CK(cu->cuStreamSynchronize(c));
+    cu->cuGraphExecDestroy(ge);
+    cu->cuGraphDestroy(g);
+  }
+  CK(cu->cuStreamSynchronize(c));
+  return (t1 - t0) * 1e3; /* us */
+}
+
+static void fr_report(const char *what, double first, double *later) {
+  qsort(later, FR_RUNS, sizeof *later, cmpd);
+  double med = later[FR_RUNS / 2];
+  printf("  firstrun  %-12s first %9.1f us   later (median of %d) %7.1f us   first/later %6.2fx\n", what, first,
+         FR_RUNS, med, first / med);
+  emit_json("\"workload\":\"firstrun\",\"situation\":\"%s\",\"first_us\":%.2f,\"later_us\":%.2f,\"ratio\":%.4f",
+            what, first, med, first / med);
+}
+
+void bench_firstrun(void) {
+  const unsigned long long n = 1ull << 22; /* 16 MiB: 16384 tiles, more than fit at once */
+  CUdeviceptr x;
+  CK(cu->cuMemAlloc(&x, n * 4));
+  CK(cu->cuMemsetD8(x, 0, n * 4)); /* host times only: the values do not matter */
+  fr_args a = {(float *)(uintptr_t)x, n, 1.0f};
+  const clcrt_dim3 tiles = {(unsigned)(n / 256), 1, 1}, few = {16, 1, 1};
+  char src[512];
+  double later[FR_RUNS];
+  printf("\nfirstrun: host time of clcrt_run alone, the first run of a fresh kernel in each situation against "
+         "later runs (STEAL, 16384 tiles of 256 threads; short: 16 tiles)\n");
+
+  /* Plain: a fresh kernel's first run at all (nothing to build). */
+  clcrt_kernel *k = fr_kernel(0, src, sizeof src);
+  double first = fr_call(st, k, tiles, &a, 0);
+  usleep(1500000); /* background builds done: later runs launch the variant */
+  for (int i = 0; i < FR_RUNS; i++) later[i] = fr_call(st, k, tiles, &a, 0);
+  fr_report("plain", first, later);
+
+  /* Short: no more units than clusters: the claim-free variant. */
+  k = fr_kernel(1, src, sizeof src);
+  fr_call(st, k, tiles, &a, 0);
+  first = fr_call(st, k, few, &a, 0);
+  usleep(1500000); /* background builds done: later runs launch the variant */
+  for (int i = 0; i < FR_RUNS; i++) later[i] = fr_call(st, k, few, &a, 0);
+  fr_report("short", first, later);
+
+  /* Captured into a graph. */
+  k = fr_kernel(2, src, sizeof src);
+  fr_call(st, k, tiles, &a, 0);
+  first = fr_call(st, k, tiles, &a, 1);
+  usleep(1500000); /* background builds done: later runs launch the variant */
+  for (int i = 0; i < FR_RUNS; i++) later[i] = fr_call(st, k, tiles, &a, 1);
+  fr_report("captured", first, later);
+
+  /* Traced: tracing enabled (the enable call may build), then runs. */
+  k = fr_kernel(3, src, sizeof src);
+  fr_call(st, k, tiles, &a, 0);
+  clcrt_stream *ts = NULL;
+  if (clcrt_stream_create(rt, NULL, &ts) != CLCRT_OK || clcrt_stream_trace_enable(ts, 1u << 16) != CLCRT_OK) {
+    fprintf(stderr, "firstrun: trace: %s\n", clcrt_errmsg(rt));
+    exit(1);
+  }
+  first = fr_call(ts, k, tiles, &a, 0);
+  usleep(1500000); /* background builds done: later runs launch the variant */
+  for (int i = 0; i < FR_RUNS; i++) later[i] = fr_call(ts, k, tiles, &a, 0);
+  fr_report("traced", first, later);
+  clcrt_stream_destroy(ts);
+
+  /* Statistics on. */
+  k = fr_kernel(4, src, sizeof src);
+  fr_call(st, k, tiles, &a, 0);
+  clcrt_stream *ss = NULL;
+  if (clcrt_stream_create(rt, NULL, &ss) != CLCRT_OK || clcrt_stream_stats_enable(ss, 1) != CLCRT_OK) {
+    fprintf(stderr, "firstrun: stats: %s\n", clcrt_errmsg(rt));
+    exit(1);
+  }
+  first = fr_call(ss, k, tiles, &a, 0);
+  usleep(1500000); /* background builds done: later runs launch the variant */
+  for (int i = 0; i < FR_RUNS; i++) later[i] = fr_call(ss, k, tiles, &a, 0);
+  fr_report("statistics", first, later);
+  clcrt_stream_destroy(ss);
+
+  /* Preemptible: a stream of higher priority appears; the next run on the low stream. */
+  k = fr_kernel(5, src, sizeof src);
+  fr_call(st, k, tiles, &a, 0);
+  int least = 0, greatest = 0;
+  CK(cu->cuCtxGetStreamPriorityRange(&least, &greatest));
+  CUstream hic;
+  CK(cu->cuStreamCreateWithPriority(&hic, CU_STREAM_NON_BLOCKING, greatest));
+  clcrt_stream *hs = NULL;
+  if (clcrt_stream_create(rt, hic, &hs) != CLCRT_OK) {
+    fprintf(stderr, "firstrun: urgent stream: %s\n", clcrt_errmsg(rt));
+    exit(1);
+  }
+  first = fr_call(st, k, tiles, &a, 0);
+  usleep(1500000); /* background builds done: later runs launch the variant */
+  for (int i = 0; i < FR_RUNS; i++) later[i] = fr_call(st, k, tiles, &a, 0);
+  fr_report("preemptible", first, later);
+  clcrt_stream_destroy(hs);
+  cu->cuStreamDestroy(hic);
+  cu->cuMemFree(x);
+}
