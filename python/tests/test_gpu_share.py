@@ -45,14 +45,23 @@ def device_sms(rt):
     return torch.cuda.get_device_properties(rt.device).multi_processor_count
 
 
+def on_torch_stream(s):
+    """Whether s wraps torch's current stream itself. torch's default stream is the legacy
+    stream (cuda_stream 0, which clcrt wraps as handle 1, CU_STREAM_LEGACY): torch cannot
+    wrap that handle as an ExternalStream, and a stream needs no event to follow itself."""
+    return s.handle == (torch.cuda.current_stream().cuda_stream or 1)
+
+
 def after_torch(s):
     """Orders the clcrt stream s after the work on torch's current stream (an event)."""
-    torch.cuda.ExternalStream(s.handle).wait_stream(torch.cuda.current_stream())
+    if not on_torch_stream(s):
+        torch.cuda.ExternalStream(s.handle).wait_stream(torch.cuda.current_stream())
 
 
 def torch_after(s):
     """Orders torch's current stream after the work on s."""
-    torch.cuda.current_stream().wait_stream(torch.cuda.ExternalStream(s.handle))
+    if not on_torch_stream(s):
+        torch.cuda.current_stream().wait_stream(torch.cuda.ExternalStream(s.handle))
 
 
 def distinct_sms(trace):
