@@ -87,11 +87,11 @@ CLCRT_API const char *clcrt_sched_name(clcrt_sched s);
  * clusters as fit on the device at once. AUTO is PERSISTENT, except while a stream of
  * higher priority exists on the device: then the clusters that fit at once plus
  * preempt_waves (clcrt_runtime_opts, $CLCRT_PREEMPT_WAVES; default 2) waves of reserve, so that
- * the run can yield (see README: Preemption, measured); and except for long units: a kernel with
+ * the run can yield (docs/design.md: Preemption; docs/results.md: Preemption); and except for long units: a kernel with
  * no prologue and no state whose earlier runs measured units of at least steal_long_cycles
  * ($CLCRT_STEAL_LONG_CYCLES; default 4000) cycles per CTA of its cluster runs one cluster per
  * unit, which the GPU's block scheduler hands out as clusters finish, with no claims, preempted
- * as FIXED is (see README: long units). */
+ * as FIXED is (docs/design.md: Long units). */
 typedef enum clcrt_grid {
   CLCRT_GRID_AUTO = 0,
   CLCRT_GRID_FULL,
@@ -294,8 +294,8 @@ CLCRT_API clcrt_status clcrt_stream_stats_read(clcrt_stream *s, clcrt_stream_sta
  * (cuStreamCreateWithPriority), read once at clcrt_stream_create and normalised: 0 is the
  * device's lowest priority, larger is more urgent. While work of a higher priority runs on
  * the device, STEAL runs of lower priority stop claiming units after their current ones
- * and leave their SMs; the units they leave are run when the urgent work is done (see the
- * README, "Preemption"). A clcrt_run on a stream of higher than the lowest priority does
+ * and leave their SMs; the units they leave are run when the urgent work is done (see
+ * docs/design.md, "Preemption"). A clcrt_run on a stream of higher than the lowest priority does
  * this by itself; clcrt_preempt_begin/end bracket other work (your own kernels) enqueued
  * on s, a stream of higher than the lowest priority. Pairs nest; each call is enqueued on
  * s like a kernel (and captured into graphs like one). */

@@ -1434,7 +1434,16 @@ typedef struct tun_case {
   unsigned chunk, lng, waves;   /* expected */
   unsigned long long cap;
   int warmup;
+  const char *warn[5];          /* texts the warnings must hold; NULL-terminated */
 } tun_case;
+
+static char tun_log[4096];
+
+static void tun_log_fn(void *user, clcrt_log_level level, const char *msg) {
+  (void)user;
+  if (level == CLCRT_LOG_WARN && strlen(tun_log) + strlen(msg) + 2 < sizeof tun_log)
+    strcat(strcat(tun_log, msg), "\n");
+}
 
 static int tun_run(const tun_case *c) {
   static const char *const names[5] = {"CLCRT_STEAL_CHUNK_CYCLES", "CLCRT_STEAL_LONG_CYCLES", "CLCRT_PREEMPT_WAVES",
@@ -1449,9 +1458,16 @@ static int tun_run(const tun_case *c) {
   o.size = c->size ? c->size : sizeof o;
   o.target_arch = "sm_90a";
   o.cache_dir = "";
+  tun_log[0] = 0;
+  if (o.size > offsetof(clcrt_runtime_opts, log_user)) o.log = tun_log_fn;
   clcrt_runtime *rt = NULL;
   clcrt_status st = clcrt_runtime_create(&rt, &o);
   int ok = st == c->st;
+  /* A refused environment value's warning names the value in use: the option where one is set. */
+  for (int i = 0; ok && st == CLCRT_OK && c->warn[i]; i++) {
+    ok = strstr(tun_log, c->warn[i]) != NULL;
+    if (!ok) fprintf(stderr, "tunables: no \"%s\" in the warnings:\n%s", c->warn[i], tun_log);
+  }
   if (st != CLCRT_OK)
     ok = ok && strstr(clcrt_errmsg(rt), "clcrt_runtime_opts.") != NULL;
   else
@@ -1479,17 +1495,21 @@ START_TEST(test_tunables_options) {
   big2.steal_long_cycles = CLCRT__LONG_CYCLES_MAX + 1;
   big3.preempt_waves = CLCRT__PREEMPT_WAVES_MAX + 1;
   const tun_case cases[] = {
-      {{NULL}, zero, 0, CLCRT_OK, C, L, W, B, 1},                           /* defaults */
-      {{NULL}, set, 0, CLCRT_OK, 1234, 5678, 5, 12345, 0},                  /* the options */
-      {{NULL}, off, 0, CLCRT_OK, C, 0, W, 0, 1},                            /* switched off, warm-up on */
-      {{"777", "0", "3", "2K", "1"}, set, 0, CLCRT_OK, 777, 0, 3, 2048, 1}, /* the environment overrides */
-      {{"x", "-1", "65", "1Q", ""}, set, 0, CLCRT_OK, 1234, 5678, 5, 12345, 0}, /* invalid or empty: the options */
-      {{"777", NULL, NULL, NULL, "0"}, zero, 0, CLCRT_OK, 777, L, W, B, 0},   /* over the defaults */
-      {{NULL}, junk, offsetof(clcrt_runtime_opts, steal_chunk_cycles), CLCRT_OK, C, L, W, B, 1},
-      {{NULL}, big, 0, CLCRT_E_INVALID, 0, 0, 0, 0, 0},
-      {{NULL}, big2, 0, CLCRT_E_INVALID, 0, 0, 0, 0, 0},
-      {{NULL}, big3, 0, CLCRT_E_INVALID, 0, 0, 0, 0, 0},
-      {{"5"}, big, 0, CLCRT_E_INVALID, 0, 0, 0, 0, 0}, /* a bad option is refused even where the environment wins */
+      {{NULL}, zero, 0, CLCRT_OK, C, L, W, B, 1, {NULL}},                           /* defaults */
+      {{NULL}, set, 0, CLCRT_OK, 1234, 5678, 5, 12345, 0, {NULL}},                  /* the options */
+      {{NULL}, off, 0, CLCRT_OK, C, 0, W, 0, 1, {NULL}},                            /* switched off, warm-up on */
+      {{"777", "0", "3", "2K", "1"}, set, 0, CLCRT_OK, 777, 0, 3, 2048, 1, {NULL}}, /* the environment overrides */
+      {{"x", "-1", "65", "1Q", ""}, set, 0, CLCRT_OK, 1234, 5678, 5, 12345, 0, /* invalid or empty: the options */
+       {"STEAL_CHUNK_CYCLES=\"x\" is not a count from 1 to 10000000: using 1234",
+        "LONG_CYCLES=\"-1\" is not a count from 0 to 100000000: using 5678", "WAVES=\"65\" is not a count from 1 to 64: using 5",
+        "the cap is 12345 bytes"}},
+      {{"x", NULL, "65", NULL, NULL}, zero, 0, CLCRT_OK, C, L, W, B, 1, {"using 8000", "using 2"}}, /* the defaults */
+      {{"777", NULL, NULL, NULL, "0"}, zero, 0, CLCRT_OK, 777, L, W, B, 0, {NULL}},   /* over the defaults */
+      {{NULL}, junk, offsetof(clcrt_runtime_opts, steal_chunk_cycles), CLCRT_OK, C, L, W, B, 1, {NULL}},
+      {{NULL}, big, 0, CLCRT_E_INVALID, 0, 0, 0, 0, 0, {NULL}},
+      {{NULL}, big2, 0, CLCRT_E_INVALID, 0, 0, 0, 0, 0, {NULL}},
+      {{NULL}, big3, 0, CLCRT_E_INVALID, 0, 0, 0, 0, 0, {NULL}},
+      {{"5"}, big, 0, CLCRT_E_INVALID, 0, 0, 0, 0, 0, {NULL}}, /* a bad option is refused even where the environment wins */
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     pid_t pid = fork();

@@ -7,7 +7,7 @@
 // ring with full/empty mbarriers, the claim made by lane 0 of warp 7 or warp 0 after its part
 // of the tile, waits polling or sleeping), on uniform, ramp and lognormal costs.
 //   nvcc -O3 -arch=sm_90a -o probe bench/probes/persistent.cu && ./probe
-// Results are quoted in the README (Measured results, what limits STEAL).
+// Results are quoted in docs/results.md (What limits STEAL).
 #include <cstdio>
 #include <cstdlib>
 #include <vector>

@@ -218,20 +218,22 @@ static const char *unusable_dir(const char *dir) {
 clcrt_status clcrt__cache_init(clcrt_runtime *rt) {
   rt->disk_dir = NULL;
   const clcrt__env *env = clcrt__env_get();
+  /* Each warning names the value the runtime uses (runtime.c resolved it before this call):
+   * an options field a program set where the environment's text is refused, else the default. */
   if (env->cache_max_bytes_bad)
     clcrt__log(rt, CLCRT_LOG_WARN,
                "CLCRT_CACHE_MAX_BYTES=\"%.64s\" is not a size (digits with an optional K, M, G or T): the cap is %llu "
                "bytes",
-               env->cache_max_bytes_bad, env->cache_max_bytes);
+               env->cache_max_bytes_bad, rt->cache_max_bytes);
   if (env->preempt_waves_bad)
     clcrt__log(rt, CLCRT_LOG_WARN, "CLCRT_PREEMPT_WAVES=\"%.64s\" is not a count from 1 to %u: using %u",
-               env->preempt_waves_bad, CLCRT__PREEMPT_WAVES_MAX, env->preempt_waves);
+               env->preempt_waves_bad, CLCRT__PREEMPT_WAVES_MAX, rt->preempt_waves);
   if (env->chunk_cycles_bad)
     clcrt__log(rt, CLCRT_LOG_WARN, "CLCRT_STEAL_CHUNK_CYCLES=\"%.64s\" is not a count from %u to %u: using %u",
-               env->chunk_cycles_bad, CLCRT__CHUNK_CYCLES_MIN, CLCRT__CHUNK_CYCLES_MAX, env->chunk_cycles);
+               env->chunk_cycles_bad, CLCRT__CHUNK_CYCLES_MIN, CLCRT__CHUNK_CYCLES_MAX, rt->chunk_cycles);
   if (env->long_cycles_bad)
     clcrt__log(rt, CLCRT_LOG_WARN, "CLCRT_STEAL_LONG_CYCLES=\"%.64s\" is not a count from 0 to %u: using %u",
-               env->long_cycles_bad, CLCRT__LONG_CYCLES_MAX, env->long_cycles);
+               env->long_cycles_bad, CLCRT__LONG_CYCLES_MAX, rt->long_cycles);
   const char *why = NULL;
   char *dir;
   if (clcrt__dc_resolve_dir(rt->opts.cache_dir, &dir, &why) != CLCRT_OK)

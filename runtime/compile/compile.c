@@ -180,7 +180,7 @@ clcrt_status clcrt__build_prepare(clcrt_runtime *rt, const clcrt_tile_desc *d, u
   sbuf tu = {0}, tu_entry = {0}, *entry = &tu_entry;
   sb_printf(&tu, "#include \"clcrt.cuh\"\n#include \"%s\"\n#include \"clcrt_entry\"\n", user_name);
   /* A 1-CTA cluster is launched as a plain grid: measured on the H100, an explicit
-   * __cluster_dims__(1,1,1) launch schedules CTAs markedly slower (README, benchmarks). */
+   * __cluster_dims__(1,1,1) launch schedules CTAs markedly slower (docs/results.md, Schedulers). */
   char bounds[48];
   if (b->min_blocks)
     snprintf(bounds, sizeof bounds, "__launch_bounds__(%u, %u)", nt, b->min_blocks);

@@ -1,7 +1,7 @@
 /* NVRTC warm-up: the first compile in a process pays for work that later compiles do not.
  *
  * Measured on the 2-core build machine (NVRTC 13.0, README example, STEAL, sm_90a; see
- * the README's "The first compile" for the table): the first compile in a fresh process
+ * docs/results.md, "Compile, first runs, background builds", for the table): the first compile in a fresh process
  * takes about 10 ms more than the next ones with the libraries in the page cache, and
  * 20-30 ms more when libnvrtc and libnvrtc-builtins must first be read from disk. That
  * one-time part is: NVRTC loading libnvrtc-builtins (and libstdc++), its initialisation,

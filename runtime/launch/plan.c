@@ -41,7 +41,7 @@ static inline __attribute__((always_inline)) sizing size_steal(const clcrt__plan
      * (nvrtc_src/clcrt_variant.cuh, may_leave), so each of up to that many urgent episodes finds
      * a full wave to take over; after them the run no longer yields. Reserve clusters that start
      * after every unit was claimed leave at once: a few microseconds a wave, where one cluster
-     * per unit cost 1-5% of a compute-bound run (README, Preemption). */
+     * per unit cost 1-5% of a compute-bound run (docs/results.md, Preemption). */
     if (auto_yield) {
       unsigned long long cap = (unsigned long long)z.resident * (1ull + in->preempt_waves);
       if (cap < z.clusters) z.clusters = (unsigned)cap;

@@ -77,7 +77,7 @@ void clcrt__devstate_release(clcrt_runtime *rt) {
         break;
       }
     /* The caller made the context current. Graphs that still hold runs of this context
-     * must not be launched after the last runtime is gone (README: graphs). */
+     * must not be launched after the last runtime is gone (docs/design.md: CUDA graphs). */
     rt->cu->cuMemFree(d->table);
     rt->cu->cuMemFree(d->yield);
     clcrt__free(d);
