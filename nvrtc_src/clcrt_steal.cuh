@@ -27,6 +27,15 @@
 //      test_cluster_order (unequal units: exactly once, same order in every CTA).
 //   5. Per response the warps other than the leader's run only the wait, the read, the
 //      release and their units. Performance only: `make bench`.
+//   6. First shares: on a persistent grid each cluster may start with F consecutive units of
+//      its own (F from the host's plan, runtime/launch/plan.c: from the unit times earlier
+//      runs of the kernel measured, at most half the units over the clusters), claimed by no
+//      one; claims then hand out the rest from claim_base = F * clusters, guided and sized by
+//      time as above. Uniform tiny units then run half their units with no claim at all (a
+//      claim made when the units are done stalls a 1-CTA cluster for its round trip), and the
+//      guided claims still balance unequal ones. gpu_sched.c test_first_share (exactly once
+//      with F > 1, under preemption's reserve grid, graphs, and clusters that start after
+//      every unit was claimed).
 #pragma once
 
 // -DCLCRT_STEAL_EARLY=1: 1-CTA clusters claim ahead too (for the benchmark's comparison).
@@ -73,7 +82,22 @@ struct Steal : ResponseRing<CX, CY, CZ, NTHREADS, V, (CX * CY * CZ > 1)> {
   // fit at once, and its reserve clusters claim every unit they run, so the clusters not yet
   // started can be stolen from. An explicitly full grid claims every unit. USE_SHORT:
   // launched only for runs that claim nothing (claim_base = num_units).
-  __device__ __forceinline__ bool own_first() const { return USE_SHORT || cluster_id() < p.claim_base; }
+  //
+  // First shares (claims 6): in a claiming run whose flags carry F (CLCRT__PF_FIRST_SHIFT), a
+  // cluster with units of its own has F consecutive ones, [c * F, c * F + F), and claim_base is
+  // F times the clusters that have them.
+  __device__ __forceinline__ unsigned first() const {
+    const unsigned f = p.flags >> CLCRT__PF_FIRST_SHIFT;
+    return f ? f : 1u;
+  }
+  __device__ __forceinline__ bool own_first() const {
+    return USE_SHORT || (unsigned long long)cluster_id() * first() < p.claim_base;
+  }
+  // The cluster's first run of units when it has units of its own (own_first): its share.
+  __device__ __forceinline__ uint2 own() const {
+    const unsigned f = first(), start = cluster_id() * f;
+    return make_uint2(start, start < p.num_units ? f : 0u);
+  }
   __device__ __forceinline__ bool claims() const { return !USE_SHORT && p.claim_base < p.num_units; }
   // A run captured into a graph that claims (only a GRAPH variant is launched so; see init for
   // one that does not), and one that may yield (only a PREEMPT variant is launched with
@@ -102,6 +126,9 @@ struct Steal : ResponseRing<CX, CY, CZ, NTHREADS, V, (CX * CY * CZ > 1)> {
     if (leader) {
       if (USE_GRAPH) ring->slot_state = nullptr;
       ring->pub = ring->remaining = ring->t_unit = ring->exhausted = 0;
+      // With first shares, the first claim is sized like the others (by the units left, not as
+      // one unit): the units left are known before any claim.
+      if (p.flags >> CLCRT__PF_FIRST_SHIFT) ring->remaining = p.num_units - p.claim_base;
       ring->t0 = clock64();
       locate_state();
       // A cluster of several CTAs learns it the ordinary way (a failed first claim): its
