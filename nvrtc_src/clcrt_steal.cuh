@@ -42,6 +42,11 @@
 #ifndef CLCRT_STEAL_EARLY
 #define CLCRT_STEAL_EARLY 0
 #endif
+// -DCLCRT_STEAL_ZERO_AT_ENTRY=1: a run that claims nothing zeroes the next run's claim line
+// before its tile, as before issue 35, instead of after it (for the benchmark's comparison).
+#ifndef CLCRT_STEAL_ZERO_AT_ENTRY
+#define CLCRT_STEAL_ZERO_AT_ENTRY 0
+#endif
 
 namespace clcrt {
 
@@ -111,16 +116,11 @@ struct Steal : ResponseRing<CX, CY, CZ, NTHREADS, V, (CX * CY * CZ > 1)> {
   __device__ __forceinline__ bool init() {
     if (!claims()) {
       // Every unit is some cluster's own: nothing to claim, no ring (none was launched
-      // unless the run is traced). The stream's line for the next run is still zeroed (as
-      // locate_state does), unless the run was captured into a graph: such a run is
-      // launched without the graph variant (the runtime's clcrt_run), and replays of it may
-      // run beside the stream's own runs. Thread x 0 of the CTAs at x 0 (more than one on a
-      // 2-D or 3-D grid: the same zero, and nothing else writes that line during this run):
-      // a cheaper test than the leader's, which every thread of every CTA of a run of one
-      // cluster per unit evaluates (tid, rank: about a dozen instructions per tile).
-      // A predicated store, not a branch: a branch around it costs these kernels a
-      // convergence region (BSSY/BSYNC) ahead of the tile's first load.
-      ptx::zero_claims_if(threadIdx.x == 0 && blockIdx.x == 0 && !(p.flags & CLCRT__PF_GRAPH), next_claims());
+      // unless the run is traced). The stream's line for the next run is zeroed as the
+      // cluster leaves (finish), not here: on the path to the tile's first load those dozen
+      // instructions (the flags, the sequence number, the line's address) were most of what
+      // a short run's entry had beyond FIXED's (issue 35).
+      if (CLCRT_STEAL_ZERO_AT_ENTRY) zero_unclaimed();
       return true;
     }
     if (leader) {
@@ -164,6 +164,18 @@ struct Steal : ResponseRing<CX, CY, CZ, NTHREADS, V, (CX * CY * CZ > 1)> {
   }
   __device__ __forceinline__ void zero_next_claims() const {
     if (cluster_id() == 0) ptx::zero_claims(next_claims());
+  }
+  // A run that claims nothing still zeroes the stream's line for the next run (as
+  // locate_state does), at any time during the run (the next run starts after it ends), unless
+  // it was captured into a graph: such a run is launched without the graph variant (the
+  // runtime's clcrt_run), and replays of it may run beside the stream's own runs. Thread x 0
+  // of the CTAs at x 0 (more than one on a 2-D or 3-D grid: the same zero, and nothing else
+  // writes that line during this run): a cheaper test than the leader's, which every thread
+  // of every CTA of a run of one cluster per unit evaluates (tid, rank: about a dozen
+  // instructions per tile). A predicated store, not a branch: a branch around it costs these
+  // kernels a convergence region (BSSY/BSYNC).
+  __device__ __forceinline__ void zero_unclaimed() const {
+    ptx::zero_claims_if(threadIdx.x == 0 && blockIdx.x == 0 && !(p.flags & CLCRT__PF_GRAPH), next_claims());
   }
 
   // Claims the next run of units for the cluster. A cluster's first unit is run even while
@@ -256,6 +268,7 @@ struct Steal : ResponseRing<CX, CY, CZ, NTHREADS, V, (CX * CY * CZ > 1)> {
   // a claiming run report how long their units took (each its own word: no atomics); the
   // runtime reads them when it sizes the kernel's next runs.
   __device__ __forceinline__ void finish() {
+    if (!CLCRT_STEAL_ZERO_AT_ENTRY && !claims()) zero_unclaimed();
     if (USE_GRAPH && claims() && leader && ring->slot_state) ptx::red_add_release_gpu_u64(ring->slot_state, 1ull);
     if (claims() && leader && p.unit_cycles) {
       const unsigned c = cluster_id(), t = ring->t_unit;
