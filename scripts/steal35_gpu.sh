@@ -11,6 +11,7 @@
 #    (a short run zeroes the next claim line at its entry: the code before this change).
 # 2. bench, first shares off (CLCRT_STEAL_FIRST_CYCLES=0): classes, scale (the persistent runs
 #    that first shares change; work's 1-CTA classes run their long units one cluster per unit).
+#    Then tinypro alone with claims sized for 4x the time (CLCRT_STEAL_CHUNK_CYCLES=32000).
 # 3. the GPU suites that cover the change (gpu_sched, gpu_preempt, gpu_graph), in the time left
 #    (if one runs out of time: scripts/gpu_run.sh suite in a call of its own).
 # 4. one table: each row's class with the change and without, and the classes that must stay.
@@ -36,6 +37,11 @@ echo "exit $? (124: out of time)"
 step "bench, first shares off (CLCRT_STEAL_FIRST_CYCLES=0)"
 CLCRT_STEAL_FIRST_CYCLES=0 timeout -k 5 $(( $(left) > 240 ? 120 : $(left) / 2 )) "$B/bench/bench" \
   --only classes,scale --json "$OUT/off.json" > "$OUT/off.log" 2>&1
+echo "exit $? (124: out of time)"
+
+step "tinypro with claims of 4x the time (CLCRT_STEAL_CHUNK_CYCLES=32000)"
+CLCRT_BENCH_CLASS=tinypro CLCRT_STEAL_CHUNK_CYCLES=32000 timeout -k 5 40 "$B/bench/bench" --only classes \
+  > "$OUT/chunk32k.log" 2>&1
 echo "exit $? (124: out of time)"
 
 suite_status=""
@@ -66,7 +72,7 @@ ON=$OUT/on.log OFF=$OUT/off.log
     printf '%-44s %-10s %-10s %s\n' "1 tinypro $p c1: STEAL / STATIC" \
       "$(q "$(t $ON tinypro $p c1 steal)" "$(t $ON tinypro $p c1 static)")" \
       "$(q "$(t $OFF tinypro $p c1 steal)" "$(t $OFF tinypro $p c1 static)")" \
-      "steal-early/STATIC $(q "$(t $ON tinypro $p c1 steal-early)" "$(t $ON tinypro $p c1 static)"); goal >= 0.98"
+      "steal-early/STATIC $(q "$(t $ON tinypro $p c1 steal-early)" "$(t $ON tinypro $p c1 static)"), chunk 32000 $(q "$(t $OUT/chunk32k.log tinypro $p c1 steal)" "$(t $OUT/chunk32k.log tinypro $p c1 static)"); goal >= 0.98"
   done
   printf '%-44s %-10s %-10s %s\n' "1 prologue 32KiB c1 (long tiles): STEAL / STATIC" \
     "$(q "$(t $ON prologue 32KiB c1 steal)" "$(t $ON prologue 32KiB c1 static)")" \
