@@ -11,7 +11,8 @@
 #    (a short run zeroes the next claim line at its entry: the code before this change).
 # 2. bench, first shares off (CLCRT_STEAL_FIRST_CYCLES=0): classes, scale (the persistent runs
 #    that first shares change; work's 1-CTA classes run their long units one cluster per unit).
-#    Then tinypro alone with claims sized for 4x the time (CLCRT_STEAL_CHUNK_CYCLES=32000).
+#    Then tinypro alone with claims sized for 4x the time (CLCRT_STEAL_CHUNK_CYCLES=32000), and
+#    demo and tinypro with first shares of at most 32000 cycles (CLCRT_STEAL_FIRST_CYCLES=32000).
 # 3. the GPU suites that cover the change (gpu_sched, gpu_preempt, gpu_graph), in the time left
 #    (if one runs out of time: scripts/gpu_run.sh suite in a call of its own).
 # 4. one table: each row's class with the change and without, and the classes that must stay.
@@ -35,14 +36,20 @@ CLCRT_BENCH_EXP=steal-early,steal-zero-entry timeout -k 5 230 "$B/bench/bench" -
 echo "exit $? (124: out of time)"
 
 step "bench, first shares off (CLCRT_STEAL_FIRST_CYCLES=0)"
-CLCRT_STEAL_FIRST_CYCLES=0 timeout -k 5 $(( $(left) > 240 ? 120 : $(left) / 2 )) "$B/bench/bench" \
+CLCRT_STEAL_FIRST_CYCLES=0 timeout -k 5 $(( $(left) > 220 ? 110 : $(left) / 2 )) "$B/bench/bench" \
   --only classes,scale --json "$OUT/off.json" > "$OUT/off.log" 2>&1
 echo "exit $? (124: out of time)"
 
 step "tinypro with claims of 4x the time (CLCRT_STEAL_CHUNK_CYCLES=32000)"
-CLCRT_BENCH_CLASS=tinypro CLCRT_STEAL_CHUNK_CYCLES=32000 timeout -k 5 40 "$B/bench/bench" --only classes \
+CLCRT_BENCH_CLASS=tinypro CLCRT_STEAL_CHUNK_CYCLES=32000 timeout -k 5 30 "$B/bench/bench" --only classes \
   > "$OUT/chunk32k.log" 2>&1
 echo "exit $? (124: out of time)"
+
+step "demo and tinypro with first shares of at most 32000 cycles (CLCRT_STEAL_FIRST_CYCLES=32000)"
+for c in demo tinypro; do
+  CLCRT_BENCH_CLASS=$c CLCRT_STEAL_FIRST_CYCLES=32000 timeout -k 5 25 "$B/bench/bench" --only classes 2>&1
+  echo "exit $? (124: out of time)" >&2
+done > "$OUT/first32k.log"
 
 suite_status=""
 for s in gpu_sched gpu_preempt gpu_graph; do
@@ -72,7 +79,7 @@ ON=$OUT/on.log OFF=$OUT/off.log
     printf '%-44s %-10s %-10s %s\n' "1 tinypro $p c1: STEAL / STATIC" \
       "$(q "$(t $ON tinypro $p c1 steal)" "$(t $ON tinypro $p c1 static)")" \
       "$(q "$(t $OFF tinypro $p c1 steal)" "$(t $OFF tinypro $p c1 static)")" \
-      "steal-early/STATIC $(q "$(t $ON tinypro $p c1 steal-early)" "$(t $ON tinypro $p c1 static)"), chunk 32000 $(q "$(t $OUT/chunk32k.log tinypro $p c1 steal)" "$(t $OUT/chunk32k.log tinypro $p c1 static)"); goal >= 0.98"
+      "steal-early/STATIC $(q "$(t $ON tinypro $p c1 steal-early)" "$(t $ON tinypro $p c1 static)"), chunk 32000 $(q "$(t $OUT/chunk32k.log tinypro $p c1 steal)" "$(t $OUT/chunk32k.log tinypro $p c1 static)"), first 32000 $(q "$(t $OUT/first32k.log tinypro $p c1 steal)" "$(t $OUT/first32k.log tinypro $p c1 static)"); goal >= 0.98"
   done
   printf '%-44s %-10s %-10s %s\n' "1 prologue 32KiB c1 (long tiles): STEAL / STATIC" \
     "$(q "$(t $ON prologue 32KiB c1 steal)" "$(t $ON prologue 32KiB c1 static)")" \
@@ -89,7 +96,7 @@ ON=$OUT/on.log OFF=$OUT/off.log
   echo "---- must stay true"
   best=$(awk '$1=="demo" && $6=="ms" && $4!="steal" && $4!~/^steal-(early|zero)/ {print $5}' "$ON" | sort -g | head -1)
   printf '%-44s %-10s %-10s %s\n' "demo: STEAL vs best other" "$(q "$(t $ON demo 1KiB c1 steal)" "$best")" \
-    "$(q "$(t $OFF demo 1KiB c1 steal)" "$best")" ">= 0.98"
+    "$(q "$(t $OFF demo 1KiB c1 steal)" "$best")" ">= 0.98; first 32000: $(q "$(t $OUT/first32k.log demo 1KiB c1 steal)" "$best")"
   printf '%-44s %-10s %-10s %s\n' "backtoback 500x1024 (stream): STEAL" "$(d "$(r $ON backtoback 500x1024 c1 steal)")" \
     "$(d "$(r $OFF backtoback 500x1024 c1 steal)")" ">= 0.95"
   printf '%-44s %-10s %-10s %s\n' "triangle c1 (causal): STEAL" "$(d "$(r $ON triangle - c1 steal)")" \
