@@ -78,14 +78,6 @@ CLCRT__ASSERT(sizeof(clcrt__params) == CLCRT__PARAMS_BYTES, "clcrt__params is no
 /* clcrt__params.flags. */
 #define CLCRT__PF_GRAPH 1u /* state is the context's graph table (a run captured into a graph) */
 #define CLCRT__PF_GRID3 2u /* one cluster per unit launched as a 3-D grid of units (FIXED, SHORT) */
-/* Bits 16-31: STEAL's first share F of a claiming run (0: off). Each cluster c with units of its
- * own runs units [c * F, c * F + F) before it claims (claim_base = F * such clusters), and its
- * leader's first claim is sized by the units left (nvrtc_src/clcrt_steal.cuh, own). 0 is the
- * behaviour before first shares: one unit of its own, a first claim of one unit. In flags, not
- * a field of its own: a larger clcrt__params would change every kernel's parameter space, and
- * flags is the word every variant reads first. */
-#define CLCRT__PF_FIRST_SHIFT 16u
-#define CLCRT__PF_FIRST_MAX 0xffffu
 
 /* The variants of a kernel: what it is compiled with beyond its tile loop (the template's
  * V). These are the public CLCRT_USE_* of include/clcrt.h, the API, repeated here token for

@@ -98,18 +98,15 @@ struct Cta {
 
   // One cluster per unit: the unit this cluster was launched for. Launched as a 3-D grid of
   // units where it fits (CLCRT__PF_GRID3), the unit's coordinate is the cluster's, with no
-  // division, as in a hand-written kernel. The unit's index needs no flag: a 1-D launch (the
-  // fallback where y or z does not fit) has cluster coordinates (x, 0, 0), for which the 3-D
-  // formula gives x. So a tile function that reads only the linear index has no flag load and
-  // no predicated branch ahead of its first load: in SASS (sm_90a), the bench's 4 KiB scale
-  // tile under FIXED reaches its first LDG at instruction 20 instead of 22, the work tile at 11
-  // instead of 13, through uniform-datapath instructions only (issue 35).
+  // division, as in a hand-written kernel.
   __device__ __forceinline__ unsigned launched_unit(unsigned &ux, unsigned &uy, unsigned &uz) const {
-    const uint3 c = CS > 1 ? ptx::sreg_clusterid() : blockIdx;
-    const unsigned u = c.x + p.units[0] * (c.y + p.units[1] * c.z);
+    unsigned u;
     if (p.flags & CLCRT__PF_GRID3) {
+      uint3 c = CS > 1 ? ptx::sreg_clusterid() : blockIdx;
       ux = c.x, uy = c.y, uz = c.z;
+      u = ux + p.units[0] * (uy + p.units[1] * uz);
     } else {
+      u = cluster_id();
       decompose(u, ux, uy, uz);
     }
     return u;

@@ -27,25 +27,11 @@
 //      test_cluster_order (unequal units: exactly once, same order in every CTA).
 //   5. Per response the warps other than the leader's run only the wait, the read, the
 //      release and their units. Performance only: `make bench`.
-//   6. First shares: on a persistent grid each cluster may start with F consecutive units of
-//      its own (F from the host's plan, runtime/launch/plan.c: from the unit times earlier
-//      runs of the kernel measured, at most half the units over the clusters), claimed by no
-//      one; claims then hand out the rest from claim_base = F * clusters, guided and sized by
-//      time as above. Uniform tiny units then run half their units with no claim at all (a
-//      claim made when the units are done stalls a 1-CTA cluster for its round trip), and the
-//      guided claims still balance unequal ones. gpu_sched.c test_first_share (exactly once
-//      with F > 1, under preemption's reserve grid, graphs, and clusters that start after
-//      every unit was claimed).
 #pragma once
 
 // -DCLCRT_STEAL_EARLY=1: 1-CTA clusters claim ahead too (for the benchmark's comparison).
 #ifndef CLCRT_STEAL_EARLY
 #define CLCRT_STEAL_EARLY 0
-#endif
-// -DCLCRT_STEAL_ZERO_AT_ENTRY=1: a run that claims nothing zeroes the next run's claim line
-// before its tile, as before issue 35, instead of after it (for the benchmark's comparison).
-#ifndef CLCRT_STEAL_ZERO_AT_ENTRY
-#define CLCRT_STEAL_ZERO_AT_ENTRY 0
 #endif
 
 namespace clcrt {
@@ -87,22 +73,7 @@ struct Steal : ResponseRing<CX, CY, CZ, NTHREADS, V, (CX * CY * CZ > 1)> {
   // fit at once, and its reserve clusters claim every unit they run, so the clusters not yet
   // started can be stolen from. An explicitly full grid claims every unit. USE_SHORT:
   // launched only for runs that claim nothing (claim_base = num_units).
-  //
-  // First shares (claims 6): in a claiming run whose flags carry F (CLCRT__PF_FIRST_SHIFT), a
-  // cluster with units of its own has F consecutive ones, [c * F, c * F + F), and claim_base is
-  // F times the clusters that have them.
-  __device__ __forceinline__ unsigned first() const {
-    const unsigned f = p.flags >> CLCRT__PF_FIRST_SHIFT;
-    return f ? f : 1u;
-  }
-  __device__ __forceinline__ bool own_first() const {
-    return USE_SHORT || (unsigned long long)cluster_id() * first() < p.claim_base;
-  }
-  // The cluster's first run of units when it has units of its own (own_first): its share.
-  __device__ __forceinline__ uint2 own() const {
-    const unsigned f = first(), start = cluster_id() * f;
-    return make_uint2(start, start < p.num_units ? f : 0u);
-  }
+  __device__ __forceinline__ bool own_first() const { return USE_SHORT || cluster_id() < p.claim_base; }
   __device__ __forceinline__ bool claims() const { return !USE_SHORT && p.claim_base < p.num_units; }
   // A run captured into a graph that claims (only a GRAPH variant is launched so; see init for
   // one that does not), and one that may yield (only a PREEMPT variant is launched with
@@ -116,19 +87,21 @@ struct Steal : ResponseRing<CX, CY, CZ, NTHREADS, V, (CX * CY * CZ > 1)> {
   __device__ __forceinline__ bool init() {
     if (!claims()) {
       // Every unit is some cluster's own: nothing to claim, no ring (none was launched
-      // unless the run is traced). The stream's line for the next run is zeroed as the
-      // cluster leaves (finish), not here: on the path to the tile's first load those dozen
-      // instructions (the flags, the sequence number, the line's address) were most of what
-      // a short run's entry had beyond FIXED's (issue 35).
-      if (CLCRT_STEAL_ZERO_AT_ENTRY) zero_unclaimed();
+      // unless the run is traced). The stream's line for the next run is still zeroed (as
+      // locate_state does), unless the run was captured into a graph: such a run is
+      // launched without the graph variant (the runtime's clcrt_run), and replays of it may
+      // run beside the stream's own runs. Thread x 0 of the CTAs at x 0 (more than one on a
+      // 2-D or 3-D grid: the same zero, and nothing else writes that line during this run):
+      // a cheaper test than the leader's, which every thread of every CTA of a run of one
+      // cluster per unit evaluates (tid, rank: about a dozen instructions per tile).
+      // A predicated store, not a branch: a branch around it costs these kernels a
+      // convergence region (BSSY/BSYNC) ahead of the tile's first load.
+      ptx::zero_claims_if(threadIdx.x == 0 && blockIdx.x == 0 && !(p.flags & CLCRT__PF_GRAPH), next_claims());
       return true;
     }
     if (leader) {
       if (USE_GRAPH) ring->slot_state = nullptr;
       ring->pub = ring->remaining = ring->t_unit = ring->exhausted = 0;
-      // With first shares, the first claim is sized like the others (by the units left, not as
-      // one unit): the units left are known before any claim.
-      if (p.flags >> CLCRT__PF_FIRST_SHIFT) ring->remaining = p.num_units - p.claim_base;
       ring->t0 = clock64();
       locate_state();
       // A cluster of several CTAs learns it the ordinary way (a failed first claim): its
@@ -164,18 +137,6 @@ struct Steal : ResponseRing<CX, CY, CZ, NTHREADS, V, (CX * CY * CZ > 1)> {
   }
   __device__ __forceinline__ void zero_next_claims() const {
     if (cluster_id() == 0) ptx::zero_claims(next_claims());
-  }
-  // A run that claims nothing still zeroes the stream's line for the next run (as
-  // locate_state does), at any time during the run (the next run starts after it ends), unless
-  // it was captured into a graph: such a run is launched without the graph variant (the
-  // runtime's clcrt_run), and replays of it may run beside the stream's own runs. Thread x 0
-  // of the CTAs at x 0 (more than one on a 2-D or 3-D grid: the same zero, and nothing else
-  // writes that line during this run): a cheaper test than the leader's, which every thread
-  // of every CTA of a run of one cluster per unit evaluates (tid, rank: about a dozen
-  // instructions per tile). A predicated store, not a branch: a branch around it costs these
-  // kernels a convergence region (BSSY/BSYNC).
-  __device__ __forceinline__ void zero_unclaimed() const {
-    ptx::zero_claims_if(threadIdx.x == 0 && blockIdx.x == 0 && !(p.flags & CLCRT__PF_GRAPH), next_claims());
   }
 
   // Claims the next run of units for the cluster. A cluster's first unit is run even while
@@ -268,7 +229,6 @@ struct Steal : ResponseRing<CX, CY, CZ, NTHREADS, V, (CX * CY * CZ > 1)> {
   // a claiming run report how long their units took (each its own word: no atomics); the
   // runtime reads them when it sizes the kernel's next runs.
   __device__ __forceinline__ void finish() {
-    if (!CLCRT_STEAL_ZERO_AT_ENTRY && !claims()) zero_unclaimed();
     if (USE_GRAPH && claims() && leader && ring->slot_state) ptx::red_add_release_gpu_u64(ring->slot_state, 1ull);
     if (claims() && leader && p.unit_cycles) {
       const unsigned c = cluster_id(), t = ring->t_unit;

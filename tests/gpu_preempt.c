@@ -389,65 +389,6 @@ START_TEST(test_refusals) {
 }
 END_TEST
 
-/* First shares under preemption's reserve grid: a preemptible run gives the clusters that fit at
- * once F units of their own (bounded by one claim: CLCRT_STEAL_CHUNK_CYCLES), and its reserve
- * clusters claim; with few units past the shares, most of the reserve starts after every unit
- * was claimed and leaves at once. Exactly once, yielding (inside clcrt_preempt_begin/end) and
- * not, with 1- and 2-CTA clusters. */
-START_TEST(test_first_share_reserve) {
-  clcrt_runtime *rt = gpu_runtime();
-  rt->long_cycles = 0; /* persistent grids only */
-  CUstream chi, clo;
-  clcrt_stream *hi = stream_prio(rt, 1, &chi), *lo = stream_prio(rt, 0, &clo);
-  const clcrt_dim3 cl = {_i ? 2u : 1u, 1, 1};
-  clcrt_kernel *k = sched_check_reg(rt, CLCRT_SCHED_STEAL, CLCRT_GRID_AUTO, cl, (clcrt_dim3){512, 1, 1}, 0, 0, NULL,
-                                    NULL, NULL);
-  ck_assert_int_eq(clcrt_kernel_prepare(k, CLCRT_USE_TRACE | CLCRT_USE_PREEMPT), CLCRT_OK);
-  ck_assert(k->unit_cycles != NULL);
-  ck_assert_int_eq(clcrt_stream_stats_enable(lo, 1), CLCRT_OK);
-  /* A first run to learn how many clusters fit (and the variant's occupancy). */
-  const clcrt_dim3 t0 = {gpu_under_sanitizer() ? 3001u : 20001u, 1, 1};
-  bufs b;
-  bufs_make(&b, t0, cl, 512, 9);
-  ck_assert_int_eq(clcrt_run(lo, k, t0, &b.a, sizeof b.a), CLCRT_OK);
-  ck_assert_int_eq(clcrt_stream_sync(lo), CLCRT_OK);
-  bufs_check(&b, cl, 1, 0, "first share reserve: first run");
-  bufs_free(&b);
-  const unsigned r = resident(k);
-  /* Units: the shares (F = min(chunk / 1000, units / (2 r)) = 2 at 5 r units), 3 r more to claim. */
-  const clcrt_dim3 ts[] = {{5 * r * cl.x, 1, 1}, t0};
-  for (size_t ti = 0; ti < 2; ti++)
-    for (int yielding = 0; yielding < 2; yielding++) {
-      char what[128];
-      snprintf(what, sizeof what, "first share reserve, cluster %u, %u tiles, %s", cl.x, ts[ti].x,
-               yielding ? "yielding" : "not yielding");
-      bufs_make(&b, ts[ti], cl, 512, 10 + ti * 2 + yielding);
-      if (yielding) {
-        ck_assert_int_eq(clcrt_preempt_begin(hi), CLCRT_OK);
-        ck_assert_int_eq(clcrt_stream_sync(hi), CLCRT_OK);
-      }
-      volatile uint32_t *w = (volatile uint32_t *)(uintptr_t)k->unit_cycles;
-      for (unsigned i = 0; i < CLCRT__HINT_WORDS; i++) w[i] = 1000;
-      ck_assert_int_eq(clcrt_run(lo, k, ts[ti], &b.a, sizeof b.a), CLCRT_OK);
-      clcrt_stream_stats st = CLCRT_STREAM_STATS_INIT;
-      ck_assert_int_eq(clcrt_stream_stats_read(lo, &st), CLCRT_OK);
-      if (yielding) {
-        ck_assert_int_eq(clcrt_preempt_end(hi), CLCRT_OK);
-        ck_assert_int_eq(clcrt_stream_sync(hi), CLCRT_OK);
-      }
-      bufs_check(&b, cl, 1, 0, what);
-      printf("gpu_preempt: %s: %llu clusters ran units (%u fit at once), at most %llu units per cluster\n", what,
-             st.clusters, r, st.max_units_per_cluster);
-      bufs_free(&b);
-    }
-  clcrt_stream_destroy(hi);
-  clcrt_stream_destroy(lo);
-  gpu_cu()->cuStreamDestroy(chi);
-  gpu_cu()->cuStreamDestroy(clo);
-  clcrt_runtime_destroy(rt);
-}
-END_TEST
-
 int main(void) {
   gpu_skip_if_absent("gpu_preempt");
   Suite *su = suite_create("gpu_preempt");
@@ -459,7 +400,6 @@ int main(void) {
   tcase_add_test(tc, test_two_runtimes);
   tcase_add_test(tc, test_fallback_under_preemption);
   tcase_add_test(tc, test_refusals);
-  tcase_add_loop_test(tc, test_first_share_reserve, 0, 2);
   suite_add_tcase(su, tc);
   SRunner *sr = srunner_create(su);
   srunner_run_all(sr, CK_NORMAL);

@@ -12,7 +12,6 @@
 #include "clcrt.h"
 #include "common/gpu.h"
 #include "common/sched_check.h"
-#include "env.h"
 
 typedef struct variant {
   const char *name;
@@ -553,64 +552,6 @@ START_TEST(test_long_units) {
 }
 END_TEST
 
-/* First shares (nvrtc_src/clcrt_steal.cuh, claims 6): with the kernel's unit times set so that
- * the plan gives each persistent cluster F > 1 units of its own (tiny units: half the units
- * over the clusters; longer ones: F = 3), every tile runs exactly once on every cluster shape,
- * on 1-D, 2-D and 3-D grids, with few units (F = 1) and many, back to back on a stream and
- * replayed from a graph. A kernel with a prologue: it never runs long units one per cluster. */
-static void set_words(const clcrt_kernel *k, uint32_t c) {
-  volatile uint32_t *w = (volatile uint32_t *)(uintptr_t)k->unit_cycles;
-  for (unsigned i = 0; i < CLCRT__HINT_WORDS; i++) w[i] = c;
-}
-START_TEST(test_first_share) {
-  const clcrt_dim3 cl = k_clusters[_i];
-  clcrt_runtime *rt = gpu_runtime();
-  const clcrt__driver *cu = gpu_cu();
-  const int san = gpu_under_sanitizer();
-  ck_assert_uint_eq(rt->first_cycles, CLCRT__FIRST_CYCLES_DEFAULT); /* CLCRT_STEAL_FIRST_CYCLES unset */
-  clcrt_stream *s = NULL;
-  ck_assert_int_eq(clcrt_stream_create(rt, NULL, &s), CLCRT_OK);
-  clcrt_kernel *k = reg(rt, CLCRT_SCHED_STEAL, CLCRT_GRID_AUTO, cl, (clcrt_dim3){128, 1, 1}, 1, 0, NULL, NULL);
-  ck_assert_int_eq(clcrt_kernel_prepare(k, CLCRT_USE_GRAPH), CLCRT_OK);
-  ck_assert(k->unit_cycles != NULL && !k->long_ok);
-  const clcrt_dim3 grids[] = {{san ? 20011u : 200003u, 1, 1}, {301, 203, 1}, {37, 29, 7}, {1000, 1, 1}};
-  const uint32_t cycles[] = {100, CLCRT__FIRST_CYCLES_DEFAULT / 3};
-  for (size_t ci = 0; ci < sizeof cycles / sizeof cycles[0]; ci++)
-    for (size_t gi = 0; gi < sizeof grids / sizeof grids[0]; gi++) {
-      const clcrt_dim3 t = grids[gi];
-      char what[160];
-      snprintf(what, sizeof what, "first share, %u cycles per unit, cluster(%u,%u,%u) tiles(%u,%u,%u)", cycles[ci],
-               cl.x, cl.y, cl.z, t.x, t.y, t.z);
-      bufs b;
-      bufs_make(&b, t, cl, 128, 70 + ci * 10 + gi);
-      /* Twice on the stream (the device rewrites the words as it leaves: set them before each). */
-      const unsigned reps = 2;
-      for (unsigned r = 0; r < reps; r++) {
-        set_words(k, cycles[ci]);
-        ck_assert_msg(clcrt_run(s, k, t, &b.a, sizeof b.a) == CLCRT_OK, "%s: %s", what, clcrt_errmsg(rt));
-        ck_assert_msg(clcrt_stream_sync(s) == CLCRT_OK, "%s: %s", what, clcrt_errmsg(rt));
-      }
-      bufs_check(&b, cl, reps, 1, what);
-      if (gi == 0) {
-        /* Captured with its first shares, replayed: claims from the graph table. */
-        bufs_reset_hits(&b);
-        set_words(k, cycles[ci]);
-        CUgraph g = NULL;
-        CUgraphExec ge = capture_two(s, k, k, t, &b, &g);
-        const unsigned greps = san ? 2 : 5;
-        for (unsigned r = 0; r < greps; r++) ck_assert_int_eq(cu->cuGraphLaunch(ge, clcrt_stream_cu(s)), CUDA_SUCCESS);
-        ck_assert_msg(clcrt_stream_sync(s) == CLCRT_OK, "%s: %s", what, clcrt_errmsg(rt));
-        bufs_check(&b, cl, 2 * greps, 0, what);
-        cu->cuGraphExecDestroy(ge);
-        cu->cuGraphDestroy(g);
-      }
-      bufs_free(&b);
-    }
-  clcrt_stream_destroy(s);
-  clcrt_runtime_destroy(rt);
-}
-END_TEST
-
 int main(void) {
   gpu_skip_if_absent("gpu_sched");
   Suite *su = suite_create("gpu_sched");
@@ -627,7 +568,6 @@ int main(void) {
   tcase_add_test(tc, test_big_cluster_and_smem);
   tcase_add_test(tc, test_cluster_order);
   tcase_add_test(tc, test_long_units);
-  tcase_add_loop_test(tc, test_first_share, 0, NCLU);
   suite_add_tcase(su, tc);
   SRunner *sr = srunner_create(su);
   srunner_run_all(sr, CK_NORMAL);

@@ -1422,39 +1422,6 @@ START_TEST(test_long_cycles_env) {
 }
 END_TEST
 
-/* CLCRT_STEAL_FIRST_CYCLES (issue 35: how long a STEAL cluster's first share of units of its own
- * may last), read in a child: 0 (no first shares) to CLCRT__FIRST_CYCLES_MAX; anything else keeps
- * the default and is remembered for the warning; the runtime takes it. */
-static void first_cycles_is(const char *val, unsigned want, int bad) {
-  pid_t pid = fork();
-  if (pid == 0) {
-    setenv("CLCRT_STEAL_FIRST_CYCLES", val, 1);
-    const clcrt__env *e = clcrt__env_get();
-    clcrt_runtime_opts o = CLCRT_RUNTIME_OPTS_INIT;
-    o.target_arch = "sm_90a", o.cache_dir = "";
-    clcrt_runtime *rt = NULL;
-    int ok = clcrt_runtime_create(&rt, &o) == CLCRT_OK && rt->first_cycles == want;
-    clcrt_runtime_destroy(rt);
-    _exit(ok && e->first_cycles == want && (e->first_cycles_bad != NULL) == bad ? 0 : 1);
-  }
-  int ws;
-  waitpid(pid, &ws, 0);
-  ck_assert_msg(WIFEXITED(ws) && WEXITSTATUS(ws) == 0, "CLCRT_STEAL_FIRST_CYCLES=\"%s\": want %u%s", val, want,
-                bad ? " (refused)" : "");
-}
-
-START_TEST(test_first_cycles_env) {
-  const unsigned def = CLCRT__FIRST_CYCLES_DEFAULT;
-  first_cycles_is("0", 0, 0);
-  first_cycles_is("64000", 64000, 0);
-  first_cycles_is("100000000", CLCRT__FIRST_CYCLES_MAX, 0);
-  first_cycles_is("100000001", def, 1);
-  first_cycles_is("-1", def, 1);
-  first_cycles_is("64k", def, 1);
-  first_cycles_is("", def, 0); /* empty: unset */
-}
-END_TEST
-
 /* The tunables as options (clcrt_runtime_opts, 0: the default), the environment overriding them
  * when set to a valid value, read once (env.c). Each case in a process of its own, so that the
  * environment it sets is the one read. */
@@ -1884,7 +1851,6 @@ static Suite *core_suite(void) {
   tcase_add_test(tc, test_status_table);
   tcase_add_test(tc, test_preempt_waves_parse);
   tcase_add_test(tc, test_long_cycles_env);
-  tcase_add_test(tc, test_first_cycles_env);
   tcase_add_test(tc, test_tunables_options);
   tcase_add_test(tc, test_compile_only_refuses_streams);
   tcase_add_test(tc, test_preempt_bad_input);

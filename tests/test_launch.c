@@ -399,16 +399,12 @@ static void plan_kernels(void) {
 }
 
 /* The state of a run: what the stream and the device are doing. */
-/* traced, statistics, captured, preemptible, long, recheck, measured: earlier runs measured
- * MEASURED_CYCLES per unit (first shares) */
-enum { T = 1, S = 2, G = 4, P = 8, L = 16, R = 32, M = 64 };
-enum { MEASURED_CYCLES = 4000, FIRST_CYCLES = 128000, CHUNK_CYCLES = 8000 };
+enum { T = 1, S = 2, G = 4, P = 8, L = 16, R = 32 }; /* traced, statistics, captured, preemptible, long, recheck */
 #define ALL 0xffffu
 #define NOT(v) (ALL & ~(1u << (v)))
 /* The variant bits, short for the table: O(bserved), GR(aph), Y(ielding), ONE unit per cluster. */
 enum { O = CLCRT_USE_TRACE, GR = CLCRT_USE_GRAPH, Y = CLCRT_USE_PREEMPT, ONE = CLCRT_USE_SHORT };
 enum { F3 = CLCRT__PF_GRID3, FG = CLCRT__PF_GRAPH };
-#define FS(f) ((unsigned)(f) << CLCRT__PF_FIRST_SHIFT) /* a first share of f units */
 
 typedef struct {
   int line, kernel;
@@ -501,27 +497,6 @@ static const plan_row PLAN_TABLE[] = {
     ROW(PK_STEAL2X2, 10, 10, 1, 0, ALL, ONE, 10, 10, 1, 25, 25, 0, F3, 0, 0, 0),
     ROW(PK_STEAL2X2, 1000, 200, 1, L, ALL, ONE, 1000, 200, 1, 50000, 50000, 0, F3, 0, 1, 0),
     ROW(PK_STEAL2X2, 101, 101, 1, G, NOT(GR), 0, 5202, 2, 1, 2601, 2601, 0, FG, GR, 0, 0),
-    /* First shares, once earlier runs measured MEASURED_CYCLES per unit: F = min(FIRST_CYCLES /
-     * 4000 = 32, units / (2 * clusters with units of their own)), at least 1; claim_base = F *
-     * those clusters. */
-    ROW(PK_STEAL, 200000, 1, 1, M, ALL, 0, 1000, 1, 1, 1000, 32000, 1, FS(32), 0, 0, 0), /* the time bound */
-    ROW(PK_STEAL, 5000, 1, 1, M, ALL, 0, 1000, 1, 1, 1000, 2000, 1, FS(2), 0, 0, 0),     /* half the units */
-    ROW(PK_STEAL, 1001, 1, 1, M, ALL, 0, 1000, 1, 1, 1000, 1000, 1, FS(1), 0, 0, 0),     /* one each */
-    ROW(PK_STEAL, 1000, 1, 1, M, ALL, ONE, 1000, 1, 1, 1000, 1000, 0, F3, 0, 0, 0),      /* claims nothing */
-    ROW(PK_STEAL, 200000, 1, 1, M | T, ALL, O, 900, 1, 1, 900, 28800, 1, FS(32), 0, 0, 0),
-    ROW(PK_STEAL, 200000, 1, 1, M | G, ALL, GR, 800, 1, 1, 800, 25600, 1, FS(32) | FG, 0, 0, 0),
-    /* ... a run that may yield: a claim's worth (CHUNK_CYCLES / 4000 = 2), its reserve claims all */
-    ROW(PK_STEAL, 200000, 1, 1, M | P, ALL, Y, 1800, 1, 1, 1800, 1200, 1, FS(2), 0, 0, 0),
-    ROW(PK_STEAL, 200000, 1, 1, M | P | G, ALL, Y | GR, 1200, 1, 1, 1200, 800, 1, FS(2) | FG, 0, 0, 0),
-    /* ... none where no cluster has units of its own, or one cluster per unit */
-    ROW(PK_STEAL, 5000, 1, 1, M | L, ALL, ONE, 5000, 1, 1, 5000, 5000, 0, F3, 0, 1, 0),
-    ROW(PK_STEAL, 5000, 1, 1, M | L | R, ALL, 0, 1000, 1, 1, 1000, 2000, 1, FS(2), 0, 1, 0),
-    ROW(PK_STEAL, 5000, 1, 1, M | G, NOT(GR), 0, 5000, 1, 1, 5000, 5000, 0, FG, GR, 0, 0),
-    ROW(PK_STEAL_FULL, 200000, 1, 1, M, ALL, 0, 200000, 1, 1, 200000, 0, 1, 0, 0, 0, 0),
-    ROW(PK_STEAL_PERSIST, 200000, 1, 1, M | P, ALL, 0, 1000, 1, 1, 1000, 32000, 1, FS(32), 0, 0, 0),
-    ROW(PK_STEAL2, 20001, 1, 1, M, ALL, 0, 1000, 1, 1, 500, 5000, 1, FS(10), 0, 0, 0),
-    ROW(PK_STEAL4, 10000, 1, 1, M | P | G, ALL, Y | GR, 1200, 1, 1, 300, 200, 1, FS(2) | FG, 0, 0, 0),
-    ROW(PK_STATIC, 50000, 1, 1, M, ALL, 0, 1000, 1, 1, 1000, 0, 0, 0, 0, 0, 0),
     /* STATIC: a persistent grid; capture and preemption change nothing */
     ROW(PK_STATIC, 50000, 1, 1, 0, ALL, 0, 1000, 1, 1, 1000, 0, 0, 0, 0, 0, 0),
     ROW(PK_STATIC, 77, 1, 1, G | P, ALL, 0, 77, 1, 1, 77, 0, 0, 0, 0, 0, 0),
@@ -553,8 +528,6 @@ static void plan_input(clcrt__plan_in *in, int kernel, unsigned tx, unsigned ty,
   in->traced = !!(state & T), in->stats = !!(state & S), in->graph = !!(state & G);
   in->preemptible = !!(state & P), in->long_measured = !!(state & L), in->long_recheck = !!(state & R);
   in->preempt_waves = 2;
-  in->unit_cycles = state & M ? MEASURED_CYCLES : 0;
-  in->first_cycles = FIRST_CYCLES, in->chunk_cycles = CHUNK_CYCLES;
   /* The whole device, unless plan_everywhere sweeps the SMs a stream may have (test_share runs
    * partitions through clcrt_run). */
   in->dev_sms = 132, in->grid_sms = g_plan_sms.grid_sms, in->grid_align = g_plan_sms.align;
@@ -576,17 +549,8 @@ static void plan_invariants(const clcrt__plan_in *in, const clcrt__plan_out *o, 
                 what);
   /* Every unit has a cluster that runs it: a cluster of its own below claim_base, or a claim. */
   if (steal) {
-    /* First shares: F units for each cluster with units of its own, only in a run that claims,
-     * after a measurement, and never more than half the units. */
-    const unsigned f = p->flags >> CLCRT__PF_FIRST_SHIFT, fs = f ? f : 1;
-    ck_assert_msg(!f || (claims && in->unit_cycles && in->first_cycles && p->claim_base % f == 0 &&
-                         (f == 1 || p->claim_base <= n / 2)),
-                  "%s: first share %u, claim base %u of %u units", what, f, p->claim_base, n);
-    ck_assert_msg(f || !claims || !p->claim_base || !in->unit_cycles || !in->first_cycles, "%s: no first share", what);
-    ck_assert_msg(p->claim_base / fs <= p->num_clusters, "%s: claim base %u > clusters %u x %u", what, p->claim_base,
-                  p->num_clusters, fs);
-    ck_assert_msg(!f || f <= ((v & CLCRT_USE_PREEMPT) ? in->chunk_cycles : in->first_cycles) / in->unit_cycles || f == 1,
-                  "%s: a first share of %u units lasts too long", what, f);
+    ck_assert_msg(p->claim_base <= p->num_clusters, "%s: claim base %u > clusters %u", what, p->claim_base,
+                  p->num_clusters);
     ck_assert_msg(claims || p->num_clusters >= n, "%s: %u clusters for %u units, no claims", what, p->num_clusters, n);
     ck_assert_msg(!claims || !(v & CLCRT_USE_SHORT), "%s: the short variant claims", what);
     ck_assert_msg(!claims || !in->graph || (v & CLCRT_USE_GRAPH), "%s: a captured run claims without graph code", what);
@@ -672,7 +636,7 @@ static unsigned long plan_sweep(void) {
   unsigned long plans = 0;
   for (int kk = 0; kk < PK_COUNT; kk++)
     for (size_t t = 0; t < sizeof tiles / sizeof tiles[0]; t++)
-      for (unsigned state = 0; state < 128; state++)
+      for (unsigned state = 0; state < 64; state++)
         for (size_t r = 0; r < sizeof readies / sizeof readies[0]; r++) {
           if ((state & R) && !(state & L)) continue;
           if (g_pk[kk].sched != CLCRT_SCHED_STEAL && (state & (G | P | L))) continue; /* clcrt_run never sets them */
@@ -1318,16 +1282,14 @@ static int launched_long(const clcrt_kernel *k, unsigned units) { return launche
 START_TEST(steal_long_units_go_one_cluster_per_unit) {
   const unsigned resident = FAKE_SMS * FAKE_BLOCKS_PER_SM, lc = g_rt->long_cycles;
   ck_assert_uint_eq(lc, CLCRT__LONG_CYCLES_DEFAULT);
-  /* STEAL kernels on an AUTO or persistent grid have the words (first shares), each its own;
-   * only those on an AUTO grid with nothing made per CTA may run long units one per cluster. */
+  /* Only STEAL kernels on an AUTO grid with nothing made per CTA have the words; each its own. */
   ck_assert(g_steal->unit_cycles != NULL);
   ck_assert(g_steal2->unit_cycles != NULL);
   ck_assert(g_steal->unit_cycles != g_steal2->unit_cycles);
   ck_assert(g_fixed->unit_cycles == NULL);
   ck_assert(g_static->unit_cycles == NULL);
-  ck_assert(g_prologue->unit_cycles != NULL && g_prologue->unit_cycles != g_steal->unit_cycles);
-  ck_assert(g_persist->unit_cycles != NULL);
-  ck_assert(g_steal->long_ok && g_steal2->long_ok && !g_prologue->long_ok && !g_persist->long_ok);
+  ck_assert(g_prologue->unit_cycles == NULL);
+  ck_assert(g_persist->unit_cycles == NULL);
   ck_assert_int_gt(g_host_allocs, 0);
   /* Nothing measured yet, or units shorter than long_cycles: persistent, claiming. */
   set_unit_cycles(g_steal, 0, 0);
@@ -1384,62 +1346,18 @@ START_TEST(steal_long_units_go_one_cluster_per_unit) {
   ck_assert_uint_eq(g_p.flags & CLCRT__PF_GRAPH, CLCRT__PF_GRAPH);
   ck_assert_uint_eq(g_cfg.gridDimX, 20000);
   g_capture = CU_STREAM_CAPTURE_STATUS_NONE;
-  /* Explicitly persistent grids, kernels with a prologue and other schedulers never, even with
-   * long units measured (their runs still report them: first shares). */
-  set_unit_cycles(g_persist, 5 * lc, 5 * lc);
-  set_unit_cycles(g_prologue, 5 * lc, 5 * lc);
+  /* Explicitly persistent grids, kernels with a prologue and other schedulers never. */
   ck_assert_int_eq(run(g_persist, 20000, 1, 1), CLCRT_OK);
   ck_assert_uint_eq(g_cfg.gridDimX, resident);
-  ck_assert_uint_eq(g_p.unit_cycles, g_persist->unit_cycles_dev);
+  ck_assert_uint_eq(g_p.unit_cycles, 0);
   ck_assert_int_eq(clcrt_run(g_s, g_prologue, (clcrt_dim3){20000, 1, 1}, &g_a, sizeof g_a), CLCRT_OK);
   ck_assert_ptr_eq(g_fn, g_prologue->fn);
-  ck_assert_uint_eq(g_cfg.gridDimX, resident);
-  ck_assert_uint_eq(g_p.unit_cycles, g_prologue->unit_cycles_dev);
-  set_unit_cycles(g_persist, 0, 0);
-  set_unit_cycles(g_prologue, 0, 0);
+  ck_assert_uint_eq(g_p.unit_cycles, 0);
   /* CLCRT_STEAL_LONG_CYCLES=0: never. */
   g_rt->long_cycles = 0;
   ck_assert(!launched_long(g_steal, 20000));
   g_rt->long_cycles = lc;
   set_unit_cycles(g_steal, 0, 0);
-}
-END_TEST
-
-/* First shares through clcrt_run: the mean of the kernel's words sizes them (plan.c), for a
- * kernel with a prologue too; nothing measured, or CLCRT_STEAL_FIRST_CYCLES=0, and every cluster
- * starts with one unit, as before. */
-START_TEST(steal_first_share_from_measured_units) {
-  const unsigned resident = FAKE_SMS * FAKE_BLOCKS_PER_SM, fc = g_rt->first_cycles;
-  ck_assert_uint_eq(fc, CLCRT__FIRST_CYCLES_DEFAULT);
-  const unsigned units = 200 * resident;
-  /* Nothing measured: one unit each, claims from the clusters' count on. */
-  set_unit_cycles(g_prologue, 0, 0);
-  ck_assert_int_eq(clcrt_run(g_s, g_prologue, (clcrt_dim3){units, 1, 1}, &g_a, sizeof g_a), CLCRT_OK);
-  ck_assert_uint_eq(g_cfg.gridDimX, resident);
-  ck_assert_uint_eq(g_p.claim_base, resident);
-  ck_assert_uint_eq(g_p.flags >> CLCRT__PF_FIRST_SHIFT, 0);
-  /* Tiny units (fc / 1000 = 128 of them fit a share; half the units over the clusters is 100). */
-  set_unit_cycles(g_prologue, 1000, 1000);
-  ck_assert_int_eq(clcrt_run(g_s, g_prologue, (clcrt_dim3){units, 1, 1}, &g_a, sizeof g_a), CLCRT_OK);
-  ck_assert_uint_eq(g_p.flags >> CLCRT__PF_FIRST_SHIFT, 100);
-  ck_assert_uint_eq(g_p.claim_base, 100 * resident);
-  /* Longer ones: the time bound, from the mean of the words written. */
-  set_unit_cycles(g_prologue, 8000 * 3, 0); /* the mean of one word */
-  ck_assert_int_eq(clcrt_run(g_s, g_prologue, (clcrt_dim3){units, 1, 1}, &g_a, sizeof g_a), CLCRT_OK);
-  ck_assert_uint_eq(g_p.flags >> CLCRT__PF_FIRST_SHIFT, fc / 24000);
-  ck_assert_uint_eq(g_p.claim_base, fc / 24000 * resident);
-  /* The same for a kernel with nothing made per CTA, while its units are not long. */
-  set_unit_cycles(g_steal, 1000, 1000);
-  ck_assert_int_eq(run(g_steal, units, 1, 1), CLCRT_OK);
-  ck_assert_uint_eq(g_p.flags >> CLCRT__PF_FIRST_SHIFT, 100);
-  set_unit_cycles(g_steal, 0, 0);
-  /* Off: CLCRT_STEAL_FIRST_CYCLES=0. */
-  g_rt->first_cycles = 0;
-  ck_assert_int_eq(clcrt_run(g_s, g_prologue, (clcrt_dim3){units, 1, 1}, &g_a, sizeof g_a), CLCRT_OK);
-  ck_assert_uint_eq(g_p.flags >> CLCRT__PF_FIRST_SHIFT, 0);
-  ck_assert_uint_eq(g_p.claim_base, resident);
-  g_rt->first_cycles = fc;
-  set_unit_cycles(g_prologue, 0, 0);
 }
 END_TEST
 
@@ -1499,7 +1417,6 @@ int main(void) {
   tcase_add_test(tc, bad_arguments_launch_nothing);
   tcase_add_test(tc, run_restores_the_context);
   tcase_add_test(tc, steal_long_units_go_one_cluster_per_unit);
-  tcase_add_test(tc, steal_first_share_from_measured_units);
   tcase_add_test(tc, host_cost_printed);
   tcase_add_test(tc, plan_table);
   tcase_add_test(tc, captured_runs_never_build);

@@ -5,10 +5,7 @@
  *               per tile, 4 MiB per run, which stays in L2): the fixed cost of every run;
  *   prologue    uniform tiles whose CTA needs a 32 KiB shared-memory table, built once per CTA
  *               by the prologue (the hand-written one-block-per-tile kernel builds it per tile,
- *               the persistent reference once per block);
- *   tinypro     tiny uniform tiles behind the same kind of prologue, a whole run of about 80 us
- *               (issue 35): a 32 KiB table with 1 KiB tiles, an 8 KiB table with 4 KiB tiles.
- *               With uniform tiles there is nothing to balance: STEAL's goal is STATIC's time.
+ *               the persistent reference once per block).
  * Ratios are to the best hand-written reference, as elsewhere. */
 #include <math.h>
 #include <string.h>
@@ -321,129 +318,9 @@ static void bench_prologue(void) {
   free(hx), free(hy);
 }
 
-/* ---- tiny tiles behind a prologue ------------------------------------------------------- */
-
-/* The table and the tile, for a table of TAB entries (a power of 2) and PER floats per thread
- * (tiles of PER KiB), both #defined ahead of this text. */
-#define TINY_COMMON                                                                              \
-  "struct TinyArgs { const float *x; float *y; unsigned long long n; };\n"                       \
-  "__device__ __forceinline__ void tiny_table(float *tab) {\n"                                   \
-  "  for (unsigned k = threadIdx.x; k < TAB; k += blockDim.x) {\n"                               \
-  "    float v = 0.f;\n"                                                                         \
-  "    for (int j = 1; j <= 8; j++) v += __sinf(k * 0.0007f * j) / j;\n"                          \
-  "    tab[k] = v;\n"                                                                            \
-  "  }\n"                                                                                        \
-  "  __syncthreads();\n"                                                                         \
-  "}\n"                                                                                          \
-  "__device__ __forceinline__ void tiny_body(unsigned long long tile, const TinyArgs &a, const float *tab) {\n" \
-  "  unsigned long long base = tile * (256ull * PER) + threadIdx.x;\n"                            \
-  "#pragma unroll\n"                                                                             \
-  "  for (int j = 0; j < PER; j++) { unsigned long long i = base + j * 256ull;\n"                 \
-  "    if (i < a.n) a.y[i] = a.x[i] * tab[(unsigned)(i * 2654435761u) & (TAB - 1u)]; }\n"         \
-  "}\n"
-static const char *k_tiny_tile =
-    TINY_COMMON
-    "struct TinyState { const float *tab; };\n"
-    "__device__ void tiny_prologue(const TinyArgs &a, TinyState &s) {\n"
-    "  float *tab = (float *)clcrt::smem(); tiny_table(tab); s.tab = tab;\n"
-    "}\n"
-    "__device__ void tiny_tile(const clcrt::Tile &t, const TinyArgs &a, TinyState &s) { tiny_body(t.linear, a, s.tab); }\n";
-static const char *k_tiny_ref =
-    TINY_COMMON
-    "extern \"C\" __global__ void __launch_bounds__(256) ref_block(const __grid_constant__ TinyArgs a) {\n"
-    "  extern __shared__ float tab[]; tiny_table(tab); tiny_body(blockIdx.x, a, tab);\n"
-    "}\n"
-    "extern \"C\" __global__ void __launch_bounds__(256) ref_persist(const __grid_constant__ TinyArgs a, unsigned "
-    "long long ntiles) {\n"
-    "  extern __shared__ float tab[]; tiny_table(tab);\n"
-    "  for (unsigned long long t = blockIdx.x; t < ntiles; t += gridDim.x) tiny_body(t, a, tab);\n"
-    "}\n";
-
-static char *with_defines(const char *src, unsigned tab, unsigned per) {
-  char head[64];
-  int n = snprintf(head, sizeof head, "#define TAB %uu\n#define PER %u\n", tab, per);
-  char *s = malloc((size_t)n + strlen(src) + 1);
-  memcpy(s, head, (size_t)n);
-  strcpy(s + n, src);
-  return s;
-}
-
-static void bench_tinypro_case(unsigned tab, unsigned per, unsigned long long ntiles) {
-  const unsigned long long n = ntiles * 256 * per;
-  const unsigned smem = tab * 4;
-  struct {
-    CUdeviceptr x, y;
-    unsigned long long n;
-  } args = {0, 0, n};
-  CK(cu->cuMemAlloc(&args.x, n * 4));
-  CK(cu->cuMemAlloc(&args.y, n * 4));
-  float *hx = malloc(n * 4), *hy = malloc(n * 4);
-  unsigned long long seed = 17 + per;
-  for (unsigned long long i = 0; i < n; i++) hx[i] = (float)bench_urand(&seed);
-  bench_put(args.x, hx, n * 4);
-  char param[32];
-  snprintf(param, sizeof param, "%uKiB/%uKiB", smem / 1024, per);
-  printf("\ntinypro: %llu tiles of %u KiB, each CTA builds a %u KiB table in shared memory first (%s)\n", ntiles, per,
-         smem / 1024, param);
-  char *ref_src = with_defines(k_tiny_ref, tab, per), *tile_src = with_defines(k_tiny_tile, tab, per);
-  CUlibrary lib = compile_ref(ref_src, NULL, per == 1 ? "tiny1" : "tiny4");
-  lctx rb = {.fn = lib_fn(lib, "ref_block"), .grid = (unsigned)ntiles, .smem = smem, .args = &args, .ntiles = ntiles};
-  lctx rp = {.fn = lib_fn(lib, "ref_persist"), .smem = smem, .args = &args, .ntiles = ntiles};
-  occupancy_blocks(rb.fn, 256, smem);
-  rp.grid = (unsigned)(occupancy_blocks(rp.fn, 256, smem) * clcrt_runtime_num_sms(rt));
-#define CHECK_TINY(name, launch, ctx)                                                      \
-  do {                                                                                     \
-    CK(cu->cuMemsetD32Async(args.y, 0x7fc00000u, n, cs));                                   \
-    launch(ctx);                                                                           \
-    CK(cu->cuStreamSynchronize(cs));                                                       \
-    CK(cu->cuMemcpyDtoH(hy, args.y, n * 4));                                               \
-    for (unsigned long long i = 0; i < n; i++) {                                           \
-      float want = hx[i] * table_value((unsigned)(i * 2654435761u) & (tab - 1u));          \
-      if (!(fabsf(hy[i] - want) <= 2e-3f * (1.f + fabsf(want)))) {                         \
-        fprintf(stderr, "tinypro: %s wrong at %llu: %g, want %g\n", name, i, hy[i], want); \
-        exit(1);                                                                           \
-      }                                                                                    \
-      i += i % 7;                                                                          \
-    }                                                                                      \
-  } while (0)
-  CHECK_TINY("ref-block", launch_ref, &rb);
-  double t0 = time_median(launch_ref, &rb);
-  CHECK_TINY("ref-persist", launch_ref, &rp);
-  double t1 = time_median(launch_ref, &rp);
-  double best = t0 < t1 ? t0 : t1;
-  emit("tinypro", param, 1, "ref-block", t0, best / t0, 0);
-  emit("tinypro", param, 1, "ref-persist", t1, best / t1, 0);
-  for (int c = 0; c < k_ncontenders; c++) {
-    clcrt_tile_desc d = CLCRT_TILE_DESC_INIT;
-    d.source = tile_src, d.tile_fn = "tiny_tile", d.args_type = "TinyArgs";
-    d.state_type = "TinyState", d.prologue_fn = "tiny_prologue";
-    d.block = (clcrt_dim3){256, 1, 1};
-    d.smem_bytes = smem;
-    d.sched = k_contenders[c].sched, d.grid = k_contenders[c].grid;
-    const char *opts[1] = {k_contenders[c].define};
-    d.options = opts, d.num_options = k_contenders[c].define ? 1 : 0;
-    lctx lc = {.k = reg_desc(&d, "tiny_tile"), .args = &args, .args_size = sizeof args, .ntiles = ntiles};
-    /* The first run measures the units (first shares size the next ones by it). */
-    CHECK_TINY(k_contenders[c].name, launch_clcrt, &lc);
-    double t = time_median(launch_clcrt, &lc);
-    emit("tinypro", param, 1, k_contenders[c].name, t, best / t, 0);
-  }
-#undef CHECK_TINY
-  free(ref_src), free(tile_src);
-  cu->cuLibraryUnload(lib);
-  cu->cuMemFree(args.x), cu->cuMemFree(args.y);
-  free(hx), free(hy);
-}
-
-static void bench_tinypro(void) {
-  bench_tinypro_case(8192, 1, quick ? 24576 : 98304);
-  bench_tinypro_case(2048, 4, quick ? 6144 : 24576);
-}
-
 void bench_classes(void) {
   const char *only = getenv("CLCRT_BENCH_CLASS"); /* one class (profiling runs) */
   if (!only || !strcmp(only, "demo")) bench_demo();
   if (!only || !strcmp(only, "backtoback")) bench_backtoback();
   if (!only || !strcmp(only, "prologue")) bench_prologue();
-  if (!only || !strcmp(only, "tinypro")) bench_tinypro();
 }

@@ -234,9 +234,6 @@ clcrt_status clcrt__cache_init(clcrt_runtime *rt) {
   if (env->long_cycles_bad)
     clcrt__log(rt, CLCRT_LOG_WARN, "CLCRT_STEAL_LONG_CYCLES=\"%.64s\" is not a count from 0 to %u: using %u",
                env->long_cycles_bad, CLCRT__LONG_CYCLES_MAX, rt->long_cycles);
-  if (env->first_cycles_bad)
-    clcrt__log(rt, CLCRT_LOG_WARN, "CLCRT_STEAL_FIRST_CYCLES=\"%.64s\" is not a count from 0 to %u: using %u",
-               env->first_cycles_bad, CLCRT__FIRST_CYCLES_MAX, rt->first_cycles);
   const char *why = NULL;
   char *dir;
   if (clcrt__dc_resolve_dir(rt->opts.cache_dir, &dir, &why) != CLCRT_OK)

@@ -218,17 +218,13 @@ static clcrt_status register_variant(clcrt_runtime *rt, const clcrt_tile_desc *d
     st = clcrt__fail(rt, CLCRT_E_NOMEM, "out of memory keeping the description of %s", k->name);
 
   pthread_mutex_lock(&rt->lock);
-  /* Measured unit times (launch.c): a STEAL kernel on an AUTO or persistent grid sizes its
-   * clusters' first shares by them (plan.c), and one on an AUTO grid with nothing made per CTA
-   * may run one cluster per unit, once its units are measured long (long_ok). Without the words
-   * (a device that cannot map host memory) every cluster starts with one unit and the kernel
-   * always runs persistent. */
+  /* Long units (launch.c): a STEAL kernel on an AUTO grid with nothing made per CTA may run
+   * one cluster per unit, once its units are measured long; without the words (a device that
+   * cannot map host memory) it always runs persistent. */
   const char *no_hint = NULL;
   if (st == CLCRT_OK && !variant && !rt->compile_only && k->sched == CLCRT_SCHED_STEAL &&
-      (k->grid == CLCRT_GRID_AUTO || k->grid == CLCRT_GRID_PERSISTENT)) {
+      k->grid == CLCRT_GRID_AUTO && !k->desc->prologue_fn && !k->desc->state_type)
     no_hint = clcrt__hint_slot(rt, &k->unit_cycles, &k->unit_cycles_dev);
-    k->long_ok = k->grid == CLCRT_GRID_AUTO && !k->desc->prologue_fn && !k->desc->state_type;
-  }
   if (st == CLCRT_OK) {
     k->cacheable = cacheable;
     if (!variant) { /* before any other thread can find it */

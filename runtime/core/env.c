@@ -85,10 +85,6 @@ static void read_env(void) {
   const char *lc = nonempty(getenv("CLCRT_STEAL_LONG_CYCLES"));
   if (lc && !clcrt__parse_count(lc, 0, CLCRT__LONG_CYCLES_MAX, &g_env.long_cycles)) g_env.long_cycles_bad = lc;
   g_env.long_cycles_set = lc && !g_env.long_cycles_bad;
-  g_env.first_cycles = CLCRT__FIRST_CYCLES_DEFAULT;
-  const char *fc = nonempty(getenv("CLCRT_STEAL_FIRST_CYCLES"));
-  if (fc && !clcrt__parse_count(fc, 0, CLCRT__FIRST_CYCLES_MAX, &g_env.first_cycles)) g_env.first_cycles_bad = fc;
-  g_env.first_cycles_set = fc && !g_env.first_cycles_bad;
 }
 
 const clcrt__env *clcrt__env_get(void) {
@@ -103,7 +99,6 @@ int clcrt__tunables_get(const clcrt_runtime_opts *o, clcrt__tunables *t, char *w
   const clcrt__env *e = clcrt__env_get();
   t->chunk_cycles = CLCRT__CHUNK_CYCLES_DEFAULT;
   t->long_cycles = CLCRT__LONG_CYCLES_DEFAULT;
-  t->first_cycles = CLCRT__FIRST_CYCLES_DEFAULT; /* the environment only: no option (yet) */
   t->preempt_waves = CLCRT__PREEMPT_WAVES_DEFAULT;
   t->cache_max_bytes = CLCRT__CACHE_MAX_BYTES_DEFAULT;
   t->warmup = 1;
@@ -136,7 +131,6 @@ int clcrt__tunables_get(const clcrt_runtime_opts *o, clcrt__tunables *t, char *w
   if (o->warmup) t->warmup = o->warmup > 0;
   if (e->chunk_cycles_set) t->chunk_cycles = e->chunk_cycles;
   if (e->long_cycles_set) t->long_cycles = e->long_cycles;
-  if (e->first_cycles_set) t->first_cycles = e->first_cycles;
   if (e->preempt_waves_set) t->preempt_waves = e->preempt_waves;
   if (e->cache_max_bytes_set) t->cache_max_bytes = e->cache_max_bytes;
   if (e->warmup_set) t->warmup = e->warmup;

@@ -23,19 +23,15 @@ typedef struct clcrt__env {
   unsigned long_cycles;        /* CLCRT_STEAL_LONG_CYCLES: per CTA of a cluster, cycles per unit from which a
                                   STEAL run goes one cluster per unit (launch.c); 0: never */
   const char *long_cycles_bad; /* its text when it is not a count in range (then the default) */
-  unsigned first_cycles;       /* CLCRT_STEAL_FIRST_CYCLES: cycles a persistent STEAL cluster's first share of
-                                  units of its own lasts at most (plan.c); 0: no first shares */
-  const char *first_cycles_bad; /* its text when it is not a count in range (then the default) */
   /* Which of the runtime's tunables the environment sets (present and valid): those override
    * clcrt_runtime_opts (clcrt__tunables_get). */
-  int chunk_cycles_set, long_cycles_set, preempt_waves_set, cache_max_bytes_set, warmup_set, first_cycles_set;
+  int chunk_cycles_set, long_cycles_set, preempt_waves_set, cache_max_bytes_set, warmup_set;
 } clcrt__env;
 
 /* The tunables a runtime runs with (clcrt_runtime_opts, README "Environment variables"). */
 typedef struct clcrt__tunables {
   unsigned chunk_cycles;              /* a STEAL claim's units last about this many cycles */
   unsigned long_cycles;               /* long units from this many cycles per CTA; 0: never */
-  unsigned first_cycles;              /* a STEAL cluster's first share lasts at most this many cycles; 0: none */
   unsigned preempt_waves;             /* reserve waves of a STEAL grid that may yield */
   unsigned long long cache_max_bytes; /* the disk cache's cap; 0: none */
   int warmup;                         /* the NVRTC warm-up of device runtimes: 1 on, 0 off */
@@ -51,10 +47,6 @@ int clcrt__tunables_get(const clcrt_runtime_opts *o, clcrt__tunables *t, char *w
 #define CLCRT__CHUNK_CYCLES_MAX 10000000u
 #define CLCRT__LONG_CYCLES_DEFAULT 4000u
 #define CLCRT__LONG_CYCLES_MAX 100000000u
-/* First shares (plan.c): up to 16 claims' worth of units (~70 us on an H100), and never more than
- * half the units over the clusters, so that guided claims still balance the rest. */
-#define CLCRT__FIRST_CYCLES_DEFAULT 128000u
-#define CLCRT__FIRST_CYCLES_MAX 100000000u
 #define CLCRT__CACHE_MAX_BYTES_DEFAULT (1ull << 30)
 /* The values as first read; later changes to the environment are not seen. */
 const clcrt__env *clcrt__env_get(void);

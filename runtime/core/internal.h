@@ -53,12 +53,10 @@ struct clcrt_kernel {
   unsigned ring_bytes;         /* STEAL and CLC: CLCRT__RING_OFF(smem_bytes) - smem_bytes + CLCRT__RING_BYTES */
   unsigned variant;            /* CLCRT_USE_* bits this kernel was compiled with (0: as registered) */
   struct clcrt__variants *vars; /* the registered kernel's variants (variants.h), allocated with it */
-  /* STEAL on an AUTO or persistent grid (the base's): CLCRT__HINT_WORDS words of measured
-   * cycles per unit in mapped host memory and their device address, or NULL / 0. They size
-   * first shares (plan.c) and, where long_ok, find long units (launch.c). */
+  /* STEAL on an AUTO grid with no prologue (the base's): CLCRT__HINT_WORDS words of measured
+   * cycles per unit in mapped host memory and their device address, or NULL / 0. */
   const volatile uint32_t *unit_cycles;
   uint64_t unit_cycles_dev;
-  int long_ok;                 /* STEAL on an AUTO grid with nothing made per CTA: may run long units one per cluster */
   clcrt__occ occ;              /* STEAL and STATIC with a device: set at load (kernel.c) */
 
   struct clcrt_kernel *next;   /* the runtime's list (and memory cache) */
@@ -103,7 +101,6 @@ struct clcrt_runtime {
   /* Tunables (env.c: clcrt__tunables_get, options and environment), read once here. */
   unsigned chunk_cycles;       /* clcrt_run copies it into every STEAL run */
   unsigned long_cycles;        /* launch.c: long units; 0 never */
-  unsigned first_cycles;       /* plan.c: a STEAL cluster's first share lasts at most this long; 0 none */
   unsigned preempt_waves;      /* plan.c */
   unsigned long long cache_max_bytes; /* the disk cache's cap; 0 none */
   int warmup;

@@ -300,7 +300,6 @@ clcrt_status clcrt_runtime_create(clcrt_runtime **out, const clcrt_runtime_opts 
   if (!clcrt__tunables_get(&rt->opts, &tun, why, sizeof why)) return clcrt__fail(rt, CLCRT_E_INVALID, "%s", why);
   rt->chunk_cycles = tun.chunk_cycles;
   rt->long_cycles = tun.long_cycles;
-  rt->first_cycles = tun.first_cycles;
   rt->preempt_waves = tun.preempt_waves;
   rt->cache_max_bytes = tun.cache_max_bytes;
   rt->warmup = tun.warmup;

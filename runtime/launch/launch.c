@@ -35,14 +35,12 @@
  * current when the kernel's units change. Such a run needs no yielding to be preempted
  * either: its clusters leave after every unit, and the block scheduler starts the clusters of
  * more urgent streams first (stream priorities), as it does for FIXED. Only kernels with
- * nothing made per CTA (no prologue, no state: k->long_ok): a prologue's cost is paid once per
- * cluster on a persistent grid, once per unit otherwise. The same words size the first shares of
- * every STEAL kernel on an AUTO or persistent grid (plan.c).
+ * nothing made per CTA (no prologue, no state): a prologue's cost is paid once per cluster on a
+ * persistent grid, once per unit otherwise.
  * Plain loads of a few words the device wrote (possibly still writing): a hint, not a
  * contract, and any value gives a correct run. Whether the run then counts (and so whether it
- * is the one in CLCRT__HW_RECHECK that goes persistent) the plan decides; clcrt_run counts.
- * Returns the mean of the words written (clusters that measured nothing leave 0), 0 if none. */
-static unsigned measured_cycles(const clcrt_kernel *k0) {
+ * is the one in CLCRT__HW_RECHECK that goes persistent) the plan decides; clcrt_run counts. */
+static int long_measured(const clcrt_runtime *rt, const clcrt_kernel *k0) {
   const volatile uint32_t *w = k0->unit_cycles;
   unsigned long long sum = 0;
   unsigned n = 0;
@@ -51,7 +49,7 @@ static unsigned measured_cycles(const clcrt_kernel *k0) {
     sum += c;
     n += c != 0;
   }
-  return n ? (unsigned)(sum / n) : 0;
+  return n && sum >= (unsigned long long)n * rt->long_cycles * k0->cluster_size;
 }
 
 /* Held only around handing out a sequence number and one cuLaunchKernelEx: a spin lock
@@ -114,9 +112,6 @@ clcrt_status clcrt_run(clcrt_stream *s, const clcrt_kernel *k, clcrt_dim3 tiles,
   in.stats = s->stats != 0;
   in.preemptible = in.graph = in.long_measured = in.long_recheck = 0;
   in.preempt_waves = rt->preempt_waves;
-  in.unit_cycles = 0;
-  in.first_cycles = rt->first_cycles;
-  in.chunk_cycles = rt->chunk_cycles;
   /* The stream's SMs (an SM budget's partition, or opts.grid_sms): persistent grids are sized
    * for them, each variant's device-wide occupancy scaled to them in the plan. */
   in.dev_sms = rt->num_sms;
@@ -137,9 +132,7 @@ clcrt_status clcrt_run(clcrt_stream *s, const clcrt_kernel *k, clcrt_dim3 tiles,
                          "capture (cuStreamEndCapture) and start again",
                          k0->name);
     in.graph = cap == CU_STREAM_CAPTURE_STATUS_ACTIVE;
-    if (k0->unit_cycles) in.unit_cycles = measured_cycles(k0);
-    if (rt->long_cycles && k0->long_ok && in.unit_cycles &&
-        in.unit_cycles >= (unsigned long long)rt->long_cycles * k0->cluster_size) {
+    if (rt->long_cycles && k0->unit_cycles && long_measured(rt, k0)) {
       in.long_measured = 1;
       in.long_recheck = (__atomic_load_n(&vs->hw_runs, __ATOMIC_RELAXED) + 1) % CLCRT__HW_RECHECK == 0;
     }

@@ -19,20 +19,7 @@
  * true for every cluster). It claims nothing, so it needs no graph state under capture (the
  * graph flag keeps it off the stream's claim sets) and no yielding code (its clusters leave
  * after their unit, and the GPU's block scheduler starts the clusters of more urgent streams
- * first, as for FIXED).
- *
- * First shares (nvrtc_src/clcrt_steal.cuh, claims 6). A claiming run whose clusters have units
- * of their own gives each of them F consecutive ones, claim_base = F * those clusters, once the
- * kernel's earlier runs measured how long a unit takes (t, the mean of its hint words):
- *   F = min(first_cycles / t, units / (2 * clusters with units of their own)), at least 1,
- * so a share lasts at most first_cycles (default 128000, 16 claims' worth: ~70 us on an H100)
- * and at least half the units are left to guided claims, which balance unequal units as
- * before. A run that may yield bounds its share by one claim (chunk_cycles), since a cluster
- * yields only between runs of units: its preemption latency stays a claim's. Why: a 1-CTA
- * cluster claims when its units are done, and that claim's round trip (one contended counter)
- * stalls the CTA; uniform tiny units behind a prologue paid it about 20 times in an 80 us run
- * (0.836x STATIC, issue 35). Nothing measured yet, or first_cycles 0
- * ($CLCRT_STEAL_FIRST_CYCLES=0): F is not set and every cluster starts with one unit. */
+ * first, as for FIXED). */
 #include "plan.h"
 
 #include "green.h"
@@ -169,19 +156,8 @@ clcrt__plan_status clcrt__plan(const clcrt__plan_in *in, clcrt__plan_out *out) {
     if (one_per_unit && !(v & CLCRT_USE_SHORT)) v = obs;
     z = size_steal(in, grid, fit(in, v), one_per_unit, n);
     clusters = z.clusters;
+    p->claim_base = z.claim_base;
     claims = z.claim_base < n;
-    unsigned base = z.claim_base;
-    if (claims && base && in->first_cycles && in->unit_cycles) {
-      const unsigned bound = (v & CLCRT_USE_PREEMPT) && in->chunk_cycles < in->first_cycles ? in->chunk_cycles
-                                                                                           : in->first_cycles;
-      unsigned f = bound / in->unit_cycles, half = n / (2 * base);
-      if (f > half) f = half;
-      if (f > CLCRT__PF_FIRST_MAX) f = CLCRT__PF_FIRST_MAX;
-      if (f < 1) f = 1;
-      base *= f; /* at most n / 2: the run still claims */
-      flags = f << CLCRT__PF_FIRST_SHIFT;
-    }
-    p->claim_base = base;
     /* A claim takes units lasting about chunk_cycles, but never more than remaining / (2 *
      * clusters running), so that the tail is handed out unit by unit: the guided bound. */
     p->active = z.resident;
@@ -193,7 +169,7 @@ clcrt__plan_status clcrt__plan(const clcrt__plan_in *in, clcrt__plan_out *out) {
     /* A captured run that claims nothing (launched without the graph variant) still tells the
      * kernel it is captured: it must not zero the stream's claim set for the stream's next run,
      * which may be running while the graph replays. */
-    if (in->graph) flags |= CLCRT__PF_GRAPH;
+    if (in->graph) flags = CLCRT__PF_GRAPH;
   } else if (k->grid == CLCRT_GRID_PERSISTENT) { /* STATIC */
     const unsigned c = (unsigned)fit(in, v);
     clusters = c < n ? c : n;

@@ -38,10 +38,6 @@ typedef struct clcrt__plan_in {
   unsigned char long_measured;  /* STEAL: the kernel's claiming runs measured long units (launch.c) */
   unsigned char long_recheck;   /* ... and this run is the one in CLCRT__HW_RECHECK that measures again */
   unsigned preempt_waves;       /* reserve waves of a grid that may yield */
-  /* STEAL's first shares: the kernel's measured cycles per unit of a cluster (the mean of its
-   * hint words, launch.c; 0: nothing measured), how long a first share may last (rt->first_cycles;
-   * 0: no first shares) and a claim (rt->chunk_cycles: the bound of a first share that may yield). */
-  unsigned unit_cycles, first_cycles, chunk_cycles;
   /* The SMs the stream's persistent grids are sized for (clcrt_stream_create_ex: an SM budget's
    * green context, or opts.grid_sms): occ[] counts clusters on all dev_sms of the device, and a
    * stream with grid_sms < dev_sms gets its share (green.h: clcrt__partition_clusters), in
@@ -54,7 +50,7 @@ typedef struct clcrt__plan_out {
   /* The scheduler parameters, less what belongs to the stream (seq, state, stats, trace,
    * yield, run, prio, chunk_cycles, unit_cycles), which launch.c adds: the tile grid, units,
    * fast divisions, clusters, claim base, active clusters with their guided bound, and the
-   * flags CLCRT__PF_GRID3, CLCRT__PF_GRAPH and the first share (CLCRT__PF_FIRST_SHIFT). */
+   * flags CLCRT__PF_GRID3 and CLCRT__PF_GRAPH. */
   clcrt__params p;
   unsigned variant;   /* CLCRT_USE_* bits of the kernel to launch: always a built one */
   unsigned grid[3];   /* the launch grid, in CTAs */
