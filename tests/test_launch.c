@@ -28,6 +28,7 @@
 
 #include "clcrt.h"
 #include "driver.h"
+#include "common/fake_driver.h"
 #include "env.h"
 #include "internal.h"
 #include "builder.h"
@@ -38,11 +39,9 @@
 
 /* ---- the fake driver ---- */
 
-enum { FAKE_SMS = 132, FAKE_BLOCKS_PER_SM = 8 };
-static const CUcontext CTX = (CUcontext)0x1000;
+enum { FAKE_BLOCKS_PER_SM = 8 };
 
 static clcrt__driver g_fake;
-static CUcontext g_current;
 static int g_set_current;             /* cuCtxSetCurrent calls */
 static size_t g_args_size = 16;       /* the Args parameter's size cuFuncGetParamInfo reports */
 static CUstreamCaptureStatus g_capture = CU_STREAM_CAPTURE_STATUS_NONE;
@@ -54,63 +53,23 @@ static clcrt__params g_p;
 static unsigned char g_args[64];
 static int g_libs;
 
-static CUresult CUDAAPI f_init(unsigned f) { (void)f; return CUDA_SUCCESS; }
 static CUresult CUDAAPI f_version(int *v) { *v = CUDA_VERSION; return CUDA_SUCCESS; }
 static CUresult CUDAAPI f_error_name(CUresult r, const char **s) {
   *s = r == CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES ? "CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES" : "CUDA_ERROR_FAKE";
   return CUDA_SUCCESS;
 }
 static CUresult CUDAAPI f_error_string(CUresult r, const char **s) { return f_error_name(r, s); }
-static CUresult CUDAAPI f_count(int *n) { *n = 1; return CUDA_SUCCESS; }
-static CUresult CUDAAPI f_device_get(CUdevice *d, int i) { *d = i; return CUDA_SUCCESS; }
-static CUresult CUDAAPI f_attr(int *v, CUdevice_attribute a, CUdevice d) {
-  (void)d;
-  switch (a) {
-  case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR: *v = 9; break;
-  case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR: *v = 0; break;
-  case CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT: *v = FAKE_SMS; break;
-  case CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN: *v = 232448; break;
-  case CU_DEVICE_ATTRIBUTE_CLUSTER_LAUNCH: *v = 1; break;
-  default: *v = 0;
-  }
-  return CUDA_SUCCESS;
-}
-static CUresult CUDAAPI f_name(char *s, int n, CUdevice d) {
-  (void)d;
-  snprintf(s, (size_t)n, "fake H100");
-  return CUDA_SUCCESS;
-}
-static CUresult CUDAAPI f_retain(CUcontext *c, CUdevice d) { (void)d; *c = CTX; return CUDA_SUCCESS; }
-static CUresult CUDAAPI f_release(CUdevice d) { (void)d; return CUDA_SUCCESS; }
-static CUresult CUDAAPI f_set_current(CUcontext c) { g_current = c, g_set_current++; return CUDA_SUCCESS; }
-static CUresult CUDAAPI f_get_current(CUcontext *c) { *c = g_current; return CUDA_SUCCESS; }
-static CUresult CUDAAPI f_prio_range(int *least, int *greatest) { *least = 0, *greatest = -5; return CUDA_SUCCESS; }
+static CUresult CUDAAPI f_set_current(CUcontext c) { fake_current = c, g_set_current++; return CUDA_SUCCESS; }
 static CUresult CUDAAPI f_lib_load(CUlibrary *l, const void *code, CUjit_option *jo, void **jv, unsigned nj,
                                    CUlibraryOption *lo, void **lv, unsigned nl) {
   (void)code, (void)jo, (void)jv, (void)nj, (void)lo, (void)lv, (void)nl;
   *l = (CUlibrary)(uintptr_t)(0x10000 + 0x100 * ++g_libs);
   return CUDA_SUCCESS;
 }
-static CUresult CUDAAPI f_lib_unload(CUlibrary l) { (void)l; return CUDA_SUCCESS; }
-static CUresult CUDAAPI f_get_kernel(CUkernel *k, CUlibrary l, const char *name) {
-  (void)name;
-  *k = (CUkernel)(uintptr_t)l;
-  return CUDA_SUCCESS;
-}
-static CUresult CUDAAPI f_kernel_fn(CUfunction *f, CUkernel k) { *f = (CUfunction)(uintptr_t)k; return CUDA_SUCCESS; }
 static CUresult CUDAAPI f_param_info(CUfunction f, size_t i, size_t *off, size_t *size) {
   (void)f;
   *off = i == 0 ? 0 : (g_args_size + 7) & ~(size_t)7;
   *size = i == 0 ? g_args_size : sizeof(clcrt__params);
-  return CUDA_SUCCESS;
-}
-static CUresult CUDAAPI f_func_get(int *v, CUfunction_attribute a, CUfunction f) {
-  (void)a, (void)f;
-  *v = 0;
-  return CUDA_SUCCESS;
-}
-static CUresult CUDAAPI f_func_set(CUfunction f, CUfunction_attribute a, int v) {
-  (void)f, (void)a, (void)v;
   return CUDA_SUCCESS;
 }
 static CUresult CUDAAPI f_occ_blocks(int *n, CUfunction f, int threads, size_t smem) {
@@ -150,7 +109,6 @@ static CUresult CUDAAPI f_is_capturing(CUstream s, CUstreamCaptureStatus *st) {
   *st = g_capture;
   return CUDA_SUCCESS;
 }
-static CUresult CUDAAPI f_stream_sync(CUstream s) { (void)s; return CUDA_SUCCESS; }
 static CUresult CUDAAPI f_stream_prio(CUstream s, int *p) {
   *p = s == (CUstream)0x77 ? -1 : 0; /* one stream of a higher priority (tests: HI_STREAM) */
   return CUDA_SUCCESS;
@@ -165,28 +123,6 @@ static CUresult CUDAAPI f_capture_info(CUstream s, CUstreamCaptureStatus *st, cu
   if (n) *n = 0;
   return CUDA_SUCCESS;
 }
-/* Device memory is host memory. */
-static CUresult CUDAAPI f_alloc(CUdeviceptr *p, size_t n) {
-  void *m = calloc(1, n);
-  if (!m) return CUDA_ERROR_OUT_OF_MEMORY;
-  *p = (CUdeviceptr)(uintptr_t)m;
-  return CUDA_SUCCESS;
-}
-static CUresult CUDAAPI f_free(CUdeviceptr p) { free((void *)(uintptr_t)p); return CUDA_SUCCESS; }
-static CUresult CUDAAPI f_htod(CUdeviceptr d, const void *h, size_t n) {
-  memcpy((void *)(uintptr_t)d, h, n);
-  return CUDA_SUCCESS;
-}
-static CUresult CUDAAPI f_dtoh(void *h, CUdeviceptr d, size_t n) {
-  memcpy(h, (const void *)(uintptr_t)d, n);
-  return CUDA_SUCCESS;
-}
-static CUresult CUDAAPI f_write32(CUstream s, CUdeviceptr d, cuuint32_t v, unsigned flags) {
-  (void)s, (void)flags;
-  *(cuuint32_t *)(uintptr_t)d = v;
-  return CUDA_SUCCESS;
-}
-
 /* Mapped host memory: the device address is the host's (as with unified addressing). */
 static int g_host_allocs;
 static CUresult CUDAAPI f_host_alloc(void **p, size_t n, unsigned flags) {
@@ -195,56 +131,25 @@ static CUresult CUDAAPI f_host_alloc(void **p, size_t n, unsigned flags) {
   g_host_allocs++;
   return CUDA_SUCCESS;
 }
-static CUresult CUDAAPI f_host_dev(CUdeviceptr *d, void *p, unsigned flags) {
-  (void)flags;
-  *d = (CUdeviceptr)(uintptr_t)p;
-  return CUDA_SUCCESS;
-}
-static CUresult CUDAAPI f_host_free(void *p) {
-  free(p);
-  return CUDA_SUCCESS;
-}
 
 static void use_fake_driver(void) {
-  memset(&g_fake, 0, sizeof g_fake);
-  g_fake.cuInit = f_init;
+  fake_driver_base(&g_fake);
   g_fake.cuDriverGetVersion = f_version;
   g_fake.cuGetErrorName = f_error_name;
   g_fake.cuGetErrorString = f_error_string;
-  g_fake.cuDeviceGetCount = f_count;
-  g_fake.cuDeviceGet = f_device_get;
-  g_fake.cuDeviceGetAttribute = f_attr;
-  g_fake.cuDeviceGetName = f_name;
-  g_fake.cuDevicePrimaryCtxRetain = f_retain;
-  g_fake.cuDevicePrimaryCtxRelease = f_release;
   g_fake.cuCtxSetCurrent = f_set_current;
-  g_fake.cuCtxGetCurrent = f_get_current;
-  g_fake.cuCtxGetStreamPriorityRange = f_prio_range;
   g_fake.cuLibraryLoadData = f_lib_load;
-  g_fake.cuLibraryUnload = f_lib_unload;
-  g_fake.cuLibraryGetKernel = f_get_kernel;
-  g_fake.cuKernelGetFunction = f_kernel_fn;
   g_fake.cuFuncGetParamInfo = f_param_info;
-  g_fake.cuFuncGetAttribute = f_func_get;
-  g_fake.cuFuncSetAttribute = f_func_set;
   g_fake.cuOccupancyMaxActiveBlocksPerMultiprocessor = f_occ_blocks;
   g_fake.cuOccupancyMaxActiveClusters = f_occ_clusters;
   g_fake.cuLaunchKernelEx = f_launch;
   g_fake.cuStreamCreate = f_stream_create;
   g_fake.cuStreamCreateWithPriority = f_stream_create_prio;
   g_fake.cuStreamDestroy = f_stream_destroy;
-  g_fake.cuStreamSynchronize = f_stream_sync;
   g_fake.cuStreamGetPriority = f_stream_prio;
   g_fake.cuStreamGetCaptureInfo = f_capture_info;
   g_fake.cuStreamIsCapturing = f_is_capturing;
-  g_fake.cuMemAlloc = f_alloc;
-  g_fake.cuMemFree = f_free;
-  g_fake.cuMemcpyHtoD = f_htod;
-  g_fake.cuMemcpyDtoH = f_dtoh;
-  g_fake.cuStreamWriteValue32 = f_write32;
   g_fake.cuMemHostAlloc = f_host_alloc;
-  g_fake.cuMemHostGetDevicePointer = f_host_dev;
-  g_fake.cuMemFreeHost = f_host_free;
   clcrt__driver_override(&g_fake);
 }
 
@@ -323,12 +228,12 @@ static void setup_once(void) {
 /* The stream is made in each test's own process: the first stream starts the runtime's build
  * thread, which a forked child would not have (and LeakSanitizer would count there). */
 static void setup(void) {
-  g_current = CTX;
+  fake_current = FAKE_CTX;
   ck_assert_msg(clcrt_stream_create(g_rt, NULL, &g_s) == CLCRT_OK, "%s", clcrt_errmsg(g_rt));
   g_capture = CU_STREAM_CAPTURE_STATUS_NONE;
   g_launch_result = CUDA_SUCCESS;
   g_launches = 0;
-  g_current = CTX;
+  fake_current = FAKE_CTX;
   g_set_current = 0;
   memset(&g_cfg, 0, sizeof g_cfg);
   memset(&g_p, 0, sizeof g_p);
@@ -882,10 +787,10 @@ END_TEST
 START_TEST(run_restores_the_context) {
   ck_assert_int_eq(run(g_steal, 20000, 1, 1), CLCRT_OK);
   ck_assert_int_eq(g_set_current, 0);
-  g_current = (CUcontext)0x9999;
+  fake_current = (CUcontext)0x9999;
   ck_assert_int_eq(run(g_steal, 20000, 1, 1), CLCRT_OK);
   ck_assert_int_eq(g_set_current, 1);
-  ck_assert_ptr_eq(g_current, CTX);
+  ck_assert_ptr_eq(fake_current, FAKE_CTX);
   ck_assert_ptr_eq(g_cfg.hStream, g_s->cu);
 }
 END_TEST

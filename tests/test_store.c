@@ -19,6 +19,7 @@
 
 #include "alloc.h"
 #include "clcrt.h"
+#include "common/fake_driver.h"
 #include "driver.h"
 #include "store.h"
 
@@ -201,20 +202,18 @@ END_TEST
 
 /* ---- device scope ------------------------------------------------------------------- */
 
-/* A fake driver with one device whose name and SM count the test sets. */
+/* The fake driver (tests/common/fake_driver.h) with one device whose name and SM count the
+ * test sets. */
 static char g_fake_name[64] = "NVIDIA H100 80GB HBM3";
 static int g_fake_sms = 132;
 static clcrt__driver g_fake;
 
-static CUresult CUDAAPI f_ok0(unsigned f) { (void)f; return CUDA_SUCCESS; }
 static CUresult CUDAAPI f_version(int *v) { *v = CUDA_VERSION; return CUDA_SUCCESS; }
 static CUresult CUDAAPI f_error_name(CUresult r, const char **s) {
   (void)r;
   *s = "CUDA_ERROR_FAKE";
   return CUDA_SUCCESS;
 }
-static CUresult CUDAAPI f_count(int *n) { *n = 1; return CUDA_SUCCESS; }
-static CUresult CUDAAPI f_device_get(CUdevice *d, int i) { *d = i; return CUDA_SUCCESS; }
 static CUresult CUDAAPI f_attr(int *v, CUdevice_attribute a, CUdevice d) {
   (void)d;
   *v = a == CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR ? 9
@@ -233,43 +232,14 @@ static CUresult CUDAAPI f_name_fails(char *s, int n, CUdevice d) {
   (void)s, (void)n, (void)d;
   return CUDA_ERROR_INVALID_DEVICE;
 }
-static CUresult CUDAAPI f_retain(CUcontext *c, CUdevice d) { (void)d; *c = (CUcontext)0x1000; return CUDA_SUCCESS; }
-static CUresult CUDAAPI f_release(CUdevice d) { (void)d; return CUDA_SUCCESS; }
-static CUcontext g_cur;
-static CUresult CUDAAPI f_set_current(CUcontext c) { g_cur = c; return CUDA_SUCCESS; }
-static CUresult CUDAAPI f_get_current(CUcontext *c) { *c = g_cur; return CUDA_SUCCESS; }
-static CUresult CUDAAPI f_prio(int *l, int *g) { *l = 0, *g = -5; return CUDA_SUCCESS; }
-static CUresult CUDAAPI f_alloc(CUdeviceptr *p, size_t n) {
-  void *m = calloc(1, n);
-  *p = (CUdeviceptr)(uintptr_t)m;
-  return m ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
-}
-static CUresult CUDAAPI f_free(CUdeviceptr p) { free((void *)(uintptr_t)p); return CUDA_SUCCESS; }
-static CUresult CUDAAPI f_htod(CUdeviceptr d, const void *h, size_t n) {
-  memcpy((void *)(uintptr_t)d, h, n);
-  return CUDA_SUCCESS;
-}
-static CUresult CUDAAPI f_sync(CUstream s) { (void)s; return CUDA_SUCCESS; }
 
 static void use_fake_driver(void) {
-  memset(&g_fake, 0, sizeof g_fake);
-  g_fake.cuInit = f_ok0;
+  fake_driver_base(&g_fake);
   g_fake.cuDriverGetVersion = f_version;
   g_fake.cuGetErrorName = f_error_name;
   g_fake.cuGetErrorString = f_error_name;
-  g_fake.cuDeviceGetCount = f_count;
-  g_fake.cuDeviceGet = f_device_get;
   g_fake.cuDeviceGetAttribute = f_attr;
   g_fake.cuDeviceGetName = f_name;
-  g_fake.cuDevicePrimaryCtxRetain = f_retain;
-  g_fake.cuDevicePrimaryCtxRelease = f_release;
-  g_fake.cuCtxSetCurrent = f_set_current;
-  g_fake.cuCtxGetCurrent = f_get_current;
-  g_fake.cuCtxGetStreamPriorityRange = f_prio;
-  g_fake.cuMemAlloc = f_alloc;
-  g_fake.cuMemFree = f_free;
-  g_fake.cuMemcpyHtoD = f_htod;
-  g_fake.cuStreamSynchronize = f_sync;
   clcrt__driver_override(&g_fake);
 }
 
