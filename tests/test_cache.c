@@ -1790,25 +1790,31 @@ START_TEST(e2e_long_log_lines_whole) {
 }
 END_TEST
 
-/* An entry stored under a description's key whose metadata disagrees (a forged entry, or a
- * bug in the key) is a miss whose log names the field that differs, with both values: it
- * used to say "holds X for sm_90a, not X" when only the block differed. */
-START_TEST(e2e_forged_entry_names_the_difference) {
-  clcrt_runtime *rt = rt_new();
-  clcrt_tile_desc d = scale_desc(256);
+/* Writes bytes as the disk-cache entry under d's key, its metadata d's own (compiled for sm_90a),
+ * except the block's x when block_x is not 0: what a foreign or buggy writer could leave. */
+static void plant_entry(clcrt_runtime *rt, const clcrt_tile_desc *d, unsigned block_x, const void *bytes, size_t n) {
   clcrt__build b;
-  ck_assert_int_eq(clcrt__build_prepare(rt, &d, 0, &b), CLCRT_OK);
+  ck_assert_int_eq(clcrt__build_prepare(rt, d, 0, &b), CLCRT_OK);
   uint8_t key[CLCRT__KEY_BYTES];
   ck_assert(clcrt__cache_key(rt, &b, key));
   clcrt__dc_meta m = {0};
   memcpy(m.key, key, sizeof key);
   m.sched = b.sched, m.grid = b.grid, m.block = b.block, m.cluster = b.cluster, m.smem_bytes = b.smem_bytes;
   m.min_blocks = b.min_blocks;
-  m.block.x = 128;
+  if (block_x) m.block.x = block_x;
   m.name = b.name, m.arch = "sm_90a", m.options = "";
-  static const char junk[] = "never read: the metadata is checked first";
-  ck_assert_int_eq(clcrt__dc_write(g_dir, &m, junk, sizeof junk, NULL, 0, 0, NULL, 0), CLCRT_OK);
+  ck_assert_int_eq(clcrt__dc_write(g_dir, &m, bytes, n, NULL, 0, 0, NULL, 0), CLCRT_OK);
   clcrt__build_free(&b);
+}
+
+/* An entry stored under a description's key whose metadata disagrees (a forged entry, or a
+ * bug in the key) is a miss whose log names the field that differs, with both values: it
+ * used to say "holds X for sm_90a, not X" when only the block differed. */
+START_TEST(e2e_forged_entry_names_the_difference) {
+  clcrt_runtime *rt = rt_new();
+  clcrt_tile_desc d = scale_desc(256);
+  static const char junk[] = "never read: the metadata is checked first";
+  plant_entry(rt, &d, 128, junk, sizeof junk);
   g_log[0] = 0;
   clcrt_kernel *k = reg(rt, &d);
   ck_assert_int_eq(k->from_cache, 0);
@@ -1824,18 +1830,8 @@ END_TEST
 START_TEST(e2e_unreadable_cubin_is_a_miss) {
   clcrt_runtime *rt = rt_new();
   clcrt_tile_desc d = scale_desc(256);
-  clcrt__build b;
-  ck_assert_int_eq(clcrt__build_prepare(rt, &d, 0, &b), CLCRT_OK);
-  uint8_t key[CLCRT__KEY_BYTES];
-  ck_assert(clcrt__cache_key(rt, &b, key));
-  clcrt__dc_meta m = {0};
-  memcpy(m.key, key, sizeof key);
-  m.sched = b.sched, m.grid = b.grid, m.block = b.block, m.cluster = b.cluster, m.smem_bytes = b.smem_bytes;
-  m.min_blocks = b.min_blocks;
-  m.name = b.name, m.arch = "sm_90a", m.options = "";
   static const char junk[] = "this is not an ELF file, but its checksum is right";
-  ck_assert_int_eq(clcrt__dc_write(g_dir, &m, junk, sizeof junk, NULL, 0, 0, NULL, 0), CLCRT_OK);
-  clcrt__build_free(&b);
+  plant_entry(rt, &d, 0, junk, sizeof junk);
   g_log[0] = 0;
   clcrt_kernel *k = reg(rt, &d);
   ck_assert_msg(strstr(g_log, "compiling again"), "%s", g_log);
