@@ -75,7 +75,13 @@ static double fr_call(clcrt_stream *s, clcrt_kernel *k, clcrt_dim3 tiles, fr_arg
   return (t1 - t0) * 1e3; /* us */
 }
 
-static void fr_report(const char *what, double first, double *later) {
+/* The later runs of k in the situation of first (made 1.5 s after it, when any background build
+ * has finished, so that they launch the variant), and the line comparing them with first. */
+static void fr_later(const char *what, double first, clcrt_stream *s, clcrt_kernel *k, clcrt_dim3 tiles, fr_args *a,
+                     int capture) {
+  double later[FR_RUNS];
+  usleep(1500000);
+  for (int i = 0; i < FR_RUNS; i++) later[i] = fr_call(s, k, tiles, a, capture);
   qsort(later, FR_RUNS, sizeof *later, cmpd);
   double med = later[FR_RUNS / 2];
   printf("  firstrun  %-12s first %9.1f us   later (median of %d) %7.1f us   first/later %6.2fx\n", what, first,
@@ -92,32 +98,25 @@ void bench_firstrun(void) {
   fr_args a = {(float *)(uintptr_t)x, n, 1.0f};
   const clcrt_dim3 tiles = {(unsigned)(n / 256), 1, 1}, few = {16, 1, 1};
   char src[512];
-  double later[FR_RUNS];
   printf("\nfirstrun: host time of clcrt_run alone, the first run of a fresh kernel in each situation against "
          "later runs (STEAL, 16384 tiles of 256 threads; short: 16 tiles)\n");
 
   /* Plain: a fresh kernel's first run at all (nothing to build). */
   clcrt_kernel *k = fr_kernel(0, src, sizeof src);
   double first = fr_call(st, k, tiles, &a, 0);
-  usleep(1500000); /* background builds done: later runs launch the variant */
-  for (int i = 0; i < FR_RUNS; i++) later[i] = fr_call(st, k, tiles, &a, 0);
-  fr_report("plain", first, later);
+  fr_later("plain", first, st, k, tiles, &a, 0);
 
   /* Short: no more units than clusters: the claim-free variant. */
   k = fr_kernel(1, src, sizeof src);
   fr_call(st, k, tiles, &a, 0);
   first = fr_call(st, k, few, &a, 0);
-  usleep(1500000); /* background builds done: later runs launch the variant */
-  for (int i = 0; i < FR_RUNS; i++) later[i] = fr_call(st, k, few, &a, 0);
-  fr_report("short", first, later);
+  fr_later("short", first, st, k, few, &a, 0);
 
   /* Captured into a graph. */
   k = fr_kernel(2, src, sizeof src);
   fr_call(st, k, tiles, &a, 0);
   first = fr_call(st, k, tiles, &a, 1);
-  usleep(1500000); /* background builds done: later runs launch the variant */
-  for (int i = 0; i < FR_RUNS; i++) later[i] = fr_call(st, k, tiles, &a, 1);
-  fr_report("captured", first, later);
+  fr_later("captured", first, st, k, tiles, &a, 1);
 
   /* Traced: tracing enabled (the enable call may build), then runs. */
   k = fr_kernel(3, src, sizeof src);
@@ -128,9 +127,7 @@ void bench_firstrun(void) {
     exit(1);
   }
   first = fr_call(ts, k, tiles, &a, 0);
-  usleep(1500000); /* background builds done: later runs launch the variant */
-  for (int i = 0; i < FR_RUNS; i++) later[i] = fr_call(ts, k, tiles, &a, 0);
-  fr_report("traced", first, later);
+  fr_later("traced", first, ts, k, tiles, &a, 0);
   clcrt_stream_destroy(ts);
 
   /* Statistics on. */
@@ -142,9 +139,7 @@ void bench_firstrun(void) {
     exit(1);
   }
   first = fr_call(ss, k, tiles, &a, 0);
-  usleep(1500000); /* background builds done: later runs launch the variant */
-  for (int i = 0; i < FR_RUNS; i++) later[i] = fr_call(ss, k, tiles, &a, 0);
-  fr_report("statistics", first, later);
+  fr_later("statistics", first, ss, k, tiles, &a, 0);
   clcrt_stream_destroy(ss);
 
   /* Preemptible: a stream of higher priority appears; the next run on the low stream. */
@@ -160,9 +155,7 @@ void bench_firstrun(void) {
     exit(1);
   }
   first = fr_call(st, k, tiles, &a, 0);
-  usleep(1500000); /* background builds done: later runs launch the variant */
-  for (int i = 0; i < FR_RUNS; i++) later[i] = fr_call(st, k, tiles, &a, 0);
-  fr_report("preemptible", first, later);
+  fr_later("preemptible", first, st, k, tiles, &a, 0);
   clcrt_stream_destroy(hs);
   cu->cuStreamDestroy(hic);
   cu->cuMemFree(x);
