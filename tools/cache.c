@@ -39,11 +39,6 @@ static const char help[] =
     "not exist, the directory or an entry cannot be read or removed, or a named ENTRY is\n"
     "damaged.\n";
 
-static const char *sched_name(int s) {
-  static const char *const n[] = {"auto", "clc", "steal", "static", "fixed"};
-  return s >= 0 && s < 5 ? n[s] : "?";
-}
-
 typedef struct ls_state {
   int json;
   size_t n;
@@ -67,8 +62,8 @@ static int ls_visit(void *user, const char *path, const clcrt__dc_meta *m, clcrt
       json_str(stdout, m->name);
       printf(", \"sched\": \"%s\", \"block\": [%u, %u, %u], \"cluster\": [%u, %u, %u], \"dynamic_smem\": %u, "
              "\"cubin_bytes\": %" PRIu64 ", \"ptx_bytes\": %" PRIu64 ", \"compile_ms\": %.3f}",
-             sched_name(m->sched), m->block.x, m->block.y, m->block.z, m->cluster.x, m->cluster.y, m->cluster.z,
-             m->smem_bytes, m->cubin_size, m->ptx_size, m->compile_ms);
+             clcrt_sched_name((clcrt_sched)m->sched), m->block.x, m->block.y, m->block.z, m->cluster.x,
+             m->cluster.y, m->cluster.z, m->smem_bytes, m->cubin_size, m->ptx_size, m->compile_ms);
     } else {
       printf(", \"valid\": false, \"error\": ");
       json_str(stdout, why && *why ? why : clcrt_status_str(st));
@@ -79,7 +74,7 @@ static int ls_visit(void *user, const char *path, const clcrt__dc_meta *m, clcrt
     time_t t = (time_t)m->last_used;
     strftime(when, sizeof when, "%Y-%m-%d %H:%M", localtime(&t));
     printf("%.16s  %9" PRIu64 "  %s  %-8s %s (%s)\n", base_name(path), m->file_size, when, m->arch, m->name,
-           sched_name(m->sched));
+           clcrt_sched_name((clcrt_sched)m->sched));
   } else {
     printf("%.16s  DAMAGED: %s\n", base_name(path), why && *why ? why : clcrt_status_str(st));
   }
@@ -212,9 +207,9 @@ static int cache_info(const char *dir, int argc, char **argv) {
       printf("%s\n  kernel     %s\n  arch       %s\n  sched      %s\n  block      %u x %u x %u\n  cluster    %u x %u x %u\n"
              "  dyn. smem  %u bytes\n  NVRTC      %d.%d\n  compiled   in %.3f ms\n  sizes      %" PRIu64
              " bytes file, %" PRIu64 " cubin, %" PRIu64 " PTX\n  options    ",
-             path, m.name, m.arch, sched_name(m.sched), m.block.x, m.block.y, m.block.z, m.cluster.x, m.cluster.y,
-             m.cluster.z, m.smem_bytes, m.nvrtc_major, m.nvrtc_minor, m.compile_ms, m.file_size, m.cubin_size,
-             m.ptx_size);
+             path, m.name, m.arch, clcrt_sched_name((clcrt_sched)m.sched), m.block.x, m.block.y, m.block.z,
+             m.cluster.x, m.cluster.y, m.cluster.z, m.smem_bytes, m.nvrtc_major, m.nvrtc_minor, m.compile_ms,
+             m.file_size, m.cubin_size, m.ptx_size);
       for (const char *o = m.options ? m.options : ""; *o; o++) fputs(*o == '\n' ? " " : (char[2]){*o, 0}, stdout);
       printf("\n");
       tool_input in;
