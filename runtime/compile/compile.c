@@ -167,7 +167,6 @@ clcrt_status clcrt__build_prepare(clcrt_runtime *rt, const clcrt_tile_desc *d, u
   sb_printf(&name, "clcrt_%s_", clcrt__sched_name(b->sched));
   for (const char *p = d->tile_fn; *p; p++) sb_add(&name, *p == ':' ? "_" : p, 1);
 
-  static const int kind[] = {0, 1, 2, 3, 4}; /* clcrt_sched -> clcrt::SCHED_* */
   unsigned nt = b->block.x * b->block.y * b->block.z;
   /* The translation unit includes three headers NVRTC holds in memory: the template, the
    * user's source under the tile function's name, and the generated entry under
@@ -201,10 +200,12 @@ clcrt_status clcrt__build_prepare(clcrt_runtime *rt, const clcrt_tile_desc *d, u
     sb_printf(entry, "  %s clcrt_state_;\n  %s(clcrt_args_, clcrt_state_);\n", d->state_type, d->prologue_fn);
   /* The same text, and so the same cache entry, for bits that name no code of the scheduler's. */
   unsigned v = clcrt__variant_bits(b->sched, variant);
+  /* run<>'s first parameter is the scheduler: clcrt_sched's values are the template's
+   * clcrt::SCHED_* (nvrtc_src/clcrt_loop.cuh says so), so the value passes as it is. */
   sb_printf(entry,
             "  clcrt::run<%d, %u, %u, %u, %u, %u, %uu>(clcrt_params_, [&](const clcrt::Tile &clcrt_tile_) { "
             "%s(clcrt_tile_, clcrt_args_%s); });\n",
-            kind[b->sched], b->cluster.x, b->cluster.y, b->cluster.z, nt, CLCRT__RING_OFF(b->smem_bytes), v,
+            (int)b->sched, b->cluster.x, b->cluster.y, b->cluster.z, nt, CLCRT__RING_OFF(b->smem_bytes), v,
             d->tile_fn, d->state_type ? ", clcrt_state_" : "");
   sb_puts(entry, "}\n");
 
