@@ -22,6 +22,8 @@ static int wanted(const char *only, const char *name) {
 }
 
 int main(int argc, char **argv) {
+  /* Line by line into a file too: a run stopped by a time limit keeps the rows it printed. */
+  setvbuf(stdout, NULL, _IOLBF, 0);
   const char *json_path = NULL, *only = NULL;
   for (int i = 1; i < argc; i++) {
     if (!strcmp(argv[i], "--json") && i + 1 < argc)

@@ -20,11 +20,13 @@ static int json_first = 1;
 /* The contenders: the default (AUTO: STEAL here, on a persistent grid, or one cluster per unit
  * for long units), STEAL on a full grid, the two other schedulers, and STEAL on an explicit
  * persistent grid (STEAL before long units), to keep the default's choice measured.
- * CLCRT_BENCH_EXP=1 adds the last three, experiments: STEAL whose waits poll
+ * CLCRT_BENCH_EXP=1 adds the last four, experiments: STEAL whose waits poll
  * (no suspend-time hint, -DCLCRT_WAIT_HINT=0), STATIC with a static shared-memory array in its
  * tile function (scale and classes tiles: what shared memory alone costs a short run), and
  * STATIC with an mbarrier instruction that never runs (the compiler then reserves 1 KiB of
- * shared memory per CTA, as in every STEAL kernel). */
+ * shared memory per CTA, as in every STEAL kernel); and one of issue 35: STEAL whose 1-CTA
+ * clusters always claim ahead (-DCLCRT_STEAL_EARLY=1).
+ * CLCRT_BENCH_EXP=NAME[,NAME...] adds only the experiments named. */
 static const contender k_all[] = {
     {"steal", CLCRT_SCHED_AUTO, CLCRT_GRID_AUTO, NULL},
     {"steal-full", CLCRT_SCHED_STEAL, CLCRT_GRID_FULL, NULL},
@@ -34,14 +36,31 @@ static const contender k_all[] = {
     {"steal-poll", CLCRT_SCHED_AUTO, CLCRT_GRID_AUTO, "-DCLCRT_WAIT_HINT=0"},
     {"static-smem", CLCRT_SCHED_STATIC, CLCRT_GRID_AUTO, "-DEXP_SMEM=1"},
     {"static-mbar", CLCRT_SCHED_STATIC, CLCRT_GRID_AUTO, "-DEXP_MBAR=1"},
+    {"steal-early", CLCRT_SCHED_AUTO, CLCRT_GRID_AUTO, "-DCLCRT_STEAL_EARLY=1"},
 };
-enum { N_EXPERIMENTS = 3 };
+enum { N_ALL = (int)(sizeof k_all / sizeof k_all[0]), N_EXPERIMENTS = 4 };
 const contender *k_contenders = k_all;
-int k_ncontenders = (int)(sizeof k_all / sizeof k_all[0]) - N_EXPERIMENTS;
+int k_ncontenders = N_ALL - N_EXPERIMENTS;
+static contender k_picked[N_ALL];
+
+/* Whether the comma-separated list names `name`. */
+int bench_listed(const char *list, const char *name) {
+  const size_t n = strlen(name);
+  for (const char *p = list; (p = strstr(p, name)) != NULL; p += n)
+    if ((p == list || p[-1] == ',') && (p[n] == 0 || p[n] == ',')) return 1;
+  return 0;
+}
 
 void bench_open(const char *json_path) {
   const char *exp = getenv("CLCRT_BENCH_EXP");
-  if (exp && !strcmp(exp, "1")) k_ncontenders = (int)(sizeof k_all / sizeof k_all[0]);
+  if (exp && !strcmp(exp, "1")) {
+    k_ncontenders = N_ALL;
+  } else if (exp && *exp) {
+    int n = 0;
+    for (int i = 0; i < N_ALL; i++)
+      if (i < N_ALL - N_EXPERIMENTS || bench_listed(exp, k_all[i].name)) k_picked[n++] = k_all[i];
+    k_contenders = k_picked, k_ncontenders = n;
+  }
   clcrt_runtime_opts o = CLCRT_RUNTIME_OPTS_INIT;
   o.cache_dir = "";
   if (clcrt_runtime_create(&rt, &o) != CLCRT_OK) {

@@ -112,11 +112,12 @@ extern int k_ncontenders;
 /* Deterministic pseudo-random numbers. */
 unsigned long long bench_rand(unsigned long long *s);
 double bench_urand(unsigned long long *s); /* [0, 1) */
+int bench_listed(const char *list, const char *name); /* the comma-separated list names it */
 
 /* The compute tiles of unequal cost (work.c) and the per-CTA table kernel (classes.c), also run
  * by the share section: the tile sources, the classes' cost tables (FMAs per thread per tile),
  * and the values their outputs must hold. */
-enum { SKEW, RAMP, LOGNORMAL, TRIANGLE, UNIFORM, NCLASSES };
+enum { SKEW, RAMP, LOGNORMAL, TRIANGLE, UNIFORM, LOGNORMAL15, NCLASSES };
 extern const char *const k_class_names[NCLASSES];
 extern const char *k_work_tile; /* WorkArgs { float *out; const unsigned *cost; unsigned long long ntiles; } */
 extern const char *k_table_tile; /* TabArgs { const float *x; float *y; unsigned long long n; }, 32 KiB state */

@@ -5,7 +5,11 @@
  *               per tile, 4 MiB per run, which stays in L2): the fixed cost of every run;
  *   prologue    uniform tiles whose CTA needs a 32 KiB shared-memory table, built once per CTA
  *               by the prologue (the hand-written one-block-per-tile kernel builds it per tile,
- *               the persistent reference once per block).
+ *               the persistent reference once per block);
+ *   tinypro     tiny uniform tiles behind the same kind of prologue, a whole run of about 80 us
+ *               (issue 35): a 32 KiB table with 1 KiB tiles, an 8 KiB table with 4 KiB tiles, and tables
+ *               that fill the SM's shared memory with exactly 6 or 3 CTAs.
+ *               With uniform tiles there is nothing to balance: STEAL's goal is STATIC's time.
  * Ratios are to the best hand-written reference, as elsewhere. */
 #include <math.h>
 #include <string.h>
@@ -110,10 +114,19 @@ static const char *k_ref_p128 =
     "extern \"C\" __global__ void __launch_bounds__(256) ref_block_p128(const __grid_constant__ ScaleArgs a, "
     "const __grid_constant__ Pad128 pad) {\n"
     "  scale_body(blockIdx.x, a);\n"
+    "}\n"
+    /* and with the entry FIXED had before issue 35: the launched unit from a flag word and the
+     * grid's 3-D coordinates (pad.w[4]: flags, bit 1 set; w[5], w[6]: units along x and y) */
+    "extern \"C\" __global__ void __launch_bounds__(256) ref_block_entry(const __grid_constant__ ScaleArgs a, "
+    "const __grid_constant__ Pad128 pad) {\n"
+    "  unsigned u = blockIdx.x;\n"
+    "  if (pad.w[4] & 2u) u = blockIdx.x + pad.w[5] * (blockIdx.y + pad.w[6] * blockIdx.z);\n"
+    "  scale_body(u, a);\n"
     "}\n";
 
+static unsigned p128_pad[32];
 static void launch_ref_p128(void *p) {
-  static unsigned pad[32];
+  unsigned *pad = p128_pad;
   lctx *c = p;
   CUlaunchConfig cfg;
   memset(&cfg, 0, sizeof cfg);
@@ -173,8 +186,14 @@ static void bench_backtoback(void) {
   CHECK_B2B("ref-persist", launch_ref, &rp);
   double t1 = time_batch(launch_ref, &rp, RUNS, 7), h1 = bench_host_us, g1;
   GRAPH_B2B("ref-persist", launch_ref, &rp, g1);
-  double g128;
+  double g128, gentry;
   GRAPH_B2B("ref-block-p128", launch_ref_p128, &rb128, g128);
+  /* What FIXED's and STEAL's short runs paid before issue 35: the reference with the entry code
+   * they had (the unit's index waits for a flag word, then for the grid's y and z). */
+  p128_pad[4] = 2u, p128_pad[5] = TILES, p128_pad[6] = 1;
+  lctx rbe = rb128;
+  rbe.fn = lib_fn(lib, "ref_block_entry");
+  GRAPH_B2B("ref-block-entry", launch_ref_p128, &rbe, gentry);
   printf("  host per launch: ref-block %.2f us, ref-persist %.2f us\n", h0, h1);
   double best = t0 < t1 ? t0 : t1, gbest = g0 < g1 ? g0 : g1;
   emit("backtoback", "500x1024", 1, "ref-block", t0, best / t0, 0);
@@ -206,6 +225,8 @@ static void bench_backtoback(void) {
   for (int c = 0; c < k_ncontenders; c++) emit("b2b-graph", "500x1024", 1, k_contenders[c].name, gt[c], gbest / gt[c], 0);
   printf("  (not a contender: ref-block with clcrt's 128 bytes of scheduler parameters as an unused second parameter)\n");
   emit("b2b-graph", "500x1024", 1, "ref-block-p128", g128, gbest / g128, 0);
+  printf("  (nor this: the same with the entry code FIXED and STEAL's short runs had before issue 35)\n");
+  emit("b2b-graph", "500x1024", 1, "ref-block-entry", gentry, gbest / gentry, 0);
   free(gt);
 #undef GRAPH_B2B
 #undef CHECK_B2B
@@ -318,9 +339,159 @@ static void bench_prologue(void) {
   free(hx), free(hy);
 }
 
+/* ---- tiny tiles behind a prologue ------------------------------------------------------- */
+
+/* The table and the tile, for a table of TAB entries (a power of 2) and PER floats per thread
+ * (tiles of PER KiB), both #defined ahead of this text. */
+#define TINY_COMMON                                                                              \
+  "struct TinyArgs { const float *x; float *y; unsigned long long n; };\n"                       \
+  "__device__ __forceinline__ void tiny_table(float *tab) {\n"                                   \
+  "  for (unsigned k = threadIdx.x; k < TAB; k += blockDim.x) {\n"                               \
+  "    float v = 0.f;\n"                                                                         \
+  "    for (int j = 1; j <= 8; j++) v += __sinf(k * 0.0007f * j) / j;\n"                          \
+  "    tab[k] = v;\n"                                                                            \
+  "  }\n"                                                                                        \
+  "  __syncthreads();\n"                                                                         \
+  "}\n"                                                                                          \
+  "__device__ __forceinline__ void tiny_body(unsigned long long tile, const TinyArgs &a, const float *tab) {\n" \
+  "  unsigned long long base = tile * (256ull * PER) + threadIdx.x;\n"                            \
+  "#pragma unroll\n"                                                                             \
+  "  for (int j = 0; j < PER; j++) { unsigned long long i = base + j * 256ull;\n"                 \
+  "    if (i < a.n) a.y[i] = a.x[i] * tab[(unsigned)(i * 2654435761u) & (TAB - 1u)]; }\n"         \
+  "}\n"
+static const char *k_tiny_tile =
+    TINY_COMMON
+    "struct TinyState { const float *tab; };\n"
+    "__device__ void tiny_prologue(const TinyArgs &a, TinyState &s) {\n"
+    "  float *tab = (float *)clcrt::smem(); tiny_table(tab); s.tab = tab;\n"
+    "}\n"
+    "__device__ void tiny_tile(const clcrt::Tile &t, const TinyArgs &a, TinyState &s) { tiny_body(t.linear, a, s.tab); }\n";
+static const char *k_tiny_ref =
+    TINY_COMMON
+    "extern \"C\" __global__ void __launch_bounds__(256) ref_block(const __grid_constant__ TinyArgs a) {\n"
+    "  extern __shared__ float tab[]; tiny_table(tab); tiny_body(blockIdx.x, a, tab);\n"
+    "}\n"
+    "extern \"C\" __global__ void __launch_bounds__(256) ref_persist(const __grid_constant__ TinyArgs a, unsigned "
+    "long long ntiles) {\n"
+    "  extern __shared__ float tab[]; tiny_table(tab);\n"
+    "  for (unsigned long long t = blockIdx.x; t < ntiles; t += gridDim.x) tiny_body(t, a, tab);\n"
+    "}\n";
+
+static char *with_defines(const char *src, unsigned tab, unsigned per) {
+  char head[64];
+  int n = snprintf(head, sizeof head, "#define TAB %uu\n#define PER %u\n", tab, per);
+  char *s = malloc((size_t)n + strlen(src) + 1);
+  memcpy(s, head, (size_t)n);
+  strcpy(s + n, src);
+  return s;
+}
+
+/* One shape: a table of `tab` floats (a power of 2) in `smem` bytes of shared memory (the rest
+ * unused: a table sized to fill an SM with a given number of CTAs), tiles of `per` KiB. */
+static void bench_tinypro_case(const char *param, unsigned tab, unsigned smem, unsigned per,
+                               unsigned long long ntiles) {
+  const unsigned long long n = ntiles * 256 * per;
+  struct {
+    CUdeviceptr x, y;
+    unsigned long long n;
+  } args = {0, 0, n};
+  CK(cu->cuMemAlloc(&args.x, n * 4));
+  CK(cu->cuMemAlloc(&args.y, n * 4));
+  float *hx = malloc(n * 4), *hy = malloc(n * 4);
+  unsigned long long seed = 17 + per;
+  for (unsigned long long i = 0; i < n; i++) hx[i] = (float)bench_urand(&seed);
+  bench_put(args.x, hx, n * 4);
+  printf("\ntinypro %s: %llu tiles of %u KiB, each CTA first builds a %u KiB table in %u bytes of shared memory\n",
+         param, ntiles, per, tab / 256, smem);
+  char *ref_src = with_defines(k_tiny_ref, tab, per), *tile_src = with_defines(k_tiny_tile, tab, per);
+  CUlibrary lib = compile_ref(ref_src, NULL, "tiny");
+  lctx rb = {.fn = lib_fn(lib, "ref_block"), .grid = (unsigned)ntiles, .smem = smem, .args = &args, .ntiles = ntiles};
+  lctx rp = {.fn = lib_fn(lib, "ref_persist"), .smem = smem, .args = &args, .ntiles = ntiles};
+  occupancy_blocks(rb.fn, 256, smem);
+  const int per_sm = occupancy_blocks(rp.fn, 256, smem);
+  rp.grid = (unsigned)(per_sm * clcrt_runtime_num_sms(rt));
+#define CHECK_TINY(name, launch, ctx)                                                      \
+  do {                                                                                     \
+    CK(cu->cuMemsetD32Async(args.y, 0x7fc00000u, n, cs));                                   \
+    launch(ctx);                                                                           \
+    CK(cu->cuStreamSynchronize(cs));                                                       \
+    CK(cu->cuMemcpyDtoH(hy, args.y, n * 4));                                               \
+    for (unsigned long long i = 0; i < n; i++) {                                           \
+      float want = hx[i] * table_value((unsigned)(i * 2654435761u) & (tab - 1u));          \
+      if (!(fabsf(hy[i] - want) <= 2e-3f * (1.f + fabsf(want)))) {                         \
+        fprintf(stderr, "tinypro: %s wrong at %llu: %g, want %g\n", name, i, hy[i], want); \
+        exit(1);                                                                           \
+      }                                                                                    \
+      i += 61; /* every tile, a few elements of it: sines on the CPU are slow */        \
+    }                                                                                      \
+  } while (0)
+  CHECK_TINY("ref-block", launch_ref, &rb);
+  double t0 = time_median(launch_ref, &rb);
+  CHECK_TINY("ref-persist", launch_ref, &rp);
+  double t1 = time_median(launch_ref, &rp);
+  double best = t0 < t1 ? t0 : t1;
+  emit("tinypro", param, 1, "ref-block", t0, best / t0, 0);
+  emit("tinypro", param, 1, "ref-persist", t1, best / t1, 0);
+  printf("  %-9s %-8s    %-16s %d CTAs per SM\n", "", "", "ref-persist", per_sm);
+  for (int c = 0; c < k_ncontenders; c++) {
+    clcrt_tile_desc d = CLCRT_TILE_DESC_INIT;
+    d.source = tile_src, d.tile_fn = "tiny_tile", d.args_type = "TinyArgs";
+    d.state_type = "TinyState", d.prologue_fn = "tiny_prologue";
+    d.block = (clcrt_dim3){256, 1, 1};
+    d.smem_bytes = smem;
+    d.sched = k_contenders[c].sched, d.grid = k_contenders[c].grid;
+    const char *opts[1] = {k_contenders[c].define};
+    d.options = opts, d.num_options = k_contenders[c].define ? 1 : 0;
+    lctx lc = {.k = reg_desc(&d, "tiny_tile"), .args = &args, .args_size = sizeof args, .ntiles = ntiles};
+    CHECK_TINY(k_contenders[c].name, launch_clcrt, &lc);
+    double t = time_median(launch_clcrt, &lc);
+    /* A trace of one more run: its tail and balance (and the timeline, with --traces DIR). */
+    char path[512], *q;
+    if (trace_dir) {
+      snprintf(path, sizeof path, "%s/tinypro-%s-%s.json", trace_dir, param, k_contenders[c].name);
+      if ((q = strchr(path + strlen(trace_dir) + 1, '/')) != NULL) *q = '-';
+    }
+    clcrt_trace_summary sum = CLCRT_TRACE_SUMMARY_INIT;
+    emit_traced("tinypro", param, 1, k_contenders[c].name, t, best / t, 0,
+                trace_once(&lc, &sum, trace_dir ? path : NULL) ? &sum : NULL);
+    /* The grid it ran on: clusters that got a unit (a persistent grid's are all resident). */
+    clcrt_stream_stats ss = CLCRT_STREAM_STATS_INIT;
+    if (clcrt_stream_stats_enable(st, 1) != CLCRT_OK) exit(1);
+    launch_clcrt(&lc);
+    if (clcrt_stream_stats_read(st, &ss) != CLCRT_OK || clcrt_stream_stats_enable(st, 0) != CLCRT_OK) exit(1);
+    printf("  %-9s %-8s    %-16s %llu clusters (%.2f per SM), at most %llu units per cluster\n", "", "", "",
+           ss.clusters, (double)ss.clusters / clcrt_runtime_num_sms(rt), ss.max_units_per_cluster);
+  }
+#undef CHECK_TINY
+  free(ref_src), free(tile_src);
+  cu->cuLibraryUnload(lib);
+  cu->cuMemFree(args.x), cu->cuMemFree(args.y);
+  free(hx), free(hy);
+}
+
+/* Shapes of the class: two ordinary ones, and tables that fill an SM's shared memory with
+ * exactly 6 or 3 CTAs (users size them so): the SM's shared memory over the CTAs, less the
+ * 1 KiB the driver reserves per CTA and the 1 KiB the compiler reserves in these kernels
+ * (.nv.shared.reserved: clcrt_kernel_info's static_smem). */
+static void bench_tinypro(void) {
+  int sm_smem = 0, reserved = 0;
+  CUdevice dev;
+  CK(cu->cuDeviceGet(&dev, 0));
+  CK(cu->cuDeviceGetAttribute(&sm_smem, CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_MULTIPROCESSOR, dev));
+  CK(cu->cuDeviceGetAttribute(&reserved, CU_DEVICE_ATTRIBUTE_RESERVED_SHARED_MEMORY_PER_BLOCK, dev));
+  const unsigned q = quick ? 4 : 1;
+  const unsigned fill6 = ((unsigned)(sm_smem / 6 - reserved - 1024)) & ~127u;
+  const unsigned fill3 = ((unsigned)(sm_smem / 3 - reserved - 1024)) & ~127u;
+  bench_tinypro_case("32KiB/1KiB", 8192, 32768, 1, 98304 / q);
+  bench_tinypro_case("8KiB/4KiB", 2048, 8192, 4, 24576 / q);
+  bench_tinypro_case("fill6/1KiB", 8192, fill6, 1, 98304 / q);
+  bench_tinypro_case("fill3/2KiB", 16384, fill3, 2, 49152 / q);
+}
+
 void bench_classes(void) {
-  const char *only = getenv("CLCRT_BENCH_CLASS"); /* one class (profiling runs) */
-  if (!only || !strcmp(only, "demo")) bench_demo();
-  if (!only || !strcmp(only, "backtoback")) bench_backtoback();
-  if (!only || !strcmp(only, "prologue")) bench_prologue();
+  const char *only = getenv("CLCRT_BENCH_CLASS"); /* classes, comma-separated (profiling runs) */
+  if (!only || bench_listed(only, "demo")) bench_demo();
+  if (!only || bench_listed(only, "backtoback")) bench_backtoback();
+  if (!only || bench_listed(only, "prologue")) bench_prologue();
+  if (!only || bench_listed(only, "tinypro")) bench_tinypro();
 }
