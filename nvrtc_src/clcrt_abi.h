@@ -107,7 +107,8 @@ CLCRT__ASSERT(CLCRT__USE_ALL == (CLCRT_USE_TRACE | CLCRT_USE_GRAPH | CLCRT_USE_P
 /* Claim lines. A STEAL run claims units from a 128-byte line of its own: word
  * CLCRT__LINE_CTR is the claim counter, word CLCRT__LINE_STARTED counts the clusters that
  * started with work left (runs that may yield). A stream's state (clcrt__params.state) is
- * two lines: run n claims from line n % 2 and zeroes line (n + 1) % 2 for the next run. */
+ * two lines: claiming run n claims from line n % 2 and zeroes line (n + 1) % 2 for the next
+ * (runs that claim nothing take no number and touch neither line). */
 #define CLCRT__LINE_WORDS 32u
 #define CLCRT__LINE_CTR 0u
 #define CLCRT__LINE_STARTED 1u

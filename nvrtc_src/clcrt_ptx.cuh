@@ -53,6 +53,13 @@ __device__ __forceinline__ unsigned sreg_nclusterid_x() {
   asm("mov.u32 %0, %%nclusterid.x;" : "=r"(r));
   return r;
 }
+__device__ __forceinline__ uint3 sreg_nclusterid() {
+  uint3 r;
+  asm("mov.u32 %0, %%nclusterid.x;" : "=r"(r.x));
+  asm("mov.u32 %0, %%nclusterid.y;" : "=r"(r.y));
+  asm("mov.u32 %0, %%nclusterid.z;" : "=r"(r.z));
+  return r;
+}
 __device__ __forceinline__ unsigned sreg_smid() {
   unsigned r;
   asm volatile("mov.u32 %0, %%smid;" : "=r"(r));
@@ -158,12 +165,6 @@ __device__ __forceinline__ void st_relaxed_sys(unsigned *p, unsigned v) {
 // Zeroes a claim line's counter and its started count (words 0 and 1) in one store.
 __device__ __forceinline__ void zero_claims(unsigned *line) {
   asm volatile("st.relaxed.gpu.global.u64 [%0], %1;" ::"l"(line), "l"(0ull) : "memory");
-}
-__device__ __forceinline__ void zero_claims_if(bool c, unsigned *line) {
-  asm volatile("{\n\t.reg .pred q;\n\tsetp.ne.u32 q, %0, 0;\n\t@q st.relaxed.gpu.global.u64 [%1], %2;\n}" ::"r"(
-                   (unsigned)c),
-               "l"(line), "l"(0ull)
-               : "memory");
 }
 __device__ __forceinline__ void red_add_relaxed_gpu(unsigned *p, unsigned v) {
   asm volatile("red.relaxed.gpu.global.add.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory");

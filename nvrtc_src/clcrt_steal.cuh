@@ -8,11 +8,13 @@
 //      gpu_sched.c test_matrix, test_stress, test_sizes (exactly once).
 //   2. A run's claim line needs no reset launch: a run on a stream claims from line seq % 2
 //      and zeroes line (seq + 1) % 2, which the run before it used and the run after it will
-//      use (runs on one stream execute one after another); a run captured into a graph
-//      claims from its own slot of the graph table (clcrt_variant.cuh). gpu_sched.c
-//      test_sizes and test_matrix (runs back to back), test_graph_replay; gpu_graph.c
-//      test_variant_builds (a captured run that claims nothing leaves the stream's lines
-//      alone).
+//      use (runs on one stream execute one after another). Only runs that claim take a
+//      sequence number (runtime/launch/launch.c); a run that claims nothing touches neither
+//      line (no parameter of its own, no store: its kernel is FIXED's). A run captured into a
+//      graph claims from its own slot of the graph table (clcrt_variant.cuh). gpu_sched.c
+//      test_sizes and test_matrix (runs back to back, claiming or not), test_graph_replay;
+//      gpu_graph.c test_variant_builds (a captured run that claims nothing leaves the
+//      stream's lines alone).
 //   3. A claim takes a chunk of units sized by time: the leader measures how long its units
 //      take (clock64) and takes enough of them to last about chunk_cycles, at least 1 and at
 //      most remaining / (2 * clusters running at once) (guided, so the tail is still handed
@@ -85,20 +87,9 @@ struct Steal : ResponseRing<CX, CY, CZ, NTHREADS, V, (CX * CY * CZ > 1)> {
   // left: a cluster that starts after every unit was claimed (most of a full grid's) leaves
   // after one load and the ring's barrier. Returns whether the cluster has work to look for.
   __device__ __forceinline__ bool init() {
-    if (!claims()) {
-      // Every unit is some cluster's own: nothing to claim, no ring (none was launched
-      // unless the run is traced). The stream's line for the next run is still zeroed (as
-      // locate_state does), unless the run was captured into a graph: such a run is
-      // launched without the graph variant (the runtime's clcrt_run), and replays of it may
-      // run beside the stream's own runs. Thread x 0 of the CTAs at x 0 (more than one on a
-      // 2-D or 3-D grid: the same zero, and nothing else writes that line during this run):
-      // a cheaper test than the leader's, which every thread of every CTA of a run of one
-      // cluster per unit evaluates (tid, rank: about a dozen instructions per tile).
-      // A predicated store, not a branch: a branch around it costs these kernels a
-      // convergence region (BSSY/BSYNC) ahead of the tile's first load.
-      ptx::zero_claims_if(threadIdx.x == 0 && blockIdx.x == 0 && !(p.flags & CLCRT__PF_GRAPH), next_claims());
-      return true;
-    }
+    // Every unit is some cluster's own: nothing to claim, no ring (none was launched unless
+    // the run is traced), no claim line (claim 2).
+    if (!claims()) return true;
     if (leader) {
       if (USE_GRAPH) ring->slot_state = nullptr;
       ring->pub = ring->remaining = ring->t_unit = ring->exhausted = 0;
@@ -129,8 +120,8 @@ struct Steal : ResponseRing<CX, CY, CZ, NTHREADS, V, (CX * CY * CZ > 1)> {
       zero_next_claims();
     }
   }
-  // The stream's claim line of its next run (runs alternate between two). The previous run
-  // on this stream, which used it, has finished; the next one will use it. Any cluster may
+  // The stream's claim line of its next claiming run (they alternate between two). The
+  // previous claiming run on this stream, which used it, has finished; the next one will use it. Any cluster may
   // reset it at any time during this run: cluster 0 does.
   __device__ __forceinline__ unsigned *next_claims() const {
     return (unsigned *)p.state + ((p.seq + 1u) & 1u) * CLCRT__LINE_WORDS;

@@ -642,13 +642,19 @@ START_TEST(steal_two_d_grid_decomposes) {
 }
 END_TEST
 
-/* Sequence numbers pick a stream's claim set: consecutive, one per launched run. */
+/* Sequence numbers pick a stream's claim line: consecutive, one per launched run that claims;
+ * a run that claims nothing takes none and gets no claim line. */
 START_TEST(steal_sequence_numbers_follow_the_runs) {
   unsigned first = 0;
   for (int i = 0; i < 5; i++) {
     ck_assert_int_eq(run(g_steal, 20000, 1, 1), CLCRT_OK);
     if (i == 0) first = g_p.seq;
     ck_assert_uint_eq(g_p.seq, first + (unsigned)i);
+    ck_assert_uint_eq(g_p.state, g_s->state);
+    ck_assert_uint_eq(run(g_steal, 10, 1, 1), CLCRT_OK); /* one cluster per unit */
+    ck_assert_uint_eq(g_p.claim_base, 10);
+    ck_assert_uint_eq(g_p.seq, 0);
+    ck_assert_uint_eq(g_p.state, 0);
   }
   /* A failed launch hands out no number. */
   g_launch_result = CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES;
@@ -847,7 +853,7 @@ START_TEST(captured_runs_never_build) {
   double first = timed_run(k, 20000);
   expect_fallback(k, 20000);
   ck_assert_uint_eq(g_p.flags & CLCRT__PF_GRAPH, CLCRT__PF_GRAPH);
-  ck_assert_uint_eq(g_p.state, g_rt->devstate->table);
+  ck_assert_uint_eq(g_p.state, 0); /* the fallback claims nothing: no claim line */
   ck_assert_uint_eq(g_cfg.sharedMemBytes, k->smem_bytes);
   ck_assert_uint_eq(k->vars->requested, 1u << CLCRT_USE_GRAPH);
   double second = timed_run(k, 20000);
@@ -1202,8 +1208,8 @@ START_TEST(steal_long_units_go_one_cluster_per_unit) {
   ck_assert_uint_eq(g_cfg.gridDimX, resident);
   set_unit_cycles(g_steal, lc - 1, lc - 1);
   ck_assert(!launched_long(g_steal, 20000));
-  /* Long: one cluster per unit, as FIXED launches them, no ring, no claims; the stream's
-   * sequence number still goes with it (it zeroes the next run's counter). */
+  /* Long: one cluster per unit, as FIXED launches them, no ring, no claims, no sequence
+   * number or claim line (the next claiming run takes the number this one did not). */
   set_unit_cycles(g_steal, 5 * lc, 5 * lc);
   unsigned seq0 = g_p.seq;
   ck_assert(launched_long(g_steal, 20000));
@@ -1213,8 +1219,13 @@ START_TEST(steal_long_units_go_one_cluster_per_unit) {
   ck_assert_uint_eq(g_p.claim_base, 20000);
   ck_assert_uint_eq(g_p.flags & CLCRT__PF_GRID3, CLCRT__PF_GRID3);
   ck_assert_uint_eq(g_cfg.sharedMemBytes, g_steal->smem_bytes);
+  ck_assert_uint_eq(g_p.seq, 0);
+  ck_assert_uint_eq(g_p.state, 0);
+  set_unit_cycles(g_steal, 0, 0);
+  ck_assert(!launched_long(g_steal, 20000));
   ck_assert_uint_eq(g_p.seq, seq0 + 1);
   ck_assert_uint_eq(g_p.state, g_s->state);
+  set_unit_cycles(g_steal, 5 * lc, 5 * lc);
   /* A 3-D tile grid: the units' grid itself. */
   ck_assert(launched_long3(g_steal, 300, 20, 4));
   ck_assert_uint_eq(g_cfg.gridDimX, 300);

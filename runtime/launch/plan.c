@@ -166,9 +166,8 @@ clcrt__plan_status clcrt__plan(const clcrt__plan_in *in, clcrt__plan_out *out) {
     } else {
       clcrt__fastdiv(2 * z.resident, &p->guide_mul, &p->guide_shr);
     }
-    /* A captured run that claims nothing (launched without the graph variant) still tells the
-     * kernel it is captured: it must not zero the stream's claim set for the stream's next run,
-     * which may be running while the graph replays. */
+    /* Every captured run says so, claiming or not (a run that claims nothing reads no claim
+     * line and takes no sequence number: launch.c). */
     if (in->graph) flags = CLCRT__PF_GRAPH;
   } else if (k->grid == CLCRT_GRID_PERSISTENT) { /* STATIC */
     const unsigned c = (unsigned)fit(in, v);
