@@ -433,6 +433,7 @@ static void plan_input(clcrt__plan_in *in, int kernel, unsigned tx, unsigned ty,
   in->traced = !!(state & T), in->stats = !!(state & S), in->graph = !!(state & G);
   in->preemptible = !!(state & P), in->long_measured = !!(state & L), in->long_recheck = !!(state & R);
   in->preempt_waves = 2;
+  in->chunk_cycles = 8000;
   /* The whole device, unless plan_everywhere sweeps the SMs a stream may have (test_share runs
    * partitions through clcrt_run). */
   in->dev_sms = 132, in->grid_sms = g_plan_sms.grid_sms, in->grid_align = g_plan_sms.align;
@@ -499,7 +500,14 @@ static void plan_invariants(const clcrt__plan_in *in, const clcrt__plan_out *o, 
   }
   /* What belongs to the stream is left to clcrt_run. */
   ck_assert(p->seq == 0 && p->state == 0 && p->stats == 0 && p->trace == 0 && p->yield == 0 && p->run == 0 &&
-            p->chunk_cycles == 0 && p->prio == 0 && p->unit_cycles == 0 && p->yield_words == 0);
+            p->prio == 0 && p->unit_cycles == 0 && p->yield_words == 0);
+  /* A STEAL claim's units last chunk_cycles, or longer with fewer CTAs per SM (never shorter,
+   * at most CLCRT__CHUNK_FULL_SM times); other schedulers claim nothing. */
+  if (steal)
+    ck_assert_msg(p->chunk_cycles >= in->chunk_cycles && p->chunk_cycles <= in->chunk_cycles * CLCRT__CHUNK_FULL_SM,
+                  "%s: chunk %u cycles", what, p->chunk_cycles);
+  else
+    ck_assert_uint_eq(p->chunk_cycles, 0);
 }
 
 /* Every row of the table: the variant, the grid, the claim base and the rest, exactly. */
@@ -528,6 +536,50 @@ START_TEST(plan_table) {
     ck_assert_msg(o.obs_lost == r->obs_lost, "%s: observation lost %u", what, o.obs_lost);
     plan_invariants(&in, &o, what);
   }
+}
+END_TEST
+
+/* A claim's units last chunk_cycles at CLCRT__CHUNK_FULL_SM or more CTAs per SM, and
+ * proportionally longer with fewer (plan.c: fewer CTAs cover each claim's wait): by the
+ * occupancy of the variant launched, counted in CTAs, on the stream's SMs. */
+START_TEST(plan_chunk_by_occupancy) {
+  plan_kernels();
+  static const struct {
+    int kernel, blocks_per_sm, grid_sms;
+    unsigned base, want;
+  } rows[] = {
+      {PK_STEAL, 8, 132, 8000, 8000},     {PK_STEAL, 16, 132, 8000, 8000},  {PK_STEAL, 6, 132, 8000, 10666},
+      {PK_STEAL, 3, 132, 8000, 21333},    {PK_STEAL, 1, 132, 8000, 64000},  {PK_STEAL2, 8, 132, 8000, 8000},
+      {PK_STEAL4, 4, 132, 8000, 16000},   {PK_STEAL, 3, 66, 8000, 21333},   {PK_STEAL, 8, 66, 8000, 8000},
+      {PK_STEAL, 1, 132, 10000000, 80000000},
+  };
+  for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
+    clcrt__occ occ[CLCRT__VARIANTS];
+    memcpy(occ, g_pocc[rows[i].kernel], sizeof occ);
+    /* Every variant the same (the registered one is launched here). */
+    for (unsigned v = 0; v < CLCRT__VARIANTS; v++) {
+      occ[v].clusters = rows[i].blocks_per_sm * 132 / (int)g_pk[rows[i].kernel].cluster_size;
+      occ[v].blocks_per_sm = rows[i].blocks_per_sm;
+      clcrt__fastdiv(2u * (unsigned)occ[v].clusters, &occ[v].guide_mul, &occ[v].guide_shr);
+    }
+    g_plan_sms.grid_sms = rows[i].grid_sms;
+    clcrt__plan_in in;
+    plan_input(&in, rows[i].kernel, 100000, 1, 1, 0, ALL);
+    in.occ = occ;
+    in.chunk_cycles = rows[i].base;
+    clcrt__plan_out o;
+    ck_assert_int_eq(clcrt__plan(&in, &o), CLCRT__PLAN_OK);
+    ck_assert_msg(o.p.claim_base < o.p.num_units, "row %zu claims", i);
+    ck_assert_msg(o.p.chunk_cycles == rows[i].want, "row %zu: chunk %u cycles, want %u", i, o.p.chunk_cycles,
+                  rows[i].want);
+  }
+  g_plan_sms.grid_sms = 132;
+  /* STATIC and FIXED claim nothing. */
+  clcrt__plan_in in;
+  clcrt__plan_out o;
+  plan_input(&in, PK_STATIC, 100000, 1, 1, 0, ALL);
+  ck_assert_int_eq(clcrt__plan(&in, &o), CLCRT__PLAN_OK);
+  ck_assert_uint_eq(o.p.chunk_cycles, 0);
 }
 END_TEST
 
@@ -1335,6 +1387,7 @@ int main(void) {
   tcase_add_test(tc, steal_long_units_go_one_cluster_per_unit);
   tcase_add_test(tc, host_cost_printed);
   tcase_add_test(tc, plan_table);
+  tcase_add_test(tc, plan_chunk_by_occupancy);
   tcase_add_test(tc, captured_runs_never_build);
   tcase_add_test(tc, short_and_long_runs_never_build);
   tcase_add_test(tc, preemptible_streams_build_yielding_variants);

@@ -112,6 +112,7 @@ clcrt_status clcrt_run(clcrt_stream *s, const clcrt_kernel *k, clcrt_dim3 tiles,
   in.stats = s->stats != 0;
   in.preemptible = in.graph = in.long_measured = in.long_recheck = 0;
   in.preempt_waves = rt->preempt_waves;
+  in.chunk_cycles = rt->chunk_cycles; /* CLCRT_STEAL_CHUNK_CYCLES, default 8000: ~4 us on an H100 */
   /* The stream's SMs (an SM budget's partition, or opts.grid_sms): persistent grids are sized
    * for them, each variant's device-wide occupancy scaled to them in the plan. */
   in.dev_sms = rt->num_sms;
@@ -165,10 +166,6 @@ clcrt_status clcrt_run(clcrt_stream *s, const clcrt_kernel *k, clcrt_dim3 tiles,
     p->run = s->trace_runs;
   }
   if (steal) {
-    /* A claim takes units that last about CLCRT_STEAL_CHUNK_CYCLES (a few microseconds: a claim
-     * costs about one, and the single counter serves a claim every few nanoseconds, so even
-     * thousands of clusters claiming that often do not queue on it). */
-    p->chunk_cycles = rt->chunk_cycles; /* CLCRT_STEAL_CHUNK_CYCLES, default 8000: ~4 us on an H100 */
     p->unit_cycles = k0->unit_cycles_dev; /* written by claiming runs only */
     if (kl->variant & CLCRT_USE_PREEMPT) {
       p->yield = rt->devstate->yield;

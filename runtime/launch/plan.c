@@ -159,7 +159,20 @@ clcrt__plan_status clcrt__plan(const clcrt__plan_in *in, clcrt__plan_out *out) {
     p->claim_base = z.claim_base;
     claims = z.claim_base < n;
     /* A claim takes units lasting about chunk_cycles, but never more than remaining / (2 *
-     * clusters running), so that the tail is handed out unit by unit: the guided bound. */
+     * clusters running), so that the tail is handed out unit by unit: the guided bound. While a
+     * claim is made, its CTAs wait (the leader's round trip, and every warp for the response);
+     * the SM's other CTAs keep it busy. With fewer than CLCRT__CHUNK_FULL_SM CTAs resident per
+     * SM, fewer cover that wait, so claims take proportionally longer runs of units: measured on
+     * the H100, tiny uniform tiles behind a prologue at 3 CTAs per SM ran 0.92x STATIC's speed
+     * with 8000 cycles and 1.00x with 32000, while at 8 CTAs per SM 32000 lost 5% to the tail
+     * (docs/results.md, STEAL round two). */
+    {
+      const unsigned long long ctas = (unsigned long long)fit(in, v) * k->cluster_size;
+      const unsigned per_sm = in->grid_sms > 0 ? (unsigned)(ctas / (unsigned)in->grid_sms) : CLCRT__CHUNK_FULL_SM;
+      unsigned long long c = in->chunk_cycles;
+      if (per_sm < CLCRT__CHUNK_FULL_SM) c = c * CLCRT__CHUNK_FULL_SM / (per_sm ? per_sm : 1u);
+      p->chunk_cycles = c > 0x7fffffffull ? 0x7fffffffu : (unsigned)c;
+    }
     p->active = z.resident;
     if ((int)z.resident == in->occ[v].clusters) {
       p->guide_mul = in->occ[v].guide_mul, p->guide_shr = in->occ[v].guide_shr;

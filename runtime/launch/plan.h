@@ -21,6 +21,10 @@ static inline void clcrt__fastdiv(uint32_t d, uint32_t *mul, uint32_t *shr) {
   *shr = l - 1;
 }
 
+/* The CTAs per SM at which a STEAL claim's units last chunk_cycles; fewer CTAs per SM claim
+ * proportionally more (plan.c). */
+#define CLCRT__CHUNK_FULL_SM 8u
+
 typedef struct clcrt__plan_in {
   /* The registered kernel: scheduler, grid kind, cluster shape, shared memory (its variants
    * share all of them; they differ in code and occupancy). Read, never written. */
@@ -38,6 +42,7 @@ typedef struct clcrt__plan_in {
   unsigned char long_measured;  /* STEAL: the kernel's claiming runs measured long units (launch.c) */
   unsigned char long_recheck;   /* ... and this run is the one in CLCRT__HW_RECHECK that measures again */
   unsigned preempt_waves;       /* reserve waves of a grid that may yield */
+  unsigned chunk_cycles;        /* STEAL: cycles a claim's units last at CLCRT__CHUNK_FULL_SM CTAs per SM */
   /* The SMs the stream's persistent grids are sized for (clcrt_stream_create_ex: an SM budget's
    * green context, or opts.grid_sms): occ[] counts clusters on all dev_sms of the device, and a
    * stream with grid_sms < dev_sms gets its share (green.h: clcrt__partition_clusters), in
@@ -48,9 +53,9 @@ typedef struct clcrt__plan_in {
 
 typedef struct clcrt__plan_out {
   /* The scheduler parameters, less what belongs to the stream (seq, state, stats, trace,
-   * yield, run, prio, chunk_cycles, unit_cycles), which launch.c adds: the tile grid, units,
-   * fast divisions, clusters, claim base, active clusters with their guided bound, and the
-   * flags CLCRT__PF_GRID3 and CLCRT__PF_GRAPH. */
+   * yield, run, prio, unit_cycles), which launch.c adds: the tile grid, units, fast
+   * divisions, clusters, claim base, active clusters with their guided bound, the cycles a
+   * claim's units last, and the flags CLCRT__PF_GRID3 and CLCRT__PF_GRAPH. */
   clcrt__params p;
   unsigned variant;   /* CLCRT_USE_* bits of the kernel to launch: always a built one */
   unsigned grid[3];   /* the launch grid, in CTAs */
