@@ -117,7 +117,8 @@ typedef struct clcrt_runtime_opts {
    * overrides the field (to try a value without rebuilding). Out of range: clcrt_runtime_create
    * fails with CLCRT_E_INVALID. */
   unsigned steal_chunk_cycles; /* $CLCRT_STEAL_CHUNK_CYCLES: a STEAL claim takes units lasting about this
-                                  many cycles (default 8000, at most 10^7) */
+                                  many cycles (1-CTA clusters: at 8 or more CTAs per SM, 8 / n times as
+                                  many at n < 8; default 8000, at most 10^7) */
   unsigned steal_long_cycles;  /* $CLCRT_STEAL_LONG_CYCLES: a STEAL kernel on an AUTO grid whose units
                                   measured at least this many cycles per CTA of its cluster runs one cluster
                                   per unit (default 4000, at most 10^8; CLCRT_OPT_OFF: never) */

@@ -501,9 +501,11 @@ static void plan_invariants(const clcrt__plan_in *in, const clcrt__plan_out *o, 
   /* What belongs to the stream is left to clcrt_run. */
   ck_assert(p->seq == 0 && p->state == 0 && p->stats == 0 && p->trace == 0 && p->yield == 0 && p->run == 0 &&
             p->prio == 0 && p->unit_cycles == 0 && p->yield_words == 0);
-  /* A STEAL claim's units last chunk_cycles, or longer with fewer CTAs per SM (never shorter,
-   * at most CLCRT__CHUNK_FULL_SM times); other schedulers claim nothing. */
-  if (steal)
+  /* A STEAL claim's units last chunk_cycles, or for 1-CTA clusters longer with fewer CTAs per
+   * SM (never shorter, at most CLCRT__CHUNK_FULL_SM times); other schedulers claim nothing. */
+  if (steal && k->cluster_size > 1)
+    ck_assert_uint_eq(p->chunk_cycles, in->chunk_cycles);
+  else if (steal)
     ck_assert_msg(p->chunk_cycles >= in->chunk_cycles && p->chunk_cycles <= in->chunk_cycles * CLCRT__CHUNK_FULL_SM,
                   "%s: chunk %u cycles", what, p->chunk_cycles);
   else
@@ -539,9 +541,10 @@ START_TEST(plan_table) {
 }
 END_TEST
 
-/* A claim's units last chunk_cycles at CLCRT__CHUNK_FULL_SM or more CTAs per SM, and
- * proportionally longer with fewer (plan.c: fewer CTAs cover each claim's wait): by the
- * occupancy of the variant launched, counted in CTAs, on the stream's SMs. */
+/* A 1-CTA cluster's claims last chunk_cycles at CLCRT__CHUNK_FULL_SM or more CTAs per SM, and
+ * proportionally longer with fewer (plan.c: fewer CTAs cover each claim's wait), by the
+ * occupancy of the variant launched on the stream's SMs; clusters of several CTAs claim ahead
+ * and keep chunk_cycles. */
 START_TEST(plan_chunk_by_occupancy) {
   plan_kernels();
   static const struct {
@@ -550,7 +553,8 @@ START_TEST(plan_chunk_by_occupancy) {
   } rows[] = {
       {PK_STEAL, 8, 132, 8000, 8000},     {PK_STEAL, 16, 132, 8000, 8000},  {PK_STEAL, 6, 132, 8000, 10666},
       {PK_STEAL, 3, 132, 8000, 21333},    {PK_STEAL, 1, 132, 8000, 64000},  {PK_STEAL2, 8, 132, 8000, 8000},
-      {PK_STEAL4, 4, 132, 8000, 16000},   {PK_STEAL, 3, 66, 8000, 21333},   {PK_STEAL, 8, 66, 8000, 8000},
+      {PK_STEAL4, 4, 132, 8000, 8000},    {PK_STEAL2, 2, 132, 8000, 8000},  {PK_STEAL, 3, 66, 8000, 21333},
+      {PK_STEAL, 8, 66, 8000, 8000},
       {PK_STEAL, 1, 132, 10000000, 80000000},
   };
   for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {

@@ -159,18 +159,21 @@ clcrt__plan_status clcrt__plan(const clcrt__plan_in *in, clcrt__plan_out *out) {
     p->claim_base = z.claim_base;
     claims = z.claim_base < n;
     /* A claim takes units lasting about chunk_cycles, but never more than remaining / (2 *
-     * clusters running), so that the tail is handed out unit by unit: the guided bound. While a
-     * claim is made, its CTAs wait (the leader's round trip, and every warp for the response);
-     * the SM's other CTAs keep it busy. With fewer than CLCRT__CHUNK_FULL_SM CTAs resident per
-     * SM, fewer cover that wait, so claims take proportionally longer runs of units: measured on
-     * the H100, tiny uniform tiles behind a prologue at 3 CTAs per SM ran 0.92x STATIC's speed
-     * with 8000 cycles and 1.00x with 32000, while at 8 CTAs per SM 32000 lost 5% to the tail
-     * (docs/results.md, STEAL round two). */
+     * clusters running), so that the tail is handed out unit by unit: the guided bound. A 1-CTA
+     * cluster claims when its units are done (clcrt_steal.cuh, claim 4): its CTA waits for the
+     * leader's round trip and every warp for the response, while the SM's other CTAs keep it
+     * busy. With fewer than CLCRT__CHUNK_FULL_SM CTAs resident per SM, fewer cover that wait,
+     * so its claims take proportionally longer runs of units. Measured on the H100: tiny uniform
+     * tiles behind a prologue at 3 CTAs per SM ran 0.92x STATIC's speed with 8000 cycles and
+     * 1.00x with 32000, while at 8 CTAs per SM 32000 lost 5% to the tail. Clusters of several
+     * CTAs claim ahead, their round trip hidden behind the current units: longer claims only
+     * cost them balance (64 KiB tiles, 4-CTA clusters at 2 CTAs per SM: 0.97x -> 0.93x), so
+     * theirs stay as they are (docs/results.md, STEAL round two). */
     {
-      const unsigned long long ctas = (unsigned long long)fit(in, v) * k->cluster_size;
+      const unsigned long long ctas = (unsigned long long)fit(in, v);
       const unsigned per_sm = in->grid_sms > 0 ? (unsigned)(ctas / (unsigned)in->grid_sms) : CLCRT__CHUNK_FULL_SM;
       unsigned long long c = in->chunk_cycles;
-      if (per_sm < CLCRT__CHUNK_FULL_SM) c = c * CLCRT__CHUNK_FULL_SM / (per_sm ? per_sm : 1u);
+      if (k->cluster_size == 1 && per_sm < CLCRT__CHUNK_FULL_SM) c = c * CLCRT__CHUNK_FULL_SM / (per_sm ? per_sm : 1u);
       p->chunk_cycles = c > 0x7fffffffull ? 0x7fffffffu : (unsigned)c;
     }
     p->active = z.resident;

@@ -21,8 +21,8 @@ static inline void clcrt__fastdiv(uint32_t d, uint32_t *mul, uint32_t *shr) {
   *shr = l - 1;
 }
 
-/* The CTAs per SM at which a STEAL claim's units last chunk_cycles; fewer CTAs per SM claim
- * proportionally more (plan.c). */
+/* The CTAs per SM at which a 1-CTA STEAL cluster's claims last chunk_cycles; with fewer CTAs
+ * per SM they claim proportionally more (plan.c). */
 #define CLCRT__CHUNK_FULL_SM 8u
 
 typedef struct clcrt__plan_in {
@@ -42,7 +42,7 @@ typedef struct clcrt__plan_in {
   unsigned char long_measured;  /* STEAL: the kernel's claiming runs measured long units (launch.c) */
   unsigned char long_recheck;   /* ... and this run is the one in CLCRT__HW_RECHECK that measures again */
   unsigned preempt_waves;       /* reserve waves of a grid that may yield */
-  unsigned chunk_cycles;        /* STEAL: cycles a claim's units last at CLCRT__CHUNK_FULL_SM CTAs per SM */
+  unsigned chunk_cycles;        /* STEAL: cycles a claim's units last (1-CTA clusters: at CLCRT__CHUNK_FULL_SM CTAs per SM) */
   /* The SMs the stream's persistent grids are sized for (clcrt_stream_create_ex: an SM budget's
    * green context, or opts.grid_sms): occ[] counts clusters on all dev_sms of the device, and a
    * stream with grid_sms < dev_sms gets its share (green.h: clcrt__partition_clusters), in
