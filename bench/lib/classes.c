@@ -237,29 +237,36 @@ static void bench_backtoback(void) {
 
 /* ---- a per-CTA table built by the prologue ----------------------------------------------- */
 
-#define TABLE_COMMON                                                                           \
-  "struct TabArgs { const float *x; float *y; unsigned long long n; };\n"                      \
-  "__device__ __forceinline__ void build_table(float *tab) {\n"                               \
-  "  for (unsigned k = threadIdx.x; k < 8192; k += blockDim.x) {\n"                            \
-  "    float v = 0.f;\n"                                                                       \
-  "    for (int j = 1; j <= 8; j++) v += __sinf(k * 0.0007f * j) / j;\n"                        \
-  "    tab[k] = v;\n"                                                                          \
-  "  }\n"                                                                                      \
-  "  __syncthreads();\n"                                                                       \
-  "}\n"                                                                                        \
+/* Uniform tiles whose CTA needs a table in shared memory: TAB floats (a power of 2, sums of 8
+ * sines) built once per CTA by the prologue (the hand-written one-block-per-tile kernel builds
+ * it per tile, the persistent one once per block); PER floats per thread, 256 threads: tiles
+ * of PER KiB. TAB and PER are #defined ahead of this text (with_defines). */
+#define TABLE_COMMON                                                                             \
+  "struct TabArgs { const float *x; float *y; unsigned long long n; };\n"                        \
+  "__device__ __forceinline__ void build_table(float *tab) {\n"                                  \
+  "  for (unsigned k = threadIdx.x; k < TAB; k += blockDim.x) {\n"                               \
+  "    float v = 0.f;\n"                                                                         \
+  "    for (int j = 1; j <= 8; j++) v += __sinf(k * 0.0007f * j) / j;\n"                          \
+  "    tab[k] = v;\n"                                                                            \
+  "  }\n"                                                                                        \
+  "  __syncthreads();\n"                                                                         \
+  "}\n"                                                                                          \
   "__device__ __forceinline__ void table_body(unsigned long long tile, const TabArgs &a, const float *tab) {\n" \
-  "  unsigned long long base = tile * 4096ull + threadIdx.x;\n"                                \
-  "#pragma unroll\n"                                                                           \
-  "  for (int j = 0; j < 16; j++) { unsigned long long i = base + j * 256ull;\n"               \
-  "    if (i < a.n) a.y[i] = a.x[i] * tab[(unsigned)(i * 2654435761u) & 8191u]; }\n"           \
+  "  unsigned long long base = tile * (256ull * PER) + threadIdx.x;\n"                            \
+  "#pragma unroll\n"                                                                             \
+  "  for (int j = 0; j < PER; j++) { unsigned long long i = base + j * 256ull;\n"                 \
+  "    if (i < a.n) a.y[i] = a.x[i] * tab[(unsigned)(i * 2654435761u) & (TAB - 1u)]; }\n"         \
   "}\n"
-const char *k_table_tile =
-    TABLE_COMMON
-    "struct TabState { const float *tab; };\n"
-    "__device__ void table_prologue(const TabArgs &a, TabState &s) {\n"
-    "  float *tab = (float *)clcrt::smem(); build_table(tab); s.tab = tab;\n"
-    "}\n"
-    "__device__ void table_tile(const clcrt::Tile &t, const TabArgs &a, TabState &s) { table_body(t.linear, a, s.tab); }\n";
+#define TABLE_TILE                                                                               \
+  TABLE_COMMON                                                                                   \
+  "struct TabState { const float *tab; };\n"                                                     \
+  "__device__ void table_prologue(const TabArgs &a, TabState &s) {\n"                            \
+  "  float *tab = (float *)clcrt::smem(); build_table(tab); s.tab = tab;\n"                      \
+  "}\n"                                                                                          \
+  "__device__ void table_tile(const clcrt::Tile &t, const TabArgs &a, TabState &s) { table_body(t.linear, a, s.tab); }\n"
+static const char *k_table_src = TABLE_TILE;
+/* The share section's: a 32 KiB table, 16 KiB tiles. */
+const char *k_table_tile = "#define TAB 8192u\n#define PER 16\n" TABLE_TILE;
 static const char *k_table_ref =
     TABLE_COMMON
     "extern \"C\" __global__ void __launch_bounds__(256) ref_block(const __grid_constant__ TabArgs a) {\n"
@@ -277,106 +284,6 @@ float table_value(unsigned k) {
   return v;
 }
 
-static void bench_prologue(void) {
-  const unsigned long long ntiles = quick ? 16384 : 65536, n = ntiles * 4096;
-  struct {
-    CUdeviceptr x, y;
-    unsigned long long n;
-  } args = {0, 0, n};
-  CK(cu->cuMemAlloc(&args.x, n * 4));
-  CK(cu->cuMemAlloc(&args.y, n * 4));
-  float *hx = malloc(n * 4), *hy = malloc(n * 4);
-  unsigned long long seed = 13;
-  for (unsigned long long i = 0; i < n; i++) hx[i] = (float)bench_urand(&seed);
-  bench_put(args.x, hx, n * 4);
-  printf("\nprologue: %llu tiles of 16 KiB, each CTA needs a 32 KiB table (8192 sums of 8 sines) in shared memory\n",
-         ntiles);
-  CUlibrary lib = compile_ref(k_table_ref, NULL, "table");
-  lctx rb = {.fn = lib_fn(lib, "ref_block"), .grid = (unsigned)ntiles, .smem = 32768, .args = &args, .ntiles = ntiles};
-  lctx rp = {.fn = lib_fn(lib, "ref_persist"), .smem = 32768, .args = &args, .ntiles = ntiles};
-  occupancy_blocks(rb.fn, 256, 32768);
-  rp.grid = (unsigned)(occupancy_blocks(rp.fn, 256, 32768) * clcrt_runtime_num_sms(rt));
-  /* The table is computed with __sinf on the device: compare with a tolerance. */
-#define CHECK_TAB(name, launch, ctx)                                                       \
-  do {                                                                                     \
-    CK(cu->cuMemsetD32Async(args.y, 0x7fc00000u, n, cs));                                   \
-    launch(ctx);                                                                           \
-    CK(cu->cuStreamSynchronize(cs));                                                       \
-    CK(cu->cuMemcpyDtoH(hy, args.y, n * 4));                                               \
-    for (unsigned long long i = 0; i < n; i++) {                                           \
-      float want = hx[i] * table_value((unsigned)(i * 2654435761u) & 8191u);              \
-      if (!(fabsf(hy[i] - want) <= 2e-3f * (1.f + fabsf(want)))) {                         \
-        fprintf(stderr, "prologue: %s wrong at %llu: %g, want %g\n", name, i, hy[i], want); \
-        exit(1);                                                                           \
-      }                                                                                    \
-      i += i % 7; /* a sample: sines on the CPU are slow */                                \
-    }                                                                                      \
-  } while (0)
-  CHECK_TAB("ref-block", launch_ref, &rb);
-  double t0 = time_median(launch_ref, &rb);
-  CHECK_TAB("ref-persist", launch_ref, &rp);
-  double t1 = time_median(launch_ref, &rp);
-  double best = t0 < t1 ? t0 : t1;
-  emit("prologue", "32KiB", 1, "ref-block", t0, best / t0, 0);
-  emit("prologue", "32KiB", 1, "ref-persist", t1, best / t1, 0);
-  for (int c = 0; c < k_ncontenders; c++) {
-    clcrt_tile_desc d = CLCRT_TILE_DESC_INIT;
-    d.source = k_table_tile, d.tile_fn = "table_tile", d.args_type = "TabArgs";
-    d.state_type = "TabState", d.prologue_fn = "table_prologue";
-    d.block = (clcrt_dim3){256, 1, 1};
-    d.smem_bytes = 32768;
-    d.sched = k_contenders[c].sched, d.grid = k_contenders[c].grid;
-    const char *opts[1] = {k_contenders[c].define};
-    d.options = opts, d.num_options = k_contenders[c].define ? 1 : 0;
-    lctx lc = {.k = reg_desc(&d, "table_tile"), .args = &args, .args_size = sizeof args, .ntiles = ntiles};
-    CHECK_TAB(k_contenders[c].name, launch_clcrt, &lc);
-    double t = time_median(launch_clcrt, &lc);
-    emit("prologue", "32KiB", 1, k_contenders[c].name, t, best / t, 0);
-  }
-#undef CHECK_TAB
-  cu->cuLibraryUnload(lib);
-  cu->cuMemFree(args.x), cu->cuMemFree(args.y);
-  free(hx), free(hy);
-}
-
-/* ---- tiny tiles behind a prologue ------------------------------------------------------- */
-
-/* The table and the tile, for a table of TAB entries (a power of 2) and PER floats per thread
- * (tiles of PER KiB), both #defined ahead of this text. */
-#define TINY_COMMON                                                                              \
-  "struct TinyArgs { const float *x; float *y; unsigned long long n; };\n"                       \
-  "__device__ __forceinline__ void tiny_table(float *tab) {\n"                                   \
-  "  for (unsigned k = threadIdx.x; k < TAB; k += blockDim.x) {\n"                               \
-  "    float v = 0.f;\n"                                                                         \
-  "    for (int j = 1; j <= 8; j++) v += __sinf(k * 0.0007f * j) / j;\n"                          \
-  "    tab[k] = v;\n"                                                                            \
-  "  }\n"                                                                                        \
-  "  __syncthreads();\n"                                                                         \
-  "}\n"                                                                                          \
-  "__device__ __forceinline__ void tiny_body(unsigned long long tile, const TinyArgs &a, const float *tab) {\n" \
-  "  unsigned long long base = tile * (256ull * PER) + threadIdx.x;\n"                            \
-  "#pragma unroll\n"                                                                             \
-  "  for (int j = 0; j < PER; j++) { unsigned long long i = base + j * 256ull;\n"                 \
-  "    if (i < a.n) a.y[i] = a.x[i] * tab[(unsigned)(i * 2654435761u) & (TAB - 1u)]; }\n"         \
-  "}\n"
-static const char *k_tiny_tile =
-    TINY_COMMON
-    "struct TinyState { const float *tab; };\n"
-    "__device__ void tiny_prologue(const TinyArgs &a, TinyState &s) {\n"
-    "  float *tab = (float *)clcrt::smem(); tiny_table(tab); s.tab = tab;\n"
-    "}\n"
-    "__device__ void tiny_tile(const clcrt::Tile &t, const TinyArgs &a, TinyState &s) { tiny_body(t.linear, a, s.tab); }\n";
-static const char *k_tiny_ref =
-    TINY_COMMON
-    "extern \"C\" __global__ void __launch_bounds__(256) ref_block(const __grid_constant__ TinyArgs a) {\n"
-    "  extern __shared__ float tab[]; tiny_table(tab); tiny_body(blockIdx.x, a, tab);\n"
-    "}\n"
-    "extern \"C\" __global__ void __launch_bounds__(256) ref_persist(const __grid_constant__ TinyArgs a, unsigned "
-    "long long ntiles) {\n"
-    "  extern __shared__ float tab[]; tiny_table(tab);\n"
-    "  for (unsigned long long t = blockIdx.x; t < ntiles; t += gridDim.x) tiny_body(t, a, tab);\n"
-    "}\n";
-
 static char *with_defines(const char *src, unsigned tab, unsigned per) {
   char head[64];
   int n = snprintf(head, sizeof head, "#define TAB %uu\n#define PER %u\n", tab, per);
@@ -388,8 +295,8 @@ static char *with_defines(const char *src, unsigned tab, unsigned per) {
 
 /* One shape: a table of `tab` floats (a power of 2) in `smem` bytes of shared memory (the rest
  * unused: a table sized to fill an SM with a given number of CTAs), tiles of `per` KiB. */
-static void bench_tinypro_case(const char *param, unsigned tab, unsigned smem, unsigned per,
-                               unsigned long long ntiles) {
+static void bench_table_case(const char *workload, const char *param, unsigned tab, unsigned smem, unsigned per,
+                             unsigned long long ntiles) {
   const unsigned long long n = ntiles * 256 * per;
   struct {
     CUdeviceptr x, y;
@@ -401,16 +308,16 @@ static void bench_tinypro_case(const char *param, unsigned tab, unsigned smem, u
   unsigned long long seed = 17 + per;
   for (unsigned long long i = 0; i < n; i++) hx[i] = (float)bench_urand(&seed);
   bench_put(args.x, hx, n * 4);
-  printf("\ntinypro %s: %llu tiles of %u KiB, each CTA first builds a %u KiB table in %u bytes of shared memory\n",
-         param, ntiles, per, tab / 256, smem);
-  char *ref_src = with_defines(k_tiny_ref, tab, per), *tile_src = with_defines(k_tiny_tile, tab, per);
-  CUlibrary lib = compile_ref(ref_src, NULL, "tiny");
+  printf("\n%s %s: %llu tiles of %u KiB, each CTA first builds a %u KiB table (sums of 8 sines) in %u bytes of "
+         "shared memory\n", workload, param, ntiles, per, tab / 256, smem);
+  char *ref_src = with_defines(k_table_ref, tab, per), *tile_src = with_defines(k_table_src, tab, per);
+  CUlibrary lib = compile_ref(ref_src, NULL, "table");
   lctx rb = {.fn = lib_fn(lib, "ref_block"), .grid = (unsigned)ntiles, .smem = smem, .args = &args, .ntiles = ntiles};
   lctx rp = {.fn = lib_fn(lib, "ref_persist"), .smem = smem, .args = &args, .ntiles = ntiles};
   occupancy_blocks(rb.fn, 256, smem);
   const int per_sm = occupancy_blocks(rp.fn, 256, smem);
   rp.grid = (unsigned)(per_sm * clcrt_runtime_num_sms(rt));
-#define CHECK_TINY(name, launch, ctx)                                                      \
+#define CHECK_TABLE(name, launch, ctx)                                                      \
   do {                                                                                     \
     CK(cu->cuMemsetD32Async(args.y, 0x7fc00000u, n, cs));                                   \
     launch(ctx);                                                                           \
@@ -419,40 +326,40 @@ static void bench_tinypro_case(const char *param, unsigned tab, unsigned smem, u
     for (unsigned long long i = 0; i < n; i++) {                                           \
       float want = hx[i] * table_value((unsigned)(i * 2654435761u) & (tab - 1u));          \
       if (!(fabsf(hy[i] - want) <= 2e-3f * (1.f + fabsf(want)))) {                         \
-        fprintf(stderr, "tinypro: %s wrong at %llu: %g, want %g\n", name, i, hy[i], want); \
+        fprintf(stderr, "%s: %s wrong at %llu: %g, want %g\n", workload, name, i, hy[i], want); \
         exit(1);                                                                           \
       }                                                                                    \
       i += 61; /* every tile, a few elements of it: sines on the CPU are slow */        \
     }                                                                                      \
   } while (0)
-  CHECK_TINY("ref-block", launch_ref, &rb);
+  CHECK_TABLE("ref-block", launch_ref, &rb);
   double t0 = time_median(launch_ref, &rb);
-  CHECK_TINY("ref-persist", launch_ref, &rp);
+  CHECK_TABLE("ref-persist", launch_ref, &rp);
   double t1 = time_median(launch_ref, &rp);
   double best = t0 < t1 ? t0 : t1;
-  emit("tinypro", param, 1, "ref-block", t0, best / t0, 0);
-  emit("tinypro", param, 1, "ref-persist", t1, best / t1, 0);
+  emit(workload, param, 1, "ref-block", t0, best / t0, 0);
+  emit(workload, param, 1, "ref-persist", t1, best / t1, 0);
   printf("  %-9s %-8s    %-16s %d CTAs per SM\n", "", "", "ref-persist", per_sm);
   for (int c = 0; c < k_ncontenders; c++) {
     clcrt_tile_desc d = CLCRT_TILE_DESC_INIT;
-    d.source = tile_src, d.tile_fn = "tiny_tile", d.args_type = "TinyArgs";
-    d.state_type = "TinyState", d.prologue_fn = "tiny_prologue";
+    d.source = tile_src, d.tile_fn = "table_tile", d.args_type = "TabArgs";
+    d.state_type = "TabState", d.prologue_fn = "table_prologue";
     d.block = (clcrt_dim3){256, 1, 1};
     d.smem_bytes = smem;
     d.sched = k_contenders[c].sched, d.grid = k_contenders[c].grid;
     const char *opts[1] = {k_contenders[c].define};
     d.options = opts, d.num_options = k_contenders[c].define ? 1 : 0;
-    lctx lc = {.k = reg_desc(&d, "tiny_tile"), .args = &args, .args_size = sizeof args, .ntiles = ntiles};
-    CHECK_TINY(k_contenders[c].name, launch_clcrt, &lc);
+    lctx lc = {.k = reg_desc(&d, "table_tile"), .args = &args, .args_size = sizeof args, .ntiles = ntiles};
+    CHECK_TABLE(k_contenders[c].name, launch_clcrt, &lc);
     double t = time_median(launch_clcrt, &lc);
     /* A trace of one more run: its tail and balance (and the timeline, with --traces DIR). */
     char path[512], *q;
     if (trace_dir) {
-      snprintf(path, sizeof path, "%s/tinypro-%s-%s.json", trace_dir, param, k_contenders[c].name);
-      if ((q = strchr(path + strlen(trace_dir) + 1, '/')) != NULL) *q = '-';
+      snprintf(path, sizeof path, "%s/%s-%s-%s.json", trace_dir, workload, param, k_contenders[c].name);
+      for (q = path + strlen(trace_dir) + 1; (q = strchr(q, '/')) != NULL;) *q = '-';
     }
     clcrt_trace_summary sum = CLCRT_TRACE_SUMMARY_INIT;
-    emit_traced("tinypro", param, 1, k_contenders[c].name, t, best / t, 0,
+    emit_traced(workload, param, 1, k_contenders[c].name, t, best / t, 0,
                 trace_once(&lc, &sum, trace_dir ? path : NULL) ? &sum : NULL);
     /* The grid it ran on: clusters that got a unit (a persistent grid's are all resident). */
     clcrt_stream_stats ss = CLCRT_STREAM_STATS_INIT;
@@ -462,7 +369,7 @@ static void bench_tinypro_case(const char *param, unsigned tab, unsigned smem, u
     printf("  %-9s %-8s    %-16s %llu clusters (%.2f per SM), at most %llu units per cluster\n", "", "", "",
            ss.clusters, (double)ss.clusters / clcrt_runtime_num_sms(rt), ss.max_units_per_cluster);
   }
-#undef CHECK_TINY
+#undef CHECK_TABLE
   free(ref_src), free(tile_src);
   cu->cuLibraryUnload(lib);
   cu->cuMemFree(args.x), cu->cuMemFree(args.y);
@@ -482,16 +389,17 @@ static void bench_tinypro(void) {
   const unsigned q = quick ? 4 : 1;
   const unsigned fill6 = ((unsigned)(sm_smem / 6 - reserved - 1024)) & ~127u;
   const unsigned fill3 = ((unsigned)(sm_smem / 3 - reserved - 1024)) & ~127u;
-  bench_tinypro_case("32KiB/1KiB", 8192, 32768, 1, 98304 / q);
-  bench_tinypro_case("8KiB/4KiB", 2048, 8192, 4, 24576 / q);
-  bench_tinypro_case("fill6/1KiB", 8192, fill6, 1, 98304 / q);
-  bench_tinypro_case("fill3/2KiB", 16384, fill3, 2, 49152 / q);
+  bench_table_case("tinypro", "32KiB/1KiB", 8192, 32768, 1, 98304 / q);
+  bench_table_case("tinypro", "8KiB/4KiB", 2048, 8192, 4, 24576 / q);
+  bench_table_case("tinypro", "fill6/1KiB", 8192, fill6, 1, 98304 / q);
+  bench_table_case("tinypro", "fill3/2KiB", 16384, fill3, 2, 49152 / q);
 }
 
 void bench_classes(void) {
   const char *only = getenv("CLCRT_BENCH_CLASS"); /* classes, comma-separated (profiling runs) */
   if (!only || bench_listed(only, "demo")) bench_demo();
   if (!only || bench_listed(only, "backtoback")) bench_backtoback();
-  if (!only || bench_listed(only, "prologue")) bench_prologue();
+  /* The class "prologue": the same kernel with a 32 KiB table and 16 KiB tiles. */
+  if (!only || bench_listed(only, "prologue")) bench_table_case("prologue", "32KiB", 8192, 32768, 16, quick ? 16384 : 65536);
   if (!only || bench_listed(only, "tinypro")) bench_tinypro();
 }
