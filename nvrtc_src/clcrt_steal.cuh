@@ -121,8 +121,8 @@ struct Steal : ResponseRing<CX, CY, CZ, NTHREADS, V, (CX * CY * CZ > 1)> {
     }
   }
   // The stream's claim line of its next claiming run (they alternate between two). The
-  // previous claiming run on this stream, which used it, has finished; the next one will use it. Any cluster may
-  // reset it at any time during this run: cluster 0 does.
+  // previous claiming run on this stream, which used it, has finished; the next one will use
+  // it. Any cluster may reset it at any time during this run: cluster 0 does.
   __device__ __forceinline__ unsigned *next_claims() const {
     return (unsigned *)p.state + ((p.seq + 1u) & 1u) * CLCRT__LINE_WORDS;
   }

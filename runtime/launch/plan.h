@@ -42,7 +42,8 @@ typedef struct clcrt__plan_in {
   unsigned char long_measured;  /* STEAL: the kernel's claiming runs measured long units (launch.c) */
   unsigned char long_recheck;   /* ... and this run is the one in CLCRT__HW_RECHECK that measures again */
   unsigned preempt_waves;       /* reserve waves of a grid that may yield */
-  unsigned chunk_cycles;        /* STEAL: cycles a claim's units last (1-CTA clusters: at CLCRT__CHUNK_FULL_SM CTAs per SM) */
+  unsigned chunk_cycles;        /* STEAL: cycles a claim's units last (1-CTA clusters: at
+                                   CLCRT__CHUNK_FULL_SM CTAs per SM or more) */
   /* The SMs the stream's persistent grids are sized for (clcrt_stream_create_ex: an SM budget's
    * green context, or opts.grid_sms): occ[] counts clusters on all dev_sms of the device, and a
    * stream with grid_sms < dev_sms gets its share (green.h: clcrt__partition_clusters), in
