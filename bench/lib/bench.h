@@ -113,6 +113,7 @@ extern int k_ncontenders;
 unsigned long long bench_rand(unsigned long long *s);
 double bench_urand(unsigned long long *s); /* [0, 1) */
 int bench_listed(const char *list, const char *name); /* the comma-separated list names it */
+int bench_cmp_double(const void *a, const void *b);   /* qsort's comparison of doubles, ascending */
 
 /* The compute tiles of unequal cost (work.c) and the per-CTA table kernel (classes.c), also run
  * by the share section: the tile sources, the classes' cost tables (FMAs per thread per tile),

@@ -43,11 +43,6 @@ static clcrt_kernel *fr_kernel(int which, char *src, size_t cap) {
   return k;
 }
 
-static int cmpd(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return (x > y) - (x < y);
-}
-
 /* One timed call; with capture, the call is made inside a capture of the stream (ended and
  * the graph dropped after the call). */
 static double fr_call(clcrt_stream *s, clcrt_kernel *k, clcrt_dim3 tiles, fr_args *a, int capture) {
@@ -82,12 +77,34 @@ static void fr_later(const char *what, double first, clcrt_stream *s, clcrt_kern
   double later[FR_RUNS];
   usleep(1500000);
   for (int i = 0; i < FR_RUNS; i++) later[i] = fr_call(s, k, tiles, a, capture);
-  qsort(later, FR_RUNS, sizeof *later, cmpd);
+  qsort(later, FR_RUNS, sizeof *later, bench_cmp_double);
   double med = later[FR_RUNS / 2];
   printf("  firstrun  %-12s first %9.1f us   later (median of %d) %7.1f us   first/later %6.2fx\n", what, first,
          FR_RUNS, med, first / med);
   emit_json("\"workload\":\"firstrun\",\"situation\":\"%s\",\"first_us\":%.2f,\"later_us\":%.2f,\"ratio\":%.4f",
             what, first, med, first / med);
+}
+
+/* One situation: a fresh kernel (which: its nonce) has one ordinary run on the bench's stream
+ * (nothing built for it yet but the registered kernel), then its first run on s with `tiles`
+ * (capture: inside a capture) is timed against the later ones. */
+static void fr_situation(const char *what, int which, clcrt_stream *s, clcrt_dim3 tiles, clcrt_dim3 ordinary,
+                         fr_args *a, int capture) {
+  char src[512];
+  clcrt_kernel *k = fr_kernel(which, src, sizeof src);
+  if (which) fr_call(st, k, ordinary, a, 0);
+  double first = fr_call(s, k, tiles, a, capture);
+  fr_later(what, first, s, k, tiles, a, capture);
+}
+
+/* A stream of clcrt's own, or the bench ends saying why. */
+static clcrt_stream *fr_stream(CUstream cu_stream, const char *what) {
+  clcrt_stream *s = NULL;
+  if (clcrt_stream_create(rt, cu_stream, &s) != CLCRT_OK) {
+    fprintf(stderr, "firstrun: %s stream: %s\n", what, clcrt_errmsg(rt));
+    exit(1);
+  }
+  return s;
 }
 
 void bench_firstrun(void) {
@@ -97,64 +114,45 @@ void bench_firstrun(void) {
   CK(cu->cuMemsetD8(x, 0, n * 4)); /* host times only: the values do not matter */
   fr_args a = {(float *)(uintptr_t)x, n, 1.0f};
   const clcrt_dim3 tiles = {(unsigned)(n / 256), 1, 1}, few = {16, 1, 1};
-  char src[512];
   printf("\nfirstrun: host time of clcrt_run alone, the first run of a fresh kernel in each situation against "
          "later runs (STEAL, 16384 tiles of 256 threads; short: 16 tiles)\n");
 
-  /* Plain: a fresh kernel's first run at all (nothing to build). */
-  clcrt_kernel *k = fr_kernel(0, src, sizeof src);
-  double first = fr_call(st, k, tiles, &a, 0);
-  fr_later("plain", first, st, k, tiles, &a, 0);
-
+  /* Plain: a fresh kernel's first run at all (nothing to build, no ordinary run first). */
+  fr_situation("plain", 0, st, tiles, tiles, &a, 0);
   /* Short: no more units than clusters: the claim-free variant. */
-  k = fr_kernel(1, src, sizeof src);
-  fr_call(st, k, tiles, &a, 0);
-  first = fr_call(st, k, few, &a, 0);
-  fr_later("short", first, st, k, few, &a, 0);
-
+  fr_situation("short", 1, st, few, tiles, &a, 0);
   /* Captured into a graph. */
-  k = fr_kernel(2, src, sizeof src);
-  fr_call(st, k, tiles, &a, 0);
-  first = fr_call(st, k, tiles, &a, 1);
-  fr_later("captured", first, st, k, tiles, &a, 1);
+  fr_situation("captured", 2, st, tiles, tiles, &a, 1);
 
-  /* Traced: tracing enabled (the enable call may build), then runs. */
-  k = fr_kernel(3, src, sizeof src);
-  fr_call(st, k, tiles, &a, 0);
-  clcrt_stream *ts = NULL;
-  if (clcrt_stream_create(rt, NULL, &ts) != CLCRT_OK || clcrt_stream_trace_enable(ts, 1u << 16) != CLCRT_OK) {
+  /* Traced: tracing enabled on a stream of its own (the enable call may build), then runs. */
+  clcrt_stream *ts = fr_stream(NULL, "traced");
+  if (clcrt_stream_trace_enable(ts, 1u << 16) != CLCRT_OK) {
     fprintf(stderr, "firstrun: trace: %s\n", clcrt_errmsg(rt));
     exit(1);
   }
-  first = fr_call(ts, k, tiles, &a, 0);
-  fr_later("traced", first, ts, k, tiles, &a, 0);
+  fr_situation("traced", 3, ts, tiles, tiles, &a, 0);
   clcrt_stream_destroy(ts);
 
   /* Statistics on. */
-  k = fr_kernel(4, src, sizeof src);
-  fr_call(st, k, tiles, &a, 0);
-  clcrt_stream *ss = NULL;
-  if (clcrt_stream_create(rt, NULL, &ss) != CLCRT_OK || clcrt_stream_stats_enable(ss, 1) != CLCRT_OK) {
+  clcrt_stream *ss = fr_stream(NULL, "statistics");
+  if (clcrt_stream_stats_enable(ss, 1) != CLCRT_OK) {
     fprintf(stderr, "firstrun: stats: %s\n", clcrt_errmsg(rt));
     exit(1);
   }
-  first = fr_call(ss, k, tiles, &a, 0);
-  fr_later("statistics", first, ss, k, tiles, &a, 0);
+  fr_situation("statistics", 4, ss, tiles, tiles, &a, 0);
   clcrt_stream_destroy(ss);
 
-  /* Preemptible: a stream of higher priority appears; the next run on the low stream. */
-  k = fr_kernel(5, src, sizeof src);
+  /* Preemptible: a stream of higher priority exists; the next run on the low stream. The
+   * kernel is registered (and run once) before the urgent stream appears. */
+  char src[512];
+  clcrt_kernel *k = fr_kernel(5, src, sizeof src);
   fr_call(st, k, tiles, &a, 0);
   int least = 0, greatest = 0;
   CK(cu->cuCtxGetStreamPriorityRange(&least, &greatest));
   CUstream hic;
   CK(cu->cuStreamCreateWithPriority(&hic, CU_STREAM_NON_BLOCKING, greatest));
-  clcrt_stream *hs = NULL;
-  if (clcrt_stream_create(rt, hic, &hs) != CLCRT_OK) {
-    fprintf(stderr, "firstrun: urgent stream: %s\n", clcrt_errmsg(rt));
-    exit(1);
-  }
-  first = fr_call(st, k, tiles, &a, 0);
+  clcrt_stream *hs = fr_stream(hic, "urgent");
+  double first = fr_call(st, k, tiles, &a, 0);
   fr_later("preemptible", first, st, k, tiles, &a, 0);
   clcrt_stream_destroy(hs);
   cu->cuStreamDestroy(hic);

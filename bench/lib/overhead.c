@@ -47,13 +47,9 @@ static void one_call(const oh_ctx *o, int which) {
   CK(cu->cuLaunchKernelEx(&cfg, which == 4 ? (CUfunction)o->kern : o->fn, kp, NULL));
 }
 
-static int cmp_double(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return x < y ? -1 : x > y;
-}
 /* The median of v[0..n) (sorts v). */
 static double median(double *v, int n) {
-  qsort(v, (size_t)n, sizeof *v, cmp_double);
+  qsort(v, (size_t)n, sizeof *v, bench_cmp_double);
   return v[n / 2];
 }
 

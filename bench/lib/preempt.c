@@ -97,10 +97,6 @@ static void experiment(pctx *c, double *latency, double *low_ms) {
   cu->cuEventDestroy(l0), cu->cuEventDestroy(l1), cu->cuEventDestroy(h0), cu->cuEventDestroy(h1);
 }
 
-static int cmp_double(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return (x > y) - (x < y);
-}
 
 void bench_preempt(void) {
   int least = 0, greatest = 0;
@@ -147,8 +143,8 @@ void bench_preempt(void) {
         fprintf(stderr, "preempt: %s ran tile %d %u times, expected %d\n", lows[i].name, t, hd[t], reps);
         exit(1);
       }
-    qsort(lat, reps, sizeof lat[0], cmp_double);
-    qsort(low, reps, sizeof low[0], cmp_double);
+    qsort(lat, reps, sizeof lat[0], bench_cmp_double);
+    qsort(low, reps, sizeof low[0], bench_cmp_double);
     printf("  preempt   %-14s urgent kernel waited and ran %8.3f ms (min %.3f, max %.3f); low run %8.3f ms\n",
            lows[i].name, lat[reps / 2], lat[0], lat[reps - 1], low[reps / 2]);
     emit_json("\"workload\":\"preempt\",\"contender\":\"%s\",\"latency_ms\":%.4f,\"latency_min_ms\":%.4f,"

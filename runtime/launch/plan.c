@@ -16,13 +16,17 @@
  * sees to its build) and plans a fallback that is correct everywhere instead: the
  * observed or the registered kernel on a full grid with claim_base = num_units, every cluster
  * running the one unit of its own (nvrtc_src/clcrt_steal.cuh: claims() is false, own_first()
- * true for every cluster). It claims nothing, so it needs no graph state under capture (the
- * graph flag keeps it off the stream's claim sets) and no yielding code (its clusters leave
+ * true for every cluster). It claims nothing, so it needs no graph state under capture (nor
+ * any claim line: launch.c gives it none) and no yielding code (its clusters leave
  * after their unit, and the GPU's block scheduler starts the clusters of more urgent streams
  * first, as for FIXED). */
 #include "plan.h"
 
+#include "env.h"
 #include "green.h"
+
+/* A 1-CTA cluster's claims last up to CLCRT__CHUNK_FULL_SM times chunk_cycles, in 32 bits. */
+_Static_assert(CLCRT__CHUNK_CYCLES_MAX <= 0xffffffffu / CLCRT__CHUNK_FULL_SM, "chunk_cycles x 8 overflows");
 
 /* The grid of a STEAL run of a variant with `occ` clusters resident at once. */
 typedef struct {
@@ -154,7 +158,8 @@ clcrt__plan_status clcrt__plan(const clcrt__plan_in *in, clcrt__plan_out *out) {
     }
     /* The fallback keeps what observes, drops what it would have claimed or yielded with. */
     if (one_per_unit && !(v & CLCRT_USE_SHORT)) v = obs;
-    z = size_steal(in, grid, fit(in, v), one_per_unit, n);
+    const int fit_v = fit(in, v);
+    z = size_steal(in, grid, fit_v, one_per_unit, n);
     clusters = z.clusters;
     p->claim_base = z.claim_base;
     claims = z.claim_base < n;
@@ -169,12 +174,12 @@ clcrt__plan_status clcrt__plan(const clcrt__plan_in *in, clcrt__plan_out *out) {
      * CTAs claim ahead, their round trip hidden behind the current units: longer claims only
      * cost them balance (64 KiB tiles, 4-CTA clusters at 2 CTAs per SM: 0.97x -> 0.93x), so
      * theirs stay as they are (docs/results.md, STEAL round two). */
-    {
-      const unsigned long long ctas = (unsigned long long)fit(in, v);
-      const unsigned per_sm = in->grid_sms > 0 ? (unsigned)(ctas / (unsigned)in->grid_sms) : CLCRT__CHUNK_FULL_SM;
-      unsigned long long c = in->chunk_cycles;
-      if (k->cluster_size == 1 && per_sm < CLCRT__CHUNK_FULL_SM) c = c * CLCRT__CHUNK_FULL_SM / (per_sm ? per_sm : 1u);
-      p->chunk_cycles = c > 0x7fffffffull ? 0x7fffffffu : (unsigned)c;
+    p->chunk_cycles = in->chunk_cycles;
+    if (k->cluster_size == 1 && claims) {
+      /* grid_sms >= 1 (stream.c); chunk_cycles <= CLCRT__CHUNK_CYCLES_MAX, so 8x fits. */
+      const unsigned per_sm = (unsigned)fit_v / (unsigned)in->grid_sms;
+      if (per_sm < CLCRT__CHUNK_FULL_SM)
+        p->chunk_cycles = in->chunk_cycles * CLCRT__CHUNK_FULL_SM / (per_sm ? per_sm : 1u);
     }
     p->active = z.resident;
     if ((int)z.resident == in->occ[v].clusters) {
