@@ -148,14 +148,19 @@ $(BUILD)/bench/%: $(BUILD)/bench/%.o $(BENCH_LIB_OBJS) $(USER_SRC_OBJ) $(BUILD)/
 
 examples: $(EXAMPLES)
 
-# Each suite runs in Check's fork mode, one process per test, with a timeout.
-TEST_ENV := CUDA_HOME=$(CUDA_HOME) CK_FORK=yes CK_DEFAULT_TIMEOUT=120 CLCRT_TEST_TOOL=$(BUILD)/clcrt CLCRT_TEST_BUILD=$(BUILD)
+# Each suite runs in Check's fork mode, one process per test, with a timeout; the ASan+UBSan
+# build runs every test several times slower, so its timeouts are CK_MULT times as long (a
+# test of 10 processes that each compile once, test_launch's exit_with_a_build_running, took
+# over 120 s in a CI run on the 2-core machine, 78 s for its whole suite in others).
+CK_MULT ?= 1
+TEST_ENV := CUDA_HOME=$(CUDA_HOME) CK_FORK=yes CK_DEFAULT_TIMEOUT=120 CK_TIMEOUT_MULTIPLIER=$(CK_MULT) \
+	CLCRT_TEST_TOOL=$(BUILD)/clcrt CLCRT_TEST_BUILD=$(BUILD)
 
 test-cpu: all $(CPU_TESTS)
 	@set -e; for t in $(CPU_TESTS); do echo "== $$t"; $(TEST_ENV) $$t; done
 
 test-asan: deps
-	$(MAKE) --no-print-directory BUILD=build/asan SAN=1 CFLAGS="-O1 -g" test-cpu
+	$(MAKE) --no-print-directory BUILD=build/asan SAN=1 CFLAGS="-O1 -g" CK_MULT=3 test-cpu
 
 test: test-cpu test-install test-asan fuzz-smoke test-python
 	@echo "clcrt: all CPU suites passed (normal and ASan+UBSan builds)"
