@@ -41,7 +41,13 @@ CUBLAS_LIBS := -L$(CUDA_LIBDIR) -lcublasLt -lcublas
 PNG_LIBS := -lpng
 
 LIB_SRCS := $(sort $(wildcard runtime/*/*.c))
-LIB_OBJS := $(LIB_SRCS:%.c=$(BUILD)/%.o) $(BUILD)/gen/embedded.o
+# The op library (ops/, include/clcrt_ops.h) is built into libclcrt but compiled against the
+# public headers alone: nothing of runtime/ is on its include path, so it cannot depend on
+# more than clcrt.h offers, and the runtime never includes it.
+OPS_SRCS := $(sort $(wildcard ops/*.c))
+OPS_OBJS := $(OPS_SRCS:%.c=$(BUILD)/%.o) $(BUILD)/gen/ops_src.o
+OPS_CPPFLAGS := -D_GNU_SOURCE -Iinclude -Iops -I$(CUDA_HOME)/include -I$(BUILD)/gen
+LIB_OBJS := $(LIB_SRCS:%.c=$(BUILD)/%.o) $(BUILD)/gen/embedded.o $(OPS_OBJS)
 TEMPLATE := $(sort $(wildcard nvrtc_src/*.cuh nvrtc_src/*.h))
 TOOL_SRCS := $(sort $(wildcard tools/*.c))
 TOOL_OBJS := $(TOOL_SRCS:%.c=$(BUILD)/%.o)
@@ -52,14 +58,6 @@ TEST_COMMON_OBJS := $(TEST_COMMON:%.c=$(BUILD)/%.o)
 BENCH_PROGS := $(patsubst bench/%.c,$(BUILD)/bench/%,$(sort $(wildcard bench/*.c)))
 # Shared by the benchmark programs: timing, references, output (bench/lib/*.c).
 BENCH_LIB_OBJS := $(patsubst %.c,$(BUILD)/%.o,$(sort $(wildcard bench/lib/*.c)))
-# User-side CUDA sources that programs compile with clcrt at run time (examples/gemm/*.cu),
-# embedded as C strings like the template: user_src[] in $(BUILD)/gen/user_src.o, declared in the
-# generated $(BUILD)/gen/user_src.h (programs outside the library include no header of its own).
-USER_CU := $(sort $(wildcard examples/*/*.cu))
-USER_SRC_OBJ := $(BUILD)/gen/user_src.o
-USER_SRC_H := $(BUILD)/gen/user_src.h
-# Objects of the programs that may include user_src.h (examples/gemm/gemm.h).
-USER_OBJS := $(patsubst %.c,$(BUILD)/%.o,$(wildcard examples/*.c examples/*/*.c bench/*.c bench/lib/*.c tests/*.c))
 EXAMPLES := $(patsubst examples/%.c,$(BUILD)/examples/%,$(sort $(wildcard examples/*.c examples/*/*.c)))
 
 .PHONY: all deps lib tool test test-cpu test-asan test-install test-gpu sanitize-gpu demo bench bench-gemm benches examples install clean fuzz-smoke figures
@@ -93,9 +91,16 @@ $(DEPS_STAMP):
 lib: $(BUILD)/libclcrt.a $(BUILD)/libclcrt.so
 tool: $(BUILD)/clcrt
 
-$(BUILD)/%.o: %.c $(wildcard include/*.h nvrtc_src/*.h nvrtc_src/*.cuh runtime/*/*.h tests/common/*.h tools/*.h bench/lib/*.h examples/*/*.h) | $(DEPS_STAMP)
+$(BUILD)/%.o: %.c $(wildcard include/*.h nvrtc_src/*.h nvrtc_src/*.cuh runtime/*/*.h tests/common/*.h tools/*.h bench/lib/*.h ops/*.h) | $(DEPS_STAMP)
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) $(CFLAGS) -c $< -o $@
+
+# Tests and the benchmark's oracle read the op's internals (ops/gemm_internal.h: variants, plan).
+$(BUILD)/tests/%.o $(BUILD)/bench/%.o: CPPFLAGS += -Iops
+
+$(BUILD)/ops/%.o: ops/%.c $(wildcard include/*.h ops/*.h nvrtc_src/clcrt_streamk.cuh) $(BUILD)/gen/ops_src.h | $(DEPS_STAMP)
+	@mkdir -p $(dir $@)
+	$(CC) $(OPS_CPPFLAGS) $(CFLAGS) -c $< -o $@
 
 $(BUILD)/embed: scripts/embed.c | $(DEPS_STAMP)
 	@mkdir -p $(dir $@)
@@ -108,17 +113,17 @@ $(BUILD)/gen/embedded.c: $(TEMPLATE) $(BUILD)/embed
 $(BUILD)/gen/embedded.o: $(BUILD)/gen/embedded.c runtime/compile/embedded.h
 	$(CC) $(CPPFLAGS) $(CFLAGS) -c $< -o $@
 
-# One command writes both, the header first (a build folder of before the header gets it too).
-$(USER_SRC_H): $(USER_CU) $(BUILD)/embed
+# The op library's tile source and the header it shares with the host, embedded as C strings
+# (clcrt__ops_src[], declared in the generated ops_src.h). One command writes both, the header first.
+OPS_CU := ops/gemm.cu ops/gemm_abi.h
+$(BUILD)/gen/ops_src.h: $(OPS_CU) $(BUILD)/embed
 	@mkdir -p $(dir $@)
-	$(BUILD)/embed --table user_src --header $@ $(BUILD)/gen/user_src.c $(USER_CU)
+	$(BUILD)/embed --table clcrt__ops_src --header $@ $(BUILD)/gen/ops_src.c $(OPS_CU)
 
-$(BUILD)/gen/user_src.c: $(USER_SRC_H)
+$(BUILD)/gen/ops_src.c: $(BUILD)/gen/ops_src.h
 
-$(USER_OBJS): $(USER_SRC_H)
-
-$(USER_SRC_OBJ): $(BUILD)/gen/user_src.c $(USER_SRC_H)
-	$(CC) $(CPPFLAGS) $(CFLAGS) -c $< -o $@
+$(BUILD)/gen/ops_src.o: $(BUILD)/gen/ops_src.c $(BUILD)/gen/ops_src.h
+	$(CC) $(OPS_CPPFLAGS) $(CFLAGS) -c $< -o $@
 
 $(BUILD)/libclcrt.a: $(LIB_OBJS)
 	@rm -f $@
@@ -130,21 +135,21 @@ $(BUILD)/libclcrt.so: $(LIB_OBJS)
 $(BUILD)/clcrt: $(TOOL_OBJS) $(BUILD)/libclcrt.a
 	$(CC) $(LDFLAGS) -o $@ $(TOOL_OBJS) $(BUILD)/libclcrt.a $(NVRTC_LIBS) $(STATIC_UV) $(PNG_LIBS) $(SYS_LIBS)
 
-$(BUILD)/tests/test_%: $(BUILD)/tests/test_%.o $(TEST_COMMON_OBJS) $(USER_SRC_OBJ) $(BUILD)/libclcrt.a
-	$(CC) $(LDFLAGS) -o $@ $< $(TEST_COMMON_OBJS) $(USER_SRC_OBJ) $(BUILD)/libclcrt.a $(NVRTC_LIBS) $(STATIC_CHECK) $(STATIC_UV) $(SYS_LIBS)
+$(BUILD)/tests/test_%: $(BUILD)/tests/test_%.o $(TEST_COMMON_OBJS) $(BUILD)/libclcrt.a
+	$(CC) $(LDFLAGS) -o $@ $< $(TEST_COMMON_OBJS) $(BUILD)/libclcrt.a $(NVRTC_LIBS) $(STATIC_CHECK) $(STATIC_UV) $(SYS_LIBS)
 
-$(BUILD)/tests/gpu_%: $(BUILD)/tests/gpu_%.o $(TEST_COMMON_OBJS) $(USER_SRC_OBJ) $(BUILD)/libclcrt.a
-	$(CC) $(LDFLAGS) -o $@ $< $(TEST_COMMON_OBJS) $(USER_SRC_OBJ) $(BUILD)/libclcrt.a $(NVRTC_LIBS) $(CUBLAS_LIBS) $(STATIC_CHECK) $(STATIC_UV) $(SYS_LIBS)
+$(BUILD)/tests/gpu_%: $(BUILD)/tests/gpu_%.o $(TEST_COMMON_OBJS) $(BUILD)/libclcrt.a
+	$(CC) $(LDFLAGS) -o $@ $< $(TEST_COMMON_OBJS) $(BUILD)/libclcrt.a $(NVRTC_LIBS) $(CUBLAS_LIBS) $(STATIC_CHECK) $(STATIC_UV) $(SYS_LIBS)
 
-$(BUILD)/examples/%: $(BUILD)/examples/%.o $(USER_SRC_OBJ) $(BUILD)/libclcrt.a
-	$(CC) $(LDFLAGS) -o $@ $< $(USER_SRC_OBJ) $(BUILD)/libclcrt.a $(NVRTC_LIBS) $(STATIC_UV) $(SYS_LIBS) $(EXAMPLE_LIBS)
+$(BUILD)/examples/%: $(BUILD)/examples/%.o $(BUILD)/libclcrt.a
+	$(CC) $(LDFLAGS) -o $@ $< $(BUILD)/libclcrt.a $(NVRTC_LIBS) $(STATIC_UV) $(SYS_LIBS) $(EXAMPLE_LIBS)
 
 # The README example calls the driver API itself (cuMemAlloc), as a user's program does, so
 # it links libcuda: the toolkit's stub at link time, the driver's libcuda.so.1 at run time.
 $(BUILD)/examples/readme_example: EXAMPLE_LIBS = -L$(CUDA_LIBDIR)/stubs -lcuda
 
-$(BUILD)/bench/%: $(BUILD)/bench/%.o $(BENCH_LIB_OBJS) $(USER_SRC_OBJ) $(BUILD)/libclcrt.a
-	$(CC) $(LDFLAGS) -o $@ $< $(BENCH_LIB_OBJS) $(USER_SRC_OBJ) $(BUILD)/libclcrt.a $(NVRTC_LIBS) $(CUBLAS_LIBS) $(STATIC_UV) $(SYS_LIBS)
+$(BUILD)/bench/%: $(BUILD)/bench/%.o $(BENCH_LIB_OBJS) $(BUILD)/libclcrt.a
+	$(CC) $(LDFLAGS) -o $@ $< $(BENCH_LIB_OBJS) $(BUILD)/libclcrt.a $(NVRTC_LIBS) $(CUBLAS_LIBS) $(STATIC_UV) $(SYS_LIBS)
 
 examples: $(EXAMPLES)
 
@@ -198,7 +203,7 @@ fuzz-smoke: all
 
 install: all
 	install -d $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/lib/pkgconfig $(DESTDIR)$(PREFIX)/bin
-	install -m 644 include/clcrt.h $(DESTDIR)$(PREFIX)/include/
+	install -m 644 include/clcrt.h include/clcrt_ops.h $(DESTDIR)$(PREFIX)/include/
 	install -m 644 $(BUILD)/libclcrt.a $(DESTDIR)$(PREFIX)/lib/
 	install -m 755 $(BUILD)/libclcrt.so $(DESTDIR)$(PREFIX)/lib/libclcrt.so.0
 	ln -sf libclcrt.so.0 $(DESTDIR)$(PREFIX)/lib/libclcrt.so
@@ -217,7 +222,7 @@ clean:
 
 .SECONDARY:
 
-# ---- Python package (python/, issue 33) -----------------------------------------------------
+# ---- Python package (python/) -----------------------------------------------------------
 #   make python        build/python/dist/clcrt-<version>-py3-none-linux_x86_64.whl
 #   make test-python   that wheel installed into a venv (build/python/venv, pytest from PyPI),
 #                      then python/tests: CPU tests in compile-only mode; the GPU tests skip
@@ -237,12 +242,9 @@ PY_STATIC_PNG := -l:libpng16.a -l:libz.a
 
 .PHONY: python test-python
 
-$(PY_BUILD)/obj/%.o: python/clcrt/_csrc/%.c $(wildcard python/clcrt/_csrc/*.h include/*.h nvrtc_src/*.h nvrtc_src/*.cuh runtime/*/*.h examples/gemm/*.h) | $(DEPS_STAMP)
+$(PY_BUILD)/obj/%.o: python/clcrt/_csrc/%.c $(wildcard python/clcrt/_csrc/*.h include/*.h nvrtc_src/*.h nvrtc_src/*.cuh runtime/*/*.h) | $(DEPS_STAMP)
 	@mkdir -p $(dir $@)
-	$(CC) $(CPPFLAGS) -Iexamples/gemm $(CFLAGS) -c $< -o $@
-
-# gemm_shim.c includes examples/gemm/gemm.h, which includes the generated user_src.h.
-$(PY_SHIM_OBJS): $(USER_SRC_H)
+	$(CC) $(CPPFLAGS) $(CFLAGS) -c $< -o $@
 
 PY_LIB_OBJS := $(filter-out $(BUILD)/runtime/compile/async.o,$(LIB_OBJS))
 $(PY_LIB): $(PY_LIB_OBJS) $(PY_SHIM_OBJS)
@@ -252,9 +254,9 @@ $(PY_LIB): $(PY_LIB_OBJS) $(PY_SHIM_OBJS)
 $(PY_TOOL): $(TOOL_OBJS) $(BUILD)/libclcrt.a
 	$(CC) -Wl,-S $(LDFLAGS) -o $@ $(TOOL_OBJS) $(BUILD)/libclcrt.a -L$(CUDA_LIBDIR) -lnvrtc $(STATIC_UV) $(PY_STATIC_PNG) $(SYS_LIBS)
 
-$(PY_WHEEL): $(PY_LIB) $(PY_TOOL) $(wildcard python/clcrt/*.py python/README.md) python/build_wheel.py examples/gemm/gemm.cu
+$(PY_WHEEL): $(PY_LIB) $(PY_TOOL) $(wildcard python/clcrt/*.py python/README.md) python/build_wheel.py
 	@rm -f $(PY_BUILD)/dist/clcrt-*.whl
-	python3 python/build_wheel.py --version $(PY_VERSION) --lib $(PY_LIB) --tool $(PY_TOOL) --gemm examples/gemm/gemm.cu --out $(PY_BUILD)/dist
+	python3 python/build_wheel.py --version $(PY_VERSION) --lib $(PY_LIB) --tool $(PY_TOOL) --out $(PY_BUILD)/dist
 
 python: all $(PY_WHEEL)
 

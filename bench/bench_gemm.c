@@ -57,8 +57,9 @@
 
 #include <cuda.h> /* types only: the calls go through the runtime's driver table */
 
-#include "../examples/gemm/gemm.h"
+#include "gemm_internal.h" /* the op's internals: variants, plan, Args */
 #include "clcrt.h"
+#include "clcrt_ops.h"
 
 #define WARMUP 3
 static int reps = 20;
@@ -375,7 +376,7 @@ static clcrt_kernel *kernels[GEMM_NUM_VARIANTS][NUM_SCHEDS][2];
 static clcrt_kernel *kernel_for(int v, clcrt_sched s, int grouped) {
   int si = sched_index(s);
   if (!kernels[v][si][grouped]) {
-    CKC(gemm_register(rt, &GEMM_VARIANTS[v], s, grouped, &kernels[v][si][grouped]));
+    CKC(gemm_register(rt, clcrt_gemm_source(), &GEMM_VARIANTS[v], s, grouped, &kernels[v][si][grouped]));
     CKC(clcrt_kernel_prepare(kernels[v][si][grouped], CLCRT_USE_SHORT | (grouped ? CLCRT_USE_GRAPH : 0)));
   }
   return kernels[v][si][grouped];
@@ -1119,7 +1120,7 @@ static void bench_compile(void) {
       CKC(clcrt_runtime_create(&r2, &o));
       clcrt_kernel *k = NULL;
       double t0 = now_ms();
-      if (gemm_register(r2, &GEMM_VARIANTS[0], SCHEDS[s], 0, &k) != CLCRT_OK) {
+      if (gemm_register(r2, clcrt_gemm_source(), &GEMM_VARIANTS[0], SCHEDS[s], 0, &k) != CLCRT_OK) {
         fprintf(stderr, "register: %s\n", clcrt_errmsg(r2));
         exit(1);
       }

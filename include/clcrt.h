@@ -187,6 +187,14 @@ CLCRT_API clcrt_status clcrt_replace_allocator(clcrt_malloc_fn m, clcrt_realloc_
 CLCRT_API clcrt_status clcrt_runtime_create(clcrt_runtime **out, const clcrt_runtime_opts *opts);
 CLCRT_API void clcrt_runtime_destroy(clcrt_runtime *rt); /* NULL is a no-op */
 CLCRT_API const char *clcrt_errmsg(const clcrt_runtime *rt); /* detail of the last failure */
+/* Records a failure's detail (printf format) as this thread's clcrt_errmsg(rt), as the
+ * library's own calls do, and returns st: for libraries built on clcrt (the op library of
+ * clcrt_ops.h), so that their errors read like every other call's. */
+CLCRT_API clcrt_status clcrt_errmsg_set(const clcrt_runtime *rt, clcrt_status st, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 3, 4)))
+#endif
+    ;
 /* The architecture kernels are compiled for, e.g. "sm_90a". */
 CLCRT_API const char *clcrt_runtime_arch(const clcrt_runtime *rt);
 /* 1 when the runtime only compiles (target_arch given), 0 when it can run kernels. */
@@ -597,7 +605,10 @@ extern "C" {
   X(cuMemHostGetDevicePointer)       \
   X(cuMemFreeHost)                   \
   X(cuStreamWaitEvent)               \
-  X(cuThreadExchangeStreamCaptureMode)
+  X(cuThreadExchangeStreamCaptureMode) \
+  X(cuUserObjectCreate)              \
+  X(cuUserObjectRelease)             \
+  X(cuGraphRetainUserObject)
 
 #ifdef __cplusplus
 #define CLCRT__DRIVER_FIELD(name) decltype(name) *name;

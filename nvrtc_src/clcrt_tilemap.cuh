@@ -178,66 +178,113 @@ struct GroupedMap {
 __host__ __device__ constexpr unsigned grouped_map_smem_bytes(unsigned groups) { return 8u * (groups + 1u); }
 
 // Builds the prefix sums of `groups` groups whose row counts are sizes[0..groups) (device
-// memory; negative counts are taken as 0, counts above row_cap as row_cap when it is not 0)
-// into `smem` (grouped_map_smem_bytes(groups),
-// 8-byte aligned). Every thread of the CTA must call it (it synchronises the CTA twice):
-// the per-CTA prologue is the place. One pass: each thread sums a contiguous chunk, a warp
-// scan and a scan of the warp totals give each chunk its offset, the chunk is written.
-// Units count ceil(ceil(M_g / bm) / cm) * un per group; rows and units are summed as one
-// 64-bit word (units low, rows high), so one scan serves both.
+// memory) into `smem` (grouped_map_smem_bytes(groups), 8-byte aligned). The counts are never
+// trusted: a negative count is taken as 0, a count above row_cap as row_cap when row_cap is
+// not 0 (the masked layout), and with total_cap not 0 (groups one after another in a buffer
+// of total_cap rows) the groups are cut where the buffer ends, so that no tile reaches past
+// it whatever the counts say. When misuse is not null and the counts did not fit (a negative
+// one, or more rows than total_cap), misuse[1] gets the rows they add up to (at most
+// 2^32 - 1) and misuse[0] the reasons (CLCRT_TM_MISUSE_*), for the host to report.
+// Every thread of the CTA must call it (it synchronises the CTA): the per-CTA prologue is the
+// place. Each thread sums a contiguous chunk; a warp scan and a scan of the warp totals give
+// each chunk its offset. Two scans: the first sums the rows in 64 bits (hostile counts cannot
+// wrap), the second the clamped rows and the units, as one 64-bit word (units low, rows high:
+// both then fit in 32 bits, the units within the host's launch bound).
+#define CLCRT_TM_MISUSE_ROWS 1u
+#define CLCRT_TM_MISUSE_NEGATIVE 2u
 __device__ __forceinline__ unsigned grouped_rows_(int r, unsigned cap) {
   unsigned rows = r > 0 ? (unsigned)r : 0u;
   return cap && rows > cap ? cap : rows;
 }
 
-__device__ __noinline__ void grouped_map_build_(const int *sizes, unsigned groups, unsigned bm, unsigned cm,
-                                                 unsigned un, unsigned row_cap, unsigned *smem) {
-  __shared__ unsigned long long warp_sums[32];
+// The exclusive prefix of v over the CTA's threads (in thread order) and, in *total, the sum
+// of all; synchronises the CTA twice, so warp_sums may be reused right after.
+__device__ __forceinline__ unsigned long long block_scan_(unsigned long long v, unsigned long long *warp_sums,
+                                                          unsigned long long *total) {
   const unsigned nthreads = blockDim.x * blockDim.y * blockDim.z;
   const unsigned tid = threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z);
   const unsigned lane = tid & 31u, warp = tid >> 5, nwarps = (nthreads + 31u) >> 5;
-  const unsigned per = (groups + nthreads - 1u) / nthreads;
-  const unsigned g0 = tid * per < groups ? tid * per : groups;
-  const unsigned g1 = g0 + per < groups ? g0 + per : groups;
-  unsigned long long sum = 0;
-  for (unsigned g = g0; g < g1; g++) {
-    unsigned rows = grouped_rows_(sizes[g], row_cap);
-    sum += ((unsigned long long)rows << 32) | clcrt_tm_group_units(rows, bm, cm, un);
-  }
   // Inclusive scan over the warp (a partial last warp has fewer lanes: shuffle within them).
   const unsigned live = nthreads - warp * 32u < 32u ? nthreads - warp * 32u : 32u;
   const unsigned mask = live == 32u ? 0xffffffffu : (1u << live) - 1u;
-  unsigned long long inc = sum;
+  unsigned long long inc = v;
   for (unsigned d = 1; d < 32u; d <<= 1) {
-    unsigned long long v = __shfl_up_sync(mask, inc, d);
-    if (lane >= d) inc += v;
+    unsigned long long x = __shfl_up_sync(mask, inc, d);
+    if (lane >= d) inc += x;
   }
   if (lane == live - 1u) warp_sums[warp] = inc;
   __syncthreads();
-  unsigned long long before = 0;
-  for (unsigned w = 0; w < warp; w++) before += warp_sums[w];
-  unsigned long long run = before + inc - sum;  // exclusive prefix of this thread's chunk
+  unsigned long long before = 0, all = 0;
+  for (unsigned w = 0; w < nwarps; w++) {
+    if (w < warp) before += warp_sums[w];
+    all += warp_sums[w];
+  }
+  __syncthreads();
+  *total = all;
+  return before + inc - v;
+}
+
+__device__ __noinline__ void grouped_map_build_(const int *sizes, unsigned groups, unsigned bm, unsigned cm,
+                                                 unsigned un, unsigned row_cap, unsigned total_cap, unsigned *misuse,
+                                                 unsigned *smem) {
+  __shared__ unsigned long long warp_sums[32];
+  const unsigned nthreads = blockDim.x * blockDim.y * blockDim.z;
+  const unsigned tid = threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z);
+  const unsigned per = (groups + nthreads - 1u) / nthreads;
+  const unsigned g0 = tid * per < groups ? tid * per : groups;
+  const unsigned g1 = g0 + per < groups ? g0 + per : groups;
+  const unsigned long long cap = total_cap ? total_cap : ~0ull;
+  // Pass 1: the rows as the counts give them.
+  unsigned long long raw = 0;
+  int negative = 0;
+  for (unsigned g = g0; g < g1; g++) {
+    negative |= sizes[g] < 0;
+    raw += grouped_rows_(sizes[g], row_cap);
+  }
+  unsigned long long raw_total = 0;
+  const unsigned long long raw_before = block_scan_(raw, warp_sums, &raw_total);
+  negative = __syncthreads_or(negative);
+  // Pass 2: each group's rows cut at the buffer's end, and their units.
+  unsigned long long sum = 0, p = raw_before;
+  for (unsigned g = g0; g < g1; g++) {
+    const unsigned long long r = grouped_rows_(sizes[g], row_cap);
+    const unsigned rows = (unsigned)((p + r < cap ? p + r : cap) - (p < cap ? p : cap));
+    sum += ((unsigned long long)rows << 32) | clcrt_tm_group_units(rows, bm, cm, un);
+    p += r;
+  }
+  unsigned long long total = 0;
+  unsigned long long run = block_scan_(sum, warp_sums, &total);
+  p = raw_before;
   for (unsigned g = g0; g < g1; g++) {
     smem[g] = (unsigned)run;
     smem[groups + 1u + g] = (unsigned)(run >> 32);
-    unsigned rows = grouped_rows_(sizes[g], row_cap);
+    const unsigned long long r = grouped_rows_(sizes[g], row_cap);
+    const unsigned rows = (unsigned)((p + r < cap ? p + r : cap) - (p < cap ? p : cap));
     run += ((unsigned long long)rows << 32) | clcrt_tm_group_units(rows, bm, cm, un);
+    p += r;
   }
   if (tid == nthreads - 1u) {  // the last thread's chunk ends the sums
-    unsigned long long total = 0;
-    for (unsigned w = 0; w < nwarps; w++) total += warp_sums[w];
     smem[groups] = (unsigned)total;
     smem[2u * groups + 1u] = (unsigned)(total >> 32);
+    const unsigned why = (raw_total > cap ? CLCRT_TM_MISUSE_ROWS : 0u) | (negative ? CLCRT_TM_MISUSE_NEGATIVE : 0u);
+    if (why && misuse) {
+      // Plain stores, not atomics: misuse may be mapped host memory, and every CTA writes the
+      // same two words.
+      ((volatile unsigned *)misuse)[1] = raw_total < 0xffffffffull ? (unsigned)raw_total : 0xffffffffu;
+      ((volatile unsigned *)misuse)[0] = why;
+    }
   }
   __syncthreads();
 }
 
 // row_stride: 0 for groups one after another; the masked layout's rows per group otherwise.
+// total_cap, misuse: see grouped_map_build_ (0 and null: no buffer bound, nothing reported).
 __device__ __forceinline__ GroupedMap grouped_map_build(const int *sizes, unsigned groups, unsigned bm, unsigned un,
                                                         unsigned swizzle, bool along_n, void *smem, unsigned cm = 1,
-                                                        unsigned row_stride = 0) {
+                                                        unsigned row_stride = 0, unsigned total_cap = 0,
+                                                        unsigned *misuse = nullptr) {
   unsigned *w = (unsigned *)smem;
-  grouped_map_build_(sizes, groups, bm, cm, un, row_stride, w);
+  grouped_map_build_(sizes, groups, bm, cm, un, row_stride, total_cap, misuse, w);
   return GroupedMap{w, w + groups + 1u, groups, bm, cm, un, swizzle, along_n, row_stride};
 }
 

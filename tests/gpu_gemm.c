@@ -23,8 +23,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../examples/gemm/gemm.h"
+#include "gemm_internal.h" /* the op's internals: variants, plan, Args */
 #include "clcrt.h"
+#include "clcrt_ops.h"
 #include "common/gpu.h"
 
 static const clcrt_sched SCHEDS[] = {CLCRT_SCHED_STEAL, CLCRT_SCHED_STATIC, CLCRT_SCHED_FIXED};
@@ -234,7 +235,7 @@ START_TEST(test_dense) {
   ctx c;
   ctx_open(&c);
   clcrt_kernel *k = NULL;
-  ck_assert_msg(gemm_register(c.rt, &GEMM_VARIANTS[vi], sched, 0, &k) == CLCRT_OK, "%s", clcrt_errmsg(c.rt));
+  ck_assert_msg(gemm_register(c.rt, clcrt_gemm_source(), &GEMM_VARIANTS[vi], sched, 0, &k) == CLCRT_OK, "%s", clcrt_errmsg(c.rt));
   char tag[64];
   snprintf(tag, sizeof tag, "%s %s", GEMM_VARIANTS[vi].name, clcrt__sched_name(sched));
   int n = gpu_under_sanitizer() ? 8 : NUM_SHAPES;
@@ -277,7 +278,7 @@ START_TEST(test_streamk_determinism) {
   ctx_open(&c);
   clcrt_kernel *k[NUM_SCHEDS];
   for (int s = 0; s < NUM_SCHEDS; s++)
-    ck_assert_msg(gemm_register(c.rt, &GEMM_VARIANTS[vi], SCHEDS[s], 0, &k[s]) == CLCRT_OK, "%s", clcrt_errmsg(c.rt));
+    ck_assert_msg(gemm_register(c.rt, clcrt_gemm_source(), &GEMM_VARIANTS[vi], SCHEDS[s], 0, &k[s]) == CLCRT_OK, "%s", clcrt_errmsg(c.rt));
   gemm_plan p = shape_plan(sh, vi, c.rt->num_sms);
   dense d;
   dense_open(&c, &d, &p, sh->m, sh->n, sh->k, GEMM_VARIANTS[vi].name);
@@ -350,7 +351,7 @@ START_TEST(test_dense_offsets) {
   ctx c;
   ctx_open(&c);
   clcrt_kernel *k = NULL;
-  ck_assert_msg(gemm_register(c.rt, &GEMM_VARIANTS[vi], CLCRT_SCHED_STEAL, 0, &k) == CLCRT_OK, "%s",
+  ck_assert_msg(gemm_register(c.rt, clcrt_gemm_source(), &GEMM_VARIANTS[vi], CLCRT_SCHED_STEAL, 0, &k) == CLCRT_OK, "%s",
                 clcrt_errmsg(c.rt));
   for (unsigned ci = 0; ci < sizeof cases / sizeof cases[0]; ci++) {
     const unsigned m = cases[ci].m, n = cases[ci].n, kk = cases[ci].k;
@@ -415,7 +416,7 @@ START_TEST(test_dense_back_to_back) {
   ctx_open(&c);
   const gemm_variant *v = &GEMM_VARIANTS[0];
   clcrt_kernel *k = NULL;
-  ck_assert_msg(gemm_register(c.rt, v, CLCRT_SCHED_STEAL, 0, &k) == CLCRT_OK, "%s", clcrt_errmsg(c.rt));
+  ck_assert_msg(gemm_register(c.rt, clcrt_gemm_source(), v, CLCRT_SCHED_STEAL, 0, &k) == CLCRT_OK, "%s", clcrt_errmsg(c.rt));
   enum { N = 6 };
   const shape sh[N] = {{300, 600, 264, PLAN_RULE, 0, 0},  {1, 8, 8, PLAN_RULE, 0, 0},
                        {1024, 512, 512, PLAN_RULE, 0, 0}, {77, 1000, 1024, EXPLICIT, 4, 9},
@@ -550,7 +551,7 @@ START_TEST(test_grouped) {
   ctx c;
   ctx_open(&c);
   clcrt_kernel *k = NULL;
-  ck_assert_msg(gemm_register(c.rt, v, sched, 1, &k) == CLCRT_OK, "%s", clcrt_errmsg(c.rt));
+  ck_assert_msg(gemm_register(c.rt, clcrt_gemm_source(), v, sched, 1, &k) == CLCRT_OK, "%s", clcrt_errmsg(c.rt));
   char tag[64];
   snprintf(tag, sizeof tag, "grouped %s %s", v->name, clcrt__sched_name(sched));
   static glist g;
@@ -573,7 +574,7 @@ START_TEST(test_grouped_masked) {
   ctx c;
   ctx_open(&c);
   clcrt_kernel *k = NULL;
-  ck_assert_msg(gemm_register(c.rt, v, sched, 1, &k) == CLCRT_OK, "%s", clcrt_errmsg(c.rt));
+  ck_assert_msg(gemm_register(c.rt, clcrt_gemm_source(), v, sched, 1, &k) == CLCRT_OK, "%s", clcrt_errmsg(c.rt));
   const unsigned G = 37, R = 150, n = 520, kk = 264;
   const size_t na = (size_t)G * R * kk, nb = (size_t)G * n * kk, nd = (size_t)G * R * n;
   uint16_t *ha = random_bf16(na), *hb = random_bf16(nb), *hd = malloc(nd * 2), *hr = malloc(nd * 2);
@@ -651,7 +652,7 @@ static double gpu_time(void *user, const gemm_plan *p) {
   t->calls++;
   const gemm_variant *v = &GEMM_VARIANTS[p->variant];
   clcrt_kernel *k = NULL;
-  ck_assert_msg(gemm_register(t->rt, v, p->sched, 0, &k) == CLCRT_OK, "%s", clcrt_errmsg(t->rt));
+  ck_assert_msg(gemm_register(t->rt, clcrt_gemm_source(), v, p->sched, 0, &k) == CLCRT_OK, "%s", clcrt_errmsg(t->rt));
   /* Timed runs launch the short variant, not the fallback that runs while it is built. */
   ck_assert_msg(clcrt_kernel_prepare(k, CLCRT_USE_SHORT) == CLCRT_OK, "%s", clcrt_errmsg(t->rt));
   gemm_args a;

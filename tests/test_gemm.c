@@ -27,9 +27,10 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "../examples/gemm/gemm.h"
+#include "gemm_internal.h" /* the op's internals: variants, plan, Args */
 #include "../nvrtc_src/clcrt_tilemap.cuh"
 #include "clcrt.h"
+#include "clcrt_ops.h"
 #include "cubin.h"
 #include "internal.h"
 
@@ -629,7 +630,7 @@ START_TEST(test_compile) {
   clcrt_kernel *k = NULL;
   /* ptxas warnings are errors here: a serialised wgmma (C7510) or an ignored setmaxnreg (C7508)
    * would fail this test with ptxas's own words in the message. */
-  clcrt_status st = gemm_register_opt(rt, v, sched, grouped, "--ptxas-options=--warning-as-error", &k);
+  clcrt_status st = gemm_register_opt(rt, clcrt_gemm_source(), v, sched, grouped, "--ptxas-options=--warning-as-error", &k);
   ck_assert_msg(st == CLCRT_OK, "%s %s %s: %s", v->name, grouped ? "grouped" : "dense", clcrt__sched_name(sched),
                 clcrt_errmsg(rt));
   clcrt_kernel_info info = CLCRT_KERNEL_INFO_INIT;
@@ -705,7 +706,7 @@ START_TEST(test_args_layout) {
       "  PUT(19, OFF(sk_tail)); PUT(20, OFF(groups)); PUT(21, OFF(group_rows));\n"
       "}\n";
   clcrt_runtime *rt = rt_sm90();
-  const char *src = gemm_source();
+  const char *src = clcrt_gemm_source();
   ck_assert_ptr_nonnull(src);
   char *full = malloc(strlen(src) + strlen(probe) + 1);
   ck_assert_ptr_nonnull(full);
@@ -768,7 +769,7 @@ START_TEST(test_tool_inspect) {
   snprintf(out, sizeof out, "%s/inspect.json", dir);
   FILE *f = fopen(src, "w");
   ck_assert_ptr_nonnull(f);
-  fputs(gemm_source(), f);
+  fputs(clcrt_gemm_source(), f);
   fclose(f);
   const gemm_variant *v = &GEMM_VARIANTS[1]; /* 2-CTA clusters: the most registers */
   snprintf(cmd, sizeof cmd,

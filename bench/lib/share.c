@@ -34,7 +34,8 @@
 #include <string.h>
 #include <time.h>
 
-#include "../../examples/gemm/gemm.h"
+#include "gemm_internal.h" /* the op's internals: variants, plan, Args */
+#include "clcrt_ops.h"
 #include "bench.h"
 
 /* The copy's CTAs each ask for COMM_SMEM bytes of dynamic shared memory they do not use, so
@@ -519,7 +520,7 @@ static void share_overlap(void) {
   const size_t na = (size_t)m * k, nb = (size_t)n * k, nd = (size_t)m * n;
   ov o;
   memset(&o, 0, sizeof o);
-  if (gemm_register(rt, v, CLCRT_SCHED_AUTO, 0, &o.gemm) != CLCRT_OK) {
+  if (gemm_register(rt, clcrt_gemm_source(), v, CLCRT_SCHED_AUTO, 0, &o.gemm) != CLCRT_OK) {
     printf("\nshare overlap: SKIP: the GEMM did not register: %s\n", clcrt_errmsg(rt));
     return;
   }

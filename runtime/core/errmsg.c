@@ -239,6 +239,15 @@ void clcrt__err_forget(const clcrt_runtime *rt) {
   table_free(t);
 }
 
+clcrt_status clcrt_errmsg_set(const clcrt_runtime *rt, clcrt_status st, const char *fmt, ...) {
+  if (!fmt) return st;
+  va_list ap;
+  va_start(ap, fmt);
+  record(rt ? rt->err_id : 0, fmt, ap);
+  va_end(ap);
+  return st;
+}
+
 const char *clcrt_errmsg(const clcrt_runtime *rt) {
   const char *m = clcrt__err_get(rt);
   if (m) return m;

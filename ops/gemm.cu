@@ -1,6 +1,6 @@
-// bf16 GEMM tile functions for clcrt on Hopper (sm_90a): user code, built only on the public
-// API and the device headers. Compiled at run time by clcrt (examples/gemm/gemm.h registers
-// it; the macros below pick a variant).
+// bf16 GEMM tile functions of clcrt's op library on Hopper (sm_90a), built only on the public
+// API and the device headers. Compiled at run time by the op (ops/gemm.c registers it; the
+// macros below pick a variant); embedded into the library, never read from disk.
 //
 //   gemm_tile          dense   D[M x N] = A[M x K] . B[N x K]^T   (both "K-major": the TN layout)
 //   gemm_grouped_tile  grouped D_g = A_g . B_g^T for G groups (mixture-of-experts layers): the
@@ -48,7 +48,7 @@
 // Operands at 16-byte offsets (tensor views): every 128-byte TMA box row would straddle two
 // L2 lines. Args.kshift starts the k-blocks that many columns before column 0 (TMA fills
 // columns < 0 with zeros for A and B alike), so the loads of an operand whose rows start
-// kshift columns past a 128-byte line are whole lines (gemm.h picks it).
+// kshift columns past a 128-byte line are whole lines (the op picks it: gemm_kshift).
 #include "clcrt_streamk.cuh"
 #include "clcrt_tilemap.cuh"
 
@@ -99,29 +99,8 @@ static_assert(STAGES >= 2 && MAP_OFF + 8u * (GEMM_MAX_GROUPS + 1u) + 1024u + 204
 
 }  // namespace gemm
 
-// Host mirror: gemm_args in examples/gemm/gemm.h (same fields, same order).
-struct alignas(64) TensorMap {
-  unsigned long long v[16];
-};
-struct GemmArgs {
-  TensorMap a;                // A: rows x K bf16, box 64 x BM, 128B swizzle
-  TensorMap b;                // B: rows x K bf16, box 64 x BN / CM, 128B swizzle
-  unsigned short *d;          // D: bf16, row-major
-  unsigned long long ldd;     // elements between rows of D
-  float *ws;                  // stream-K partials: clcrt_sk_slots slots of one fp32 cluster tile
-  unsigned *ctr;              // stream-K counters per (shared tile, CTA, consumer warp), zero before the first run
-  const int *group_sizes;     // grouped: rows per group, device memory
-  unsigned m, n, k;           // dense: the problem; grouped: m = rows of the token buffer (a bound)
-  unsigned tm, tn;            // tiles along M and N
-  unsigned swizzle, along_n;  // tile order (clcrt_tilemap.cuh)
-  unsigned nk;                // k-blocks per tile (kshift included)
-  unsigned kshift;            // zero columns before column 0, 0..63: aligns the loads (see above)
-  unsigned sk_tiles, sk_units;  // dense: stream-K (clcrt_streamk.cuh); 0, 0: whole tiles
-  unsigned sk_tail;           // dense: 1 when the shared tiles and their units come last
-  unsigned groups;            // grouped: number of groups
-  unsigned group_rows;        // grouped, masked layout: group g's rows start at g * group_rows
-                              // (counts clamped to it); 0: the groups' rows one after another
-};
+// GemmArgs: declared once for the host and the device (the op puts the header's text here).
+#include "gemm_abi.h"
 
 struct GemmState {
   unsigned base;          // shared address of the 1024-aligned ring
@@ -623,7 +602,7 @@ __device__ __forceinline__ Where locate_dense(unsigned tile, unsigned rank, cons
   return w;
 }
 
-// The stream-K decomposition of a dense problem over the clusters' units (gemm.h made it
+// The stream-K decomposition of a dense problem over the clusters' units (the op made it
 // valid with clcrt_sk_make).
 __device__ __forceinline__ clcrt_sk dense_sk(const GemmArgs &a) {
   clcrt_sk sk;
@@ -798,8 +777,11 @@ __device__ void gemm_grouped_prologue(const GemmArgs &a, GemmState &s) {
   gemm::prologue(a, s);
   if (a.groups > GEMM_MAX_GROUPS) __trap();  // the host checks this; the map would not fit
   // Synchronises the CTA; the cluster barrier below then covers the peer's barriers.
+  // Counts that do not fit are cut to the buffer of a.m rows (groups one after another) or to
+  // group_rows (the masked layout) and reported through a.misuse: no tile reaches past A or D.
   clcrt::grouped_map_build(a.group_sizes, a.groups, gemm::BM, a.tn, a.swizzle, a.along_n != 0,
-                           gemm::smem_ptr(s.base + gemm::MAP_OFF), gemm::CM, a.group_rows);
+                           gemm::smem_ptr(s.base + gemm::MAP_OFF), gemm::CM, a.group_rows,
+                           a.group_rows ? 0u : a.m, a.misuse);
   if (gemm::CM > 1) gemm::cluster_sync();
 }
 

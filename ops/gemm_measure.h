@@ -14,8 +14,8 @@
  * through their own driver access). Candidates: gemm_plan_dense's own plan, then 128x256 and
  * 128x128 with whole tiles and with 2, 3 and 4 slices of a last wave at most half full, under
  * STEAL, and the plan's variant and decomposition under STATIC. */
-#ifndef CLCRT_EXAMPLES_GEMM_MEASURE_H
-#define CLCRT_EXAMPLES_GEMM_MEASURE_H
+#ifndef CLCRT_OPS_GEMM_MEASURE_H
+#define CLCRT_OPS_GEMM_MEASURE_H
 
 #define GEMM_MEASURE_NS "clcrt-gemm"
 #define GEMM_MEASURE_MAX 16

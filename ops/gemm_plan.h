@@ -40,8 +40,8 @@
  * kb (a partial written; s read back by the last piece, latency-bound: one warp per 16
  * rows). kb and E: 128x256 1 and 3, 128x128 0.51 and 5 (a: 8192^3, and 4096^3 against it);
  * per-SM rate: 128x256 50 GB/s, 128x128 28 GB/s (b: GEMVs and 128x8192x8192 on 32-80 SMs). */
-#ifndef CLCRT_EXAMPLES_GEMM_PLAN_H
-#define CLCRT_EXAMPLES_GEMM_PLAN_H
+#ifndef CLCRT_OPS_GEMM_PLAN_H
+#define CLCRT_OPS_GEMM_PLAN_H
 
 typedef enum gemm_share {
   GEMM_SHARE_WHOLE, /* every tile whole */

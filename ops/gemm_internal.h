@@ -1,8 +1,9 @@
-/* Host side of the bf16 GEMM tile functions in examples/gemm/gemm.cu: the variants, the
- * registration options, the Args mirror, tensor maps, the tile grid, stream-K's workspace and
- * the plan (gemm_plan_dense: which variant and decomposition a shape gets, with no oracle; or
- * gemm_plan_measured, gemm_measure.h: timed once per shape class, kept in clcrt's store).
- * Header-only (static inline) so that the example, the benchmark and the tests share it.
+/* The GEMM op's internals (not a public header): the variants of the tile functions in
+ * ops/gemm.cu, their registration options, Args (ops/gemm_abi.h), tensor maps, the tile grid,
+ * stream-K's workspace sizes and the plan (gemm_plan_dense: which variant and decomposition a
+ * shape gets, with no oracle; or gemm_plan_measured, gemm_measure.h: timed once per shape
+ * class, kept in clcrt's store). Header-only (static inline) so that the op (ops/gemm.c), the
+ * benchmark's oracle and the tests share one copy; users call include/clcrt_ops.h.
  *
  * Dense:   D[M x N] = A[M x K] . B[N x K]^T, bf16 row-major, fp32 accumulation.
  * Grouped: G groups sharing N and K; group g has M_g rows (counts in device memory, int32),
@@ -11,18 +12,16 @@
  *          stacked as one (G*N) x K matrix. The launch is an upper bound of the tiles; the
  *          kernel finds the real ones from the counts on the device.
  * K must be a multiple of 8 (TMA needs rows of a multiple of 16 bytes); any M, N >= 1.
- *
- * Needs the generated user_src.h on the include path (the embedded gemm.cu, linked from
- * user_src.o: Makefile, scripts/embed.c). */
-#ifndef CLCRT_EXAMPLES_GEMM_H
-#define CLCRT_EXAMPLES_GEMM_H
+ */
+#ifndef CLCRT_OPS_GEMM_INTERNAL_H
+#define CLCRT_OPS_GEMM_INTERNAL_H
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 
-#include "../../nvrtc_src/clcrt_streamk.cuh" /* the portable cores: stream-K, the grouped upper bound */
+#include "../nvrtc_src/clcrt_streamk.cuh" /* the portable cores: stream-K, the grouped upper bound */
 #include "clcrt.h"
-#include "user_src.h"
+#include "gemm_abi.h"
 
 /* One compiled shape of the tile function. */
 typedef struct gemm_variant {
@@ -47,12 +46,10 @@ static const gemm_variant GEMM_VARIANTS[] = {
 #define GEMM_MAX_GROUPS 1024u /* groups a grouped kernel's shared-memory map holds */
 #define GEMM_BK 64u
 
-/* Mirrors GemmArgs in gemm.cu: same fields, same order, same size (clcrt_run checks it). */
-typedef struct gemm_args {
-  clcrt_tensor_map a, b;
-  uint64_t d, ldd, ws, ctr, group_sizes;
-  uint32_t m, n, k, tm, tn, swizzle, along_n, nk, kshift, sk_tiles, sk_units, sk_tail, groups, group_rows;
-} gemm_args;
+/* GemmArgs of gemm_abi.h, the one declaration the device reads too. */
+typedef GemmArgs gemm_args;
+_Static_assert(sizeof(GemmTensorMap) == sizeof(clcrt_tensor_map) && _Alignof(GemmTensorMap) == _Alignof(clcrt_tensor_map),
+               "GemmTensorMap holds a clcrt_tensor_map");
 
 static inline unsigned gemm_cdiv(uint64_t a, uint64_t b) { return (unsigned)((a + b - 1) / b); }
 static inline unsigned gemm_threads(const gemm_variant *v) { return v->bm / 64 * 128 + 32; }
@@ -66,23 +63,11 @@ static inline unsigned gemm_smem_bytes(const gemm_variant *v, int grouped) {
          (grouped ? 8u * (GEMM_MAX_GROUPS + 1u) : 0u);
 }
 
-/* The embedded source (examples/gemm/gemm.cu), or NULL when the program was linked without it. */
-static inline const char *gemm_source(void) {
-  for (const user_src_file *f = user_src; f->name; f++)
-    if (strcmp(f->name, "gemm.cu") == 0) return f->text;
-  return NULL;
-}
-
-/* Compiles (or finds in the cache) the variant's dense or grouped tile function. extra: one
- * more NVRTC option or NULL. */
-static inline clcrt_status gemm_register_opt(clcrt_runtime *rt, const gemm_variant *v, clcrt_sched sched, int grouped,
-                                             const char *extra, clcrt_kernel **out) {
+/* Compiles (or finds in the cache) the variant's dense or grouped tile function from src, the
+ * op's source (clcrt_gemm_source). extra: one more NVRTC option or NULL. */
+static inline clcrt_status gemm_register_opt(clcrt_runtime *rt, const char *src, const gemm_variant *v,
+                                             clcrt_sched sched, int grouped, const char *extra, clcrt_kernel **out) {
   *out = NULL;
-  const char *src = gemm_source();
-  if (!src) {
-    fprintf(stderr, "gemm: gemm.cu is not embedded in this program (link user_src.o)\n");
-    return CLCRT_E_NOT_FOUND;
-  }
   char o[6][48];
   snprintf(o[0], sizeof o[0], "-DGEMM_BM=%u", v->bm);
   snprintf(o[1], sizeof o[1], "-DGEMM_BN=%u", v->bn);
@@ -105,9 +90,9 @@ static inline clcrt_status gemm_register_opt(clcrt_runtime *rt, const gemm_varia
   d.num_options = extra ? 7 : 6;
   return clcrt_register(rt, &d, out);
 }
-static inline clcrt_status gemm_register(clcrt_runtime *rt, const gemm_variant *v, clcrt_sched sched, int grouped,
-                                         clcrt_kernel **out) {
-  return gemm_register_opt(rt, v, sched, grouped, NULL, out);
+static inline clcrt_status gemm_register(clcrt_runtime *rt, const char *src, const gemm_variant *v, clcrt_sched sched,
+                                         int grouped, clcrt_kernel **out) {
+  return gemm_register_opt(rt, src, v, sched, grouped, NULL, out);
 }
 
 /* Tile order: swizzle 8 (bands of 8 tiles), rastering along the longer side of the tile grid
@@ -141,57 +126,75 @@ static inline size_t gemm_ctr_bytes(const gemm_variant *v, const gemm_args *a) {
   return (size_t)sk.sk_tiles * v->cm * (v->bm / 64u * 4u) * 4u;
 }
 
+/* Row pitches in elements: A's and B's rows (k when packed), D's (n when packed). */
+typedef struct gemm_ld {
+  uint64_t a, b, d;
+} gemm_ld;
+static inline gemm_ld gemm_ld_packed(unsigned n, unsigned k) { return (gemm_ld){k, k, n}; }
+
 /* How many zero columns to start the k-blocks with (gemm.cu, kshift) so that the loads of A
  * and B cover whole 128-byte lines: with rows a multiple of 128 bytes apart, the offset of the
  * operands in their line, B's when A's differs (B's box has the more rows in 128x256). Rows
  * at other pitches have no one offset: 0. */
-static inline unsigned gemm_kshift(uint64_t A, uint64_t B, unsigned k) {
-  if ((k * 2u) % 128u) return 0;
+static inline unsigned gemm_kshift_ld(uint64_t A, uint64_t B, uint64_t lda, uint64_t ldb) {
+  if ((lda * 2u) % 128u || (ldb * 2u) % 128u) return 0;
   (void)A; /* A's offset is B's, or B wins: one shift serves both operands only when they agree */
   return (unsigned)(B % 128u) / 2u;
 }
+static inline unsigned gemm_kshift(uint64_t A, uint64_t B, unsigned k) { return gemm_kshift_ld(A, B, k, k); }
 
 /* The alignment, in bytes up to 128, of the loads of A and B after the shift: what the plan
  * asks for (128: whole lines). */
-static inline unsigned gemm_load_align(uint64_t A, uint64_t B, unsigned k) {
-  uint64_t s = 2u * gemm_kshift(A, B, k), x = (A - s) | (B - s) | (k * 2u) | 128u;
+static inline unsigned gemm_load_align_ld(uint64_t A, uint64_t B, uint64_t lda, uint64_t ldb) {
+  uint64_t s = 2u * gemm_kshift_ld(A, B, lda, ldb), x = (A - s) | (B - s) | (lda * 2u) | (ldb * 2u) | 128u;
   return (unsigned)(x & (~x + 1u));
 }
+static inline unsigned gemm_load_align(uint64_t A, uint64_t B, unsigned k) { return gemm_load_align_ld(A, B, k, k); }
 
 /* ---- the plan ------------------------------------------------------------------------ */
 
 #include "gemm_plan.h"
 
+/* The tensor maps of A (a_rows rows, lda elements apart) and B (b_rows, ldb apart); TMA
+ * needs the pitches a multiple of 16 bytes and the bases 16-byte aligned. rt NULL: none (a
+ * plan described, not run). */
 static inline clcrt_status gemm_maps(clcrt_runtime *rt, const gemm_variant *v, gemm_args *a, uint64_t A,
-                                     uint64_t a_rows, uint64_t B, uint64_t b_rows, unsigned k) {
-  clcrt_status st = clcrt_tensor_map_2d(rt, &a->a, CLCRT_DTYPE_BF16, A, a_rows, k, (uint64_t)k * 2, v->bm, GEMM_BK,
-                                        CLCRT_SWIZZLE_128B);
+                                     uint64_t a_rows, uint64_t lda, uint64_t B, uint64_t b_rows, uint64_t ldb,
+                                     unsigned k) {
+  if (!rt) return CLCRT_OK;
+  clcrt_status st = clcrt_tensor_map_2d(rt, (clcrt_tensor_map *)&a->a, CLCRT_DTYPE_BF16, A, a_rows, k, lda * 2, v->bm,
+                                        GEMM_BK, CLCRT_SWIZZLE_128B);
   if (st != CLCRT_OK) return st;
-  return clcrt_tensor_map_2d(rt, &a->b, CLCRT_DTYPE_BF16, B, b_rows, k, (uint64_t)k * 2, v->bn / v->cm, GEMM_BK,
-                             CLCRT_SWIZZLE_128B);
+  return clcrt_tensor_map_2d(rt, (clcrt_tensor_map *)&a->b, CLCRT_DTYPE_BF16, B, b_rows, k, ldb * 2, v->bn / v->cm,
+                             GEMM_BK, CLCRT_SWIZZLE_128B);
 }
 
 /* Args of a dense problem for plan p (gemm_plan_dense, or one made by hand: variant p->variant,
- * stream-K p->sk_tiles over p->sk_units in order p->sk_tail, p->shift). ws/ctr: the stream-K workspace when the
- * decomposition shares tiles (gemm_ws_bytes, gemm_ctr_bytes of these args; counters zeroed
- * once before the first run), else 0: fill them in after this call. */
-static inline clcrt_status gemm_dense_args(clcrt_runtime *rt, const gemm_plan *p, gemm_args *a, uint64_t A,
-                                           uint64_t B, uint64_t D, unsigned m, unsigned n, unsigned k, uint64_t ws,
-                                           uint64_t ctr) {
+ * stream-K p->sk_tiles over p->sk_units in order p->sk_tail, p->shift), with row pitches ld.
+ * ws/ctr: the stream-K workspace when the decomposition shares tiles (gemm_ws_bytes,
+ * gemm_ctr_bytes of these args; counters zero before a run), else 0. */
+static inline clcrt_status gemm_dense_args_ld(clcrt_runtime *rt, const gemm_plan *p, gemm_args *a, uint64_t A,
+                                              uint64_t B, uint64_t D, unsigned m, unsigned n, unsigned k, gemm_ld ld,
+                                              uint64_t ws, uint64_t ctr) {
   const gemm_variant *v = &GEMM_VARIANTS[p->variant];
   memset(a, 0, sizeof *a);
-  clcrt_status st = gemm_maps(rt, v, a, A, m, B, n, k);
+  clcrt_status st = gemm_maps(rt, v, a, A, m, ld.a, B, n, ld.b, k);
   if (st != CLCRT_OK) return st;
-  a->d = D, a->ldd = n;
+  a->d = D, a->ldd = ld.d;
   a->m = m, a->n = n, a->k = k;
   a->tm = gemm_cdiv(m, v->bm), a->tn = gemm_cdiv(n, v->bn);
   gemm_order(a->tm, a->tn, &a->swizzle, &a->along_n);
-  a->kshift = p->shift ? gemm_kshift(A, B, k) : 0;
+  a->kshift = p->shift ? gemm_kshift_ld(A, B, ld.a, ld.b) : 0;
   a->nk = gemm_cdiv(k + a->kshift, GEMM_BK);
   clcrt_sk sk = clcrt_sk_make(gemm_cdiv(a->tm, v->cm) * a->tn, a->nk, p->sk_tiles, p->sk_units, p->sk_tail);
   a->sk_tiles = sk.sk_tiles, a->sk_units = sk.sk_units, a->sk_tail = sk.tail;
   a->ws = ws, a->ctr = ctr;
   return CLCRT_OK;
+}
+static inline clcrt_status gemm_dense_args(clcrt_runtime *rt, const gemm_plan *p, gemm_args *a, uint64_t A,
+                                           uint64_t B, uint64_t D, unsigned m, unsigned n, unsigned k, uint64_t ws,
+                                           uint64_t ctr) {
+  return gemm_dense_args_ld(rt, p, a, A, B, D, m, n, k, gemm_ld_packed(n, k), ws, ctr);
 }
 
 #include "gemm_measure.h"
@@ -202,33 +205,35 @@ static inline clcrt_dim3 gemm_dense_tiles(const gemm_variant *v, const gemm_args
   return (clcrt_dim3){clcrt_sk_units(&sk) * v->cm, 1, 1};
 }
 
-/* Args of a grouped problem: `groups` groups (at most GEMM_MAX_GROUPS) whose int32 sizes are
- * at device address `sizes`, weights stacked as (groups * n) x k. group_rows 0: `total_rows`
- * rows of A and D, the groups' rows one after another (the sum of the sizes must not exceed
- * total_rows); group_rows R > 0, the masked layout: group g's rows at row g * R of A and D
- * (groups * R rows; sizes above R count as R), and a launch that does not depend on the
- * sizes (one CUDA graph serves every routing). */
-static inline clcrt_status gemm_grouped_args(clcrt_runtime *rt, const gemm_variant *v, gemm_args *a, uint64_t A,
-                                             uint64_t B, uint64_t D, unsigned total_rows, unsigned n, unsigned k,
-                                             unsigned groups, uint64_t sizes, unsigned group_rows) {
+/* Args of a grouped problem: `groups` groups (1..GEMM_MAX_GROUPS: the caller checks) whose
+ * int32 sizes are at device address `sizes`, weights stacked as (groups * n) x k. group_rows
+ * 0: `total_rows` rows of A and D, the groups' rows one after another (sizes adding up to
+ * more are cut at total_rows and reported through Args.misuse); group_rows R > 0, the masked
+ * layout: group g's rows at row g * R of A and D (groups * R rows; sizes above R count as R),
+ * and a launch that does not depend on the sizes (one CUDA graph serves every routing). */
+static inline clcrt_status gemm_grouped_args_ld(clcrt_runtime *rt, const gemm_variant *v, gemm_args *a, uint64_t A,
+                                                uint64_t B, uint64_t D, unsigned total_rows, unsigned n, unsigned k,
+                                                gemm_ld ld, unsigned groups, uint64_t sizes, unsigned group_rows) {
   memset(a, 0, sizeof *a);
-  if (groups == 0 || groups > GEMM_MAX_GROUPS) {
-    fprintf(stderr, "gemm: %u groups: 1..%u\n", groups, GEMM_MAX_GROUPS);
-    return CLCRT_E_INVALID;
-  }
+  if (groups == 0 || groups > GEMM_MAX_GROUPS) return CLCRT_E_INVALID;
   if (group_rows) total_rows = groups * group_rows;
-  clcrt_status st = gemm_maps(rt, v, a, A, total_rows ? total_rows : 1, B, (uint64_t)groups * n, k);
+  clcrt_status st = gemm_maps(rt, v, a, A, total_rows ? total_rows : 1, ld.a, B, (uint64_t)groups * n, ld.b, k);
   if (st != CLCRT_OK) return st;
-  a->d = D, a->ldd = n;
+  a->d = D, a->ldd = ld.d;
   a->m = total_rows, a->n = n, a->k = k;
   a->tm = gemm_cdiv(total_rows, v->bm), a->tn = gemm_cdiv(n, v->bn);
   /* Inside a group the m-tiles are few: raster along N in bands of 8 m-tiles, so the tiles
    * running together share a group's rows of A while they sweep its weights. */
   a->swizzle = 8, a->along_n = 1;
-  a->kshift = gemm_kshift(A, B, k);
+  a->kshift = gemm_kshift_ld(A, B, ld.a, ld.b);
   a->nk = gemm_cdiv(k + a->kshift, GEMM_BK);
   a->group_sizes = sizes, a->groups = groups, a->group_rows = group_rows;
   return CLCRT_OK;
+}
+static inline clcrt_status gemm_grouped_args(clcrt_runtime *rt, const gemm_variant *v, gemm_args *a, uint64_t A,
+                                             uint64_t B, uint64_t D, unsigned total_rows, unsigned n, unsigned k,
+                                             unsigned groups, uint64_t sizes, unsigned group_rows) {
+  return gemm_grouped_args_ld(rt, v, a, A, B, D, total_rows, n, k, gemm_ld_packed(n, k), groups, sizes, group_rows);
 }
 
 /* The launch of a grouped problem: an upper bound of its units (the sizes are on the
@@ -254,4 +259,4 @@ static inline float gemm_bf2f(uint16_t b) {
   memcpy(&f, &u, 4);
   return f;
 }
-#endif
+#endif /* CLCRT_OPS_GEMM_INTERNAL_H */

@@ -1,0 +1,152 @@
+/* clcrt's op library: GEMMs built on the public API of clcrt.h alone (the runtime never
+ * depends on it). One call per run: clcrt_gemm plans the problem, compiles or finds the tile
+ * function the plan picked, keeps the stream's workspace and launches, asynchronously, on a
+ * clcrt_stream.
+ *
+ *   dense    D (m x n) = A (m x k) . B (n x k)^T          (torch.nn.functional.linear(A, B))
+ *   grouped  for each group g of G: its sizes[g] rows of A, one after another, times B_g^T into
+ *            the same rows of D; the sizes are int32 in device memory (read by the kernel, so
+ *            routing needs no host sync); the weights B_g stacked as one (G*n) x k matrix
+ *   masked   the same with group g's rows at row g * m of A and D (m: the rows each group may
+ *            have; sizes above m count as m): a launch that does not depend on the sizes, so
+ *            one CUDA graph serves every routing
+ *
+ * bf16 operands, fp32 accumulation, bf16 output. Row-major with a row pitch (lda, ldb, ldd
+ * elements; 0: packed): A and B need pitches that are a multiple of 8 elements and addresses
+ * 16-byte aligned (TMA), k a multiple of 8; D needs 2-byte alignment (16-byte aligned rows
+ * store faster). Any m, n >= 1.
+ *
+ * Errors are a status plus clcrt_errmsg(rt) of the runtime the op was made with, as for every
+ * clcrt call; nothing prints.
+ *
+ * State and its invariants (ops/gemm_ws.c says why each holds):
+ *   1. Stream-K runs share partial tiles through a workspace: one per CUstream (runs on one
+ *      stream are ordered, so one serves them all), made on the first run that needs it and
+ *      grown, never shrunk; its counters and its partials are separate allocations.
+ *   2. The counters are zero whenever no run is in flight on their stream: they are zeroed on
+ *      that stream when made, and every run leaves the counters it used at zero.
+ *   3. A run captured into a CUDA graph never uses a stream's workspace: each capture (and
+ *      each stream in it) gets its own, zeroed when made and owned by the graph, freed after
+ *      the graph is destroyed. Replays of one graph exec are ordered by CUDA, so they share it.
+ *   4. A grouped run whose sizes do not fit (adding up to more rows than A and D have, or
+ *      negative) computes what fits, never touches memory past the operands, and reports it:
+ *      the next grouped call on the same stream fails with CLCRT_E_INVALID and a message
+ *      naming the sizes (and does not run), or, with CLCRT_GEMM_CHECKED, the call itself
+ *      synchronises and fails. Runs replayed from a graph clamp the same way but report
+ *      nothing.
+ * Threads may share a clcrt_ops: calls on different streams run in parallel, calls on one
+ * stream take its lock. */
+#ifndef CLCRT_OPS_H
+#define CLCRT_OPS_H
+
+#include "clcrt.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct clcrt_ops clcrt_ops; /* opaque: the op library's state for one runtime */
+
+/* rt must outlive ops. Compile-only runtimes are accepted: clcrt_gemm_kernel and
+ * clcrt_gemm_plan_get work, clcrt_gemm refuses (CLCRT_E_NO_DEVICE). */
+CLCRT_API clcrt_status clcrt_ops_create(clcrt_runtime *rt, clcrt_ops **out);
+/* Waits for the work on every stream that has a workspace (through its CUstream, so destroy
+ * the ops, or release those streams, before their CUstreams), then frees them. NULL: no-op. */
+CLCRT_API void clcrt_ops_destroy(clcrt_ops *ops);
+/* Waits for s's work and frees its workspace: call it before destroying a stream the op ran
+ * on while the ops lives on. A later run on the stream makes a new one. */
+CLCRT_API clcrt_status clcrt_ops_stream_release(clcrt_ops *ops, clcrt_stream *s);
+
+typedef enum clcrt_gemm_layout {
+  CLCRT_GEMM_DENSE = 0,
+  CLCRT_GEMM_GROUPED,
+  CLCRT_GEMM_MASKED
+} clcrt_gemm_layout;
+
+/* How a dense problem's k dimension is shared between work units. */
+typedef enum clcrt_gemm_split {
+  CLCRT_GEMM_SPLIT_AUTO = 0, /* the plan's cost model: whole tiles, or stream-K for a thin last wave */
+  CLCRT_GEMM_SPLIT_NONE,     /* every tile whole */
+  CLCRT_GEMM_SPLIT_ALL       /* every tile cut into k-slices (stream-K everywhere: tests, the oracle) */
+} clcrt_gemm_split;
+
+/* clcrt_gemm_desc.flags */
+#define CLCRT_GEMM_CHECKED 1u  /* synchronise after the run and fail if a grouped run's sizes did not fit
+                                  (refused during graph capture) */
+#define CLCRT_GEMM_MEASURED 2u /* dense: the plan measured once per shape class (timing the candidate plans
+                                  on these operands, which synchronises) and kept in the runtime's store,
+                                  then read back in this and later processes */
+
+typedef struct clcrt_gemm_desc {
+  size_t size;
+  clcrt_gemm_layout layout;
+  clcrt_dtype dtype;                /* CLCRT_DTYPE_BF16, the only one so far */
+  unsigned m, n, k;                 /* dense, grouped: m rows of A and D; masked: rows per group */
+  unsigned long long a, b, d;       /* device addresses */
+  unsigned long long lda, ldb, ldd; /* elements between rows; 0: packed (k, k, n) */
+  unsigned groups;                  /* grouped, masked: G (1..clcrt_gemm_max_groups()) */
+  unsigned long long group_sizes;   /* grouped, masked: G int32 in device memory */
+  const char *variant;              /* NULL: the plan's; else a name from clcrt_gemm_variant_get */
+  clcrt_sched sched;                /* AUTO: the plan's (STEAL on sm_90; the variant the plan keeps) */
+  clcrt_gemm_split split;           /* dense only */
+  unsigned flags;                   /* CLCRT_GEMM_* */
+} clcrt_gemm_desc;
+
+#define CLCRT_GEMM_DESC_INIT                                                                                   \
+  {.size = sizeof(clcrt_gemm_desc), .layout = CLCRT_GEMM_DENSE, .dtype = CLCRT_DTYPE_BF16, .m = 0, .n = 0,     \
+   .k = 0, .a = 0, .b = 0, .d = 0, .lda = 0, .ldb = 0, .ldd = 0, .groups = 0, .group_sizes = 0,               \
+   .variant = NULL, .sched = CLCRT_SCHED_AUTO, .split = CLCRT_GEMM_SPLIT_AUTO, .flags = 0}
+
+/* Runs the GEMM on s, asynchronously. m == 0 or n == 0 is a no-op. The first run of a variant
+ * compiles it (or loads it from the disk cache); clcrt_gemm_prepare does that ahead. */
+CLCRT_API clcrt_status clcrt_gemm(clcrt_ops *ops, clcrt_stream *s, const clcrt_gemm_desc *d);
+
+/* What clcrt_gemm would run for d on s (s NULL: the whole device), without running it. */
+typedef struct clcrt_gemm_plan_info {
+  size_t size;
+  const char *variant;    /* static name, e.g. "128x256" */
+  clcrt_sched sched;      /* as registered */
+  unsigned bm, bn, cluster_m;
+  unsigned splits;        /* k-slices of a shared tile (1: every tile whole) */
+  unsigned shared_tiles;  /* tiles cut into slices */
+  clcrt_dim3 tiles;       /* the launch's tile grid */
+  unsigned long long workspace_bytes; /* stream-K partials and counters */
+} clcrt_gemm_plan_info;
+#define CLCRT_GEMM_PLAN_INFO_INIT                                                                              \
+  {.size = sizeof(clcrt_gemm_plan_info), .variant = NULL, .sched = CLCRT_SCHED_AUTO, .bm = 0, .bn = 0,        \
+   .cluster_m = 0, .splits = 0, .shared_tiles = 0, .tiles = {0, 0, 0}, .workspace_bytes = 0}
+CLCRT_API clcrt_status clcrt_gemm_plan_get(clcrt_ops *ops, const clcrt_stream *s, const clcrt_gemm_desc *d,
+                                           clcrt_gemm_plan_info *out);
+
+/* The compiled shapes of the tile functions; 0 is the default. */
+typedef struct clcrt_gemm_variant_info {
+  size_t size;
+  const char *name;
+  unsigned bm, bn, cluster_m, stages, epilogue;
+} clcrt_gemm_variant_info;
+#define CLCRT_GEMM_VARIANT_INFO_INIT                                                                           \
+  {.size = sizeof(clcrt_gemm_variant_info), .name = NULL, .bm = 0, .bn = 0, .cluster_m = 0, .stages = 0,      \
+   .epilogue = 0}
+CLCRT_API int clcrt_gemm_variant_count(void);
+/* CLCRT_E_NOT_FOUND past the last. */
+CLCRT_API clcrt_status clcrt_gemm_variant_get(int i, clcrt_gemm_variant_info *out);
+CLCRT_API unsigned clcrt_gemm_max_groups(void);
+
+/* The registered kernel of a variant (NULL: the default) for a layout and scheduler, compiled
+ * now if it is not yet: for its info, cubin and PTX (clcrt_kernel_info_get ...). Owned by the
+ * runtime. */
+CLCRT_API clcrt_status clcrt_gemm_kernel(clcrt_ops *ops, const char *variant, clcrt_sched sched,
+                                         clcrt_gemm_layout layout, const clcrt_kernel **out);
+/* Builds ahead what clcrt_gemm(ops, s, d) will launch: its kernel and the kernel's variants
+ * for `uses` (clcrt_kernel_prepare), so that timed or captured runs launch no fallback. */
+CLCRT_API clcrt_status clcrt_gemm_prepare(clcrt_ops *ops, const clcrt_stream *s, const clcrt_gemm_desc *d,
+                                          unsigned uses);
+
+/* The tile functions' CUDA source as the op compiles it (ops/gemm.cu with ops/gemm_abi.h in
+ * place of its #include), embedded in the library. */
+CLCRT_API const char *clcrt_gemm_source(void);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* CLCRT_OPS_H */

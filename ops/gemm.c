@@ -1,0 +1,346 @@
+/* The GEMM op (include/clcrt_ops.h): descriptors checked, a plan made, the kernel found, the
+ * workspace reserved (gemm_ws.c) and one clcrt_run. Built on clcrt.h alone. */
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gemm_ops.h"
+#include "ops_src.h" /* generated: ops/gemm.cu and ops/gemm_abi.h as C strings */
+
+/* ---- the source -------------------------------------------------------------------------- */
+
+static char *g_source;
+static pthread_once_t g_source_once = PTHREAD_ONCE_INIT;
+
+static const clcrt__ops_src_file *embedded(const char *name) {
+  for (const clcrt__ops_src_file *f = clcrt__ops_src; f->name; f++)
+    if (!strcmp(f->name, name)) return f;
+  return NULL;
+}
+
+/* gemm.cu with the text of gemm_abi.h in place of its #include, #line directives keeping
+ * NVRTC's messages on the lines of the two files. */
+static void source_build(void) {
+  const clcrt__ops_src_file *cu = embedded("gemm.cu"), *abi = embedded("gemm_abi.h");
+  static const char inc[] = "#include \"gemm_abi.h\"\n";
+  const char *at = cu && abi ? strstr(cu->text, inc) : NULL;
+  if (!at) return;
+  unsigned line = 1;
+  for (const char *p = cu->text; p < at; p++) line += *p == '\n';
+  const size_t cap = cu->len + abi->len + 128;
+  char *s = malloc(cap);
+  if (!s) return;
+  int n = snprintf(s, cap, "%.*s#line 1 \"gemm_abi.h\"\n%s\n#line %u \"gemm.cu\"\n%s", (int)(at - cu->text), cu->text,
+                   abi->text, line + 1, at + sizeof inc - 1);
+  if (n < 0 || (size_t)n >= cap) {
+    free(s);
+    return;
+  }
+  g_source = s;
+}
+
+const char *clcrt_gemm_source(void) {
+  pthread_once(&g_source_once, source_build);
+  return g_source;
+}
+
+/* ---- variants ------------------------------------------------------------------------------ */
+
+int clcrt_gemm_variant_count(void) { return GEMM_NUM_VARIANTS; }
+unsigned clcrt_gemm_max_groups(void) { return GEMM_MAX_GROUPS; }
+
+clcrt_status clcrt_gemm_variant_get(int i, clcrt_gemm_variant_info *out) {
+  if (!out || out->size != sizeof *out)
+    return clcrt_errmsg_set(NULL, CLCRT_E_INVALID, "clcrt_gemm_variant_get: out must be a clcrt_gemm_variant_info "
+                                                   "made with CLCRT_GEMM_VARIANT_INFO_INIT");
+  if (i < 0 || i >= GEMM_NUM_VARIANTS)
+    return clcrt_errmsg_set(NULL, CLCRT_E_NOT_FOUND, "clcrt_gemm_variant_get: %d: there are %d variants", i,
+                            GEMM_NUM_VARIANTS);
+  const gemm_variant *v = &GEMM_VARIANTS[i];
+  out->name = v->name, out->bm = v->bm, out->bn = v->bn, out->cluster_m = v->cm, out->stages = v->stages;
+  out->epilogue = v->epi;
+  return CLCRT_OK;
+}
+
+static int variant_index(const char *name) {
+  for (int i = 0; i < GEMM_NUM_VARIANTS; i++)
+    if (!strcmp(GEMM_VARIANTS[i].name, name)) return i;
+  return -1;
+}
+
+static clcrt_status bad_variant(const clcrt_ops *ops, const char *name) {
+  char list[256] = "";
+  for (int i = 0; i < GEMM_NUM_VARIANTS; i++) {
+    strncat(list, i ? ", " : "", sizeof list - strlen(list) - 1);
+    strncat(list, GEMM_VARIANTS[i].name, sizeof list - strlen(list) - 1);
+  }
+  return clcrt_errmsg_set(ops->rt, CLCRT_E_INVALID, "gemm: no variant \"%.64s\": one of %s", name, list);
+}
+
+/* ---- the handle ----------------------------------------------------------------------------- */
+
+clcrt_status clcrt_ops_create(clcrt_runtime *rt, clcrt_ops **out) {
+  if (out) *out = NULL;
+  if (!rt || !out)
+    return clcrt_errmsg_set(rt, CLCRT_E_INVALID, "clcrt_ops_create: %s is NULL", rt ? "out" : "the runtime");
+  const char *src = clcrt_gemm_source();
+  if (!src) return clcrt_errmsg_set(rt, CLCRT_E_NOMEM, "clcrt_ops_create: no memory for the GEMM's source");
+  clcrt_ops *ops = calloc(1, sizeof *ops);
+  if (!ops) return clcrt_errmsg_set(rt, CLCRT_E_NOMEM, "clcrt_ops_create: out of memory");
+  ops->rt = rt;
+  ops->src = src;
+  if (!clcrt_runtime_compile_only(rt)) {
+    ops->cu = clcrt_runtime_driver(rt);
+    ops->ctx = clcrt_runtime_context(rt);
+  }
+  pthread_mutex_init(&ops->lock, NULL);
+  *out = ops;
+  return CLCRT_OK;
+}
+
+void clcrt_ops_destroy(clcrt_ops *ops) {
+  if (!ops) return;
+  if (ops->cu && ops->ctx) (void)ops->cu->cuCtxPushCurrent(ops->ctx);
+  gemm__ws_destroy_all(ops);
+  if (ops->cu && ops->ctx) {
+    CUcontext prev;
+    (void)ops->cu->cuCtxPopCurrent(&prev);
+  }
+  pthread_mutex_destroy(&ops->lock);
+  free(ops);
+}
+
+/* The kernel of variant v, scheduler sched, dense or grouped: registered on first use. */
+static clcrt_status kernel_get(clcrt_ops *ops, int v, clcrt_sched sched, int grouped, const clcrt_kernel **out) {
+  const char *arch = clcrt_runtime_arch(ops->rt);
+  if (!arch || strncmp(arch, "sm_90", 5))
+    return clcrt_errmsg_set(ops->rt, CLCRT_E_UNSUPPORTED,
+                            "gemm: the GEMM's tile functions are written for Hopper (wgmma, sm_90a); this runtime "
+                            "compiles for %s, where they do not exist yet",
+                            arch ? arch : "no architecture");
+  pthread_mutex_lock(&ops->lock);
+  const clcrt_kernel *k = ops->kernels[v][sched][grouped];
+  pthread_mutex_unlock(&ops->lock);
+  if (!k) {
+    /* Compiled outside the lock: the runtime compiles one key once however many threads ask,
+     * and gives each the same kernel. */
+    clcrt_kernel *nk = NULL;
+    clcrt_status st = gemm_register(ops->rt, ops->src, &GEMM_VARIANTS[v], sched, grouped, &nk);
+    if (st != CLCRT_OK) return st;
+    pthread_mutex_lock(&ops->lock);
+    if (!ops->kernels[v][sched][grouped]) ops->kernels[v][sched][grouped] = nk;
+    k = ops->kernels[v][sched][grouped];
+    pthread_mutex_unlock(&ops->lock);
+  }
+  *out = k;
+  return CLCRT_OK;
+}
+
+/* ---- checking a descriptor ------------------------------------------------------------------ */
+
+static clcrt_status bad(const clcrt_ops *ops, const char *fmt, unsigned long long x, unsigned long long y) {
+  return clcrt_errmsg_set(ops->rt, CLCRT_E_INVALID, fmt, x, y);
+}
+
+/* The descriptor checked, its pitches filled in (ld) and its variant found (*vi, -1 none). */
+static clcrt_status check_desc(const clcrt_ops *ops, const clcrt_gemm_desc *d, gemm_ld *ld, int *vi) {
+  if (!d || d->size != sizeof *d)
+    return clcrt_errmsg_set(ops->rt, CLCRT_E_INVALID, "gemm: the descriptor is %s: make it with CLCRT_GEMM_DESC_INIT",
+                            d ? "of another size" : "NULL");
+  if (d->layout > CLCRT_GEMM_MASKED) return bad(ops, "gemm: layout %llu is not a clcrt_gemm_layout%.0llu", d->layout, 0);
+  if (d->dtype != CLCRT_DTYPE_BF16)
+    return bad(ops, "gemm: dtype %llu: only CLCRT_DTYPE_BF16 operands are supported%.0llu", d->dtype, 0);
+  if ((unsigned)d->sched > CLCRT_SCHED_FIXED) return bad(ops, "gemm: sched %llu is not a clcrt_sched%.0llu", d->sched, 0);
+  if ((unsigned)d->split > CLCRT_GEMM_SPLIT_ALL)
+    return bad(ops, "gemm: split %llu is not a clcrt_gemm_split%.0llu", d->split, 0);
+  if (d->flags & ~(CLCRT_GEMM_CHECKED | CLCRT_GEMM_MEASURED))
+    return bad(ops, "gemm: flags 0x%llx: only CLCRT_GEMM_CHECKED and CLCRT_GEMM_MEASURED exist%.0llu", d->flags, 0);
+  if (d->k == 0 || d->k % 8)
+    return bad(ops, "gemm: k = %llu: a positive multiple of 8 is needed (TMA loads rows of a multiple of 16 bytes)%.0llu",
+               d->k, 0);
+  ld->a = d->lda ? d->lda : d->k, ld->b = d->ldb ? d->ldb : d->k, ld->d = d->ldd ? d->ldd : d->n;
+  if (ld->a < d->k || ld->a % 8)
+    return bad(ops, "gemm: lda = %llu: at least k = %llu and a multiple of 8 elements (TMA row pitch)", ld->a, d->k);
+  if (ld->b < d->k || ld->b % 8)
+    return bad(ops, "gemm: ldb = %llu: at least k = %llu and a multiple of 8 elements (TMA row pitch)", ld->b, d->k);
+  if (ld->d < d->n) return bad(ops, "gemm: ldd = %llu: at least n = %llu", ld->d, d->n);
+  if (!d->a || !d->b || !d->d) return bad(ops, "gemm: an operand address is 0 (a 0x%llx, b 0x%llx, or d)", d->a, d->b);
+  if (d->a % 16 || d->b % 16)
+    return bad(ops, "gemm: a (0x%llx) and b (0x%llx) must be 16-byte aligned (TMA): pass an aligned copy", d->a, d->b);
+  if (d->d % 2) return bad(ops, "gemm: d (0x%llx) must be 2-byte aligned (bf16)%.0llu", d->d, 0);
+  if (d->layout != CLCRT_GEMM_DENSE) {
+    if (d->groups == 0 || d->groups > GEMM_MAX_GROUPS)
+      return bad(ops, "grouped gemm: %llu groups: 1 to %llu", d->groups, GEMM_MAX_GROUPS);
+    if (!d->group_sizes || d->group_sizes % 4)
+      return bad(ops, "grouped gemm: group_sizes 0x%llx must be a 4-byte aligned device address of %llu int32",
+                 d->group_sizes, d->groups);
+    if (d->layout == CLCRT_GEMM_MASKED && (unsigned long long)d->groups * d->m > 0x7fffffffull)
+      return bad(ops, "masked gemm: %llu groups of %llu rows: more than 2^31 - 1 rows", d->groups, d->m);
+    if (d->split != CLCRT_GEMM_SPLIT_AUTO || (d->flags & CLCRT_GEMM_MEASURED))
+      return bad(ops, "grouped gemm: split and CLCRT_GEMM_MEASURED are for dense problems (split %llu, flags 0x%llx)",
+                 d->split, d->flags);
+  }
+  /* Tiles of 64 x 64 at the least: their count must fit the launch's 32 bits. */
+  if (((unsigned long long)d->m + 63) / 64 * (((unsigned long long)d->n + 63) / 64) *
+          (d->layout == CLCRT_GEMM_MASKED ? d->groups : 1) >
+      0x7fffffffull)
+    return bad(ops, "gemm: %llu x %llu is too large a problem for one launch: split it", d->m, d->n);
+  *vi = -1;
+  if (d->variant && (*vi = variant_index(d->variant)) < 0) return bad_variant(ops, d->variant);
+  return CLCRT_OK;
+}
+
+/* ---- planning -------------------------------------------------------------------------------- */
+
+/* What a call runs: the plan, its Args and launch. */
+typedef struct gemm_call {
+  gemm_plan plan;
+  clcrt_sched sched;
+  gemm_args args;
+  clcrt_dim3 tiles;
+  size_t part_bytes, ctr_bytes;
+} gemm_call;
+
+/* encode 0: no tensor maps (a plan described, not run; compile-only runtimes have no driver). */
+static clcrt_status plan_call(clcrt_ops *ops, clcrt_stream *s, gemm_ws *w, const clcrt_gemm_desc *d, gemm_ld ld,
+                              int vi, int encode, gemm_call *c) {
+  clcrt_runtime *rt = encode ? ops->rt : NULL;
+  const int sms = s ? clcrt_stream_grid_sms(s) : clcrt_runtime_num_sms(ops->rt) > 0 ? clcrt_runtime_num_sms(ops->rt)
+                                                                                    : 132;
+  clcrt_status st;
+  memset(c, 0, sizeof *c);
+  if (d->layout == CLCRT_GEMM_DENSE) {
+    const unsigned align = gemm_load_align_ld(d->a, d->b, ld.a, ld.b);
+    if ((d->flags & CLCRT_GEMM_MEASURED) && w) {
+      if ((st = gemm__plan_measured(ops, s, w, d, ld, align, sms, &c->plan)) != CLCRT_OK) return st;
+    } else if (d->flags & CLCRT_GEMM_MEASURED) {
+      if (!gemm__rule_lookup(ops, d, align, sms, &c->plan))
+        return clcrt_errmsg_set(ops->rt, CLCRT_E_NOT_FOUND,
+                                "gemm: no measured plan for this shape class yet: the first clcrt_gemm with "
+                                "CLCRT_GEMM_MEASURED makes it");
+    } else {
+      c->plan = gemm_plan_dense(d->m, d->n, d->k, align, sms);
+    }
+    if (vi >= 0 && vi != c->plan.variant) {
+      c->plan.variant = vi; /* a variant asked for keeps the plan's rule for its decomposition */
+      gemm_plan_share(&c->plan, GEMM_SHARE_TAIL, d->m, d->n, d->k, sms);
+    }
+    if (d->split == CLCRT_GEMM_SPLIT_NONE) gemm_plan_share(&c->plan, GEMM_SHARE_WHOLE, d->m, d->n, d->k, sms);
+    if (d->split == CLCRT_GEMM_SPLIT_ALL) gemm_plan_share(&c->plan, GEMM_SHARE_ALL, d->m, d->n, d->k, sms);
+    if ((st = gemm_dense_args_ld(rt, &c->plan, &c->args, d->a, d->b, d->d, d->m, d->n, d->k, ld, 0, 0)) != CLCRT_OK)
+      return st;
+    const gemm_variant *v = &GEMM_VARIANTS[c->plan.variant];
+    c->tiles = gemm_dense_tiles(v, &c->args);
+    if (c->args.sk_units) c->part_bytes = gemm_ws_bytes(v, &c->args), c->ctr_bytes = gemm_ctr_bytes(v, &c->args);
+  } else {
+    /* Grouped: the default variant (the plan for grouped problems has one candidate). */
+    c->plan.variant = vi >= 0 ? vi : 0;
+    c->plan.sched = CLCRT_SCHED_STEAL;
+    const gemm_variant *v = &GEMM_VARIANTS[c->plan.variant];
+    const unsigned rows = d->layout == CLCRT_GEMM_MASKED ? 0 : d->m, per = d->layout == CLCRT_GEMM_MASKED ? d->m : 0;
+    if ((st = gemm_grouped_args_ld(rt, v, &c->args, d->a, d->b, d->d, rows, d->n, d->k, ld, d->groups,
+                                   d->group_sizes, per)) != CLCRT_OK)
+      return st;
+    c->tiles = gemm_grouped_tiles(v, &c->args);
+  }
+  c->sched = d->sched != CLCRT_SCHED_AUTO ? d->sched : c->plan.sched;
+  return CLCRT_OK;
+}
+
+clcrt_status clcrt_gemm_plan_get(clcrt_ops *ops, const clcrt_stream *s, const clcrt_gemm_desc *d,
+                                 clcrt_gemm_plan_info *out) {
+  if (!ops) return clcrt_errmsg_set(NULL, CLCRT_E_INVALID, "clcrt_gemm_plan_get: ops is NULL");
+  if (!out || out->size != sizeof *out)
+    return clcrt_errmsg_set(ops->rt, CLCRT_E_INVALID,
+                            "clcrt_gemm_plan_get: out must be made with CLCRT_GEMM_PLAN_INFO_INIT");
+  gemm_ld ld;
+  int vi;
+  gemm_call c;
+  clcrt_status st = check_desc(ops, d, &ld, &vi);
+  if (st != CLCRT_OK || (st = plan_call(ops, (clcrt_stream *)s, NULL, d, ld, vi, 0, &c)) != CLCRT_OK) return st;
+  const gemm_variant *v = &GEMM_VARIANTS[c.plan.variant];
+  out->variant = v->name, out->sched = c.sched, out->bm = v->bm, out->bn = v->bn, out->cluster_m = v->cm;
+  out->shared_tiles = c.args.sk_tiles;
+  out->splits = c.args.sk_tiles ? c.args.sk_units / c.args.sk_tiles : 1;
+  out->tiles = c.tiles;
+  out->workspace_bytes = c.part_bytes + c.ctr_bytes;
+  return CLCRT_OK;
+}
+
+/* ---- running ---------------------------------------------------------------------------------- */
+
+static clcrt_status run_locked(clcrt_ops *ops, clcrt_stream *s, gemm_ws *w, const clcrt_gemm_desc *d, gemm_ld ld,
+                               int vi) {
+  CUstreamCaptureStatus cs = CU_STREAM_CAPTURE_STATUS_NONE;
+  CUresult r = ops->cu->cuStreamIsCapturing(w->cu, &cs);
+  if (r != CUDA_SUCCESS) return clcrt_errmsg_set(ops->rt, CLCRT_E_CUDA, "gemm: cuStreamIsCapturing failed (%d)", r);
+  const int capturing = cs != CU_STREAM_CAPTURE_STATUS_NONE;
+  if (capturing && (d->flags & (CLCRT_GEMM_CHECKED | CLCRT_GEMM_MEASURED)))
+    return clcrt_errmsg_set(ops->rt, CLCRT_E_INVALID,
+                            "gemm: CLCRT_GEMM_CHECKED and CLCRT_GEMM_MEASURED synchronise the stream: not while it is "
+                            "captured into a graph");
+  clcrt_status st;
+  if (d->layout == CLCRT_GEMM_GROUPED && !capturing &&
+      (st = gemm__ws_misuse(ops, w, d->m, "an earlier grouped gemm")) != CLCRT_OK)
+    return st;
+  gemm_call c;
+  if ((st = plan_call(ops, s, w, d, ld, vi, 1, &c)) != CLCRT_OK) return st;
+  if (d->layout == CLCRT_GEMM_GROUPED && !capturing) c.args.misuse = w->misuse_dev;
+  if (c.part_bytes) {
+    CUdeviceptr part, ctr;
+    if ((st = gemm__ws_reserve(ops, w, capturing, c.part_bytes, c.ctr_bytes, &part, &ctr)) != CLCRT_OK) return st;
+    c.args.ws = part, c.args.ctr = ctr;
+  }
+  const clcrt_kernel *k;
+  if ((st = kernel_get(ops, c.plan.variant, c.sched, d->layout != CLCRT_GEMM_DENSE, &k)) != CLCRT_OK) return st;
+  if ((st = clcrt_run(s, k, c.tiles, &c.args, sizeof c.args)) != CLCRT_OK) return st;
+  if ((d->flags & CLCRT_GEMM_CHECKED) && d->layout == CLCRT_GEMM_GROUPED) {
+    if ((r = ops->cu->cuStreamSynchronize(w->cu)) != CUDA_SUCCESS)
+      return clcrt_errmsg_set(ops->rt, CLCRT_E_CUDA, "gemm: cuStreamSynchronize (CLCRT_GEMM_CHECKED) failed (%d)", r);
+    return gemm__ws_misuse(ops, w, d->m, "this grouped gemm");
+  }
+  return CLCRT_OK;
+}
+
+clcrt_status clcrt_gemm(clcrt_ops *ops, clcrt_stream *s, const clcrt_gemm_desc *d) {
+  if (!ops) return clcrt_errmsg_set(NULL, CLCRT_E_INVALID, "clcrt_gemm: ops is NULL");
+  if (!s) return clcrt_errmsg_set(ops->rt, CLCRT_E_INVALID, "clcrt_gemm: the stream is NULL");
+  if (!ops->cu)
+    return clcrt_errmsg_set(ops->rt, CLCRT_E_NO_DEVICE, "clcrt_gemm: the runtime only compiles (target_arch): no GPU");
+  gemm_ld ld;
+  int vi;
+  clcrt_status st = check_desc(ops, d, &ld, &vi);
+  if (st != CLCRT_OK) return st;
+  if (d->m == 0 || d->n == 0) return CLCRT_OK;
+  gemm_ws *w;
+  if ((st = gemm__ws_stream(ops, s, &w)) != CLCRT_OK) return st;
+  st = run_locked(ops, s, w, d, ld, vi);
+  gemm__ws_unlock(w);
+  return st;
+}
+
+clcrt_status clcrt_gemm_kernel(clcrt_ops *ops, const char *variant, clcrt_sched sched, clcrt_gemm_layout layout,
+                               const clcrt_kernel **out) {
+  if (!ops || !out) return clcrt_errmsg_set(ops ? ops->rt : NULL, CLCRT_E_INVALID, "clcrt_gemm_kernel: a NULL argument");
+  *out = NULL;
+  int vi = variant ? variant_index(variant) : 0;
+  if (vi < 0) return bad_variant(ops, variant);
+  if ((unsigned)sched > CLCRT_SCHED_FIXED || (unsigned)layout > CLCRT_GEMM_MASKED)
+    return bad(ops, "clcrt_gemm_kernel: sched %llu or layout %llu is out of range", sched, layout);
+  return kernel_get(ops, vi, sched == CLCRT_SCHED_AUTO ? CLCRT_SCHED_STEAL : sched, layout != CLCRT_GEMM_DENSE, out);
+}
+
+clcrt_status clcrt_gemm_prepare(clcrt_ops *ops, const clcrt_stream *s, const clcrt_gemm_desc *d, unsigned uses) {
+  if (!ops) return clcrt_errmsg_set(NULL, CLCRT_E_INVALID, "clcrt_gemm_prepare: ops is NULL");
+  gemm_ld ld;
+  int vi;
+  gemm_call c;
+  clcrt_status st = check_desc(ops, d, &ld, &vi);
+  if (st != CLCRT_OK) return st;
+  clcrt_gemm_desc plain = *d;
+  plain.flags &= ~CLCRT_GEMM_MEASURED; /* the measured plan is made by running */
+  if ((st = plan_call(ops, (clcrt_stream *)s, NULL, &plain, ld, vi, 0, &c)) != CLCRT_OK) return st;
+  const clcrt_kernel *k;
+  if ((st = kernel_get(ops, c.plan.variant, c.sched, d->layout != CLCRT_GEMM_DENSE, &k)) != CLCRT_OK) return st;
+  return uses ? clcrt_kernel_prepare(k, uses) : CLCRT_OK;
+}

@@ -1,0 +1,70 @@
+/* The GEMM op's Args, declared once for the host (C11, ops/gemm.c) and the device (the tile
+ * functions of ops/gemm.cu, compiled by NVRTC): the op puts this header's text in place of
+ * gemm.cu's #include of it when it builds the source, so both sides read the same lines.
+ * Both compilers check every offset against GEMM__ARGS_LAYOUT, and the runtime checks the
+ * parameter's size against the compiled kernel at every run, so a field one side would lay
+ * out differently is an error, never a silent corruption. The pattern is clcrt_abi.h's. */
+#ifndef CLCRT_OPS_GEMM_ABI_H
+#define CLCRT_OPS_GEMM_ABI_H
+
+#ifdef __CUDACC_RTC__
+#define GEMM__DPTR(type) type *
+#define GEMM__OFFSETOF(type, field) ((unsigned long)__INTADDR__(&(((type *)0)->field)))
+#define GEMM__ASSERT(cond, msg) static_assert(cond, msg)
+#define GEMM__ALIGN64 alignas(64)
+#else
+#include <stddef.h>
+#include <stdint.h>
+#define GEMM__DPTR(type) uint64_t
+#define GEMM__OFFSETOF(type, field) offsetof(type, field)
+#ifdef __cplusplus
+#define GEMM__ASSERT(cond, msg) static_assert(cond, msg)
+#define GEMM__ALIGN64 alignas(64)
+#else
+#define GEMM__ASSERT(cond, msg) _Static_assert(cond, msg)
+#define GEMM__ALIGN64 _Alignas(64)
+#endif
+#endif
+
+/* A TMA descriptor (CUtensorMap, clcrt_tensor_map): 128 opaque bytes, 64-byte aligned. */
+typedef struct GemmTensorMap {
+  GEMM__ALIGN64 unsigned long long v[16];
+} GemmTensorMap;
+
+typedef struct GemmArgs {
+  GemmTensorMap a;                  /* A: rows x K bf16, box 64 x BM, 128B swizzle */
+  GemmTensorMap b;                  /* B: rows x K bf16, box 64 x BN / CM, 128B swizzle */
+  GEMM__DPTR(unsigned short) d;     /* D: bf16, row-major */
+  unsigned long long ldd;           /* elements between rows of D */
+  GEMM__DPTR(float) ws;             /* stream-K partials: clcrt_sk_slots slots of one fp32 cluster tile */
+  GEMM__DPTR(unsigned) ctr;         /* stream-K counters per (shared tile, CTA, consumer warp): zero
+                                       before a run, and every run leaves them zero */
+  GEMM__DPTR(const int) group_sizes; /* grouped: rows per group, device memory */
+  GEMM__DPTR(unsigned) misuse;      /* grouped: where a run reports sizes that do not fit (two words:
+                                       flags, then the rows the sizes add up to); 0: nowhere */
+  unsigned m, n, k;                 /* dense: the problem; grouped: m = rows of A and D */
+  unsigned tm, tn;                  /* tiles along M and N */
+  unsigned swizzle, along_n;        /* tile order (clcrt_tilemap.cuh) */
+  unsigned nk;                      /* k-blocks per tile (kshift included) */
+  unsigned kshift;                  /* zero columns before column 0, 0..63: aligns the loads */
+  unsigned sk_tiles, sk_units;      /* dense: stream-K (clcrt_streamk.cuh); 0, 0: whole tiles */
+  unsigned sk_tail;                 /* dense: 1 when the shared tiles and their units come last */
+  unsigned groups;                  /* grouped: number of groups */
+  unsigned group_rows;              /* grouped, masked layout: group g's rows start at g * group_rows
+                                       (counts clamped to it); 0: the groups' rows one after another */
+} GemmArgs;
+
+/* The misuse words (GemmArgs.misuse): set by a grouped run whose sizes did not fit. */
+#define GEMM_MISUSE_ROWS 1u     /* the sizes added up to more rows than A and D have: clamped */
+#define GEMM_MISUSE_NEGATIVE 2u /* a size was negative: taken as 0 */
+
+/* X(field, offset): the layout both compilers check. */
+#define GEMM__ARGS_LAYOUT(X)                                                                      \
+  X(a, 0) X(b, 128) X(d, 256) X(ldd, 264) X(ws, 272) X(ctr, 280) X(group_sizes, 288) X(misuse, 296) \
+  X(m, 304) X(n, 308) X(k, 312) X(tm, 316) X(tn, 320) X(swizzle, 324) X(along_n, 328) X(nk, 332)   \
+  X(kshift, 336) X(sk_tiles, 340) X(sk_units, 344) X(sk_tail, 348) X(groups, 352) X(group_rows, 356)
+#define GEMM__ARGS_CHECK(f, off) GEMM__ASSERT(GEMM__OFFSETOF(GemmArgs, f) == off, "GemmArgs." #f " is not at " #off);
+GEMM__ARGS_LAYOUT(GEMM__ARGS_CHECK)
+#undef GEMM__ARGS_CHECK
+GEMM__ASSERT(sizeof(GemmArgs) == 384, "GemmArgs is 384 bytes (6 lines of 64)");
+#endif

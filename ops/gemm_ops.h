@@ -1,0 +1,85 @@
+/* The op library's state (include/clcrt_ops.h): a runtime's registered GEMM kernels, its
+ * streams' workspaces and its graphs' workspaces. Internal to ops/; built on clcrt.h alone. */
+#ifndef CLCRT_OPS_GEMM_OPS_H
+#define CLCRT_OPS_GEMM_OPS_H
+#include <pthread.h>
+
+#include <cuda.h> /* types only: calls go through the runtime's driver table */
+
+#include "clcrt.h"
+#include "clcrt_ops.h"
+#include "gemm_internal.h"
+
+#define GEMM_NUM_SCHEDS 5 /* clcrt_sched values */
+
+/* A stream's workspace (invariants 1, 2 and 4 of clcrt_ops.h). */
+typedef struct gemm_ws {
+  struct gemm_ws *next;
+  CUstream cu;
+  unsigned long long thread; /* CU_STREAM_PER_THREAD is one stream per thread: the thread's id, else 0 */
+  pthread_mutex_t lock;      /* held from a call's plan to its launch */
+  CUdeviceptr part, ctr;     /* stream-K partials; counters, zero at rest */
+  size_t part_bytes, ctr_bytes;
+  volatile unsigned *misuse; /* 2 words of mapped host memory a grouped run writes (GemmArgs.misuse) */
+  CUdeviceptr misuse_dev;
+} gemm_ws;
+
+/* A graph's workspace (invariant 3): owned by the graph through a CUDA user object. refs: one
+ * for the ops, one for the graph; whichever lets go last frees the host record, and the device
+ * memory is freed by the ops once the graph has let go (the destructor may not call CUDA). */
+typedef struct gemm_cap_ws {
+  struct gemm_cap_ws *next;
+  unsigned long long capture; /* the capture sequence's id */
+  CUstream cu;
+  CUdeviceptr part, ctr;
+  size_t part_bytes, ctr_bytes;
+  int refs;                   /* atomic */
+  int dead;                   /* atomic: the graph let go */
+} gemm_cap_ws;
+
+/* A measured plan's rule, kept in memory after the store gave it (CLCRT_GEMM_MEASURED). */
+typedef struct gemm_rule_entry {
+  char key[96];
+  gemm_measure_rule rule;
+} gemm_rule_entry;
+#define GEMM_RULE_CACHE 64
+
+struct clcrt_ops {
+  clcrt_runtime *rt;
+  const clcrt_driver *cu; /* NULL in compile-only mode */
+  CUcontext ctx;
+  const char *src;
+  pthread_mutex_t lock; /* kernels, the lists, the rule cache */
+  const clcrt_kernel *kernels[GEMM_NUM_VARIANTS][GEMM_NUM_SCHEDS][2];
+  gemm_ws *ws;
+  gemm_cap_ws *caps;
+  CUstream zero; /* private stream that zeroes graph workspaces' counters, made when first needed */
+  gemm_rule_entry rules[GEMM_RULE_CACHE];
+  unsigned nrules;
+};
+
+/* Workspaces (gemm_ws.c). The lock of the returned stream workspace is held: release it with
+ * gemm_ws_unlock after the launch. */
+clcrt_status gemm__ws_stream(clcrt_ops *ops, clcrt_stream *s, gemm_ws **out);
+void gemm__ws_unlock(gemm_ws *w);
+/* Partials of part_bytes and counters of ctr_bytes, valid on w's stream (grown as needed,
+ * counters zero). With the stream capturing: a graph's workspace instead (invariant 3). */
+clcrt_status gemm__ws_reserve(clcrt_ops *ops, gemm_ws *w, int capturing, size_t part_bytes, size_t ctr_bytes,
+                              CUdeviceptr *part, CUdeviceptr *ctr);
+/* Reports and clears what an earlier grouped run wrote to w->misuse (CLCRT_E_INVALID), else OK. */
+clcrt_status gemm__ws_misuse(clcrt_ops *ops, gemm_ws *w, unsigned rows, const char *when);
+/* Frees the graph workspaces whose graphs let go. Call with ops->lock held. */
+void gemm__ws_collect(clcrt_ops *ops);
+void gemm__ws_destroy_all(clcrt_ops *ops);
+
+/* Measured plans (gemm_measure.c): the rule of d's class from memory or the store (1), or 0;
+ * and the measured plan, timed on d's operands when no rule is found. */
+int gemm__rule_lookup(clcrt_ops *ops, const clcrt_gemm_desc *d, unsigned align, int sms, gemm_plan *out);
+clcrt_status gemm__plan_measured(clcrt_ops *ops, clcrt_stream *s, gemm_ws *w, const clcrt_gemm_desc *d, gemm_ld ld,
+                                 unsigned align, int sms, gemm_plan *out);
+
+/* Runs a driver call in relaxed capture mode, so that an allocation made while another thread
+ * captures a graph in global mode neither fails nor breaks that capture. */
+CUresult gemm__relaxed_begin(const clcrt_driver *cu, CUstreamCaptureMode *saved);
+void gemm__relaxed_end(const clcrt_driver *cu, CUstreamCaptureMode *saved);
+#endif

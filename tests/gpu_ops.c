@@ -1,0 +1,437 @@
+/* The op library's differential test on the GPU: clcrt_gemm (include/clcrt_ops.h) against
+ * cuBLAS, on random sequences of problems, because the state that once gave wrong answers
+ * (a stream's stream-K workspace) lives between calls.
+ *
+ * Dense: threads run random GEMMs (M from 1 to 16384, N and K spread log-uniformly, odd N,
+ * operands at random 16-byte offsets inside wider rows, every variant, scheduler and split) on
+ * their streams, two threads sharing one stream; some runs are captured into CUDA graphs and
+ * replayed between eager runs of other shapes. Grouped and masked: random group counts and
+ * sizes (empty groups, a buffer longer than the groups), and sizes that add up to more rows
+ * than the buffer has, which must compute what fits, touch nothing past it and make the next
+ * call fail.
+ *
+ * Every output and a guard band around it are poisoned (bf16 NaN) first; a comparison kernel
+ * checks each element against cuBLAS's fp32 product (|d - ref| <= 2^-7 |ref| + 1e-3: bf16's
+ * rounding and summation order; NaN fails) and the guard still poisoned, counting mismatches
+ * per problem on the device. Zero mismatches pass. */
+#include <check.h>
+#include <cublas_v2.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "clcrt.h"
+#include "clcrt_ops.h"
+#include "common/gpu.h"
+
+/* ---- helper kernels (tile functions run with FIXED) ------------------------------------------ */
+
+static const char *const HELP_SRC =
+    "struct FillArgs { unsigned short *x; unsigned long long n; unsigned long long seed; };\n"
+    "__device__ void fill_tile(const clcrt::Tile &t, const FillArgs &a) {\n"
+    "  unsigned long long i = (unsigned long long)t.linear * blockDim.x + threadIdx.x;\n"
+    "  if (i >= a.n) return;\n"
+    "  unsigned long long h = (i + 1) * 0x9E3779B97F4A7C15ull ^ a.seed;\n"
+    "  h ^= h >> 31; h *= 0xBF58476D1CE4E5B9ull; h ^= h >> 29;\n"
+    "  float f = (float)(h >> 40) / 16777216.0f * 2.0f - 1.0f;\n"
+    "  a.x[i] = (unsigned short)(__float_as_uint(f) >> 16);\n"
+    "}\n"
+    "struct CmpArgs { const unsigned short *d; const float *r; unsigned long long rows, n, ldd, guard_rows;\n"
+    "                 unsigned *bad; };\n"
+    "// Rows [0, rows) x columns [0, n): against r (rows x n, fp32). Columns [n, ldd) of those rows\n"
+    "// and guard_rows whole rows after them: still 0xffff.\n"
+    "__device__ void cmp_tile(const clcrt::Tile &t, const CmpArgs &a) {\n"
+    "  unsigned long long i = (unsigned long long)t.linear * blockDim.x + threadIdx.x;\n"
+    "  unsigned long long row = i / a.ldd, col = i % a.ldd;\n"
+    "  if (row >= a.rows + a.guard_rows) return;\n"
+    "  unsigned short v = a.d[row * a.ldd + col];\n"
+    "  bool ok;\n"
+    "  if (row < a.rows && col < a.n) {\n"
+    "    float got = __uint_as_float((unsigned)v << 16), ref = a.r[row * a.n + col];\n"
+    "    ok = fabsf(got - ref) <= 0.0078125f * fabsf(ref) + 1e-3f;\n"
+    "  } else {\n"
+    "    ok = v == 0xffff;\n"
+    "  }\n"
+    "  if (!ok) atomicAdd(a.bad, 1u);\n"
+    "}\n";
+typedef struct {
+  CUdeviceptr x;
+  unsigned long long n, seed;
+} FillArgs;
+typedef struct {
+  CUdeviceptr d, r;
+  unsigned long long rows, n, ldd, guard_rows;
+  CUdeviceptr bad;
+} CmpArgs;
+
+static clcrt_runtime *g_rt;
+static clcrt_ops *g_ops;
+static clcrt_kernel *g_fill, *g_cmp;
+static CUdeviceptr g_A, g_B; /* random bf16 pools the operands are cut from */
+static size_t g_pool_a, g_pool_b; /* elements */
+
+static clcrt_kernel *reg(const char *fn, const char *args) {
+  clcrt_tile_desc d = CLCRT_TILE_DESC_INIT;
+  d.source = HELP_SRC, d.tile_fn = fn, d.args_type = args, d.block = (clcrt_dim3){256, 1, 1};
+  d.sched = CLCRT_SCHED_FIXED;
+  clcrt_kernel *k = NULL;
+  ck_assert_msg(clcrt_register(g_rt, &d, &k) == CLCRT_OK, "%s", clcrt_errmsg(g_rt));
+  return k;
+}
+
+static unsigned cdiv(unsigned long long a, unsigned b) { return (unsigned)((a + b - 1) / b); }
+
+static void fill(clcrt_stream *s, CUdeviceptr x, size_t n, unsigned long long seed) {
+  FillArgs a = {x, n, seed};
+  ck_assert_int_eq(clcrt_run(s, g_fill, (clcrt_dim3){cdiv(n, 256), 1, 1}, &a, sizeof a), CLCRT_OK);
+}
+
+static void setup(void) {
+  g_rt = gpu_runtime();
+  ck_assert_int_eq(clcrt_ops_create(g_rt, &g_ops), CLCRT_OK);
+  g_fill = reg("fill_tile", "FillArgs");
+  g_cmp = reg("cmp_tile", "CmpArgs");
+  const int small = gpu_under_sanitizer();
+  g_pool_a = small ? (1u << 22) : (size_t)16384 * 8256 + 4096;
+  g_pool_b = small ? (1u << 22) : (size_t)8192 * 8256 + 4096;
+  g_A = gpu_alloc(g_pool_a * 2), g_B = gpu_alloc(g_pool_b * 2);
+  clcrt_stream *s = NULL;
+  ck_assert_int_eq(clcrt_stream_create(g_rt, NULL, &s), CLCRT_OK);
+  fill(s, g_A, g_pool_a, 1), fill(s, g_B, g_pool_b, 2);
+  ck_assert_int_eq(clcrt_stream_sync(s), CLCRT_OK);
+  clcrt_stream_destroy(s);
+}
+
+static void teardown(void) {
+  gpu_free(g_A), gpu_free(g_B);
+  clcrt_ops_destroy(g_ops);
+  clcrt_runtime_destroy(g_rt);
+}
+
+/* ---- one problem ------------------------------------------------------------------------------ */
+
+typedef struct rng_t {
+  uint64_t s;
+} rng_t;
+static uint64_t next(rng_t *r) {
+  r->s ^= r->s << 13, r->s ^= r->s >> 7, r->s ^= r->s << 17;
+  return r->s;
+}
+static unsigned below(rng_t *r, unsigned n) { return n ? (unsigned)(next(r) % n) : 0; }
+/* Log-uniform in [lo, hi]. */
+static unsigned logu(rng_t *r, unsigned lo, unsigned hi) {
+  double u = (double)(next(r) >> 11) / 9007199254740992.0;
+  unsigned v = (unsigned)exp(log((double)lo) + u * (log((double)hi + 1) - log((double)lo)));
+  return v < lo ? lo : v > hi ? hi : v;
+}
+
+typedef struct problem {
+  clcrt_gemm_desc g;
+  char what[160];
+} problem;
+
+static const char *const VARS[] = {NULL, "128x256", "128x256c2", "128x128", "128x128c2", "128x64", "128x256e0",
+                                   "128x256s3"};
+static const clcrt_sched SCHEDS[] = {CLCRT_SCHED_AUTO, CLCRT_SCHED_STEAL, CLCRT_SCHED_STATIC, CLCRT_SCHED_FIXED};
+
+/* A random dense problem whose operands fit the pools and whose D fits dcap elements. */
+static problem random_dense(rng_t *r, size_t dcap) {
+  problem p;
+  const int small = gpu_under_sanitizer();
+  for (;;) {
+    clcrt_gemm_desc g = CLCRT_GEMM_DESC_INIT;
+    g.m = below(r, 8) == 0 ? 1 + below(r, 16) : logu(r, 1, small ? 300 : 16384);
+    g.n = below(r, 4) == 0 ? 1 + below(r, 200) : logu(r, 8, small ? 600 : 8192);
+    g.k = 8 * logu(r, 1, small ? 64 : 1024);
+    g.lda = below(r, 3) ? 0 : g.k + 8 * below(r, 4);
+    g.ldb = below(r, 3) ? 0 : g.k + 8 * below(r, 4);
+    g.ldd = below(r, 3) ? 0 : g.n + 1 + below(r, 9);
+    const unsigned long long lda = g.lda ? g.lda : g.k, ldb = g.ldb ? g.ldb : g.k, ldd = g.ldd ? g.ldd : g.n;
+    const unsigned off_a = 8 * below(r, 16), off_b = 8 * below(r, 16);
+    if ((unsigned long long)g.m * lda + off_a > g_pool_a || (unsigned long long)g.n * ldb + off_b > g_pool_b ||
+        ((unsigned long long)g.m + 4) * ldd > dcap)
+      continue;
+    if ((double)g.m * g.n * g.k > (small ? 3e7 : 1.2e11)) continue; /* the test's time, not a limit of the op */
+    g.a = g_A + 2ull * off_a, g.b = g_B + 2ull * off_b;
+    g.variant = VARS[below(r, 8)];
+    g.sched = SCHEDS[below(r, 4)];
+    g.split = (clcrt_gemm_split)below(r, 3);
+    p.g = g;
+    snprintf(p.what, sizeof p.what, "%ux%ux%u lda %llu ldb %llu ldd %llu a+%u b+%u %s %s split %d", g.m, g.n, g.k,
+             lda, ldb, ldd, off_a, off_b, g.variant ? g.variant : "plan", clcrt_sched_name(g.sched), (int)g.split);
+    return p;
+  }
+}
+
+/* cuBLAS's fp32 product of rows [0, m) into R (m x n, row-major): D^T = B A^T, column-major. */
+static void reference(cublasHandle_t h, const clcrt_gemm_desc *g, CUdeviceptr A, unsigned m, CUdeviceptr B,
+                      CUdeviceptr R) {
+  const float one = 1, zero = 0;
+  if (m == 0) return;
+  cublasStatus_t st = cublasGemmEx(h, CUBLAS_OP_T, CUBLAS_OP_N, (int)g->n, (int)m, (int)g->k, &one, (const void *)B,
+                                   CUDA_R_16BF, (int)(g->ldb ? g->ldb : g->k), (const void *)A, CUDA_R_16BF,
+                                   (int)(g->lda ? g->lda : g->k), &zero, (void *)R, CUDA_R_32F, (int)g->n,
+                                   CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+  ck_assert_msg(st == CUBLAS_STATUS_SUCCESS, "cublasGemmEx: %d", (int)st);
+}
+
+static void compare(clcrt_stream *s, CUdeviceptr D, CUdeviceptr R, unsigned rows, unsigned n, unsigned long long ldd,
+                    unsigned guard, CUdeviceptr bad) {
+  CmpArgs c = {D, R, rows, n, ldd, guard, bad};
+  unsigned long long elems = ((unsigned long long)rows + guard) * ldd;
+  if (elems) ck_assert_int_eq(clcrt_run(s, g_cmp, (clcrt_dim3){cdiv(elems, 256), 1, 1}, &c, sizeof c), CLCRT_OK);
+}
+
+/* ---- dense, random sequences on threads ------------------------------------------------------ */
+
+enum { THREADS = 4, GUARD = 4 };
+typedef struct worker {
+  int id, count;
+  clcrt_stream *s;
+  cublasHandle_t blas;
+  CUdeviceptr D, R, bad; /* bad: one counter per problem */
+  size_t dcap;
+  problem *probs;
+  int graphs, replays;
+  char err[256];
+} worker;
+
+static void poison(worker *w, const clcrt_gemm_desc *g) {
+  const unsigned long long ldd = g->ldd ? g->ldd : g->n;
+  CUstream cu = clcrt_stream_cu(w->s);
+  ck_assert_int_eq(gpu_cu()->cuMemsetD8Async(w->D, 0xff, ((unsigned long long)g->m + GUARD) * ldd * 2, cu), CUDA_SUCCESS);
+}
+
+static void *work(void *arg) {
+  worker *w = arg;
+  const clcrt__driver *cu = gpu_cu();
+  cu->cuCtxSetCurrent(clcrt_runtime_context(g_rt));
+  rng_t r = {0x1234567ull * (uint64_t)(w->id + 1)};
+  CUstream cs = clcrt_stream_cu(w->s);
+  for (int i = 0; i < w->count; i++) {
+    problem *p = &w->probs[i];
+    *p = random_dense(&r, w->dcap);
+    p->g.d = w->D;
+    const unsigned long long ldd = p->g.ldd ? p->g.ldd : p->g.n;
+    const int graph = below(&r, 12) == 0 && !gpu_under_sanitizer();
+    if (!graph) {
+      poison(w, &p->g);
+      clcrt_status st = clcrt_gemm(g_ops, w->s, &p->g);
+      if (st != CLCRT_OK) {
+        snprintf(w->err, sizeof w->err, "%s: %s", p->what, clcrt_errmsg(g_rt));
+        return NULL;
+      }
+    } else {
+      /* Captured: the poison and the GEMM, replayed twice with eager GEMMs of other shapes
+       * between (into a scratch row past the guard, so D stays this problem's). */
+      CUgraph gr = NULL;
+      CUgraphExec ex = NULL;
+      ck_assert_int_eq(cu->cuStreamBeginCapture(cs, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL), CUDA_SUCCESS);
+      poison(w, &p->g);
+      clcrt_status st = clcrt_gemm(g_ops, w->s, &p->g);
+      ck_assert_int_eq(cu->cuStreamEndCapture(cs, &gr), CUDA_SUCCESS);
+      if (st != CLCRT_OK) {
+        snprintf(w->err, sizeof w->err, "captured %s: %s", p->what, clcrt_errmsg(g_rt));
+        return NULL;
+      }
+      ck_assert_int_eq(cu->cuGraphInstantiateWithFlags(&ex, gr, 0), CUDA_SUCCESS);
+      for (int rep = 0; rep < 2; rep++) {
+        problem other = random_dense(&r, w->dcap / 2);
+        other.g.d = w->R; /* R is written by the reference after this, so it is free now */
+        if (clcrt_gemm(g_ops, w->s, &other.g) != CLCRT_OK) {
+          snprintf(w->err, sizeof w->err, "between replays, %s: %s", other.what, clcrt_errmsg(g_rt));
+          return NULL;
+        }
+        ck_assert_int_eq(cu->cuGraphLaunch(ex, cs), CUDA_SUCCESS);
+        w->replays++;
+      }
+      w->graphs++;
+      cu->cuGraphExecDestroy(ex);
+      cu->cuGraphDestroy(gr);
+      snprintf(p->what + strlen(p->what), sizeof p->what - strlen(p->what), " (graph)");
+    }
+    reference(w->blas, &p->g, p->g.a, p->g.m, p->g.b, w->R);
+    compare(w->s, w->D, w->R, p->g.m, p->g.n, ldd, GUARD, w->bad + 4ull * i);
+  }
+  return NULL;
+}
+
+START_TEST(test_dense_random_sequences) {
+  const clcrt__driver *cu = gpu_cu();
+  const int per = gpu_under_sanitizer() ? 12 : 600;
+  CUstream raw[3];
+  clcrt_stream *s[3];
+  for (int i = 0; i < 3; i++) {
+    ck_assert_int_eq(cu->cuStreamCreate(&raw[i], CU_STREAM_NON_BLOCKING), CUDA_SUCCESS);
+    ck_assert_int_eq(clcrt_stream_create(g_rt, raw[i], &s[i]), CLCRT_OK);
+  }
+  worker w[THREADS];
+  pthread_t t[THREADS];
+  memset(w, 0, sizeof w);
+  for (int i = 0; i < THREADS; i++) {
+    w[i].id = i, w[i].count = per;
+    w[i].s = s[i < 2 ? i : 2]; /* threads 2 and 3 share a stream */
+    w[i].dcap = gpu_under_sanitizer() ? (1u << 22) : (size_t)(16384 + GUARD) * 8201;
+    w[i].D = gpu_alloc(w[i].dcap * 2), w[i].R = gpu_alloc(w[i].dcap * 4);
+    w[i].bad = gpu_alloc(4ull * per);
+    gpu_fill_u8(w[i].bad, 0, 4ull * per);
+    w[i].probs = calloc((size_t)per, sizeof(problem));
+    ck_assert(cublasCreate(&w[i].blas) == CUBLAS_STATUS_SUCCESS);
+    ck_assert(cublasSetStream(w[i].blas, clcrt_stream_cu(w[i].s)) == CUBLAS_STATUS_SUCCESS);
+  }
+  for (int i = 0; i < THREADS; i++) pthread_create(&t[i], NULL, work, &w[i]);
+  for (int i = 0; i < THREADS; i++) pthread_join(t[i], NULL);
+  for (int i = 0; i < 3; i++) ck_assert_int_eq(clcrt_stream_sync(s[i]), CLCRT_OK);
+  int total = 0, wrong = 0, graphs = 0, replays = 0;
+  for (int i = 0; i < THREADS; i++) {
+    ck_assert_msg(!w[i].err[0], "thread %d: %s", i, w[i].err);
+    unsigned *bad = malloc(4ull * per);
+    gpu_get(bad, w[i].bad, 4ull * per);
+    for (int j = 0; j < per; j++) {
+      total++;
+      if (bad[j]) {
+        if (wrong++ < 10) printf("gpu_ops: WRONG %s: %u elements\n", w[i].probs[j].what, bad[j]);
+      }
+    }
+    graphs += w[i].graphs, replays += w[i].replays;
+    free(bad);
+    cublasDestroy(w[i].blas);
+    gpu_free(w[i].D), gpu_free(w[i].R), gpu_free(w[i].bad);
+    free(w[i].probs);
+  }
+  printf("gpu_ops: dense: %d GEMMs on 4 threads and 3 streams (%d captured in graphs, replayed %d times between "
+         "eager runs): %d wrong\n",
+         total, graphs, replays, wrong);
+  ck_assert_int_eq(wrong, 0);
+  for (int i = 0; i < 3; i++) clcrt_stream_destroy(s[i]), cu->cuStreamDestroy(raw[i]);
+}
+END_TEST
+
+/* ---- grouped and masked ------------------------------------------------------------------------- */
+
+/* One grouped (or masked) problem: the sizes, the op, a reference per group, the comparison of
+ * every group's rows and of the rows past them (still poisoned). over: make the sizes add up
+ * to more rows than the buffer has. Returns the mismatches, or -1 when the problem drawn does
+ * not fit the test's buffers (drawn again). */
+static int grouped_once(clcrt_stream *s, cublasHandle_t h, rng_t *r, int masked, int over, CUdeviceptr D,
+                        CUdeviceptr R, size_t dcap, CUdeviceptr sizes_dev, CUdeviceptr bad, char *what, size_t wn) {
+  const int small = gpu_under_sanitizer();
+  const unsigned G = 1 + below(r, small ? 8 : 64), n = logu(r, 8, small ? 512 : 4096), k = 8 * logu(r, 1, small ? 32 : 512);
+  int sizes[1024];
+  unsigned long long sum = 0;
+  const unsigned cap = masked ? logu(r, 1, small ? 128 : 1024) : 0;
+  for (unsigned g = 0; g < G; g++) {
+    sizes[g] = below(r, 5) == 0 ? 0 : (int)logu(r, 1, small ? 200 : 1500);
+    sum += (unsigned)sizes[g];
+  }
+  unsigned T = masked ? G * cap : (unsigned)sum + below(r, 3) * below(r, 300);
+  if (over && !masked) T = (unsigned)(sum / 2);
+  if (T == 0) T = 1;
+  if ((unsigned long long)T * k > g_pool_a || (unsigned long long)G * n * k > g_pool_b ||
+      ((unsigned long long)T + GUARD) * n > dcap)
+    return -1;
+  gpu_put(sizes_dev, sizes, 4ull * G);
+  const unsigned long long guard_rows = GUARD;
+  ck_assert_int_eq(gpu_cu()->cuMemsetD8Async(D, 0xff, ((unsigned long long)T + guard_rows) * n * 2, clcrt_stream_cu(s)),
+                   CUDA_SUCCESS);
+  clcrt_gemm_desc g = CLCRT_GEMM_DESC_INIT;
+  g.layout = masked ? CLCRT_GEMM_MASKED : CLCRT_GEMM_GROUPED;
+  g.m = masked ? cap : T, g.n = n, g.k = k, g.a = g_A, g.b = g_B, g.d = D, g.groups = G, g.group_sizes = sizes_dev;
+  g.variant = VARS[below(r, 8)], g.sched = SCHEDS[below(r, 4)];
+  if (g.variant && !strcmp(g.variant, "128x64")) g.variant = NULL; /* grouped: the 2 KiB map and 8 stages */
+  snprintf(what, wn, "%s G %u n %u k %u T %u sum %llu%s %s %s", masked ? "masked" : "grouped", G, n, k, T, sum,
+           over ? " (over)" : "", g.variant ? g.variant : "plan", clcrt_sched_name(g.sched));
+  clcrt_status st = clcrt_gemm(g_ops, s, &g);
+  ck_assert_msg(st == CLCRT_OK, "%s: %s", what, clcrt_errmsg(g_rt));
+  /* The reference, group by group, for the rows the op must have computed: clamped to T. */
+  unsigned row = 0;
+  for (unsigned gi = 0; gi < G; gi++) {
+    unsigned rows = (unsigned)sizes[gi];
+    unsigned start = masked ? gi * cap : row;
+    if (masked && rows > cap) rows = cap;
+    if (!masked && start + rows > T) rows = start < T ? T - start : 0;
+    clcrt_gemm_desc one = g;
+    reference(h, &one, g_A + 2ull * start * k, rows, g_B + 2ull * gi * n * k, R + 4ull * start * n);
+    if (masked) {
+      /* Rows past the group's count up to cap stay poisoned: compare [start, start + cap). */
+      compare(s, D + 2ull * start * n, R + 4ull * start * n, rows, n, n, cap - rows, bad);
+    } else {
+      row += (unsigned)sizes[gi];
+    }
+  }
+  if (!masked) {
+    unsigned done = (unsigned)(sum < T ? sum : T);
+    compare(s, D, R, done, n, n, (T - done) + guard_rows, bad);
+  } else {
+    compare(s, D + 2ull * G * cap * n, R, 0, n, n, guard_rows, bad); /* the guard after the buffer */
+  }
+  ck_assert_int_eq(clcrt_stream_sync(s), CLCRT_OK);
+  unsigned b = 0;
+  gpu_get(&b, bad, 4);
+  gpu_fill_u8(bad, 0, 4);
+  (void)wn;
+  /* Sizes that did not fit: the next grouped call on the stream fails, once, and runs nothing. */
+  st = clcrt_gemm(g_ops, s, &g);
+  if (over && !masked && sum > T) {
+    ck_assert_msg(st == CLCRT_E_INVALID, "%s: the next call gave %s", what, clcrt_status_name(st));
+    ck_assert_msg(strstr(clcrt_errmsg(g_rt), "adding up to"), "%s", clcrt_errmsg(g_rt));
+  } else {
+    ck_assert_msg(st == CLCRT_OK, "%s: the next call: %s", what, clcrt_errmsg(g_rt));
+  }
+  ck_assert_int_eq(clcrt_stream_sync(s), CLCRT_OK);
+  return (int)b;
+}
+
+START_TEST(test_grouped_random) {
+  const int count = gpu_under_sanitizer() ? 6 : 150;
+  clcrt_stream *s;
+  cublasHandle_t h;
+  ck_assert_int_eq(clcrt_stream_create(g_rt, NULL, &s), CLCRT_OK);
+  ck_assert(cublasCreate(&h) == CUBLAS_STATUS_SUCCESS);
+  ck_assert(cublasSetStream(h, clcrt_stream_cu(s)) == CUBLAS_STATUS_SUCCESS);
+  const size_t cap = gpu_under_sanitizer() ? (1u << 22) : (size_t)70000 * 4096;
+  CUdeviceptr D = gpu_alloc(cap * 2), R = gpu_alloc(cap * 4), sizes = gpu_alloc(4096), bad = gpu_alloc(4);
+  gpu_fill_u8(bad, 0, 4);
+  rng_t r = {0xfeedull};
+  int total = 0, wrong = 0, over = 0;
+  for (int i = 0; i < count; i++) {
+    char what[200];
+    const int masked = i % 3 == 2, o = !masked && i % 5 == 4;
+    int b = grouped_once(s, h, &r, masked, o, D, R, cap, sizes, bad, what, sizeof what);
+    if (b < 0) {
+      i--;
+      continue;
+    }
+    total++, over += o;
+    if (b && wrong++ < 10) printf("gpu_ops: WRONG %s: %d elements\n", what, b);
+  }
+  printf("gpu_ops: grouped: %d grouped and masked GEMMs (%d with sizes past the buffer): %d wrong\n", total, over,
+         wrong);
+  ck_assert_int_eq(wrong, 0);
+  cublasDestroy(h);
+  gpu_free(D), gpu_free(R), gpu_free(sizes), gpu_free(bad);
+  clcrt_stream_destroy(s);
+}
+END_TEST
+
+static Suite *suite(void) {
+  Suite *s = suite_create("gpu_ops");
+  TCase *tc = tcase_create("differential");
+  tcase_add_checked_fixture(tc, setup, teardown);
+  tcase_set_timeout(tc, 600);
+  tcase_add_test(tc, test_dense_random_sequences);
+  tcase_add_test(tc, test_grouped_random);
+  suite_add_tcase(s, tc);
+  return s;
+}
+
+int main(void) {
+  gpu_skip_if_absent("gpu_ops");
+  SRunner *r = srunner_create(suite());
+  srunner_run_all(r, CK_NORMAL);
+  int failed = srunner_ntests_failed(r);
+  srunner_free(r);
+  return failed ? 1 : 0;
+}
