@@ -1,10 +1,10 @@
 #!/usr/bin/env python3
 """Builds the clcrt wheel from what `make python` compiled: no setuptools, no network.
 
-    build_wheel.py --version V --lib libclcrt_py.so --tool clcrt --gemm gemm.cu --out DIR
+    build_wheel.py --version V --lib libclcrt_py.so --tool clcrt --out DIR
 
 The wheel (clcrt-V-py3-none-linux_x86_64.whl) holds the package's Python files, the library
-and the tool under clcrt/_native/, the GEMM tile source under clcrt/data/, and a `clcrt`
+and the tool under clcrt/_native/ (the library embeds the GEMM op's tile source), and a `clcrt`
 console command. It is pure Python as far as the interpreter goes (ctypes only), hence
 py3-none: one wheel for every CPython 3 on x86-64 Linux with glibc.
 """
@@ -32,7 +32,6 @@ def main(argv=None):
     ap.add_argument("--version", required=True)
     ap.add_argument("--lib", required=True)
     ap.add_argument("--tool", required=True)
-    ap.add_argument("--gemm", required=True)
     ap.add_argument("--out", required=True)
     a = ap.parse_args(argv)
 
@@ -46,8 +45,6 @@ def main(argv=None):
     for src, dst in ((a.lib, "clcrt/_native/libclcrt_py.so"), (a.tool, "clcrt/_native/clcrt")):
         with open(src, "rb") as f:
             files.append((dst, f.read(), True))
-    with open(a.gemm, "rb") as f:
-        files.append(("clcrt/data/gemm.cu", f.read(), False))
 
     dist = "clcrt-%s.dist-info" % a.version
     readme = ""

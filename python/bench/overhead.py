@@ -18,6 +18,9 @@ Contenders:
   ctypes clcrt_py_run raw    a bare ctypes call of the shim, no argtypes, ctypes objects only
   cupy RawKernel             CuPy's RawKernel launch of the same kernel (when CuPy is installed)
   torch x.add_(1)            a trivial torch op
+  clcrt.ops.gemm(a, w[, out])  the GEMM op on a 1 x 256 x 256 problem (one call into C), with and
+                             without a given output; torch.ops.clcrt.gemm, the same through the
+                             dispatcher (what torch.compile records); F.linear, torch's own
 
 --leak N runs the launcher N times (default 10^6) and prints the RSS before and after.
 """
@@ -87,6 +90,16 @@ def contenders(sched):
         print("cupy: not measured (%s)" % (str(e).splitlines()[0] if str(e) else type(e).__name__))
     x = torch.zeros(1, device="cuda")
     c["torch x.add_(1)"] = lambda: x.add_(1)
+    # The GEMM op on a problem small enough that the GPU keeps up with the host (1 x 256 x 256),
+    # against what a PyTorch user calls for it.
+    ga = torch.randn(1, 256, device="cuda").to(torch.bfloat16)
+    gw = torch.randn(256, 256, device="cuda").to(torch.bfloat16)
+    go_ = torch.empty(1, 256, device="cuda", dtype=torch.bfloat16)
+    clcrt.ops.gemm(ga, gw)  # compiled and loaded before the timing
+    c["clcrt.ops.gemm(a, w, out=o)"] = lambda: clcrt.ops.gemm(ga, gw, out=go_)
+    c["clcrt.ops.gemm(a, w)"] = lambda: clcrt.ops.gemm(ga, gw)
+    c["torch.ops.clcrt.gemm(a, w)"] = lambda: torch.ops.clcrt.gemm(ga, gw)
+    c["F.linear(a, w)"] = lambda: torch.nn.functional.linear(ga, gw)
     return c, go
 
 
@@ -130,6 +143,10 @@ def main():
         med = statistics.median(v)
         rows.append({"name": n, "median_us": med, "min_us": min(v), "max_us": max(v)})
         print("  %-28s %7.3f  (min %.3f, max %.3f)  %+7.3f vs bare ctypes clcrt_run" % (n, med, min(v), max(v), med - base))
+    m = {n: statistics.median(v) for n, v in per.items()}
+    g, gn, kr, fl = m["clcrt.ops.gemm(a, w, out=o)"], m["clcrt.ops.gemm(a, w)"], m["clcrt k.run(args)"], m["F.linear(a, w)"]
+    print("gemm op: with out %.3f us = k.run %+.3f us, %.2fx F.linear; without out %.3f us = k.run %+.3f us, %.2fx "
+          "F.linear (targets: at most k.run + 2 us and 0.6x F.linear)" % (g, g - kr, g / fl, gn, gn - kr, gn / fl))
     out = {"device": dev, "python": sys.version.split()[0], "torch": torch.__version__, "rounds": o.rounds,
            "batch": o.batch, "sched": o.sched, "rows": rows}
     if o.leak:

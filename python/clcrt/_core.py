@@ -5,6 +5,7 @@ argument conversion (tensors, streams, enums, tuples), errors as exceptions, and
 of stream when none is given (:meth:`Runtime.current_stream`).
 """
 
+import atexit
 import concurrent.futures
 import ctypes
 import dataclasses
@@ -13,6 +14,7 @@ import logging
 import os
 import sys
 import threading
+import weakref
 
 from . import _driver, _native
 from . import _types as T
@@ -231,10 +233,15 @@ class Runtime:
         self._default = None
         self._lock = threading.Lock()
         self._torch_stream = None
+        self._closers = []  # run first by close(): what lives on the runtime (the op library's state)
+        self._stream_closers = []  # run with a stream's handle before it is destroyed
+        _live.add(self)
 
     # ---- basics ----
 
     def _on_log(self, user, level, msg):
+        if sys.is_finalizing():  # nothing of Python may run now; _close_all makes this rare
+            return
         text, lvl = _text(msg), _LOG_LEVELS.get(level, logging.WARNING)
         try:
             if callable(self._user_log):
@@ -271,9 +278,13 @@ class Runtime:
                 pass
 
     def close(self):
-        """Destroys the runtime: its streams (waiting for their work), then its kernels."""
+        """Destroys the runtime: the op library's state (waiting for its streams), its streams
+        (waiting for their work), then its kernels."""
         if self._h is None:
             return
+        closers, self._closers, self._stream_closers = self._closers, [], []
+        for f in closers:
+            f()
         for s in list(self._streams.values()) + self._owned + ([self._default] if self._default else []):
             s._destroy()
         self._streams.clear()
@@ -881,6 +892,8 @@ class Stream:
     def _destroy(self):
         if self._h is None:
             return
+        for f in self._rt._stream_closers:
+            f(self._h)
         self._rt._lib.clcrt_stream_destroy(self._h)
         self._h = None
         self._hp = ctypes.c_void_p(None)
@@ -1004,6 +1017,28 @@ class _Preempt:
 
     def __exit__(self, *exc):
         self._s.preempt_end()
+
+
+# ---- teardown ----------------------------------------------------------------------------------
+
+# Every live Runtime, closed at interpreter exit while Python still runs: a runtime's thread that
+# builds variants in the background calls the log callback, which re-enters Python; left to the
+# C library's own exit handler, that thread met a finalizing interpreter (a hang, or a crash, at
+# the exit of programs whose runs had started background builds: yielding runs on two streams of
+# different priorities). Closing first stops that thread, waits for the streams' work, and frees
+# every handle before torch or the driver tear down theirs.
+_live = weakref.WeakSet()
+
+
+def _close_all():
+    for rt in list(_live):
+        try:
+            rt.close()
+        except Exception:
+            pass
+
+
+atexit.register(_close_all)
 
 
 # ---- one shared runtime per device ------------------------------------------------------------

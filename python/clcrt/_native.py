@@ -181,12 +181,19 @@ def _declare(h):
     # more slowly than three ints), and the library's layout facts for the tests.
     _fn(h, "clcrt_py_run", st, vp, vp, c.c_uint, c.c_uint, c.c_uint, vp, sz)
     _fn(h, "clcrt_py_layout", cp)
-    # _gemm_shim.c: examples/gemm/gemm.h's host logic, called, not copied.
-    _fn(h, "clcrt_py_gemm_set_source", None, cp)
-    _fn(h, "clcrt_py_gemm_variant", cp, c.c_int, P(c.c_uint))
-    _fn(h, "clcrt_py_gemm_max_groups", c.c_uint)
-    _fn(h, "clcrt_py_gemm_register", st, vp, c.c_int, c.c_int, c.c_int, P(vp))
-    _fn(h, "clcrt_py_gemm_dense", st, vp, c.c_int, c.c_int, c.c_uint64, c.c_uint64, c.c_uint64, c.c_uint,
-        c.c_uint, c.c_uint, c.c_uint64, c.c_uint64, vp, sz, P(T.GemmLaunch))
-    _fn(h, "clcrt_py_gemm_grouped", st, vp, c.c_int, c.c_uint64, c.c_uint64, c.c_uint64, c.c_uint, c.c_uint,
-        c.c_uint, c.c_uint, c.c_uint64, vp, sz, P(T.GemmLaunch))
+    # The op library (include/clcrt_ops.h), and _gemm_shim.c: clcrt_gemm with its descriptor as
+    # integers, one crossing into C per run.
+    _fn(h, "clcrt_ops_create", st, vp, P(vp))
+    _fn(h, "clcrt_ops_destroy", None, vp)
+    _fn(h, "clcrt_ops_stream_release", st, vp, vp)
+    _fn(h, "clcrt_gemm", st, vp, vp, P(T.GemmDesc))
+    _fn(h, "clcrt_gemm_plan_get", st, vp, vp, P(T.GemmDesc), P(T.GemmPlanInfo))
+    _fn(h, "clcrt_gemm_variant_count", c.c_int)
+    _fn(h, "clcrt_gemm_variant_get", st, c.c_int, P(T.GemmVariantInfo))
+    _fn(h, "clcrt_gemm_max_groups", c.c_uint)
+    _fn(h, "clcrt_gemm_kernel", st, vp, cp, c.c_int, c.c_int, P(vp))
+    _fn(h, "clcrt_gemm_prepare", st, vp, vp, P(T.GemmDesc), c.c_uint)
+    _fn(h, "clcrt_gemm_source", cp)
+    u64, u = c.c_uint64, c.c_uint
+    _fn(h, "clcrt_py_gemm", st, vp, vp, c.c_int, u64, u64, u64, u, u, u, u64, u64, u64, u, u64, c.c_int, c.c_int,
+        c.c_int, u)

@@ -148,17 +148,59 @@ class CacheStats(c.Structure):
     ]
 
 
-class GemmLaunch(c.Structure):
-    """_gemm_shim.h: what a GEMM launch needs besides its Args."""
+class GemmDesc(c.Structure):
+    """include/clcrt_ops.h: clcrt_gemm_desc."""
 
     _fields_ = [
         ("size", c.c_size_t),
-        ("variant", c.c_int),
+        ("layout", c.c_int),
+        ("dtype", c.c_int),
+        ("m", c.c_uint),
+        ("n", c.c_uint),
+        ("k", c.c_uint),
+        ("a", c.c_ulonglong),
+        ("b", c.c_ulonglong),
+        ("d", c.c_ulonglong),
+        ("lda", c.c_ulonglong),
+        ("ldb", c.c_ulonglong),
+        ("ldd", c.c_ulonglong),
+        ("groups", c.c_uint),
+        ("group_sizes", c.c_ulonglong),
+        ("variant", c.c_char_p),
+        ("sched", c.c_int),
+        ("split", c.c_int),
+        ("flags", c.c_uint),
+    ]
+
+
+class GemmPlanInfo(c.Structure):
+    """include/clcrt_ops.h: clcrt_gemm_plan_info."""
+
+    _fields_ = [
+        ("size", c.c_size_t),
+        ("variant", c.c_char_p),
+        ("sched", c.c_int),
+        ("bm", c.c_uint),
+        ("bn", c.c_uint),
+        ("cluster_m", c.c_uint),
         ("splits", c.c_uint),
-        ("tiles", c.c_uint * 3),
-        ("ws_bytes", c.c_uint64),
-        ("ctr_bytes", c.c_uint64),
-        ("args_bytes", c.c_size_t),
+        ("shared_tiles", c.c_uint),
+        ("tiles", Dim3),
+        ("workspace_bytes", c.c_ulonglong),
+    ]
+
+
+class GemmVariantInfo(c.Structure):
+    """include/clcrt_ops.h: clcrt_gemm_variant_info."""
+
+    _fields_ = [
+        ("size", c.c_size_t),
+        ("name", c.c_char_p),
+        ("bm", c.c_uint),
+        ("bn", c.c_uint),
+        ("cluster_m", c.c_uint),
+        ("stages", c.c_uint),
+        ("epilogue", c.c_uint),
     ]
 
 
@@ -180,5 +222,7 @@ MIRRORS = {
     "clcrt_trace_record": TraceRecord,
     "clcrt_trace_summary": TraceSummary,
     "clcrt_cache_stats": CacheStats,
-    "clcrt_py_gemm_launch": GemmLaunch,
+    "clcrt_gemm_desc": GemmDesc,
+    "clcrt_gemm_plan_info": GemmPlanInfo,
+    "clcrt_gemm_variant_info": GemmVariantInfo,
 }

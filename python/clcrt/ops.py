@@ -1,107 +1,168 @@
-"""clcrt.ops: the GEMM example's tile functions as functions on torch tensors.
+"""clcrt.ops: the op library's GEMMs (include/clcrt_ops.h) on torch tensors.
 
-``gemm(a, b)`` computes ``a @ b.T`` for bf16 ``a`` (M x K) and ``b`` (N x K): the convention of
-the C example (examples/gemm/gemm.cu, D = A . B^T, both operands K-major), which is also
+``gemm(a, b)`` computes ``a @ b.T`` for bf16 ``a`` (M x K) and ``b`` (N x K), fp32 accumulation:
 ``torch.nn.functional.linear(a, b)`` with ``b`` a weight of shape (out_features, in_features).
-For ``a @ w`` with ``w`` of shape (K, N) pass ``w.T.contiguous()`` (or keep weights as N x K).
-
 ``grouped_gemm(a, b, group_sizes)`` is the mixture-of-experts form: group g's rows of ``a``
-(consecutive, ``group_sizes[g]`` of them, counts in GPU memory as int32) times ``b[g].T``.
+(consecutive, ``group_sizes[g]`` of them, int32 counts in GPU memory) times ``b[g].T``;
+``masked_gemm`` the same with group g's rows at row ``g * rows_per_group``.
 
-Both run on the stream of ``stream=`` or torch's current stream, through the public API: the
-tile source ships in the package (``clcrt/data/gemm.cu``, :func:`source`), and the host logic
-(variants, the plan, tensor maps, tile grid, stream-K: examples/gemm/gemm.h) is called
-through a small C shim in the bundled library, not copied into Python, so these functions
-make the choices the C example makes.
+Each run is one call into C (clcrt_gemm), which plans the problem, keeps the stream's stream-K
+workspace and launches on torch's current stream (or ``stream=``). Operands may be row slices:
+rows must be contiguous (stride 1 along K) with a row pitch that is a multiple of 8 elements,
+and the base 16-byte aligned.
+
+The same functions are registered as PyTorch custom ops, ``torch.ops.clcrt.gemm``,
+``torch.ops.clcrt.grouped_gemm`` and ``torch.ops.clcrt.masked_gemm`` (with fake
+implementations), so ``torch.compile(fullgraph=True)`` traces through ``clcrt.ops.gemm``; eager
+calls go straight to C without the dispatcher. The ops register when this module is imported
+after torch, or at the first call; call :func:`register_torch_ops` before ``torch.compile`` if
+torch was imported after clcrt and no call ran yet.
 """
 
 import ctypes
-import os
 import sys
 import threading
 
 from . import _native
 from . import _types as T
+from ._core import Kernel, Sched, Stream, _enum, error_for, runtime, stream_handle
 from ._errors import InvalidError
-from ._core import Kernel, Sched, Stream, _enum, runtime, stream_handle
 
 _lock = threading.Lock()
-_source = None
-_ARGS_CAP = 1024
-_graph_workspaces = []
-
-
-def source_path():
-    """The GEMM tile functions' CUDA source the package ships."""
-    return os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", "gemm.cu")
+_SCHED = {None: 0, "auto": 0, "clc": 1, "steal": 2, "static": 3, "fixed": 4}
+_SPLIT = {None: 0, "auto": 0, "none": 1, "all": 2}
+_DENSE, _GROUPED, _MASKED = 0, 1, 2
+CHECKED, MEASURED = 1, 2
+_variant_index = None
+_torch = None  # the torch module, once a call has seen it
+_bf16 = None
+_registered = False
 
 
 def source():
-    """That source's text (what the GEMM kernels compile)."""
-    global _source
-    if _source is None:
-        with _lock:
-            if _source is None:
-                with open(source_path(), "rb") as f:
-                    text = f.read()
-                _native.lib().clcrt_py_gemm_set_source(text)
-                _source = text  # kept alive: the library holds the pointer
-    return _source.decode()
+    """The GEMM tile functions' CUDA source, as the op compiles it (clcrt_gemm_source)."""
+    return _native.lib().clcrt_gemm_source().decode()
 
 
 def variants():
-    """The GEMM variants (examples/gemm/gemm.h), the default first: name, tile, cluster, stages."""
+    """The compiled shapes of the tile functions, the default first: name, tile, cluster, stages."""
     lib = _native.lib()
-    out, i = [], 0
-    shape = (ctypes.c_uint * 5)()
-    while True:
-        name = lib.clcrt_py_gemm_variant(i, shape)
-        if not name:
-            return out
-        out.append({"name": name.decode(), "bm": shape[0], "bn": shape[1], "cluster_m": shape[2],
-                    "stages": shape[3], "epilogue": shape[4]})
-        i += 1
+    out = []
+    for i in range(lib.clcrt_gemm_variant_count()):
+        v = T.sized(T.GemmVariantInfo)
+        if lib.clcrt_gemm_variant_get(i, ctypes.byref(v)):
+            break
+        out.append({"name": v.name.decode(), "bm": v.bm, "bn": v.bn, "cluster_m": v.cluster_m, "stages": v.stages,
+                    "epilogue": v.epilogue})
+    return out
 
 
-def _variant_index(variant):
+def _variants():
+    global _variant_index
+    if _variant_index is None:
+        _variant_index = {v["name"]: i for i, v in enumerate(variants())}
+    return _variant_index
+
+
+def _variant(variant):
     if variant is None:
         return -1
-    names = [v["name"] for v in variants()]
-    if isinstance(variant, str) and variant in names:
-        return names.index(variant)
-    if isinstance(variant, int) and 0 <= variant < len(names):
+    idx = _variants()
+    if isinstance(variant, str) and variant in idx:
+        return idx[variant]
+    if isinstance(variant, int) and not isinstance(variant, bool) and 0 <= variant < len(idx):
         return variant
-    raise InvalidError("variant %r: one of %s" % (variant, ", ".join(names)))
+    raise InvalidError("variant=%r: one of %s, or None for the plan's" % (variant, ", ".join(idx)))
 
 
-def kernel(variant=None, sched=Sched.AUTO, grouped=False, rt=None):
+def _sched(sched):
+    s = _SCHED.get(sched) if sched is None or isinstance(sched, str) else None
+    if s is not None:
+        return s
+    if isinstance(sched, Sched):
+        return int(sched)
+    raise InvalidError('sched=%r: one of "steal", "static", "fixed", "clc", or None for the plan\'s' % (sched,))
+
+
+def _ops(rt):
+    """The runtime's clcrt_ops handle (made once, destroyed by Runtime.close before its streams)."""
+    h = rt.__dict__.get("_ops_h")
+    if h is None:
+        with _lock:
+            h = rt.__dict__.get("_ops_h")
+            if h is None:
+                p = ctypes.c_void_p()
+                rt._check(rt._lib.clcrt_ops_create(rt._live(), ctypes.byref(p)))
+                h = rt._ops_h = p.value
+                rt._closers.append(lambda: rt._lib.clcrt_ops_destroy(h))
+                rt._stream_closers.append(lambda s: rt._lib.clcrt_ops_stream_release(h, s))
+    return h
+
+
+def kernel(variant=None, sched=None, grouped=False, rt=None):
     """The registered GEMM kernel (a clcrt.Kernel) of a variant: for its info, cubin, PTX."""
     rt = rt or runtime()
-    source()
-    v = _variant_index(variant)
-    v = 0 if v < 0 else v
-    sched = _enum(Sched, sched, "sched")
+    h = ctypes.c_void_p()
+    name = None if variant is None else list(_variants())[_variant(variant)].encode()
+    rt._check(rt._lib.clcrt_gemm_kernel(_ops(rt), name, _sched(sched), _GROUPED if grouped else _DENSE,
+                                        ctypes.byref(h)))
     cache = rt.__dict__.setdefault("_gemm_kernels", {})
-    key = (v, int(sched), bool(grouped))
-    k = cache.get(key)
+    k = cache.get(h.value)
     if k is None:
-        h = ctypes.c_void_p()
-        rt._check(rt._lib.clcrt_py_gemm_register(rt._live(), v, int(sched), int(bool(grouped)), ctypes.byref(h)))
-        k = cache[key] = Kernel(rt, h.value, None, "GemmArgs")
+        k = cache[h.value] = Kernel(rt, h.value, None, "GemmArgs")
     return k
 
 
-def _torch():
-    torch = sys.modules.get("torch")
-    if torch is None:
+def plan(a, b, *, variant=None, sched=None, split=None, stream=None):
+    """What gemm(a, b, ...) would run (clcrt_gemm_plan_get): variant, scheduler, slices, tiles."""
+    torch = _torch_mod()
+    m, k, n, lda, ldb = _dense_shapes(torch, a, b)
+    rt = runtime(a.get_device())
+    s = _stream(rt, stream)
+    d = T.sized(T.GemmDesc)
+    d.m, d.n, d.k, d.a, d.b, d.d, d.lda, d.ldb = m, n, k, a.data_ptr(), b.data_ptr(), 16, lda, ldb
+    vi = _variant(variant)
+    d.variant = None if vi < 0 else list(_variants())[vi].encode()
+    d.sched, d.split = _sched(sched), _split(split)
+    p = T.sized(T.GemmPlanInfo)
+    rt._check(rt._lib.clcrt_gemm_plan_get(_ops(rt), s._h, ctypes.byref(d), ctypes.byref(p)))
+    return {"variant": p.variant.decode(), "sched": Sched(p.sched).name.lower(), "splits": p.splits,
+            "shared_tiles": p.shared_tiles, "tiles": (p.tiles.x, p.tiles.y, p.tiles.z),
+            "workspace_bytes": p.workspace_bytes}
+
+
+def _split(split):
+    if split in _SPLIT:
+        return _SPLIT[split]
+    raise InvalidError('split=%r: "none", "all", or None for the plan\'s' % (split,))
+
+
+def _torch_mod():
+    global _torch, _bf16
+    if _torch is None:
         try:
             import torch
         except ImportError:
             raise InvalidError("clcrt.ops work on torch tensors: install PyTorch") from None
-    return torch
+        _bf16 = torch.bfloat16
+        _torch = torch
+        register_torch_ops()
+    return _torch
 
 
-def _operand(torch, t, name, ndim, dtype, device=None, align=16):
+def _stream(rt, stream):
+    if stream is None:
+        return rt.current_stream()
+    # A clcrt.Stream of this runtime as it is: a stream with an SM budget keeps its own grid size.
+    if isinstance(stream, Stream) and stream._rt is rt:
+        return stream
+    return rt._wrap(stream_handle(stream))
+
+
+# ---- checks (the slow path: only when the fast one finds something off) ----
+
+
+def _operand(torch, t, name, ndim, dtype, device=None):
     if not isinstance(t, torch.Tensor):
         raise InvalidError("%s: a torch.Tensor is needed, not %s" % (name, type(t).__name__))
     if t.device.type != "cuda":
@@ -112,143 +173,249 @@ def _operand(torch, t, name, ndim, dtype, device=None, align=16):
         raise InvalidError("%s: dtype %s, expected %s" % (name, t.dtype, dtype))
     if t.dim() not in ndim:
         raise InvalidError("%s: shape %s: %s dimensions expected" % (name, tuple(t.shape), " or ".join(map(str, ndim))))
-    if not t.is_contiguous():
-        raise InvalidError("%s: not contiguous (strides %s): pass .contiguous()" % (name, t.stride()))
-    if t.data_ptr() % align:
-        raise InvalidError("%s: its address 0x%x is not %d-byte aligned: pass a copy" % (name, t.data_ptr(), align))
     return t
 
 
-def _stream(rt, stream):
-    if stream is None:
-        return rt.current_stream()
-    # A clcrt.Stream of this runtime as it is: a stream with an SM budget must keep its own
-    # scheduler state and grid size, not get a second wrapper of its CUstream.
-    if isinstance(stream, Stream) and stream._rt is rt:
-        return stream
-    return rt._wrap(stream_handle(stream))
+def _pitch(t, name):
+    """Elements between rows of a 2-D tensor whose rows are contiguous."""
+    rows, cols = t.shape
+    s0, s1 = t.stride()
+    if cols > 1 and s1 != 1:
+        raise InvalidError("%s: its rows are not contiguous (strides %s): pass .contiguous()" % (name, t.stride()))
+    return s0 if rows > 1 else cols
 
 
-def _workspace(torch, rt, s, device, nbytes):
-    """Stream-K workspace for runs on s: its counters zero before the first run and left zero by
-    every run (the partials need no initial value).
-
-    One per stream, since runs on two streams may overlap. Made outside graph capture and
-    kept; made inside a capture (no workspace for that stream yet) with a zero-fill that the
-    graph replays before the run, and kept alive with the graph's memory, never reused
-    outside it (outside, its fill has not run)."""
-    cache = rt.__dict__.setdefault("_gemm_ws", {})
-    key = s._h
-    ws = cache.get(key)
-    if ws is not None and ws.numel() >= nbytes:
-        return ws
-    if torch.cuda.is_current_stream_capturing():
-        ws = torch.zeros(nbytes, dtype=torch.uint8, device=device)
-        _graph_workspaces.append(ws)
-        return ws
-    ws_new = torch.zeros(max(nbytes, 1 << 20), dtype=torch.uint8, device=device)
-    # The zero-fill ran on torch's current stream; the runs go to s.
-    if torch.cuda.current_stream(device).cuda_stream != (s.handle if s.handle != 1 else 0):
-        torch.cuda.current_stream(device).synchronize()
-    if ws is not None:  # the old one may still be in use by runs on s
-        ws.record_stream(torch.cuda.ExternalStream(s.handle if s.handle != 1 else 0, device=device))
-    cache[key] = ws_new
-    return ws_new
-
-
-def gemm(a, b, out=None, *, variant=None, sched=Sched.AUTO, stream=None):
-    """``out = a @ b.T`` for bf16 a (M x K) and b (N x K), fp32 accumulation; K a multiple of 8.
-
-    ``out`` (M x N, bf16, contiguous) is made when not given. ``variant`` names a variant of
-    variants() (default: the plan's choice); ``sched`` the scheduler. Returns out."""
-    torch = _torch()
-    a = _operand(torch, a, "gemm: a", (2,), torch.bfloat16)
-    b = _operand(torch, b, "gemm: b", (2,), torch.bfloat16, a.device)
+def _dense_shapes(torch, a, b):
+    _operand(torch, a, "gemm: a", (2,), torch.bfloat16)
+    _operand(torch, b, "gemm: b", (2,), torch.bfloat16, a.device)
     m, k = a.shape
     n = b.shape[0]
     if b.shape[1] != k:
         raise InvalidError("gemm: a is %d x %d and b is %d x %d: b must be N x K (out = a @ b.T)" % (m, k, n, b.shape[1]))
-    if k % 8 or k == 0:
-        raise InvalidError("gemm: K = %d must be a positive multiple of 8 (TMA needs 16-byte rows)" % k)
+    return m, k, n, _pitch(a, "gemm: a"), _pitch(b, "gemm: b")
+
+
+def _out(torch, out, name, rows, n, device):
     if out is None:
-        out = torch.empty((m, n), dtype=torch.bfloat16, device=a.device)
-    else:
-        out = _operand(torch, out, "gemm: out", (2,), torch.bfloat16, a.device)
-        if tuple(out.shape) != (m, n):
-            raise InvalidError("gemm: out is %s, expected (%d, %d)" % (tuple(out.shape), m, n))
-    if m == 0 or n == 0:
-        return out
-    dev = a.device.index if a.device.index is not None else torch.cuda.current_device()
-    rt = runtime(dev)
-    s = _stream(rt, stream)
-    source()
-    v = _variant_index(variant)
-    buf = (ctypes.c_uint8 * _ARGS_CAP)()
-    launch = T.sized(T.GemmLaunch)
-    lib, h = rt._lib, rt._live()
-    A, B, D = a.data_ptr(), b.data_ptr(), out.data_ptr()
-    sms = s.grid_sms  # the plan's wave arithmetic for the SMs the run gets (a budget's, or the device's)
-    rt._check(lib.clcrt_py_gemm_dense(h, v, sms, A, B, D, m, n, k, 0, 0, buf, _ARGS_CAP, ctypes.byref(launch)))
-    if launch.ws_bytes:
-        ws = _workspace(torch, rt, s, a.device, launch.ws_bytes + launch.ctr_bytes + 256)
-        wp = (ws.data_ptr() + 255) & ~255
-        cp = (wp + launch.ws_bytes + 255) & ~255
-        rt._check(lib.clcrt_py_gemm_dense(h, launch.variant, sms, A, B, D, m, n, k, wp, cp, buf, _ARGS_CAP,
-                                          ctypes.byref(launch)))
-    kern = kernel(launch.variant, sched, False, rt)
-    args = (ctypes.c_uint8 * launch.args_bytes).from_buffer(buf)
-    kern.run(tuple(launch.tiles), args, stream=s)
+        return torch.empty((rows, n), dtype=torch.bfloat16, device=device)
+    _operand(torch, out, name + ": out", (2,), torch.bfloat16, device)
+    if tuple(out.shape) != (rows, n):
+        raise InvalidError("%s: out is %s, expected (%d, %d)" % (name, tuple(out.shape), rows, n))
+    _pitch(out, name + ": out")
     return out
 
 
-def grouped_gemm(a, b, group_sizes, out=None, *, variant=None, sched=Sched.AUTO, stream=None):
+def _fail(rt, st):
+    raise error_for(st, rt._lib.clcrt_errmsg(rt._h).decode(errors="replace"))
+
+
+# ---- dense ----
+
+
+def gemm(a, b, out=None, *, variant=None, sched=None, stream=None, split=None, measured=False):
+    """``out = a @ b.T`` for bf16 a (M x K) and b (N x K), fp32 accumulation; K a multiple of 8.
+
+    ``out`` (M x N, bf16, rows contiguous) is made when not given. ``variant`` names one of
+    variants(), ``sched`` a scheduler ("steal", "static", "fixed"), ``split`` "none" or "all"
+    (stream-K everywhere): each None for the plan's choice. ``measured``: the plan measured once
+    per shape class and kept (synchronises on that first call). Returns out."""
+    torch = _torch
+    if torch is None:
+        torch = _torch_mod()
+    if _is_compiling():
+        r = torch.ops.clcrt.gemm(a, b, variant, sched)
+        if out is None:
+            return r
+        out.copy_(r)
+        return out
+    bf16 = _bf16
+    # The fast path: the checks C cannot make (types, dtypes, devices, shapes), then one call.
+    if (type(a) is not torch.Tensor or type(b) is not torch.Tensor or a.dtype is not bf16 or b.dtype is not bf16
+            or a.dim() != 2 or b.dim() != 2):
+        _dense_shapes(torch, a, b)
+    m, k = a.shape
+    n, kb = b.shape
+    dev = a.get_device()
+    if kb != k or dev < 0 or b.get_device() != dev:
+        _dense_shapes(torch, a, b)
+    sa, sb = a.stride(), b.stride()
+    if sa[1] != 1 or sb[1] != 1:
+        _dense_shapes(torch, a, b)
+    if out is None:
+        out = torch.empty((m, n), dtype=bf16, device=a.device)
+        ldd = n
+    else:
+        if type(out) is not torch.Tensor or out.dtype is not bf16 or out.get_device() != dev or out.dim() != 2 or \
+                out.shape[0] != m or out.shape[1] != n or (n > 1 and out.stride(1) != 1):
+            _out(torch, out, "gemm", m, n, a.device)
+        ldd = out.stride(0) if m > 1 else n
+    if m == 0 or n == 0:
+        return out
+    rt = runtime(dev)
+    s = rt.current_stream() if stream is None else _stream(rt, stream)
+    ops = rt.__dict__.get("_ops_h") or _ops(rt)
+    vi = -1 if variant is None else _variant(variant)
+    si = 0 if sched is None else _sched(sched)
+    sp = 0 if split is None else _split(split)
+    st = _py_gemm(ops, s._h, _DENSE, a.data_ptr(), b.data_ptr(), out.data_ptr(), m, n, k,
+                  sa[0] if m > 1 else k, sb[0] if n > 1 else k, ldd, 0, 0, vi, si, sp, MEASURED if measured else 0)
+    if st:
+        _fail(rt, st)
+    return out
+
+
+def _py_gemm(*args):
+    global _py_gemm
+    _py_gemm = _native.lib().clcrt_py_gemm
+    return _py_gemm(*args)
+
+
+# ---- grouped and masked ----
+
+
+def _grouped_run(layout, name, a, b, group_sizes, out, rows_per_group, variant, sched, stream, checked):
+    torch = _torch_mod()
+    _operand(torch, a, name + ": a", (2,), torch.bfloat16)
+    sizes = _operand(torch, group_sizes, name + ": group_sizes", (1,), torch.int32, a.device)
+    groups = sizes.shape[0]
+    _operand(torch, b, name + ": b", (2, 3), torch.bfloat16, a.device)
+    rows, k = a.shape
+    if groups == 0:
+        raise InvalidError("%s: group_sizes is empty" % name)
+    if b.dim() == 3:
+        if b.shape[0] != groups:
+            raise InvalidError("%s: b has %d groups, group_sizes %d" % (name, b.shape[0], groups))
+        n = b.shape[1]
+        if not b.is_contiguous():
+            raise InvalidError("%s: b (G x N x K) is not contiguous: pass .contiguous()" % name)
+        ldb = k
+    else:
+        if b.shape[0] % groups:
+            raise InvalidError("%s: b is %s: (G*N) x K with G = %d groups" % (name, tuple(b.shape), groups))
+        n = b.shape[0] // groups
+        ldb = _pitch(b, name + ": b")
+    if b.shape[-1] != k:
+        raise InvalidError("%s: a has K = %d, b has K = %d" % (name, k, b.shape[-1]))
+    if not sizes.is_contiguous():
+        raise InvalidError("%s: group_sizes is not contiguous" % name)
+    if layout == _MASKED:
+        if rows != groups * rows_per_group:
+            raise InvalidError("%s: a has %d rows: %d groups x %d rows_per_group expected"
+                               % (name, rows, groups, rows_per_group))
+    out = _out(torch, out, name, rows, n, a.device)
+    if rows == 0 or n == 0:
+        return out
+    rt = runtime(a.get_device())
+    s = _stream(rt, stream)
+    st = _py_gemm(_ops(rt), s._h, layout, a.data_ptr(), b.data_ptr(), out.data_ptr(),
+                  rows_per_group if layout == _MASKED else rows, n, k, _pitch(a, name + ": a"), ldb,
+                  _pitch(out, name + ": out"), groups, sizes.data_ptr(), _variant(variant), _sched(sched), 0,
+                  CHECKED if checked else 0)
+    if st:
+        _fail(rt, st)
+    return out
+
+
+def grouped_gemm(a, b, group_sizes, out=None, *, variant=None, sched=None, stream=None, checked=False):
     """Mixture-of-experts GEMM: for each group g, its ``group_sizes[g]`` consecutive rows of
     ``a`` (T x K, bf16) times ``b[g].T`` (b: G x N x K, or (G*N) x K, bf16) into the same rows
     of ``out`` (T x N, bf16). ``group_sizes``: int32 on the GPU (G entries, read by the kernel,
-    so routing needs no host sync); their sum must not exceed T. Rows past the sum are not
-    written. Returns out."""
-    torch = _torch()
-    a = _operand(torch, a, "grouped_gemm: a", (2,), torch.bfloat16)
-    sizes = _operand(torch, group_sizes, "grouped_gemm: group_sizes", (1,), torch.int32, a.device, align=4)
-    groups = sizes.shape[0]
-    b = _operand(torch, b, "grouped_gemm: b", (2, 3), torch.bfloat16, a.device)
-    rows, k = a.shape
-    if b.dim() == 3:
-        if b.shape[0] != groups:
-            raise InvalidError("grouped_gemm: b has %d groups, group_sizes %d" % (b.shape[0], groups))
-        n = b.shape[1]
-    else:
-        if groups == 0 or b.shape[0] % groups:
-            raise InvalidError("grouped_gemm: b is %s: (G*N) x K with G = %d groups" % (tuple(b.shape), groups))
-        n = b.shape[0] // groups
-    if b.shape[-1] != k:
-        raise InvalidError("grouped_gemm: a has K = %d, b has K = %d" % (k, b.shape[-1]))
-    if k % 8 or k == 0:
-        raise InvalidError("grouped_gemm: K = %d must be a positive multiple of 8" % k)
-    if groups == 0:
-        raise InvalidError("grouped_gemm: group_sizes is empty")
-    most = _native.lib().clcrt_py_gemm_max_groups()
-    if groups > most:
-        raise InvalidError("grouped_gemm: %d groups: the grouped kernel holds at most %d" % (groups, most))
-    if out is None:
-        out = torch.empty((rows, n), dtype=torch.bfloat16, device=a.device)
-    else:
-        out = _operand(torch, out, "grouped_gemm: out", (2,), torch.bfloat16, a.device)
-        if tuple(out.shape) != (rows, n):
-            raise InvalidError("grouped_gemm: out is %s, expected (%d, %d)" % (tuple(out.shape), rows, n))
-    if rows == 0 or n == 0:
+    so routing needs no host sync). Rows past the sizes' sum are not written.
+
+    Sizes that add up to more than T rows (or a negative size) are never trusted: the kernel
+    computes the groups' rows that fit in T and touches nothing past ``a`` and ``out``, and the
+    next grouped call on the same stream raises clcrt.InvalidError naming the sizes (without
+    running). ``checked=True`` synchronises after this call and raises for its own sizes."""
+    if _is_compiling():
+        r = _torch.ops.clcrt.grouped_gemm(a, b, group_sizes, variant, sched)
+        if out is None:
+            return r
+        out.copy_(r)
         return out
-    dev = a.device.index if a.device.index is not None else torch.cuda.current_device()
-    rt = runtime(dev)
-    s = _stream(rt, stream)
-    source()
-    v = _variant_index(variant)
-    buf = (ctypes.c_uint8 * _ARGS_CAP)()
-    launch = T.sized(T.GemmLaunch)
-    st = rt._lib.clcrt_py_gemm_grouped(rt._live(), v, a.data_ptr(), b.data_ptr(), out.data_ptr(), rows, n, k, groups,
-                                       sizes.data_ptr(), buf, _ARGS_CAP, ctypes.byref(launch))
-    rt._check(st)
-    kern = kernel(launch.variant, sched, True, rt)
-    args = (ctypes.c_uint8 * launch.args_bytes).from_buffer(buf)
-    kern.run(tuple(launch.tiles), args, stream=s)
-    return out
+    return _grouped_run(_GROUPED, "grouped_gemm", a, b, group_sizes, out, 0, variant, sched, stream, checked)
+
+
+def masked_gemm(a, b, group_sizes, rows_per_group, out=None, *, variant=None, sched=None, stream=None):
+    """The masked layout: group g's rows start at row ``g * rows_per_group`` of ``a`` and
+    ``out`` (G * rows_per_group rows), ``group_sizes[g]`` of them (above rows_per_group counts
+    as rows_per_group). The launch does not depend on the sizes, so one CUDA graph serves
+    every routing. Rows past each group's size are not written."""
+    if _is_compiling():
+        r = _torch.ops.clcrt.masked_gemm(a, b, group_sizes, int(rows_per_group), variant, sched)
+        if out is None:
+            return r
+        out.copy_(r)
+        return out
+    if not isinstance(rows_per_group, int) or rows_per_group <= 0:
+        raise InvalidError("masked_gemm: rows_per_group=%r: a positive int" % (rows_per_group,))
+    return _grouped_run(_MASKED, "masked_gemm", a, b, group_sizes, out, rows_per_group, variant, sched, stream, False)
+
+
+# ---- torch custom ops ----
+
+
+def _is_compiling():
+    return False
+
+
+def register_torch_ops():
+    """Registers torch.ops.clcrt.gemm, grouped_gemm and masked_gemm (idempotent)."""
+    global _registered, _is_compiling
+    if _registered:
+        return
+    with _lock:
+        if _registered:
+            return
+        import torch
+
+        lib = torch.library.Library("clcrt", "FRAGMENT")
+        lib.define("gemm(Tensor a, Tensor b, str? variant=None, str? sched=None) -> Tensor")
+        lib.define("grouped_gemm(Tensor a, Tensor b, Tensor group_sizes, str? variant=None, str? sched=None) -> Tensor")
+        lib.define("masked_gemm(Tensor a, Tensor b, Tensor group_sizes, int rows_per_group, str? variant=None, "
+                   "str? sched=None) -> Tensor")
+
+        def gemm_impl(a, b, variant=None, sched=None):
+            return gemm(a, b, variant=variant, sched=sched)
+
+        def grouped_impl(a, b, group_sizes, variant=None, sched=None):
+            # A functional op has no unwritten rows: those past the sizes' sum are zero.
+            rows = a.shape[0]
+            n = b.shape[1] if b.dim() == 3 else b.shape[0] // group_sizes.shape[0]
+            out = torch.zeros((rows, n), dtype=torch.bfloat16, device=a.device)
+            return _grouped_run(_GROUPED, "grouped_gemm", a, b, group_sizes, out, 0, variant, sched, None, False)
+
+        def masked_impl(a, b, group_sizes, rows_per_group, variant=None, sched=None):
+            n = b.shape[1] if b.dim() == 3 else b.shape[0] // group_sizes.shape[0]
+            out = torch.zeros((a.shape[0], n), dtype=torch.bfloat16, device=a.device)
+            return _grouped_run(_MASKED, "masked_gemm", a, b, group_sizes, out, rows_per_group, variant, sched, None,
+                                False)
+
+        lib.impl("gemm", gemm_impl, "CUDA")
+        lib.impl("grouped_gemm", grouped_impl, "CUDA")
+        lib.impl("masked_gemm", masked_impl, "CUDA")
+
+        def gemm_fake(a, b, variant=None, sched=None):
+            return a.new_empty((a.shape[0], b.shape[0]))
+
+        def grouped_fake(a, b, group_sizes, variant=None, sched=None):
+            n = b.shape[1] if b.dim() == 3 else b.shape[0] // group_sizes.shape[0]
+            return a.new_empty((a.shape[0], n))
+
+        def masked_fake(a, b, group_sizes, rows_per_group, variant=None, sched=None):
+            return grouped_fake(a, b, group_sizes)
+
+        torch.library.register_fake("clcrt::gemm", gemm_fake, lib=lib)
+        torch.library.register_fake("clcrt::grouped_gemm", grouped_fake, lib=lib)
+        torch.library.register_fake("clcrt::masked_gemm", masked_fake, lib=lib)
+        globals()["_torch_lib"] = lib  # the registrations live as long as the Library object
+        compiler = getattr(torch, "compiler", None)
+        if compiler is not None and hasattr(compiler, "is_compiling"):
+            _is_compiling = compiler.is_compiling
+        _registered = True
+
+
+if "torch" in sys.modules:
+    try:
+        _torch_mod()
+    except Exception:  # a broken torch must not break `import clcrt`
+        _torch = None

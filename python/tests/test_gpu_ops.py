@@ -1,4 +1,8 @@
-"""GPU: clcrt.ops.gemm and grouped_gemm against torch.matmul."""
+"""GPU: clcrt.ops.gemm, grouped_gemm and masked_gemm against torch.matmul: single problems,
+then the differential test on random sequences (the state between calls is where wrong answers
+lived), the torch custom ops under torch.compile and CUDA graphs, and sizes that do not fit."""
+
+import os
 
 import pytest
 
@@ -111,8 +115,199 @@ def test_ops_refusals():
     with pytest.raises(clcrt.InvalidError, match="out is"):
         clcrt.ops.gemm(a, b, out=torch.empty(3, 3, dtype=torch.bfloat16, device="cuda"))
     gs = torch.tensor([64], dtype=torch.int32, device="cuda")
-    with pytest.raises(clcrt.InvalidError, match="at most"):
+    with pytest.raises(clcrt.InvalidError, match="1 to 1024"):
         clcrt.ops.grouped_gemm(a, b.reshape(1, 64, 64).expand(2000, 64, 64).contiguous(),
                                torch.ones(2000, dtype=torch.int32, device="cuda"))
     with pytest.raises(clcrt.InvalidError, match="int32"):
         clcrt.ops.grouped_gemm(a, b.reshape(1, 64, 64), gs.long())
+
+
+# ---- the differential test: random sequences, streams, threads, graphs ----------------------------
+
+
+def _random_problem(rng, big=16384):
+    """A random dense problem: M from 1 to 16384 (log-uniform), odd N, K a multiple of 8,
+    operands sometimes row slices of wider tensors at 16-byte offsets, a random variant,
+    scheduler and split. Kept under ~1e11 multiply-adds so that thousands run in minutes."""
+    import math
+
+    while True:
+        m = rng.randint(1, 16) if rng.random() < 0.15 else int(math.exp(rng.uniform(0, math.log(big))))
+        n = rng.randint(1, 200) if rng.random() < 0.2 else int(math.exp(rng.uniform(math.log(8), math.log(8192))))
+        k = 8 * int(math.exp(rng.uniform(0, math.log(1024))))
+        if m * n * k <= 1.2e11:
+            break
+    return dict(m=max(m, 1), n=max(n, 1), k=k, pad_a=8 * rng.randint(0, 3) if rng.random() < 0.3 else 0,
+                pad_b=8 * rng.randint(0, 3) if rng.random() < 0.3 else 0, off=8 * rng.randint(0, 7),
+                variant=rng.choice([None, None] + [v["name"] for v in clcrt.ops.variants()]),
+                sched=rng.choice([None, "steal", "static", "fixed"]), split=rng.choice([None, "none", "all"]))
+
+
+class _Pool:
+    """Random bf16 operand pools that problems are cut from (rows at a pitch, 16-byte offsets)."""
+
+    def __init__(self):
+        g = torch.Generator(device="cuda").manual_seed(123)
+        self.a = (torch.rand(POOL_A + 64, device="cuda", generator=g) * 2 - 1).to(torch.bfloat16)
+        self.b = (torch.rand(POOL_B + 64, device="cuda", generator=g) * 2 - 1).to(torch.bfloat16)
+
+    def view(self, base, rows, cols, pitch, off):
+        return base[off: off + rows * pitch].view(rows, pitch)[:, :cols]
+
+    def operands(self, p):
+        lda, ldb = p["k"] + p["pad_a"], p["k"] + p["pad_b"]
+        a = self.view(self.a, p["m"], p["k"], lda, p["off"])
+        b = self.view(self.b, p["n"], p["k"], ldb, p["off"])
+        return a, b
+
+
+POOL_A, POOL_B = 1 << 26, 1 << 25  # elements
+
+
+def _fits(p):
+    return p["m"] * (p["k"] + p["pad_a"]) + 64 <= POOL_A and p["n"] * (p["k"] + p["pad_b"]) + 64 <= POOL_B
+
+
+def _check(out, a, b):
+    """Every element against torch.matmul in fp32: |out - ref| <= 2^-7 |ref| + 1e-3 (bf16's
+    rounding and the order of the sum); a NaN (the poison: an element never written) fails."""
+    ref = torch.matmul(a.float(), b.float().T)
+    bad = ~((out.float() - ref).abs() <= 0.0078125 * ref.abs() + 1e-3)
+    return int(bad.sum().item())
+
+
+def test_differential_random_sequences():
+    """Thousands of random GEMMs in random order on several streams, from several threads (two
+    sharing a stream), some captured in CUDA graphs and replayed between eager runs of other
+    shapes; every output poisoned first and checked element by element. Zero mismatches."""
+    import random
+    import threading
+
+    pool = _Pool()
+    per_thread = int(os.environ.get("CLCRT_TEST_DIFF_GEMMS", "500"))
+    streams = [torch.cuda.Stream(), torch.cuda.Stream(), torch.cuda.Stream()]
+    results, errors = [], []
+
+    def work(tid):
+        rng = random.Random(1000 + tid)
+        s = streams[min(tid, 2)]  # threads 2 and 3 share a stream
+        torch.cuda.set_device(0)
+        try:
+            with torch.cuda.stream(s):
+                for i in range(per_thread):
+                    p = _random_problem(rng)
+                    if not _fits(p):
+                        continue
+                    a, b = pool.operands(p)
+                    out = torch.full((p["m"], p["n"]), float("nan"), dtype=torch.bfloat16, device="cuda")
+                    kw = dict(variant=p["variant"], sched=p["sched"], split=p["split"])
+                    if rng.random() < 0.06:
+                        g = torch.cuda.CUDAGraph()
+                        with torch.cuda.graph(g, stream=s, capture_error_mode="thread_local"):
+                            clcrt.ops.gemm(a, b, out=out, **kw)
+                        for _ in range(2):
+                            q = _random_problem(rng, big=2048)
+                            if _fits(q):
+                                qa, qb = pool.operands(q)
+                                clcrt.ops.gemm(qa, qb)  # an eager run of another shape between replays
+                            out.fill_(float("nan"))
+                            g.replay()
+                        p["graph"] = True
+                    else:
+                        clcrt.ops.gemm(a, b, out=out, **kw)
+                    results.append((p, _check(out, a, b)))
+        except Exception as e:  # reported on the main thread
+            errors.append((tid, repr(e)))
+
+    threads = [threading.Thread(target=work, args=(t,)) for t in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    torch.cuda.synchronize()
+    assert not errors, errors
+    wrong = [(p, n) for p, n in results if n]
+    graphs = sum(1 for p, _ in results if p.get("graph"))
+    print("differential: %d GEMMs (%d from graphs) on 3 streams from 4 threads: %d wrong"
+          % (len(results), graphs, len(wrong)))
+    assert len(results) >= per_thread * 3
+    assert not wrong, wrong[:5]
+
+
+def test_grouped_sizes_past_the_buffer():
+    """Sizes adding up to 640 rows with a of 64: the kernel computes what fits, touches nothing
+    past out, and the next grouped call on the stream raises; checked=True raises at once."""
+    k, n, groups = 128, 256, 4
+    g = torch.Generator(device="cuda").manual_seed(9)
+    a = torch.randn(64, k, device="cuda", generator=g).to(torch.bfloat16)
+    b = torch.randn(groups, n, k, device="cuda", generator=g).to(torch.bfloat16)
+    big = torch.full((64 + 64, n), float("nan"), dtype=torch.bfloat16, device="cuda")
+    out = big[:64]
+    sizes = torch.tensor([160] * 4, dtype=torch.int32, device="cuda")
+    clcrt.ops.grouped_gemm(a, b, sizes, out=out)
+    torch.cuda.synchronize()
+    assert torch.isnan(big[64:].float()).all(), "rows past out were written"
+    ref = torch.matmul(a.float(), b[0].float().T)  # group 0 has every row that fits
+    assert close(out, ref)[0]
+    with pytest.raises(clcrt.InvalidError, match="640"):
+        clcrt.ops.grouped_gemm(a, b, sizes, out=out)
+    clcrt.ops.grouped_gemm(a, b, torch.tensor([16] * 4, dtype=torch.int32, device="cuda"), out=out)  # reported once
+    with pytest.raises(clcrt.InvalidError, match="negative"):
+        clcrt.ops.grouped_gemm(a, b, torch.tensor([-5, 10, 10, 10], dtype=torch.int32, device="cuda"), checked=True)
+
+
+def test_masked_gemm_graph_replays_new_counts():
+    groups, cap, n, k = 6, 96, 320, 256
+    g = torch.Generator(device="cuda").manual_seed(10)
+    a = torch.randn(groups * cap, k, device="cuda", generator=g).to(torch.bfloat16)
+    b = torch.randn(groups, n, k, device="cuda", generator=g).to(torch.bfloat16)
+    sizes = torch.tensor([0, 5, 96, 200, 33, 1], dtype=torch.int32, device="cuda")
+    out = torch.zeros(groups * cap, n, dtype=torch.bfloat16, device="cuda")
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        clcrt.ops.masked_gemm(a, b, sizes, cap, out=out)
+    for counts in ([0, 5, 96, 200, 33, 1], [96, 0, 1, 17, 95, 96]):
+        sizes.copy_(torch.tensor(counts, dtype=torch.int32))
+        out.zero_()
+        graph.replay()
+        torch.cuda.synchronize()
+        for gi, c in enumerate(counts):
+            c = min(c, cap)
+            rows = out[gi * cap: gi * cap + c]
+            assert close(rows, torch.matmul(a[gi * cap: gi * cap + c].float(), b[gi].float().T))[0] if c else True
+            assert torch.all(out[gi * cap + c: (gi + 1) * cap] == 0)
+
+
+# ---- torch custom ops ----------------------------------------------------------------------------
+
+
+def test_opcheck():
+    a, b = operands(100, 200, 64, seed=11)
+    torch.library.opcheck(torch.ops.clcrt.gemm.default, (a, b))
+    torch.library.opcheck(torch.ops.clcrt.gemm.default, (a, b), {"variant": "128x128", "sched": "static"})
+    sizes = torch.tensor([30, 0, 70], dtype=torch.int32, device="cuda")
+    bg = torch.randn(3, 64, 64, device="cuda").to(torch.bfloat16)
+    torch.library.opcheck(torch.ops.clcrt.grouped_gemm.default, (a, bg, sizes))
+
+
+def test_torch_compile_fullgraph():
+    a, b = operands(300, 1000, 512, seed=12)
+    sizes = torch.tensor([100, 0, 200], dtype=torch.int32, device="cuda")
+    bg = torch.randn(3, 256, 512, device="cuda").to(torch.bfloat16)
+
+    def f(x, w, s, wg):
+        y = clcrt.ops.gemm(x, w)
+        z = clcrt.ops.grouped_gemm(x, wg, s)
+        return torch.relu(y.float()).sum(1), z
+
+    eager = f(a, b, sizes, bg)
+    compiled = torch.compile(f, fullgraph=True)(a, b, sizes, bg)
+    assert torch.allclose(compiled[0], eager[0], rtol=1e-2, atol=1e-1)
+    assert torch.equal(compiled[1], eager[1])
+    cg = torch.compile(f, mode="reduce-overhead", fullgraph=True)
+    for _ in range(3):  # warm-up, record, replay
+        r = cg(a, b, sizes, bg)
+    torch.cuda.synchronize()
+    assert torch.allclose(r[0], eager[0], rtol=1e-2, atol=1e-1)
+    assert close(r[1][:300], torch.cat([torch.matmul(a[:100].float(), bg[0].float().T),
+                                        torch.matmul(a[100:300].float(), bg[2].float().T)]))[0]

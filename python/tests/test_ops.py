@@ -1,6 +1,8 @@
-"""clcrt.ops without a GPU: the shipped source, the variant table from gemm.h, the GEMM
-kernels compiled through the shim, and the refusals that need no device."""
+"""clcrt.ops without a GPU: the op library's embedded source and variant table, its kernels
+compiled through clcrt_gemm_kernel, plans described, the torch custom ops' registration and
+fake implementations, and the refusals that need no device."""
 
+import ctypes
 import time
 
 import pytest
@@ -10,15 +12,21 @@ import clcrt
 from conftest import REPO
 
 
-def test_source_is_the_examples():
-    assert clcrt.ops.source() == (REPO / "examples" / "gemm" / "gemm.cu").read_text()
+def test_source_is_the_ops_with_its_abi():
+    src = clcrt.ops.source()
+    cu = (REPO / "ops" / "gemm.cu").read_text()
+    abi = (REPO / "ops" / "gemm_abi.h").read_text()
+    assert abi in src  # in place of the #include
+    assert '#include "gemm_abi.h"' not in src
+    head, tail = cu.split('#include "gemm_abi.h"\n')
+    assert src.startswith(head) and src.endswith(tail)
 
 
-def test_variants_from_gemm_h():
+def test_variants_from_the_op():
     vs = clcrt.ops.variants()
-    text = (REPO / "examples" / "gemm" / "gemm.h").read_text()
+    text = (REPO / "ops" / "gemm_internal.h").read_text()
     assert vs and all('"%s"' % v["name"] in text for v in vs)
-    assert vs[0]["bm"] % 64 == 0 and vs[0]["cluster_m"] in (1, 2)
+    assert vs[0]["name"] == "128x256" and vs[0]["cluster_m"] in (1, 2)
 
 
 @pytest.mark.parametrize("grouped", [False, True])
@@ -32,44 +40,79 @@ def test_gemm_kernels_compile(rt90, grouped):
     print("gemm kernel (grouped=%s) compiled in %.1f s" % (grouped, time.perf_counter() - t))
 
 
-def test_unknown_variant(rt90):
+def test_unknown_variant_and_sched(rt90):
     with pytest.raises(clcrt.InvalidError, match="128x256"):
         clcrt.ops.kernel(variant="huge", rt=rt90)
+    with pytest.raises(clcrt.InvalidError, match="steal"):
+        clcrt.ops.kernel(sched="fast", rt=rt90)
 
 
-def test_gemm_refuses_without_gpu_tensors():
+def test_blackwell_is_refused_with_a_reason():
+    with clcrt.Runtime(arch="sm_100a", cache_dir="") as rt:
+        with pytest.raises(clcrt.UnsupportedError, match="sm_90a"):
+            clcrt.ops.kernel(rt=rt)
+
+
+def test_one_call_into_c_needs_a_device(rt90):
+    """The single C call clcrt.ops makes per run, marshalled as ops makes it: a compile-only
+    runtime runs nothing and says so; bad descriptors are refused with a message first."""
+    from clcrt import _native
+
+    lib = _native.lib()
+    ops = clcrt.ops._ops(rt90)
+    st = lib.clcrt_py_gemm(ops, 1, 0, 0x10000, 0x20000, 0x30000, 256, 256, 64, 0, 0, 0, 0, 0, -1, 0, 0, 0)
+    assert st == clcrt.NoDeviceError.status
+    assert "compiles" in lib.clcrt_errmsg(rt90._h).decode()
+    d = clcrt._types.sized(clcrt._types.GemmDesc)
+    d.m, d.n, d.k, d.a, d.b, d.d = 100, 100, 12, 0x10000, 0x20000, 0x30000
+    p = clcrt._types.sized(clcrt._types.GemmPlanInfo)
+    assert lib.clcrt_gemm_plan_get(ops, None, ctypes.byref(d), ctypes.byref(p)) == clcrt.InvalidError.status
+    assert "multiple of 8" in lib.clcrt_errmsg(rt90._h).decode()
+    d.k = 64
+    assert lib.clcrt_gemm_plan_get(ops, None, ctypes.byref(d), ctypes.byref(p)) == 0
+    assert p.variant.decode() in [v["name"] for v in clcrt.ops.variants()]
+    assert lib.clcrt_gemm_max_groups() >= 1
+
+
+def test_runtime_close_destroys_the_ops():
+    rt = clcrt.Runtime(arch="sm_90a", cache_dir="")
+    clcrt.ops._ops(rt)
+    assert rt._closers
+    rt.close()
+    assert rt._closers == [] and rt._h is None
+
+
+def _torch():
     try:
         import torch
     except ImportError:
-        with pytest.raises(clcrt.InvalidError, match="PyTorch"):
-            clcrt.ops.gemm(None, None)
-        return
+        pytest.skip("PyTorch is not installed")
+    return torch
+
+
+def test_gemm_refuses_without_gpu_tensors():
+    torch = _torch()
     a = torch.zeros(4, 8, dtype=torch.bfloat16)
     with pytest.raises(clcrt.InvalidError, match="GPU"):
         clcrt.ops.gemm(a, a)
 
 
-def test_shim_plans_need_a_device(rt90):
-    """The shim's Args calls, marshalled as ops makes them: in compile-only mode they reach
-    gemm.h's tensor maps, which need the driver, and say so."""
-    import ctypes
+def test_torch_ops_registered_with_fakes():
+    """torch.ops.clcrt.* exist with schemas, and their fake implementations give the output's
+    shape without a GPU: what torch.compile traces with."""
+    torch = _torch()
+    from torch._subclasses.fake_tensor import FakeTensorMode
 
-    from clcrt import _native
-    from clcrt import _types as T
-
-    clcrt.ops.source()
-    lib = _native.lib()
-    buf = (ctypes.c_uint8 * 1024)()
-    launch = T.sized(T.GemmLaunch)
-    st = lib.clcrt_py_gemm_dense(rt90._h, -1, 132, 0x10000, 0x20000, 0x30000, 256, 256, 64, 0, 0, buf, 1024,
-                                 ctypes.byref(launch))
-    assert st == clcrt.UnsupportedError.status
-    assert "compile-only" in lib.clcrt_errmsg(rt90._h).decode()
-    st = lib.clcrt_py_gemm_grouped(rt90._h, 0, 0x10000, 0x20000, 0x30000, 100, 256, 64, 4, 0x40000, buf, 1024,
-                                   ctypes.byref(launch))
-    assert st == clcrt.UnsupportedError.status
-    assert lib.clcrt_py_gemm_grouped(rt90._h, 0, 0x10000, 0x20000, 0x30000, 100, 256, 64, 0, 0x40000, buf, 1024,
-                                     ctypes.byref(launch)) == clcrt.InvalidError.status  # no groups
-    assert lib.clcrt_py_gemm_dense(rt90._h, 99, 132, 0x10000, 0x20000, 0x30000, 256, 256, 64, 0, 0, buf, 1024,
-                                   ctypes.byref(launch)) == clcrt.InvalidError.status  # no such variant
-    assert lib.clcrt_py_gemm_max_groups() >= 1
+    clcrt.ops.register_torch_ops()
+    clcrt.ops.register_torch_ops()  # idempotent
+    assert "variant" in str(torch.ops.clcrt.gemm.default._schema)
+    with FakeTensorMode():
+        a = torch.empty(37, 64, dtype=torch.bfloat16)
+        b = torch.empty(300, 64, dtype=torch.bfloat16)
+        out = torch.ops.clcrt.gemm(a, b)
+        assert tuple(out.shape) == (37, 300) and out.dtype == torch.bfloat16
+        sizes = torch.empty(4, dtype=torch.int32)
+        g = torch.ops.clcrt.grouped_gemm(a, b.reshape(4, 75, 64), sizes)
+        assert tuple(g.shape) == (37, 75)
+        m = torch.ops.clcrt.masked_gemm(torch.empty(40, 64, dtype=torch.bfloat16), b.reshape(4, 75, 64), sizes, 10)
+        assert tuple(m.shape) == (40, 75)
