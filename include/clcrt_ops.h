@@ -50,8 +50,8 @@ typedef struct clcrt_ops clcrt_ops; /* opaque: the op library's state for one ru
 /* rt must outlive ops. Compile-only runtimes are accepted: clcrt_gemm_kernel and
  * clcrt_gemm_plan_get work, clcrt_gemm refuses (CLCRT_E_NO_DEVICE). */
 CLCRT_API clcrt_status clcrt_ops_create(clcrt_runtime *rt, clcrt_ops **out);
-/* Waits for the work on every stream that has a workspace (through its CUstream, so destroy
- * the ops, or release those streams, before their CUstreams), then frees them. NULL: no-op. */
+/* Frees the streams' workspaces with cuMemFree and cuMemFreeHost, which wait for the device's
+ * work first; the streams the op ran on need not be alive. NULL: no-op. */
 CLCRT_API void clcrt_ops_destroy(clcrt_ops *ops);
 /* Waits for s's work and frees its workspace: call it before destroying a stream the op ran
  * on while the ops lives on. A later run on the stream makes a new one. */

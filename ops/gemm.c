@@ -85,8 +85,11 @@ clcrt_status clcrt_ops_create(clcrt_runtime *rt, clcrt_ops **out) {
     return clcrt_errmsg_set(rt, CLCRT_E_INVALID, "clcrt_ops_create: %s is NULL", rt ? "out" : "the runtime");
   const char *src = clcrt_gemm_source();
   if (!src) return clcrt_errmsg_set(rt, CLCRT_E_NOMEM, "clcrt_ops_create: no memory for the GEMM's source");
-  clcrt_ops *ops = calloc(1, sizeof *ops);
-  if (!ops) return clcrt_errmsg_set(rt, CLCRT_E_NOMEM, "clcrt_ops_create: out of memory");
+  /* Aligned as its cached tensor maps are (64 bytes): calloc promises 16. */
+  clcrt_ops *ops = NULL;
+  if (posix_memalign((void **)&ops, _Alignof(clcrt_ops), sizeof *ops) != 0 || !ops)
+    return clcrt_errmsg_set(rt, CLCRT_E_NOMEM, "clcrt_ops_create: out of memory");
+  memset(ops, 0, sizeof *ops);
   ops->rt = rt;
   ops->src = src;
   if (!clcrt_runtime_compile_only(rt)) {
@@ -94,6 +97,7 @@ clcrt_status clcrt_ops_create(clcrt_runtime *rt, clcrt_ops **out) {
     ops->ctx = clcrt_runtime_context(rt);
   }
   pthread_mutex_init(&ops->lock, NULL);
+  pthread_mutex_init(&ops->map_lock, NULL);
   *out = ops;
   return CLCRT_OK;
 }
@@ -107,6 +111,7 @@ void clcrt_ops_destroy(clcrt_ops *ops) {
     (void)ops->cu->cuCtxPopCurrent(&prev);
   }
   pthread_mutex_destroy(&ops->lock);
+  pthread_mutex_destroy(&ops->map_lock);
   free(ops);
 }
 
@@ -133,6 +138,30 @@ static clcrt_status kernel_get(clcrt_ops *ops, int v, clcrt_sched sched, int gro
     pthread_mutex_unlock(&ops->lock);
   }
   *out = k;
+  return CLCRT_OK;
+}
+
+/* ---- tensor maps, cached ------------------------------------------------------------------- */
+
+static clcrt_status map_cached(void *user, clcrt_runtime *rt, clcrt_tensor_map *out, uint64_t base, uint64_t rows,
+                               uint64_t cols, uint64_t pitch_bytes, uint32_t box_rows, uint32_t box_cols) {
+  clcrt_ops *ops = user;
+  const uint64_t box = (uint64_t)box_rows << 32 | box_cols;
+  uint64_t h = (base >> 4) * 0x9E3779B97F4A7C15ull ^ rows * 0xBF58476D1CE4E5B9ull ^ (pitch_bytes + box);
+  gemm_map_entry *e = &ops->maps[(h >> 40) % GEMM_MAP_CACHE];
+  pthread_mutex_lock(&ops->map_lock);
+  if (e->base == base && e->rows == rows && e->cols == cols && e->pitch == pitch_bytes && e->box == box) {
+    *out = e->map;
+    pthread_mutex_unlock(&ops->map_lock);
+    return CLCRT_OK;
+  }
+  pthread_mutex_unlock(&ops->map_lock);
+  clcrt_status st = clcrt_tensor_map_2d(rt, out, CLCRT_DTYPE_BF16, base, rows, cols, pitch_bytes, box_rows, box_cols,
+                                        CLCRT_SWIZZLE_128B);
+  if (st != CLCRT_OK) return st;
+  pthread_mutex_lock(&ops->map_lock);
+  e->base = base, e->rows = rows, e->cols = cols, e->pitch = pitch_bytes, e->box = box, e->map = *out;
+  pthread_mutex_unlock(&ops->map_lock);
   return CLCRT_OK;
 }
 
@@ -205,6 +234,7 @@ typedef struct gemm_call {
 static clcrt_status plan_call(clcrt_ops *ops, clcrt_stream *s, gemm_ws *w, const clcrt_gemm_desc *d, gemm_ld ld,
                               int vi, int encode, gemm_call *c) {
   clcrt_runtime *rt = encode ? ops->rt : NULL;
+  const gemm_enc enc = {map_cached, ops};
   const int sms = s ? clcrt_stream_grid_sms(s) : clcrt_runtime_num_sms(ops->rt) > 0 ? clcrt_runtime_num_sms(ops->rt)
                                                                                     : 132;
   clcrt_status st;
@@ -227,7 +257,7 @@ static clcrt_status plan_call(clcrt_ops *ops, clcrt_stream *s, gemm_ws *w, const
     }
     if (d->split == CLCRT_GEMM_SPLIT_NONE) gemm_plan_share(&c->plan, GEMM_SHARE_WHOLE, d->m, d->n, d->k, sms);
     if (d->split == CLCRT_GEMM_SPLIT_ALL) gemm_plan_share(&c->plan, GEMM_SHARE_ALL, d->m, d->n, d->k, sms);
-    if ((st = gemm_dense_args_ld(rt, &c->plan, &c->args, d->a, d->b, d->d, d->m, d->n, d->k, ld, 0, 0)) != CLCRT_OK)
+    if ((st = gemm_dense_args_ld(&enc, rt, &c->plan, &c->args, d->a, d->b, d->d, d->m, d->n, d->k, ld, 0, 0)) != CLCRT_OK)
       return st;
     const gemm_variant *v = &GEMM_VARIANTS[c->plan.variant];
     c->tiles = gemm_dense_tiles(v, &c->args);
@@ -238,7 +268,7 @@ static clcrt_status plan_call(clcrt_ops *ops, clcrt_stream *s, gemm_ws *w, const
     c->plan.sched = CLCRT_SCHED_STEAL;
     const gemm_variant *v = &GEMM_VARIANTS[c->plan.variant];
     const unsigned rows = d->layout == CLCRT_GEMM_MASKED ? 0 : d->m, per = d->layout == CLCRT_GEMM_MASKED ? d->m : 0;
-    if ((st = gemm_grouped_args_ld(rt, v, &c->args, d->a, d->b, d->d, rows, d->n, d->k, ld, d->groups,
+    if ((st = gemm_grouped_args_ld(&enc, rt, v, &c->args, d->a, d->b, d->d, rows, d->n, d->k, ld, d->groups,
                                    d->group_sizes, per)) != CLCRT_OK)
       return st;
     c->tiles = gemm_grouped_tiles(v, &c->args);

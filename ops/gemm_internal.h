@@ -158,27 +158,40 @@ static inline unsigned gemm_load_align(uint64_t A, uint64_t B, unsigned k) { ret
 /* The tensor maps of A (a_rows rows, lda elements apart) and B (b_rows, ldb apart); TMA
  * needs the pitches a multiple of 16 bytes and the bases 16-byte aligned. rt NULL: none (a
  * plan described, not run). */
-static inline clcrt_status gemm_maps(clcrt_runtime *rt, const gemm_variant *v, gemm_args *a, uint64_t A,
-                                     uint64_t a_rows, uint64_t lda, uint64_t B, uint64_t b_rows, uint64_t ldb,
-                                     unsigned k) {
+/* How the maps are made: clcrt_tensor_map_2d (enc NULL), or an encoder of the caller's (the
+ * op's cache of encoded maps). */
+typedef struct gemm_enc {
+  clcrt_status (*fn)(void *user, clcrt_runtime *rt, clcrt_tensor_map *out, uint64_t base, uint64_t rows, uint64_t cols,
+                     uint64_t pitch_bytes, uint32_t box_rows, uint32_t box_cols);
+  void *user;
+} gemm_enc;
+static inline clcrt_status gemm_map(const gemm_enc *enc, clcrt_runtime *rt, clcrt_tensor_map *out, uint64_t base,
+                                    uint64_t rows, uint64_t cols, uint64_t pitch_bytes, uint32_t box_rows,
+                                    uint32_t box_cols) {
+  if (enc) return enc->fn(enc->user, rt, out, base, rows, cols, pitch_bytes, box_rows, box_cols);
+  return clcrt_tensor_map_2d(rt, out, CLCRT_DTYPE_BF16, base, rows, cols, pitch_bytes, box_rows, box_cols,
+                             CLCRT_SWIZZLE_128B);
+}
+
+static inline clcrt_status gemm_maps(const gemm_enc *enc, clcrt_runtime *rt, const gemm_variant *v, gemm_args *a,
+                                     uint64_t A, uint64_t a_rows, uint64_t lda, uint64_t B, uint64_t b_rows,
+                                     uint64_t ldb, unsigned k) {
   if (!rt) return CLCRT_OK;
-  clcrt_status st = clcrt_tensor_map_2d(rt, (clcrt_tensor_map *)&a->a, CLCRT_DTYPE_BF16, A, a_rows, k, lda * 2, v->bm,
-                                        GEMM_BK, CLCRT_SWIZZLE_128B);
+  clcrt_status st = gemm_map(enc, rt, (clcrt_tensor_map *)&a->a, A, a_rows, k, lda * 2, v->bm, GEMM_BK);
   if (st != CLCRT_OK) return st;
-  return clcrt_tensor_map_2d(rt, (clcrt_tensor_map *)&a->b, CLCRT_DTYPE_BF16, B, b_rows, k, ldb * 2, v->bn / v->cm,
-                             GEMM_BK, CLCRT_SWIZZLE_128B);
+  return gemm_map(enc, rt, (clcrt_tensor_map *)&a->b, B, b_rows, k, ldb * 2, v->bn / v->cm, GEMM_BK);
 }
 
 /* Args of a dense problem for plan p (gemm_plan_dense, or one made by hand: variant p->variant,
  * stream-K p->sk_tiles over p->sk_units in order p->sk_tail, p->shift), with row pitches ld.
  * ws/ctr: the stream-K workspace when the decomposition shares tiles (gemm_ws_bytes,
  * gemm_ctr_bytes of these args; counters zero before a run), else 0. */
-static inline clcrt_status gemm_dense_args_ld(clcrt_runtime *rt, const gemm_plan *p, gemm_args *a, uint64_t A,
-                                              uint64_t B, uint64_t D, unsigned m, unsigned n, unsigned k, gemm_ld ld,
-                                              uint64_t ws, uint64_t ctr) {
+static inline clcrt_status gemm_dense_args_ld(const gemm_enc *enc, clcrt_runtime *rt, const gemm_plan *p, gemm_args *a,
+                                              uint64_t A, uint64_t B, uint64_t D, unsigned m, unsigned n, unsigned k,
+                                              gemm_ld ld, uint64_t ws, uint64_t ctr) {
   const gemm_variant *v = &GEMM_VARIANTS[p->variant];
   memset(a, 0, sizeof *a);
-  clcrt_status st = gemm_maps(rt, v, a, A, m, ld.a, B, n, ld.b, k);
+  clcrt_status st = gemm_maps(enc, rt, v, a, A, m, ld.a, B, n, ld.b, k);
   if (st != CLCRT_OK) return st;
   a->d = D, a->ldd = ld.d;
   a->m = m, a->n = n, a->k = k;
@@ -194,7 +207,7 @@ static inline clcrt_status gemm_dense_args_ld(clcrt_runtime *rt, const gemm_plan
 static inline clcrt_status gemm_dense_args(clcrt_runtime *rt, const gemm_plan *p, gemm_args *a, uint64_t A,
                                            uint64_t B, uint64_t D, unsigned m, unsigned n, unsigned k, uint64_t ws,
                                            uint64_t ctr) {
-  return gemm_dense_args_ld(rt, p, a, A, B, D, m, n, k, gemm_ld_packed(n, k), ws, ctr);
+  return gemm_dense_args_ld(NULL, rt, p, a, A, B, D, m, n, k, gemm_ld_packed(n, k), ws, ctr);
 }
 
 #include "gemm_measure.h"
@@ -211,13 +224,14 @@ static inline clcrt_dim3 gemm_dense_tiles(const gemm_variant *v, const gemm_args
  * more are cut at total_rows and reported through Args.misuse); group_rows R > 0, the masked
  * layout: group g's rows at row g * R of A and D (groups * R rows; sizes above R count as R),
  * and a launch that does not depend on the sizes (one CUDA graph serves every routing). */
-static inline clcrt_status gemm_grouped_args_ld(clcrt_runtime *rt, const gemm_variant *v, gemm_args *a, uint64_t A,
-                                                uint64_t B, uint64_t D, unsigned total_rows, unsigned n, unsigned k,
-                                                gemm_ld ld, unsigned groups, uint64_t sizes, unsigned group_rows) {
+static inline clcrt_status gemm_grouped_args_ld(const gemm_enc *enc, clcrt_runtime *rt, const gemm_variant *v,
+                                                gemm_args *a, uint64_t A, uint64_t B, uint64_t D, unsigned total_rows,
+                                                unsigned n, unsigned k, gemm_ld ld, unsigned groups, uint64_t sizes,
+                                                unsigned group_rows) {
   memset(a, 0, sizeof *a);
   if (groups == 0 || groups > GEMM_MAX_GROUPS) return CLCRT_E_INVALID;
   if (group_rows) total_rows = groups * group_rows;
-  clcrt_status st = gemm_maps(rt, v, a, A, total_rows ? total_rows : 1, ld.a, B, (uint64_t)groups * n, ld.b, k);
+  clcrt_status st = gemm_maps(enc, rt, v, a, A, total_rows ? total_rows : 1, ld.a, B, (uint64_t)groups * n, ld.b, k);
   if (st != CLCRT_OK) return st;
   a->d = D, a->ldd = ld.d;
   a->m = total_rows, a->n = n, a->k = k;
@@ -233,7 +247,8 @@ static inline clcrt_status gemm_grouped_args_ld(clcrt_runtime *rt, const gemm_va
 static inline clcrt_status gemm_grouped_args(clcrt_runtime *rt, const gemm_variant *v, gemm_args *a, uint64_t A,
                                              uint64_t B, uint64_t D, unsigned total_rows, unsigned n, unsigned k,
                                              unsigned groups, uint64_t sizes, unsigned group_rows) {
-  return gemm_grouped_args_ld(rt, v, a, A, B, D, total_rows, n, k, gemm_ld_packed(n, k), groups, sizes, group_rows);
+  return gemm_grouped_args_ld(NULL, rt, v, a, A, B, D, total_rows, n, k, gemm_ld_packed(n, k), groups, sizes,
+                              group_rows);
 }
 
 /* The launch of a grouped problem: an upper bound of its units (the sizes are on the

@@ -26,7 +26,7 @@ static double time_plan(void *user, const gemm_plan *p) {
   const clcrt_gemm_desc *d = t->d;
   if (gemm_register(rt, t->ops->src, v, p->sched, 0, &k) != CLCRT_OK ||
       clcrt_kernel_prepare(k, CLCRT_USE_SHORT) != CLCRT_OK ||
-      gemm_dense_args_ld(rt, p, &a, d->a, d->b, d->d, d->m, d->n, d->k, t->ld, 0, 0) != CLCRT_OK)
+      gemm_dense_args_ld(NULL, rt, p, &a, d->a, d->b, d->d, d->m, d->n, d->k, t->ld, 0, 0) != CLCRT_OK)
     return -1;
   if (a.sk_units) {
     CUdeviceptr part, ctr;

@@ -44,6 +44,15 @@ typedef struct gemm_rule_entry {
 } gemm_rule_entry;
 #define GEMM_RULE_CACHE 64
 
+/* Encoded tensor maps, keyed by what they encode: a run whose operands were seen before (the
+ * weights of a layer, a benchmark's buffers) skips cuTensorMapEncodeTiled. A map depends on its
+ * key alone, so an entry stays right whatever was freed or reallocated at that address. */
+typedef struct gemm_map_entry {
+  uint64_t base, rows, pitch, cols, box; /* box: rows << 32 | columns */
+  clcrt_tensor_map map;
+} gemm_map_entry;
+#define GEMM_MAP_CACHE 64
+
 struct clcrt_ops {
   clcrt_runtime *rt;
   const clcrt_driver *cu; /* NULL in compile-only mode */
@@ -56,6 +65,8 @@ struct clcrt_ops {
   CUstream zero; /* private stream that zeroes graph workspaces' counters, made when first needed */
   gemm_rule_entry rules[GEMM_RULE_CACHE];
   unsigned nrules;
+  pthread_mutex_t map_lock;
+  gemm_map_entry maps[GEMM_MAP_CACHE];
 };
 
 /* Workspaces (gemm_ws.c). The lock of the returned stream workspace is held: release it with

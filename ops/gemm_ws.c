@@ -273,9 +273,11 @@ void gemm__ws_collect(clcrt_ops *ops) {
   }
 }
 
-/* Waits for the stream's runs and frees what it holds. */
-static void ws_free(clcrt_ops *ops, gemm_ws *w) {
-  if (w->part || w->ctr || w->misuse) (void)ops->cu->cuStreamSynchronize(w->cu);
+/* Frees what a stream's workspace holds. sync: wait for the stream's runs first (it must be
+ * alive); otherwise cuMemFree and cuMemFreeHost, which wait for the device's work before
+ * they free, are the wait, so that a stream destroyed before the ops is never touched. */
+static void ws_free(clcrt_ops *ops, gemm_ws *w, int sync) {
+  if (sync && (w->part || w->ctr || w->misuse)) (void)ops->cu->cuStreamSynchronize(w->cu);
   if (w->part) (void)ops->cu->cuMemFree(w->part);
   if (w->ctr) (void)ops->cu->cuMemFree(w->ctr);
   if (w->misuse) (void)ops->cu->cuMemFreeHost((void *)w->misuse);
@@ -299,7 +301,7 @@ clcrt_status clcrt_ops_stream_release(clcrt_ops *ops, clcrt_stream *s) {
   pthread_mutex_unlock(&w->lock);
   CUstreamCaptureMode mode;
   int relaxed = gemm__relaxed_begin(ops->cu, &mode) == CUDA_SUCCESS;
-  ws_free(ops, w);
+  ws_free(ops, w, 1);
   if (relaxed) gemm__relaxed_end(ops->cu, &mode);
   return CLCRT_OK;
 }
@@ -310,7 +312,7 @@ void gemm__ws_destroy_all(clcrt_ops *ops) {
   int relaxed = gemm__relaxed_begin(ops->cu, &mode) == CUDA_SUCCESS;
   for (gemm_ws *w = ops->ws, *next; w; w = next) {
     next = w->next;
-    ws_free(ops, w); /* runs in flight may still use the buffers (and write the misuse word) */
+    ws_free(ops, w, 0); /* the streams may be gone: the frees wait for the device */
   }
   ops->ws = NULL;
   gemm__ws_collect(ops);

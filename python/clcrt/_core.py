@@ -892,6 +892,15 @@ class Stream:
     def _destroy(self):
         if self._h is None:
             return
+        if self._owned_cu or self._cached is None:
+            # The CUstream dies with this stream (clcrt's or ours): first every wrapper of it that
+            # other runtimes (or this one) made, and their GEMM workspaces, which would otherwise
+            # wait on a destroyed stream when they are closed.
+            cu = self._rt._lib.clcrt_stream_cu(self._h)
+            for rt in list(_live):
+                w = rt._streams.pop(cu, None) if rt._h is not None and cu else None
+                if w is not None and w is not self:
+                    w._destroy()
         for f in self._rt._stream_closers:
             f(self._h)
         self._rt._lib.clcrt_stream_destroy(self._h)

@@ -197,3 +197,4 @@ def _declare(h):
     u64, u = c.c_uint64, c.c_uint
     _fn(h, "clcrt_py_gemm", st, vp, vp, c.c_int, u64, u64, u64, u, u, u, u64, u64, u64, u, u64, c.c_int, c.c_int,
         c.c_int, u)
+    _fn(h, "clcrt_py_gemm_dense", st, vp, vp, u64, u64, u64, u, u, u, u64, u64, u64, u)

@@ -25,7 +25,8 @@ import threading
 
 from . import _native
 from . import _types as T
-from ._core import Kernel, Sched, Stream, _enum, error_for, runtime, stream_handle
+from ._core import _defaults as _runtimes
+from ._core import Kernel, Sched, Stream, error_for, runtime, stream_handle
 from ._errors import InvalidError
 
 _lock = threading.Lock()
@@ -37,6 +38,7 @@ _variant_index = None
 _torch = None  # the torch module, once a call has seen it
 _bf16 = None
 _registered = False
+_raw_stream = None  # torch._C._cuda_getCurrentRawStream: the current stream's handle, cheaply
 
 
 def source():
@@ -138,13 +140,14 @@ def _split(split):
 
 
 def _torch_mod():
-    global _torch, _bf16
+    global _torch, _bf16, _raw_stream
     if _torch is None:
         try:
             import torch
         except ImportError:
             raise InvalidError("clcrt.ops work on torch tensors: install PyTorch") from None
         _bf16 = torch.bfloat16
+        _raw_stream = getattr(torch._C, "_cuda_getCurrentRawStream", None)
         _torch = torch
         register_torch_ops()
     return _torch
@@ -186,6 +189,7 @@ def _pitch(t, name):
 
 
 def _dense_shapes(torch, a, b):
+    """(m, k, n, lda, ldb) of a and b, or an InvalidError saying what is wrong."""
     _operand(torch, a, "gemm: a", (2,), torch.bfloat16)
     _operand(torch, b, "gemm: b", (2,), torch.bfloat16, a.device)
     m, k = a.shape
@@ -228,40 +232,61 @@ def gemm(a, b, out=None, *, variant=None, sched=None, stream=None, split=None, m
             return r
         out.copy_(r)
         return out
-    bf16 = _bf16
     # The fast path: the checks C cannot make (types, dtypes, devices, shapes), then one call.
-    if (type(a) is not torch.Tensor or type(b) is not torch.Tensor or a.dtype is not bf16 or b.dtype is not bf16
-            or a.dim() != 2 or b.dim() != 2):
-        _dense_shapes(torch, a, b)
-    m, k = a.shape
-    n, kb = b.shape
-    dev = a.get_device()
-    if kb != k or dev < 0 or b.get_device() != dev:
-        _dense_shapes(torch, a, b)
-    sa, sb = a.stride(), b.stride()
-    if sa[1] != 1 or sb[1] != 1:
-        _dense_shapes(torch, a, b)
+    # Anything unusual goes through the slow checks, which raise with a message or let it on.
+    bf16 = _bf16
+    try:
+        if a.dtype is not bf16 or b.dtype is not bf16:
+            raise ValueError
+        m, k = a.shape
+        n, kb = b.shape
+        sa0, sa1 = a.stride()
+        sb0, sb1 = b.stride()
+        dev = a.get_device()
+        if kb != k or dev < 0 or b.get_device() != dev or (sa1 != 1 and k > 1) or (sb1 != 1 and k > 1):
+            raise ValueError
+    except (ValueError, AttributeError, TypeError):
+        m, k, n, sa0, sb0 = _dense_shapes(torch, a, b)
+        dev = a.get_device()
     if out is None:
-        out = torch.empty((m, n), dtype=bf16, device=a.device)
+        out = a.new_empty((m, n))
         ldd = n
     else:
-        if type(out) is not torch.Tensor or out.dtype is not bf16 or out.get_device() != dev or out.dim() != 2 or \
-                out.shape[0] != m or out.shape[1] != n or (n > 1 and out.stride(1) != 1):
+        try:
+            if out.dtype is not bf16 or out.get_device() != dev:
+                raise ValueError
+            om, on = out.shape
+            ld0, ld1 = out.stride()
+            if om != m or on != n or (ld1 != 1 and n > 1):
+                raise ValueError
+        except (ValueError, AttributeError, TypeError):
             _out(torch, out, "gemm", m, n, a.device)
-        ldd = out.stride(0) if m > 1 else n
+            ld0 = out.stride(0)
+        ldd = ld0 if m > 1 else n
     if m == 0 or n == 0:
         return out
-    rt = runtime(dev)
-    s = rt.current_stream() if stream is None else _stream(rt, stream)
+    rt = _runtimes.get(dev) or runtime(dev)
+    if stream is None:
+        s = rt._streams.get(_raw_stream(dev)) if _raw_stream else None
+        if s is None:
+            s = rt.current_stream()
+    else:
+        s = _stream(rt, stream)
     ops = rt.__dict__.get("_ops_h") or _ops(rt)
-    vi = -1 if variant is None else _variant(variant)
-    si = 0 if sched is None else _sched(sched)
-    sp = 0 if split is None else _split(split)
-    st = _py_gemm(ops, s._h, _DENSE, a.data_ptr(), b.data_ptr(), out.data_ptr(), m, n, k,
-                  sa[0] if m > 1 else k, sb[0] if n > 1 else k, ldd, 0, 0, vi, si, sp, MEASURED if measured else 0)
+    opts = 0
+    if variant is not None or sched is not None or split is not None or measured:
+        opts = (_variant(variant) + 1) | _sched(sched) << 8 | _split(split) << 12 | (MEASURED if measured else 0) << 16
+    st = _py_gemm_dense(ops, s._h, a.data_ptr(), b.data_ptr(), out.data_ptr(), m, n, k, sa0 if m > 1 else k,
+                        sb0 if n > 1 else k, ldd, opts)
     if st:
         _fail(rt, st)
     return out
+
+
+def _py_gemm_dense(*args):
+    global _py_gemm_dense
+    _py_gemm_dense = _native.lib().clcrt_py_gemm_dense
+    return _py_gemm_dense(*args)
 
 
 def _py_gemm(*args):

@@ -201,7 +201,9 @@ def test_differential_random_sequences():
                     a, b = pool.operands(p)
                     out = torch.full((p["m"], p["n"]), float("nan"), dtype=torch.bfloat16, device="cuda")
                     kw = dict(variant=p["variant"], sched=p["sched"], split=p["split"])
-                    if rng.random() < 0.06:
+                    # One thread captures: torch.cuda.graph synchronises the device as it begins,
+                    # which another thread's capture would not permit.
+                    if tid == 0 and rng.random() < 0.1:
                         g = torch.cuda.CUDAGraph()
                         with torch.cuda.graph(g, stream=s, capture_error_mode="thread_local"):
                             clcrt.ops.gemm(a, b, out=out, **kw)

@@ -31,4 +31,8 @@ CLCRT_PY_API clcrt_status clcrt_py_gemm(clcrt_ops *ops, clcrt_stream *s, int lay
                                         uint64_t d, unsigned m, unsigned n, unsigned k, uint64_t lda, uint64_t ldb,
                                         uint64_t ldd, unsigned groups, uint64_t sizes, int variant, int sched,
                                         int split, unsigned flags);
+/* The dense run with the variant, scheduler, split and flags packed into opts (gemm_shim.c). */
+CLCRT_PY_API clcrt_status clcrt_py_gemm_dense(clcrt_ops *ops, clcrt_stream *s, uint64_t a, uint64_t b, uint64_t d,
+                                              unsigned m, unsigned n, unsigned k, uint64_t lda, uint64_t ldb,
+                                              uint64_t ldd, unsigned opts);
 #endif

@@ -1,0 +1,97 @@
+#!/usr/bin/env bash
+# The op library's checks on the GPU machine, in steps that fit one device call each (10 min).
+# Runs what scripts/gpu_pack.sh copied into .gpu/ (binaries built and linked statically on the
+# build machine, the Python wheel). Usage: scripts/gpu_ops.sh STEP... ; logs go to $OUT.
+#   csuite     gpu_ops (the C differential test), gpu_gemm, then every other GPU suite
+#   sanitize   gpu_ops and gpu_gemm under compute-sanitizer memcheck, racecheck, synccheck
+#   py         the wheel installed; the Python GPU tests of the op, the exit test, overhead.py
+#   exit       python/tests/exit_stress.py with $EXIT_PER_KIND processes of each kind
+#   tp         python/bench/tp_layer.py on every GPU, every mode, --check
+#   benchcmp   bench_gemm --quick --no-oracle, before (.gpu/old) and after, one call
+set -u
+OUT=${OUT:-/tmp/clcrt-gpu}
+mkdir -p "$OUT"
+export PATH=$PATH:/usr/local/cuda/bin
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+export CLCRT_CACHE_DIR=/tmp/clcrt-cache PYTHONUNBUFFERED=1
+G=.gpu
+wheel() {
+  [ -d /tmp/site/clcrt ] && return
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site $G/*.whl
+}
+for step in "$@"; do
+  echo "=================== $step ($(date +%T))"
+  t0=$(date +%s)
+  case $step in
+    others)
+      for t in $G/tests/gpu_*; do
+        case $t in *gpu_ops|*gpu_gemm) continue ;; esac
+        CK_FORK=yes CK_DEFAULT_TIMEOUT=300 timeout -k 5 150 $t > "$OUT/$(basename $t).log" 2>&1
+        echo "$(basename $t) exit $?: $(grep -E 'Checks' "$OUT/$(basename $t).log" | tail -1)"
+        grep -E ":[0-9]+:[EF]:" "$OUT/$(basename $t).log" | head -5
+      done ;;
+    csuite)
+      nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
+      CK_FORK=yes CK_DEFAULT_TIMEOUT=600 timeout -k 5 300 $G/tests/gpu_ops > "$OUT/gpu_ops.log" 2>&1
+      rc=$?; echo "gpu_ops exit $rc"; grep -E "gpu_ops:|Checks|:[0-9]+:[EF]:" "$OUT/gpu_ops.log" | head -30
+      if [ $rc != 0 ] && command -v cuda-gdb >/dev/null; then
+        CK_FORK=no CLCRT_TEST_PROGRESS=1 timeout -k 5 120 cuda-gdb -batch -ex run -ex bt -ex "info threads" \
+          --args $G/tests/gpu_ops > "$OUT/gpu_ops-gdb.log" 2>&1
+        grep -E "^#|SIGSEGV|signal|gpu_ops: " "$OUT/gpu_ops-gdb.log" | tail -30
+      fi
+      if [ -z "${SKIP_GEMM:-}" ]; then
+        CK_FORK=yes CK_DEFAULT_TIMEOUT=600 timeout -k 5 200 $G/tests/gpu_gemm > "$OUT/gpu_gemm.log" 2>&1
+        echo "gpu_gemm exit $?"; grep -E "Checks|:[0-9]+:[EF]:" "$OUT/gpu_gemm.log" | head -20
+      fi
+      [ -n "${ONLY_OPS:-}" ] && continue
+      for t in $G/tests/gpu_*; do
+        case $t in *gpu_ops|*gpu_gemm) continue ;; esac
+        CK_FORK=yes CK_DEFAULT_TIMEOUT=300 timeout -k 5 150 $t > "$OUT/$(basename $t).log" 2>&1
+        echo "$(basename $t) exit $?: $(grep -E 'Checks' "$OUT/$(basename $t).log" | tail -1)"
+        grep -E ":[0-9]+:[EF]:" "$OUT/$(basename $t).log" | head -5
+      done ;;
+    sanitize)
+      for t in ${SAN_SUITES:-gpu_ops gpu_gemm}; do
+        for tool in memcheck racecheck synccheck; do
+          CK_FORK=no CLCRT_TEST_SANITIZER=1 CK_DEFAULT_TIMEOUT=600 timeout -k 5 ${SAN_LIMIT:-90} compute-sanitizer \
+            --tool $tool --error-exitcode 3 $G/tests/$t > "$OUT/san-$t-$tool.log" 2>&1
+          echo "$t $tool exit $?: $(grep -E 'ERROR SUMMARY|Checks' "$OUT/san-$t-$tool.log" | tr '\n' ' ')"
+        done
+      done ;;
+    py)
+      wheel
+      cd python/tests
+      PYTHONPATH=/tmp/site CUDA_HOME=/usr/local/cuda timeout -k 5 ${PY_LIMIT:-420} python3 -m pytest -q -x -rs -p no:cacheprovider \
+        -s test_gpu_ops.py test_ops.py test_gpu_exit.py > "$OUT/pytest-ops.log" 2>&1
+      echo "pytest exit $?"; grep -E "differential:|passed|failed|Error|error|exit_stress" "$OUT/pytest-ops.log" | tail -25
+      cd ../..
+      PYTHONPATH=/tmp/site timeout -k 5 120 python3 python/bench/overhead.py --rounds 31 > "$OUT/overhead.log" 2>&1
+      echo "overhead exit $?"; tail -16 "$OUT/overhead.log" ;;
+    pyall)
+      wheel
+      cd python/tests
+      PYTHONPATH=/tmp/site CUDA_HOME=/usr/local/cuda timeout -k 5 500 python3 -m pytest -q -rs -p no:cacheprovider \
+        --deselect test_gpu_ops.py::test_differential_random_sequences . > "$OUT/pytest-all.log" 2>&1
+      echo "pytest exit $?"; grep -E "passed|failed|FAILED|Error" "$OUT/pytest-all.log" | tail -15
+      cd ../.. ;;
+    exit)
+      wheel
+      PYTHONPATH=/tmp/site timeout -k 5 ${EXIT_LIMIT:-500} python3 python/tests/exit_stress.py --per-kind ${EXIT_PER_KIND:-60} \
+        --jobs 16 > "$OUT/exit.log" 2>&1
+      echo "exit_stress exit $?"; tail -12 "$OUT/exit.log" ;;
+    tp)
+      wheel
+      n=$(nvidia-smi -L | wc -l)
+      PYTHONPATH=/tmp/site timeout -k 10 ${TP_LIMIT:-400} python3 python/bench/tp_layer.py --spawn $n --check \
+        --json "$OUT/tp$n.json" > "$OUT/tp$n.log" 2>&1
+      echo "tp_layer --spawn $n exit $?"; tail -30 "$OUT/tp$n.log" ;;
+    benchcmp)
+      for v in old new; do
+        b=$G/bench/bench_gemm; [ $v = old ] && b=$G/old/bench_gemm
+        timeout -k 5 ${BENCH_LIMIT:-200} $b --quick --no-oracle --json "$OUT/bench-$v.json" > "$OUT/bench-$v.log" 2>&1
+        echo "bench_gemm $v exit $?"
+      done
+      python3 scripts/bench_gemm_compare.py "$OUT/bench-old.json" "$OUT/bench-new.json" 2>&1 | tail -20 ;;
+  esac
+  echo "--- $step took $(( $(date +%s) - t0 )) s"
+done
