@@ -109,6 +109,32 @@ def test_field_errors():
         a.x = object()
 
 
+def test_integers_that_do_not_fit_are_refused():
+    """ctypes stores an integer modulo 2^bits; a field refuses one it cannot hold, naming itself."""
+
+    class Ints(clcrt.Args):
+        _fields_ = [("a", clcrt.i64), ("b", clcrt.i32), ("c", clcrt.u32), ("d", clcrt.u8),
+                    ("e", clcrt.array(clcrt.i16, 2))]
+
+    r = Ints()
+    for field, value in (("a", 2**70), ("a", -2**63 - 1), ("b", 2**31), ("b", -2**31 - 1), ("c", -1), ("c", 2**32),
+                         ("d", 256), ("e", [1, 2**15]), ("e", (-2**15 - 1, 0))):
+        with pytest.raises(ValueError, match=r"Ints\.%s.*does not fit in clcrt\." % field) as ei:
+            setattr(r, field, value)
+        assert isinstance(ei.value, clcrt.InvalidError)
+        assert str(value if not isinstance(value, (list, tuple)) else max(value, key=abs)) in str(ei.value)
+    with pytest.raises(clcrt.InvalidError, match=r"Ints\.c: -1 does not fit in clcrt\.u32 \(0 to 2\*\*32-1\)"):
+        Ints(c=-1)
+    # The extremes fit, and nothing above changed the struct.
+    assert bytes(r) == bytes(Ints())
+    r.a, r.b, r.c, r.d, r.e = -2**63, 2**31 - 1, 2**32 - 1, 255, [-2**15, 2**15 - 1]
+    assert (r.a, r.b, r.c, r.d, list(r.e)) == (-2**63, 2**31 - 1, 2**32 - 1, 255, [-2**15, 2**15 - 1])
+    r.b = True  # a bool is an int; floats and strings keep their own refusal
+    assert r.b == 1
+    with pytest.raises(clcrt.InvalidError, match="cannot store"):
+        r.b = 1.5
+
+
 # ---- tensors -------------------------------------------------------------------------------------
 
 
