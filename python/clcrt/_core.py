@@ -316,6 +316,11 @@ class Runtime:
         if not args_type:
             raise InvalidError("register: name the Args type: args=<clcrt.Args subclass> or args_type=\"Name\"")
         if args_cls is not None and check_args:
+            if not _args.mentions(source, args_type):
+                raise InvalidError(
+                    'Args type "%s" does not appear in the source: name the device struct in class %s with '
+                    'c_name = "<its C++ name>" (or pass args_type=)' % (args_type, args.__name__)
+                )
             source = source + _args.check_source(args_cls, args_type)
         if isinstance(options, str):
             options = [options]

@@ -465,6 +465,22 @@ def _mask(kinds):
     return m
 
 
+_SPLICE = re.compile(r"\\\r?\n")
+
+
+def mentions(source, c_name):
+    """Whether the last component of the C++ name c_name occurs in source as a whole identifier,
+    line splices joined; always true when the source pastes tokens (## or %:%:), which may make
+    the name. The check clcrt_register makes of desc->args_type (runtime/compile/validate.c),
+    made here first because the checks appended to the source name the type themselves, which
+    the library's check would find."""
+    text = _SPLICE.sub("", source)
+    if "##" in text or "%:%:" in text:
+        return True
+    last = re.escape(c_name.rsplit(":", 1)[-1])
+    return re.search(r"(?<![A-Za-z0-9_])%s(?![A-Za-z0-9_])" % last, text) is not None
+
+
 def check_source(cls, c_name=None):
     """The C++ appended to the tile source so that NVRTC checks the declaration ``cls``."""
     t = c_name or cls.c_name

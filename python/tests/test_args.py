@@ -335,6 +335,30 @@ def test_check_args_off(rt90):
     assert k.args is Wrong
 
 
+def test_args_class_named_nowhere_in_the_source(rt90):
+    """The checks appended for a declaration name its type themselves, so the library's check
+    that the Args type appears in the source always passed, and NVRTC then failed on every
+    generated check (79 lines). One line, as for args="NoSuchArgs", with the way out."""
+
+    class NoSuchArgs(clcrt.Args):
+        _fields_ = [("x", clcrt.ptr("float32")), ("n", clcrt.i64), ("alpha", clcrt.f32)]
+
+    with pytest.raises(clcrt.InvalidError) as by_name:
+        rt90.register(SCALE_SRC, "scale_tile", "NoSuchArgs", block=64)
+    with pytest.raises(clcrt.InvalidError) as by_class:
+        rt90.register(SCALE_SRC, "scale_tile", NoSuchArgs, block=64)
+    msg = by_class.value.message
+    assert "\n" not in msg and 'c_name = "' in msg and "class NoSuchArgs" in msg, msg
+    head = 'Args type "NoSuchArgs" does not appear in the source: '
+    assert msg.startswith(head) and by_name.value.message.startswith(head), (msg, by_name.value.message)
+    # c_name is what is looked for (its last component, as C++ names it), and a right one passes.
+    NoSuchArgs.c_name = "ns::Missing"
+    with pytest.raises(clcrt.InvalidError, match='Args type "ns::Missing" does not appear'):
+        rt90.register(SCALE_SRC, "scale_tile", NoSuchArgs, block=64)
+    NoSuchArgs.c_name = "ScaleArgs"
+    assert rt90.register(SCALE_SRC, "scale_tile", NoSuchArgs, block=64).args_type == "ScaleArgs"
+
+
 def test_check_source_is_appended_after_a_line_directive():
     text = A.check_source(ScaleArgs)
     assert '#line 1 "<clcrt.Args ScaleArgs>"' in text
