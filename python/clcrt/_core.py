@@ -119,12 +119,18 @@ def _bytes(s, what):
     if s is None:
         return None
     if isinstance(s, bytes):
-        return s
-    if isinstance(s, str):
-        return s.encode()
-    if isinstance(s, os.PathLike):
-        return os.fsencode(s)
-    raise InvalidError("%s: %r is not a string" % (what, s))
+        b = s
+    elif isinstance(s, str):
+        b = s.encode()
+    elif isinstance(s, os.PathLike):
+        b = os.fsencode(s)
+    else:
+        raise InvalidError("%s: %r is not a string" % (what, s))
+    # C reads a string up to its first NUL: whatever follows would be dropped without a word.
+    if b"\0" in b:
+        at = s.index("\0") if isinstance(s, str) else b.index(b"\0")
+        raise InvalidError("%s contains a NUL character (at index %d): C would read the string only up to it" % (what, at))
+    return b
 
 
 def _text(p):
@@ -326,7 +332,7 @@ class Runtime:
             options = [options]
         opts = [_bytes(o, "options") for o in (options or ())]
         d = T.sized(T.TileDesc)
-        keep = [source.encode(), tile_fn.encode(), args_type.encode()]
+        keep = [_bytes(source, "source"), tile_fn.encode(), _bytes(args_type, "args")]
         d.source, d.tile_fn, d.args_type = keep
         d.block = T.Dim3(*_dim3(block, "block"))
         d.cluster = T.Dim3(*_dim3(cluster, "cluster")) if cluster is not None else T.Dim3(0, 0, 0)

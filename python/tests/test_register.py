@@ -179,6 +179,23 @@ def test_register_argument_errors(rt90):
         rt90.register(SCALE_SRC, "scale_tile", 42)
 
 
+def test_strings_with_a_nul_are_refused(rt90):
+    """C reads a string up to its first NUL: the rest of a source (with the Args checks appended
+    to it) used to vanish without a word. Every string that goes to C is refused instead."""
+    with pytest.raises(clcrt.InvalidError, match=r"source contains a NUL character \(at index 4\)"):
+        rt90.register("int \0" + SCALE_SRC, "scale_tile", ScaleArgs, block=64)
+    with pytest.raises(clcrt.InvalidError, match="source contains a NUL"):
+        rt90.register(SCALE_SRC + "\0garbage(", "scale_tile", ScaleArgs, block=64)
+    with pytest.raises(clcrt.InvalidError, match="args contains a NUL"):
+        rt90.register(SCALE_SRC, "scale_tile", "ScaleArgs\0Other", block=64)
+    with pytest.raises(clcrt.InvalidError, match="options contains a NUL"):
+        rt90.register(SCALE_SRC, "scale_tile", ScaleArgs, block=64, options=["-DA=1\0-DB=2"])
+    with pytest.raises(clcrt.InvalidError, match="arch contains a NUL"):
+        clcrt.Runtime(arch="sm_90a\0junk", cache_dir="")
+    with pytest.raises(clcrt.InvalidError, match="cache_dir contains a NUL"):
+        clcrt.Runtime(arch="sm_90a", cache_dir=b"/tmp\0/x")
+
+
 def test_compile_only_cannot_run(rt90, scale_kernel):
     with pytest.raises(clcrt.UnsupportedError) as ei:
         rt90.stream()
