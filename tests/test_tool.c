@@ -336,14 +336,16 @@ static const char tile_src[] =
     "  if (i < a.n) a.x[i] *= a.alpha;\n"
     "}\n";
 
-static void write_src(const char *name, const char *text) {
+static void write_bytes(const char *name, const void *data, size_t n) {
   char p[600];
   snprintf(p, sizeof p, "%s/%s", tmpdir, name);
   FILE *f = fopen(p, "w");
   ck_assert_ptr_nonnull(f);
-  fputs(text, f);
-  fclose(f);
+  ck_assert_uint_eq(fwrite(data, 1, n, f), n);
+  ck_assert_int_eq(fclose(f), 0);
 }
+
+static void write_src(const char *name, const char *text) { write_bytes(name, text, strlen(text)); }
 
 /* clcrt compile for sm_90a and sm_100a with every scheduler that the target supports,
  * then inspect: the entry symbol names the scheduler, and only clc has UGETNEXTWORKID. */
@@ -425,6 +427,17 @@ START_TEST(compile_errors) {
   ck_assert_int_eq(run("compile --no-cache --arch sm_90a --fn scale_tile --args ScaleArgs --sched clc %s/scale.cu", tmpdir), 2);
   ck_assert_int_eq(run("compile --no-cache --arch sm_90a --fn scale_tile --args ScaleArgs %s/missing.cu", tmpdir), 3);
   ck_assert_int_eq(run("compile --no-cache --arch sm_90a --fn scale_tile --args ScaleArgs %s", tmpdir), 3);
+  /* A NUL byte would end the source NVRTC gets there, and what follows would vanish. */
+  char nul[sizeof tile_src + 16];
+  memcpy(nul, tile_src, sizeof tile_src); /* with its NUL */
+  memcpy(nul + sizeof tile_src, "garbage(", 8);
+  write_bytes("nul.cu", nul, sizeof tile_src + 8);
+  ck_assert_int_eq(run("compile --no-cache --arch sm_90a --fn scale_tile --args ScaleArgs -o %s/nul.cubin %s/nul.cu",
+                       tmpdir, tmpdir),
+                   3);
+  char want[100];
+  snprintf(want, sizeof want, "nul.cu: byte %zu is a NUL", sizeof tile_src - 1);
+  has(err_text, want);
 }
 END_TEST
 

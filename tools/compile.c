@@ -41,8 +41,8 @@ static const char help[] =
     "  -h, --help\n"
     "\n"
     "Exit codes: 0 written; 2 usage error (also an unsupported combination, e.g. --sched clc\n"
-    "for sm_90a); 3 FILE.cu unreadable or OUT not writable; 4 compile error (NVRTC's log is\n"
-    "printed on stderr).\n";
+    "for sm_90a); 3 FILE.cu unreadable (or not text: it holds a NUL byte) or OUT not writable;\n"
+    "4 compile error (NVRTC's log is printed on stderr).\n";
 
 /* --variant: a comma list of trace, graph, preempt, short (observed: an alias of trace). */
 static int parse_uses(const char *s, unsigned *uses) {
@@ -188,6 +188,16 @@ int cmd_compile(int argc, char **argv) {
   char err[256];
   if (tool_read_file(src_path, &src, &n, err, sizeof err) != 0) {
     fprintf(stderr, "clcrt: %s: %s\n", src_path, err);
+    free(xopts);
+    return TOOL_BADINPUT;
+  }
+  /* The descriptor takes the source as a C string: a NUL would end it there, and the rest
+   * would be compiled away without a word. */
+  const uint8_t *nul = memchr(src, 0, n);
+  if (nul) {
+    fprintf(stderr, "clcrt: %s: byte %zu is a NUL: a CUDA source is text, and the compile would stop there\n",
+            src_path, (size_t)(nul - src));
+    free(src);
     free(xopts);
     return TOOL_BADINPUT;
   }
