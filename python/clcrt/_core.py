@@ -153,7 +153,8 @@ def _executor():
 
 @dataclasses.dataclass(frozen=True)
 class KernelInfo:
-    """clcrt_kernel_info. from_cache: 0 compiled, 1 memory cache, 2 disk cache."""
+    """clcrt_kernel_info. from_cache: how the registration that made the Kernel found it: 0
+    compiled, 1 memory cache, 2 disk cache."""
 
     name: str
     arch: str
@@ -377,7 +378,10 @@ class Runtime:
                 if e is not None:
                     raise e
             raise error_for(st, msg)
-        return Kernel(self, k.value, args_cls, args_type)
+        kern = Kernel(self, k.value, args_cls, args_type)
+        # Read now: a later registration that finds the same C kernel sets its from_cache too.
+        kern.info
+        return kern
 
     def register_async(self, *a, **kw):
         """register() on a thread pool: returns a concurrent.futures.Future of the Kernel.

@@ -96,6 +96,8 @@ def test_variants_and_prepare(scale_kernel):
 def test_memory_cache_hit(rt90, scale_kernel):
     again = rt90.register(SCALE_SRC, "scale_tile", ScaleArgs, block=256)
     assert again._h == scale_kernel._h  # the same kernel, found in memory
+    # Each Kernel says how its own registration found it, though both hold one C handle.
+    assert again.info.from_cache == 1 and scale_kernel.info.from_cache == 0
     s = rt90.cache_stats()
     assert s.mem_hits >= 1 and s.misses >= 1
 

@@ -194,7 +194,7 @@ clcrt_status clcrt_kernel_info_get(const clcrt_kernel *k, clcrt_kernel_info *inf
   v.param_bytes = k->args_size; /* known once loaded; 0 in compile-only mode */
   v.has_clc = k->kinfo->has_clc;
   v.compile_ms = k->compile_ms;
-  v.from_cache = k->from_cache;
+  v.from_cache = __atomic_load_n(&k->from_cache, __ATOMIC_RELAXED);
   memcpy(info, &v, info->size);
   return CLCRT_OK;
 }
