@@ -248,7 +248,7 @@ typedef struct clcrt_kernel_info {
                              reserves where the kernel uses mbarriers included) */
   unsigned dynamic_smem;  /* as registered (STEAL's and CLC's response ring comes after it, 128 bytes
                              at smem_bytes rounded up to 16, in the runs that use it) */
-  size_t param_bytes;     /* size of the Args parameter */
+  size_t param_bytes;     /* size of the Args parameter (the driver's word; in compile-only mode the cubin's) */
   int has_clc;            /* the cubin contains UGETNEXTWORKID (clusterlaunchcontrol.try_cancel) */
   double compile_ms;      /* NVRTC time of the compile that made this kernel (0 when it came from the
                              disk cache) */

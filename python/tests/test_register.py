@@ -2,6 +2,7 @@
 asynchronous registration, and the errors with their messages."""
 
 import concurrent.futures
+import ctypes
 import os
 
 import pytest
@@ -36,6 +37,7 @@ def test_register_and_info(scale_kernel):
     assert i.block == (256, 1, 1) and i.cluster == (1, 1, 1)
     assert i.registers > 0 and i.stack_bytes >= 0 and i.static_smem >= 0
     assert i.from_cache == 0 and i.compile_ms > 0 and not i.has_clc
+    assert i.param_bytes == ctypes.sizeof(ScaleArgs) == 24  # from the cubin: no device to ask
     assert scale_kernel.args is ScaleArgs and scale_kernel.args_type == "ScaleArgs"
 
 
