@@ -226,8 +226,6 @@ class Runtime:
         if st:
             msg = _text(lib.clcrt_errmsg(h))
             lib.clcrt_runtime_destroy(h)
-            if "target_arch" in msg and arch is None:
-                msg += " (from Python: clcrt.Runtime(arch=\"sm_90a\"))"
             raise error_for(st, msg)
         self._h = h.value
         self.device = device
@@ -473,11 +471,7 @@ class Runtime:
                 st = self._lib.clcrt_stream_create_ex(self._h, ctypes.byref(opts), ctypes.byref(h))
         else:
             st = self._lib.clcrt_stream_create_ex(self._h, ctypes.byref(opts), ctypes.byref(h))
-        if st:
-            msg = _text(self._lib.clcrt_errmsg(self._h))
-            if "CLCRT_STREAM_SM_ROUND" in msg:
-                msg += ' (from Python: rt.stream(..., round="up") or round="down")'
-            raise error_for(st, msg)
+        self._check(st)
         s = Stream(self, h.value, side=side)
         self._owned.append(s)
         return s
