@@ -441,6 +441,35 @@ START_TEST(compile_errors) {
 }
 END_TEST
 
+/* The library's messages name the C fields and constants a C caller sets; clcrt compile's user
+ * set them with flags, and its messages name the flags. */
+START_TEST(compile_messages_name_flags) {
+  write_src("scale.cu", tile_src);
+  static const struct {
+    const char *flags, *want[2];
+  } cases[] = {
+      {"--arch sm_90a --fn scal_tile --args ScaleArgs", {"does not appear in the source: check --fn", NULL}},
+      {"--arch sm_90a --fn scale_tile --args Nope", {"check --args", NULL}},
+      {"--arch sm_90a --fn scale_tile --args ScaleArgs --sched clc",
+       {"--sched clc needs Cluster Launch Control", "use --sched steal or --sched auto"}},
+      {"--arch sm_90a --fn scale_tile --args ScaleArgs --sched static --grid full",
+       {"--grid applies to --sched steal only", NULL}},
+      {"--arch sm_90a --fn scale_tile --args ScaleArgs --smem 400000", {"--smem 400000: sm_90a allows", NULL}},
+      {"--arch sm_90a --fn scale_tile --args ScaleArgs -X -arch=sm_80",
+       {"--nvrtc-opt \"-arch=sm_80\": the architecture", "(set --arch instead)"}},
+      {"--arch hopper --fn scale_tile --args ScaleArgs", {"--arch \"hopper\" is not an architecture", NULL}},
+      {"--arch sm_90a --fn scale_tile --args ScaleArgs --cuda-home /", {"(--cuda-home)", "leave out --cuda-home"}},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+    ck_assert_int_eq(run("compile --no-cache %s -o %s/x.cubin %s/scale.cu", cases[i].flags, tmpdir, tmpdir), 2);
+    for (int w = 0; w < 2 && cases[i].want[w]; w++) has(err_text, cases[i].want[w]);
+    static const char *const c_words[] = {"desc->", "opts.", "CLCRT_SCHED_", "CLCRT_GRID_", "target_arch", "NULL"};
+    for (size_t w = 0; w < sizeof c_words / sizeof *c_words; w++)
+      ck_assert_msg(!strstr(err_text, c_words[w]), "%s: \"%s\" in:\n%s", cases[i].flags, c_words[w], err_text);
+  }
+}
+END_TEST
+
 /* The cache commands over a cache that `clcrt compile` filled. */
 START_TEST(cache_commands) {
   write_src("scale.cu", tile_src);
@@ -515,6 +544,7 @@ int main(void) {
   tcase_add_test(t, diff_and_fail_on);
   tcase_add_test(t, compile_then_inspect);
   tcase_add_test(t, compile_errors);
+  tcase_add_test(t, compile_messages_name_flags);
   tcase_add_test(t, cache_commands);
   suite_add_tcase(s, t);
   SRunner *r = srunner_create(s);
