@@ -359,6 +359,24 @@ def test_args_class_named_nowhere_in_the_source(rt90):
     assert rt90.register(SCALE_SRC, "scale_tile", NoSuchArgs, block=64).args_type == "ScaleArgs"
 
 
+def test_field_named_like_a_python_keyword(rt90):
+    """What docs/python.md shows for a device field named `in`: _fields_, then getattr/setattr."""
+    src = ("struct CopyArgs { const float *in; float *out; long n; };\n"
+           "__device__ void copy_tile(const clcrt::Tile &t, const CopyArgs &a) {\n"
+           "  long i = (long)t.linear * blockDim.x + threadIdx.x;\n"
+           "  if (i < a.n) a.out[i] = a.in[i];\n"
+           "}\n")
+
+    class CopyArgs(clcrt.Args):
+        _fields_ = [("in", clcrt.ptr("float32")), ("out", clcrt.ptr("float32")), ("n", clcrt.i64)]
+
+    a = CopyArgs(0x1000, 0x2000, 4)
+    assert bytes(CopyArgs(**{"in": 0x1000, "out": 0x2000, "n": 4})) == bytes(a)
+    setattr(a, "in", 0x3000)
+    assert getattr(a, "in") == 0x3000 and struct.unpack_from("<QQq", bytes(a)) == (0x3000, 0x2000, 4)
+    assert rt90.register(src, "copy_tile", CopyArgs, block=64).args is CopyArgs
+
+
 def test_check_source_is_appended_after_a_line_directive():
     text = A.check_source(ScaleArgs)
     assert '#line 1 "<clcrt.Args ScaleArgs>"' in text
