@@ -120,22 +120,27 @@ static const struct {
 
 static int word_char(char c) { return isalnum((unsigned char)c) || c == '_'; }
 
+/* The entry of flag_words whose C name is the whole word at p in msg, or -1. */
+static int flag_word_at(const char *msg, const char *p) {
+  if (p > msg && word_char(p[-1])) return -1;
+  for (size_t i = 0; i < sizeof flag_words / sizeof *flag_words; i++) {
+    size_t n = strlen(flag_words[i].c);
+    if (strncmp(p, flag_words[i].c, n) == 0 && !word_char(p[n])) return (int)i;
+  }
+  return -1;
+}
+
 /* Prints the library's message msg with its C names in flag_words replaced by the flags. */
 static void put_flag_words(FILE *f, const char *msg) {
   for (const char *p = msg; *p;) {
-    size_t i = 0, n = 0;
-    if (p == msg || !word_char(p[-1]))
-      for (; i < sizeof flag_words / sizeof *flag_words; i++) {
-        n = strlen(flag_words[i].c);
-        if (strncmp(p, flag_words[i].c, n) == 0 && !word_char(p[n])) break;
-      }
-    if (n == 0 || i == sizeof flag_words / sizeof *flag_words) {
+    int i = flag_word_at(msg, p);
+    if (i < 0) {
       fputc(*p++, f);
       continue;
     }
     fputs(flag_words[i].flag, f);
-    p += n;
-    size_t digits = *p == '[' ? strspn(p + 1, "0123456789") : 0;
+    p += strlen(flag_words[i].c);
+    size_t digits = *p == '[' ? strspn(p + 1, "0123456789") : 0; /* desc->options[N] */
     if (digits && p[digits + 1] == ']') p += digits + 2;
   }
 }
