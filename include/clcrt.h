@@ -256,10 +256,13 @@ typedef struct clcrt_kernel_info {
                              reserves where the kernel uses mbarriers included) */
   unsigned dynamic_smem;  /* as registered (STEAL's and CLC's response ring comes after it, 128 bytes
                              at smem_bytes rounded up to 16, in the runs that use it) */
-  size_t param_bytes;     /* size of the Args parameter */
+  size_t param_bytes;     /* size of the Args parameter (the driver's word; in compile-only mode the cubin's) */
   int has_clc;            /* the cubin contains UGETNEXTWORKID (clusterlaunchcontrol.try_cancel) */
-  double compile_ms;      /* NVRTC time for this kernel (0 on a cache hit) */
-  int from_cache;         /* 0 compiled, 1 memory cache, 2 disk cache */
+  double compile_ms;      /* NVRTC time of the compile that made this kernel (0 when it came from the
+                             disk cache) */
+  int from_cache;         /* 0 compiled, 1 memory cache, 2 disk cache: how the latest registration
+                             that returned this kernel found it (registrations that find the same
+                             kernel all get the same handle) */
 } clcrt_kernel_info;
 
 #define CLCRT_KERNEL_INFO_INIT                                                                                 \

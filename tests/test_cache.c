@@ -506,12 +506,22 @@ static int entries_in(const char *dir) {
   return (int)n;
 }
 
+/* clcrt_kernel_info.from_cache of a kernel: how the latest registration that returned it
+ * found it. */
+static int from_cache(const clcrt_kernel *k) {
+  clcrt_kernel_info info = CLCRT_KERNEL_INFO_INIT;
+  ck_assert_int_eq(clcrt_kernel_info_get(k, &info), CLCRT_OK);
+  return info.from_cache;
+}
+
 START_TEST(e2e_memory_hit) {
   clcrt_runtime *rt = rt_new();
   clcrt_tile_desc d = scale_desc(256);
   clcrt_kernel *a = reg(rt, &d);
+  ck_assert_int_eq(from_cache(a), 0);
   /* The same description again, and an equal copy of it: the loaded kernel, no NVRTC. */
   clcrt_kernel *b = reg(rt, &d);
+  ck_assert_int_eq(from_cache(b), 1);
   char *src = strdup(SCALE);
   clcrt_tile_desc d2 = scale_desc(256);
   d2.source = src;
@@ -519,12 +529,26 @@ START_TEST(e2e_memory_hit) {
   free(src);
   ck_assert_ptr_eq(a, b);
   ck_assert_ptr_eq(a, c);
+  ck_assert_int_eq(from_cache(c), 1);
   clcrt_cache_stats s = stats(rt);
   ck_assert_uint_eq(s.misses, 1);
   ck_assert_uint_eq(s.mem_hits, 2);
   ck_assert_uint_eq(s.disk_hits, 0);
   ck_assert(s.compile_ms > 0);
   ck_assert_int_eq(entries_in(g_dir), 1);
+  clcrt_runtime_destroy(rt);
+  /* A description that differs but resolves to the same kernel (AUTO is STEAL on sm_90a) is
+   * found by the content key: in the next runtime, from the disk, then from memory. */
+  rt = rt_new();
+  clcrt_tile_desc autod = scale_desc(256);
+  autod.sched = CLCRT_SCHED_AUTO;
+  a = reg(rt, &autod);
+  ck_assert_int_eq(from_cache(a), 2);
+  ck_assert_ptr_eq(reg(rt, &d), a);
+  ck_assert_int_eq(from_cache(a), 1);
+  s = stats(rt);
+  ck_assert_uint_eq(s.disk_hits, 1);
+  ck_assert_uint_eq(s.mem_hits, 1);
   clcrt_runtime_destroy(rt);
 }
 END_TEST

@@ -279,8 +279,40 @@ START_TEST(test_steal_full_grid_options) {
   ck_assert_int_eq(info.grid, CLCRT_GRID_FULL);
   ck_assert_int_eq(info.sched, CLCRT_SCHED_STEAL);
   ck_assert_uint_eq(info.dynamic_smem, 100 * 1024);
-  ck_assert_int_eq(info.param_bytes, 0); /* known only once loaded */
+  ck_assert_int_eq(info.param_bytes, 24); /* sizeof(ScaleArgs) */
   clcrt_runtime_destroy(rt);
+}
+END_TEST
+
+/* In compile-only mode the Args parameter's size comes from the cubin (on a device from
+ * cuFuncGetParamInfo): from KPARAM_INFO, and from the record NVRTC writes instead for large
+ * parameters (20000 bytes here). It used to be 0. */
+START_TEST(test_param_bytes_compile_only) {
+  static const int floats[] = {3, 1000, 5000};
+  for (int a = 0; a < 2; a++) {
+    clcrt_runtime *rt = rt_new(a ? "sm_100a" : "sm_90a");
+    for (int i = 0; i < 3; i++) {
+      char src[512];
+      snprintf(src, sizeof src,
+               "struct FloatsArgs { float x[%d]; };\n"
+               "__device__ void floats_tile(const clcrt::Tile &t, const FloatsArgs &a) {\n"
+               "  if (a.x[t.linear] > 1.0f) asm volatile(\"trap;\");\n"
+               "}\n",
+               floats[i]);
+      clcrt_tile_desc d = scale_desc();
+      d.source = src;
+      d.tile_fn = "floats_tile";
+      d.args_type = "FloatsArgs";
+      clcrt_kernel *k = NULL;
+      clcrt_status st = clcrt_register(rt, &d, &k);
+      ck_assert_msg(st == CLCRT_OK, "%d floats: %s", floats[i], clcrt_errmsg(rt));
+      clcrt_kernel_info info = CLCRT_KERNEL_INFO_INIT;
+      ck_assert_int_eq(clcrt_kernel_info_get(k, &info), CLCRT_OK);
+      ck_assert_msg(info.param_bytes == 4u * (unsigned)floats[i], "%s, %d floats: param_bytes %zu", info.arch,
+                    floats[i], info.param_bytes);
+    }
+    clcrt_runtime_destroy(rt);
+  }
 }
 END_TEST
 
@@ -1805,6 +1837,7 @@ static Suite *core_suite(void) {
   TCase *tc = tcase_create("matrix");
   tcase_add_loop_test(tc, test_matrix, 0, MATRIX_SM100 + MATRIX_SM90);
   tcase_add_test(tc, test_steal_full_grid_options);
+  tcase_add_test(tc, test_param_bytes_compile_only);
   tcase_add_test(tc, test_namespaced_names);
   tcase_add_test(tc, test_desc_older_size);
   tcase_add_test(tc, test_observed_variant);

@@ -130,6 +130,7 @@ START_TEST(cluster_block_params_mbarriers) {
     ck_assert_int_eq(k->num_mbarriers, 1);
     ck_assert_int_eq(k->param_bytes, 40);
     ck_assert_int_eq(k->num_params, 1);
+    ck_assert_int_eq(k->param0_bytes, 40);
     ck_assert_int_eq(k->param_offset, i == 0 ? 0x210 : 0x380);
     ck_assert_uint_eq(k->static_smem, 4104 + 1024);
     ck_assert_uint_eq(k->reserved_smem, 1024);
@@ -140,6 +141,7 @@ START_TEST(cluster_block_params_mbarriers) {
     ck_assert_int_eq(p->explicit_cluster, 0);
     ck_assert_int_eq(p->param_bytes, 12);
     ck_assert_int_eq(p->num_params, 2);
+    ck_assert_int_eq(p->param0_bytes, 8); /* float *x, before int n */
     ck_assert_uint_eq(p->static_smem, 0);
     ck_assert_int_eq(p->num_mbarriers, CLCRT__CUBIN_UNKNOWN);
     clcrt__cubin_free(&c);

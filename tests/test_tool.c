@@ -336,14 +336,16 @@ static const char tile_src[] =
     "  if (i < a.n) a.x[i] *= a.alpha;\n"
     "}\n";
 
-static void write_src(const char *name, const char *text) {
+static void write_bytes(const char *name, const void *data, size_t n) {
   char p[600];
   snprintf(p, sizeof p, "%s/%s", tmpdir, name);
   FILE *f = fopen(p, "w");
   ck_assert_ptr_nonnull(f);
-  fputs(text, f);
-  fclose(f);
+  ck_assert_uint_eq(fwrite(data, 1, n, f), n);
+  ck_assert_int_eq(fclose(f), 0);
 }
+
+static void write_src(const char *name, const char *text) { write_bytes(name, text, strlen(text)); }
 
 /* clcrt compile for sm_90a and sm_100a with every scheduler that the target supports,
  * then inspect: the entry symbol names the scheduler, and only clc has UGETNEXTWORKID. */
@@ -425,6 +427,46 @@ START_TEST(compile_errors) {
   ck_assert_int_eq(run("compile --no-cache --arch sm_90a --fn scale_tile --args ScaleArgs --sched clc %s/scale.cu", tmpdir), 2);
   ck_assert_int_eq(run("compile --no-cache --arch sm_90a --fn scale_tile --args ScaleArgs %s/missing.cu", tmpdir), 3);
   ck_assert_int_eq(run("compile --no-cache --arch sm_90a --fn scale_tile --args ScaleArgs %s", tmpdir), 3);
+  /* A NUL byte would end the source NVRTC gets there, and what follows would vanish. */
+  char nul[sizeof tile_src + 16];
+  memcpy(nul, tile_src, sizeof tile_src); /* with its NUL */
+  memcpy(nul + sizeof tile_src, "garbage(", 8);
+  write_bytes("nul.cu", nul, sizeof tile_src + 8);
+  ck_assert_int_eq(run("compile --no-cache --arch sm_90a --fn scale_tile --args ScaleArgs -o %s/nul.cubin %s/nul.cu",
+                       tmpdir, tmpdir),
+                   3);
+  char want[100];
+  snprintf(want, sizeof want, "nul.cu: byte %zu is a NUL", sizeof tile_src - 1);
+  has(err_text, want);
+}
+END_TEST
+
+/* The library's messages name the C fields and constants a C caller sets; clcrt compile's user
+ * set them with flags, and its messages name the flags. */
+START_TEST(compile_messages_name_flags) {
+  write_src("scale.cu", tile_src);
+  static const struct {
+    const char *flags, *want[2];
+  } cases[] = {
+      {"--arch sm_90a --fn scal_tile --args ScaleArgs", {"does not appear in the source: check --fn", NULL}},
+      {"--arch sm_90a --fn scale_tile --args Nope", {"check --args", NULL}},
+      {"--arch sm_90a --fn scale_tile --args ScaleArgs --sched clc",
+       {"--sched clc needs Cluster Launch Control", "use --sched steal or --sched auto"}},
+      {"--arch sm_90a --fn scale_tile --args ScaleArgs --sched static --grid full",
+       {"--grid applies to --sched steal only", NULL}},
+      {"--arch sm_90a --fn scale_tile --args ScaleArgs --smem 400000", {"--smem 400000: sm_90a allows", NULL}},
+      {"--arch sm_90a --fn scale_tile --args ScaleArgs -X -arch=sm_80",
+       {"--nvrtc-opt \"-arch=sm_80\": the architecture", "(set --arch instead)"}},
+      {"--arch hopper --fn scale_tile --args ScaleArgs", {"--arch \"hopper\" is not an architecture", NULL}},
+      {"--arch sm_90a --fn scale_tile --args ScaleArgs --cuda-home /", {"(--cuda-home)", "leave out --cuda-home"}},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+    ck_assert_int_eq(run("compile --no-cache %s -o %s/x.cubin %s/scale.cu", cases[i].flags, tmpdir, tmpdir), 2);
+    for (int w = 0; w < 2 && cases[i].want[w]; w++) has(err_text, cases[i].want[w]);
+    static const char *const c_words[] = {"desc->", "opts.", "CLCRT_SCHED_", "CLCRT_GRID_", "target_arch", "NULL"};
+    for (size_t w = 0; w < sizeof c_words / sizeof *c_words; w++)
+      ck_assert_msg(!strstr(err_text, c_words[w]), "%s: \"%s\" in:\n%s", cases[i].flags, c_words[w], err_text);
+  }
 }
 END_TEST
 
@@ -502,6 +544,7 @@ int main(void) {
   tcase_add_test(t, diff_and_fail_on);
   tcase_add_test(t, compile_then_inspect);
   tcase_add_test(t, compile_errors);
+  tcase_add_test(t, compile_messages_name_flags);
   tcase_add_test(t, cache_commands);
   suite_add_tcase(s, t);
   SRunner *r = srunner_create(s);

@@ -1,5 +1,6 @@
 /* clcrt compile: the compile clcrt_register does, ahead of time and without a GPU, through
  * the public API in compile-only mode (clcrt_runtime_opts.target_arch). */
+#include <ctype.h>
 #include <errno.h>
 #include <getopt.h>
 #include <inttypes.h>
@@ -41,8 +42,8 @@ static const char help[] =
     "  -h, --help\n"
     "\n"
     "Exit codes: 0 written; 2 usage error (also an unsupported combination, e.g. --sched clc\n"
-    "for sm_90a); 3 FILE.cu unreadable or OUT not writable; 4 compile error (NVRTC's log is\n"
-    "printed on stderr).\n";
+    "for sm_90a); 3 FILE.cu unreadable (or not text: it holds a NUL byte) or OUT not writable;\n"
+    "4 compile error (NVRTC's log is printed on stderr).\n";
 
 /* --variant: a comma list of trace, graph, preempt, short (observed: an alias of trace). */
 static int parse_uses(const char *s, unsigned *uses) {
@@ -88,6 +89,60 @@ static int write_file(const char *path, const void *data, size_t n) {
   int ok = fwrite(data, 1, n, f) == n;
   ok &= fclose(f) == 0;
   return ok ? 0 : -1;
+}
+
+/* The library's messages name what a C caller sets (desc->tile_fn, opts.target_arch,
+ * CLCRT_SCHED_STEAL); this command's user set it with a flag. Tried in order at each word;
+ * a field without a flag (desc->min_blocks_per_sm) keeps its C name. */
+static const struct {
+  const char *c, *flag;
+} flag_words[] = {
+    {"desc->tile_fn", "--fn"},
+    {"desc->args_type", "--args"},
+    {"desc->state_type", "--state"},
+    {"desc->prologue_fn", "--prologue"},
+    {"desc->smem_bytes is", "--smem"},
+    {"desc->grid", "--grid"},
+    {"desc->options", "--nvrtc-opt"}, /* its index is dropped: the option's text follows */
+    {"set opts.cuda_home to NULL", "leave out --cuda-home"},
+    {"opts.cuda_home", "--cuda-home"},
+    {"opts.target_arch", "--arch"},
+    {"target_arch", "--arch"},
+    {"CLCRT_SCHED_AUTO", "--sched auto"},
+    {"CLCRT_SCHED_CLC", "--sched clc"},
+    {"CLCRT_SCHED_STEAL", "--sched steal"},
+    {"CLCRT_SCHED_STATIC", "--sched static"},
+    {"CLCRT_SCHED_FIXED", "--sched fixed"},
+    {"CLCRT_GRID_AUTO", "--grid auto"},
+    {"CLCRT_GRID_FULL", "--grid full"},
+    {"CLCRT_GRID_PERSISTENT", "--grid persistent"},
+};
+
+static int word_char(char c) { return isalnum((unsigned char)c) || c == '_'; }
+
+/* The entry of flag_words whose C name is the whole word at p in msg, or -1. */
+static int flag_word_at(const char *msg, const char *p) {
+  if (p > msg && word_char(p[-1])) return -1;
+  for (size_t i = 0; i < sizeof flag_words / sizeof *flag_words; i++) {
+    size_t n = strlen(flag_words[i].c);
+    if (strncmp(p, flag_words[i].c, n) == 0 && !word_char(p[n])) return (int)i;
+  }
+  return -1;
+}
+
+/* Prints the library's message msg with its C names in flag_words replaced by the flags. */
+static void put_flag_words(FILE *f, const char *msg) {
+  for (const char *p = msg; *p;) {
+    int i = flag_word_at(msg, p);
+    if (i < 0) {
+      fputc(*p++, f);
+      continue;
+    }
+    fputs(flag_words[i].flag, f);
+    p += strlen(flag_words[i].c);
+    size_t digits = *p == '[' ? strspn(p + 1, "0123456789") : 0; /* desc->options[N] */
+    if (digits && p[digits + 1] == ']') p += digits + 2;
+  }
 }
 
 static int usage_err(const char *msg, const char *arg) {
@@ -191,6 +246,16 @@ int cmd_compile(int argc, char **argv) {
     free(xopts);
     return TOOL_BADINPUT;
   }
+  /* The descriptor takes the source as a C string: a NUL would end it there, and the rest
+   * would be compiled away without a word. */
+  const uint8_t *nul = memchr(src, 0, n);
+  if (nul) {
+    fprintf(stderr, "clcrt: %s: byte %zu is a NUL: a CUDA source is text, and the compile would stop there\n",
+            src_path, (size_t)(nul - src));
+    free(src);
+    free(xopts);
+    return TOOL_BADINPUT;
+  }
   char *text = realloc(src, n + 1);
   if (!text) {
     free(src);
@@ -216,7 +281,12 @@ int cmd_compile(int argc, char **argv) {
   if (st != CLCRT_OK) {
     const char *detail = rt ? clcrt_errmsg(rt) : NULL;
     fprintf(stderr, "clcrt compile: %s: %s\n", clcrt_status_name(st), clcrt_status_str(st));
-    if (detail && *detail) fprintf(stderr, "%s\n", detail);
+    if (detail && *detail && st == CLCRT_E_COMPILE) {
+      fprintf(stderr, "%s\n", detail); /* NVRTC's log, which quotes the user's code */
+    } else if (detail && *detail) {
+      put_flag_words(stderr, detail);
+      fputc('\n', stderr);
+    }
     rc = st == CLCRT_E_INVALID || st == CLCRT_E_UNSUPPORTED ? TOOL_USAGE : st == CLCRT_E_IO ? TOOL_BADINPUT : TOOL_COMPILE;
     goto done;
   }

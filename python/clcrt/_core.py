@@ -121,12 +121,18 @@ def _bytes(s, what):
     if s is None:
         return None
     if isinstance(s, bytes):
-        return s
-    if isinstance(s, str):
-        return s.encode()
-    if isinstance(s, os.PathLike):
-        return os.fsencode(s)
-    raise InvalidError("%s: %r is not a string" % (what, s))
+        b = s
+    elif isinstance(s, str):
+        b = s.encode()
+    elif isinstance(s, os.PathLike):
+        b = os.fsencode(s)
+    else:
+        raise InvalidError("%s: %r is not a string" % (what, s))
+    # C reads a string up to its first NUL: whatever follows would be dropped without a word.
+    if b"\0" in b:
+        at = s.index("\0") if isinstance(s, str) else b.index(b"\0")
+        raise InvalidError("%s contains a NUL character (at index %d): C would read the string only up to it" % (what, at))
+    return b
 
 
 def _text(p):
@@ -149,7 +155,8 @@ def _executor():
 
 @dataclasses.dataclass(frozen=True)
 class KernelInfo:
-    """clcrt_kernel_info. from_cache: 0 compiled, 1 memory cache, 2 disk cache."""
+    """clcrt_kernel_info. from_cache: how the registration that made the Kernel found it: 0
+    compiled, 1 memory cache, 2 disk cache."""
 
     name: str
     arch: str
@@ -221,8 +228,6 @@ class Runtime:
         if st:
             msg = _text(lib.clcrt_errmsg(h))
             lib.clcrt_runtime_destroy(h)
-            if "target_arch" in msg and arch is None:
-                msg += " (from Python: clcrt.Runtime(arch=\"sm_90a\"))"
             raise error_for(st, msg)
         self._h = h.value
         self.device = device
@@ -327,12 +332,17 @@ class Runtime:
         if not args_type:
             raise InvalidError("register: name the Args type: args=<clcrt.Args subclass> or args_type=\"Name\"")
         if args_cls is not None and check_args:
+            if not _args.mentions(source, args_type):
+                raise InvalidError(
+                    'Args type "%s" does not appear in the source: name the device struct in class %s with '
+                    'c_name = "<its C++ name>" (or pass args_type=)' % (args_type, args.__name__)
+                )
             source = source + _args.check_source(args_cls, args_type)
         if isinstance(options, str):
             options = [options]
         opts = [_bytes(o, "options") for o in (options or ())]
         d = T.sized(T.TileDesc)
-        keep = [source.encode(), tile_fn.encode(), args_type.encode()]
+        keep = [_bytes(source, "source"), tile_fn.encode(), _bytes(args_type, "args")]
         d.source, d.tile_fn, d.args_type = keep
         d.block = T.Dim3(*_dim3(block, "block"))
         d.cluster = T.Dim3(*_dim3(cluster, "cluster")) if cluster is not None else T.Dim3(0, 0, 0)
@@ -377,7 +387,10 @@ class Runtime:
                 if e is not None:
                     raise e
             raise error_for(st, msg)
-        return Kernel(self, k.value, args_cls, args_type)
+        kern = Kernel(self, k.value, args_cls, args_type)
+        # Read now: a later registration that finds the same C kernel sets its from_cache too.
+        kern.info
+        return kern
 
     def register_async(self, *a, **kw):
         """register() on a thread pool: returns a concurrent.futures.Future of the Kernel.
@@ -469,11 +482,7 @@ class Runtime:
                 st = self._lib.clcrt_stream_create_ex(self._h, ctypes.byref(opts), ctypes.byref(h))
         else:
             st = self._lib.clcrt_stream_create_ex(self._h, ctypes.byref(opts), ctypes.byref(h))
-        if st:
-            msg = _text(self._lib.clcrt_errmsg(self._h))
-            if "CLCRT_STREAM_SM_ROUND" in msg:
-                msg += ' (from Python: rt.stream(..., round="up") or round="down")'
-            raise error_for(st, msg)
+        self._check(st)
         s = Stream(self, h.value, side=side)
         self._owned.append(s)
         return s

@@ -9,6 +9,8 @@ from the matching built-in exception (InvalidError is a ValueError, NotFoundErro
 LookupError, ...), so generic handlers keep working.
 """
 
+import re
+
 # Same order as CLCRT_STATUS_MAP in include/clcrt.h; the tests check each value against
 # clcrt_status_name.
 STATUS_NAMES = (
@@ -26,6 +28,36 @@ STATUS_NAMES = (
     "CLCRT_E_CANCELLED",
 )
 STATUS = {name: i for i, name in enumerate(STATUS_NAMES)}
+
+# The library's messages name what a C caller set (desc->tile_fn, opts.target_arch,
+# CLCRT_SCHED_STEAL); a Python caller wrote keywords and values (tile_fn=, arch=, sched="steal").
+# Applied in order to every message but NVRTC's logs, which quote the user's own code.
+_KEYWORDS = {"target_arch": "arch", "args_type": "args"}
+
+
+def _kw(m):
+    return _KEYWORDS.get(m.group(1), m.group(1)) + "="
+
+
+_PYTHON_WORDS = (
+    (re.compile(r'\bopts\.target_arch \(e\.g\. ("\w+")\)'), r"arch=\1"),
+    (re.compile(r"\bset opts\.(\w+) to NULL"), r"pass \1=None"),
+    (re.compile(r"\b(?:clcrt_runtime_opts|opts)\.(\w+)(?: is )?"), _kw),
+    (re.compile(r"\bdesc->options\[(\d+)\]"), r"options[\1]"),
+    (re.compile(r'\bdesc->(\w+)(?: is | (?="))?'), _kw),
+    (re.compile(r'\btarget_arch (?=")'), "arch="),
+    (re.compile(r"\btarget_arch\b"), "arch"),
+    (re.compile(r"\bCLCRT_(SCHED|GRID)_([A-Z]+)\b"), lambda m: '%s="%s"' % (m.group(1).lower(), m.group(2).lower())),
+    (re.compile(r"\bCLCRT_STREAM_SM_ROUND_(UP|DOWN)\b"), lambda m: 'round="%s"' % m.group(1).lower()),
+    (re.compile(r"\bCLCRT_USE_([A-Z]+)\b"), r"clcrt.Use.\1"),
+)
+
+
+def python_words(message):
+    """A message of the library in the words of the Python API."""
+    for pattern, repl in _PYTHON_WORDS:
+        message = pattern.sub(repl, message)
+    return message
 
 
 class Error(Exception):
@@ -132,8 +164,8 @@ CLASSES = {
 
 
 def error_for(status, message):
-    """The exception for a C status and its message."""
+    """The exception for a C status and its message (in Python's words, NVRTC's logs as they are)."""
     cls = CLASSES.get(status, Error)
-    e = cls(message)
+    e = cls(message if status == STATUS["CLCRT_E_COMPILE"] else python_words(message))
     e.status = status
     return e

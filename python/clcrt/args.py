@@ -29,6 +29,7 @@ loudly (the CPU tests cover it), and ``check_args=False`` registers without the 
 """
 
 import ctypes
+import operator
 import re
 import sys
 
@@ -103,7 +104,7 @@ _POINTEE = {
 
 
 class _Field:
-    __slots__ = ("name", "offset", "size", "align", "kinds", "pointee", "dtype", "ctype", "spec")
+    __slots__ = ("name", "offset", "size", "align", "kinds", "pointee", "dtype", "ctype", "spec", "bounds")
 
     def describe(self):
         return "%s@%d (%s, %d bytes)" % (self.name, self.offset, type_name(self.spec), self.size)
@@ -138,6 +139,19 @@ def _ctype(t):
         "%r is not an Args field type: use clcrt.i8 .. clcrt.u64, clcrt.f32, clcrt.f64, clcrt.bool_, "
         "clcrt.ptr or clcrt.ptr(dtype), clcrt.TensorMap, another clcrt.Args, or clcrt.array(type, n)" % (t,)
     )
+
+
+def _int_bounds(ct):
+    """(least, greatest) value an integer field (or an array's integer elements) can hold, else
+    None. ctypes stores an integer modulo 2^bits without a word, so the field checks these."""
+    while isinstance(ct, type) and issubclass(ct, ctypes.Array):
+        ct = ct._type_
+    if not (isinstance(ct, type) and issubclass(ct, ctypes._SimpleCData)) or ct._type_ == "c":
+        return None
+    kind, bits = _SIMPLE_KINDS.get(ct._type_), 8 * ctypes.sizeof(ct)
+    if kind == K_SINT:
+        return -(1 << bits - 1), (1 << bits - 1) - 1
+    return (0, (1 << bits) - 1) if kind == K_UINT else None
 
 
 def _size_align(t):
@@ -184,6 +198,7 @@ def _layout(cls_name, decl):
         f.kinds = _kinds(t)
         f.dtype = t.dtype if isinstance(t, ptr) else None
         f.pointee = _POINTEE.get(f.dtype)
+        f.bounds = None if f.kinds[0] == K_PTR else _int_bounds(f.ctype)
         off = (off + f.align - 1) // f.align * f.align
         f.offset = off
         off += f.size
@@ -294,6 +309,8 @@ class Args(ctypes.Structure, metaclass=_ArgsMeta):
             raise InvalidError("%s has no field %r" % (type(self).__name__, name))
         if f.ctype is ctypes.c_uint64 and f.kinds[0] == K_PTR:
             return self._set_ptr(f, value)
+        if f.bounds is not None:
+            self._check_int(f, f.name, value)
         if isinstance(value, (list, tuple)) and issubclass(f.ctype, ctypes.Array):
             try:
                 value = f.ctype(*value)
@@ -311,6 +328,25 @@ class Args(ctypes.Structure, metaclass=_ArgsMeta):
         except (TypeError, ValueError, OverflowError) as e:
             self._keep(f.name, old or [])
             raise InvalidError("%s.%s: cannot store %r: %s" % (type(self).__name__, name, value, e)) from None
+
+    def _check_int(self, f, where, value):
+        """Refuses an integer (or a list's) that f cannot hold; other values are left to ctypes."""
+        if isinstance(value, (list, tuple)):
+            for i, v in enumerate(value):
+                self._check_int(f, "%s[%d]" % (where, i), v)
+            return
+        try:
+            v = operator.index(value)
+        except TypeError:
+            return
+        lo, hi = f.bounds
+        if not lo <= v <= hi:
+            t = f.ctype
+            while issubclass(t, ctypes.Array):
+                t = t._type_
+            bits = hi.bit_length()
+            span = "0 to 2**%d-1" % bits if lo == 0 else "-2**%d to 2**%d-1" % (bits, bits)
+            raise InvalidError("%s.%s: %d does not fit in %s (%s)" % (type(self).__name__, where, v, type_name(t), span))
 
     def _keep(self, name, pairs):
         """Records the (object, device) pairs a field refers to; returns the field's old ones.
@@ -427,6 +463,22 @@ def _mask(kinds):
     for k in kinds:
         m |= 1 << k
     return m
+
+
+_SPLICE = re.compile(r"\\\r?\n")
+
+
+def mentions(source, c_name):
+    """Whether the last component of the C++ name c_name occurs in source as a whole identifier,
+    line splices joined; always true when the source pastes tokens (## or %:%:), which may make
+    the name. The check clcrt_register makes of desc->args_type (runtime/compile/validate.c),
+    made here first because the checks appended to the source name the type themselves, which
+    the library's check would find."""
+    text = _SPLICE.sub("", source)
+    if "##" in text or "%:%:" in text:
+        return True
+    last = re.escape(c_name.rsplit(":", 1)[-1])
+    return re.search(r"(?<![A-Za-z0-9_])%s(?![A-Za-z0-9_])" % last, text) is not None
 
 
 def check_source(cls, c_name=None):

@@ -109,6 +109,32 @@ def test_field_errors():
         a.x = object()
 
 
+def test_integers_that_do_not_fit_are_refused():
+    """ctypes stores an integer modulo 2^bits; a field refuses one it cannot hold, naming itself."""
+
+    class Ints(clcrt.Args):
+        _fields_ = [("a", clcrt.i64), ("b", clcrt.i32), ("c", clcrt.u32), ("d", clcrt.u8),
+                    ("e", clcrt.array(clcrt.i16, 2))]
+
+    r = Ints()
+    for field, value in (("a", 2**70), ("a", -2**63 - 1), ("b", 2**31), ("b", -2**31 - 1), ("c", -1), ("c", 2**32),
+                         ("d", 256), ("e", [1, 2**15]), ("e", (-2**15 - 1, 0))):
+        with pytest.raises(ValueError, match=r"Ints\.%s.*does not fit in clcrt\." % field) as ei:
+            setattr(r, field, value)
+        assert isinstance(ei.value, clcrt.InvalidError)
+        assert str(value if not isinstance(value, (list, tuple)) else max(value, key=abs)) in str(ei.value)
+    with pytest.raises(clcrt.InvalidError, match=r"Ints\.c: -1 does not fit in clcrt\.u32 \(0 to 2\*\*32-1\)"):
+        Ints(c=-1)
+    # The extremes fit, and nothing above changed the struct.
+    assert bytes(r) == bytes(Ints())
+    r.a, r.b, r.c, r.d, r.e = -2**63, 2**31 - 1, 2**32 - 1, 255, [-2**15, 2**15 - 1]
+    assert (r.a, r.b, r.c, r.d, list(r.e)) == (-2**63, 2**31 - 1, 2**32 - 1, 255, [-2**15, 2**15 - 1])
+    r.b = True  # a bool is an int; floats and strings keep their own refusal
+    assert r.b == 1
+    with pytest.raises(clcrt.InvalidError, match="cannot store"):
+        r.b = 1.5
+
+
 # ---- tensors -------------------------------------------------------------------------------------
 
 
@@ -307,6 +333,48 @@ def test_check_args_off(rt90):
 
     k = rt90.register(SCALE_SRC, "scale_tile", Wrong, block=64, check_args=False)
     assert k.args is Wrong
+
+
+def test_args_class_named_nowhere_in_the_source(rt90):
+    """The checks appended for a declaration name its type themselves, so the library's check
+    that the Args type appears in the source always passed, and NVRTC then failed on every
+    generated check (79 lines). One line, as for args="NoSuchArgs", with the way out."""
+
+    class NoSuchArgs(clcrt.Args):
+        _fields_ = [("x", clcrt.ptr("float32")), ("n", clcrt.i64), ("alpha", clcrt.f32)]
+
+    with pytest.raises(clcrt.InvalidError) as by_name:
+        rt90.register(SCALE_SRC, "scale_tile", "NoSuchArgs", block=64)
+    with pytest.raises(clcrt.InvalidError) as by_class:
+        rt90.register(SCALE_SRC, "scale_tile", NoSuchArgs, block=64)
+    msg = by_class.value.message
+    assert "\n" not in msg and 'c_name = "' in msg and "class NoSuchArgs" in msg, msg
+    head = 'Args type "NoSuchArgs" does not appear in the source: '
+    assert msg.startswith(head) and by_name.value.message.startswith(head), (msg, by_name.value.message)
+    # c_name is what is looked for (its last component, as C++ names it), and a right one passes.
+    NoSuchArgs.c_name = "ns::Missing"
+    with pytest.raises(clcrt.InvalidError, match='Args type "ns::Missing" does not appear'):
+        rt90.register(SCALE_SRC, "scale_tile", NoSuchArgs, block=64)
+    NoSuchArgs.c_name = "ScaleArgs"
+    assert rt90.register(SCALE_SRC, "scale_tile", NoSuchArgs, block=64).args_type == "ScaleArgs"
+
+
+def test_field_named_like_a_python_keyword(rt90):
+    """What docs/python.md shows for a device field named `in`: _fields_, then getattr/setattr."""
+    src = ("struct CopyArgs { const float *in; float *out; long n; };\n"
+           "__device__ void copy_tile(const clcrt::Tile &t, const CopyArgs &a) {\n"
+           "  long i = (long)t.linear * blockDim.x + threadIdx.x;\n"
+           "  if (i < a.n) a.out[i] = a.in[i];\n"
+           "}\n")
+
+    class CopyArgs(clcrt.Args):
+        _fields_ = [("in", clcrt.ptr("float32")), ("out", clcrt.ptr("float32")), ("n", clcrt.i64)]
+
+    a = CopyArgs(0x1000, 0x2000, 4)
+    assert bytes(CopyArgs(**{"in": 0x1000, "out": 0x2000, "n": 4})) == bytes(a)
+    setattr(a, "in", 0x3000)
+    assert getattr(a, "in") == 0x3000 and struct.unpack_from("<QQq", bytes(a)) == (0x3000, 0x2000, 4)
+    assert rt90.register(src, "copy_tile", CopyArgs, block=64).args is CopyArgs
 
 
 def test_check_source_is_appended_after_a_line_directive():

@@ -2,6 +2,7 @@
 asynchronous registration, and the errors with their messages."""
 
 import concurrent.futures
+import ctypes
 import os
 
 import pytest
@@ -16,7 +17,7 @@ def test_device_runtime_or_a_clear_error():
     try:
         rt = clcrt.Runtime()
     except clcrt.NoDeviceError as e:
-        assert "target_arch" in e.message or "driver" in e.message, e.message
+        assert "arch=" in e.message or "driver" in e.message, e.message
         return
     assert not rt.compile_only and rt.arch.startswith("sm_")
     rt.close()
@@ -36,6 +37,7 @@ def test_register_and_info(scale_kernel):
     assert i.block == (256, 1, 1) and i.cluster == (1, 1, 1)
     assert i.registers > 0 and i.stack_bytes >= 0 and i.static_smem >= 0
     assert i.from_cache == 0 and i.compile_ms > 0 and not i.has_clc
+    assert i.param_bytes == ctypes.sizeof(ScaleArgs) == 24  # from the cubin: no device to ask
     assert scale_kernel.args is ScaleArgs and scale_kernel.args_type == "ScaleArgs"
 
 
@@ -96,6 +98,8 @@ def test_variants_and_prepare(scale_kernel):
 def test_memory_cache_hit(rt90, scale_kernel):
     again = rt90.register(SCALE_SRC, "scale_tile", ScaleArgs, block=256)
     assert again._h == scale_kernel._h  # the same kernel, found in memory
+    # Each Kernel says how its own registration found it, though both hold one C handle.
+    assert again.info.from_cache == 1 and scale_kernel.info.from_cache == 0
     s = rt90.cache_stats()
     assert s.mem_hits >= 1 and s.misses >= 1
 
@@ -177,6 +181,55 @@ def test_register_argument_errors(rt90):
         rt90.register(SCALE_SRC, "scale_tile")
     with pytest.raises(clcrt.InvalidError, match="clcrt.Args"):
         rt90.register(SCALE_SRC, "scale_tile", 42)
+
+
+def test_strings_with_a_nul_are_refused(rt90):
+    """C reads a string up to its first NUL: the rest of a source (with the Args checks appended
+    to it) used to vanish without a word. Every string that goes to C is refused instead."""
+    with pytest.raises(clcrt.InvalidError, match=r"source contains a NUL character \(at index 4\)"):
+        rt90.register("int \0" + SCALE_SRC, "scale_tile", ScaleArgs, block=64)
+    with pytest.raises(clcrt.InvalidError, match="source contains a NUL"):
+        rt90.register(SCALE_SRC + "\0garbage(", "scale_tile", ScaleArgs, block=64)
+    with pytest.raises(clcrt.InvalidError, match="args contains a NUL"):
+        rt90.register(SCALE_SRC, "scale_tile", "ScaleArgs\0Other", block=64)
+    with pytest.raises(clcrt.InvalidError, match="options contains a NUL"):
+        rt90.register(SCALE_SRC, "scale_tile", ScaleArgs, block=64, options=["-DA=1\0-DB=2"])
+    with pytest.raises(clcrt.InvalidError, match="arch contains a NUL"):
+        clcrt.Runtime(arch="sm_90a\0junk", cache_dir="")
+    with pytest.raises(clcrt.InvalidError, match="cache_dir contains a NUL"):
+        clcrt.Runtime(arch="sm_90a", cache_dir=b"/tmp\0/x")
+
+
+def test_messages_say_what_python_took(rt90, scale_kernel, tmp_path):
+    """The library's messages name C's fields and constants (desc->tile_fn, opts.target_arch,
+    CLCRT_SCHED_STEAL); from Python they name the keywords and values its caller wrote."""
+
+    def reg(fn="scale_tile", args=ScaleArgs, **kw):
+        return rt90.register(SCALE_SRC, fn, args, **kw)
+
+    cases = [
+        (lambda: reg(fn="scal_tile"), ['does not appear in the source: check tile_fn='], clcrt.InvalidError),
+        (lambda: reg(args="Nope"), ['Args type "Nope" does not appear in the source: check args='], clcrt.InvalidError),
+        (lambda: reg(sched="clc"), ['sched="clc" needs Cluster Launch Control', 'use sched="steal" or sched="auto"'],
+         clcrt.UnsupportedError),
+        (lambda: reg(sched="static", grid="full"), ['grid= applies to sched="steal" only'], clcrt.InvalidError),
+        (lambda: reg(smem_bytes=400 * 1024), ["smem_bytes=409600: sm_90a allows"], clcrt.InvalidError),
+        (lambda: reg(options=["-arch=sm_80"]), ['options[0] "-arch=sm_80"', "(set arch= instead)"], clcrt.InvalidError),
+        (lambda: reg(state_type="St"), ["state_type= and prologue_fn= go together"], clcrt.InvalidError),
+        (lambda: reg(min_blocks_per_sm=32), ["min_blocks_per_sm=32: with 128 threads"], clcrt.InvalidError),
+        (lambda: scale_kernel.variant(16), ["not clcrt.Use.TRACE, clcrt.Use.GRAPH"], clcrt.InvalidError),
+        (lambda: clcrt.Runtime(arch="hopper"), ['arch="hopper" is not an architecture'], clcrt.InvalidError),
+        (lambda: clcrt.Runtime(arch="sm_90a", cuda_home=str(tmp_path)), ["(cuda_home=)", "pass cuda_home=None"],
+         clcrt.InvalidError),
+    ]
+    for call, words, cls in cases:
+        with pytest.raises(cls) as ei:
+            call()
+        msg = ei.value.message
+        for w in words:
+            assert w in msg, (w, msg)
+        for c in ("desc->", "opts.", "opts->", "CLCRT_SCHED_", "CLCRT_GRID_", "CLCRT_USE_", "target_arch", "NULL"):
+            assert c not in msg, (c, msg)
 
 
 def test_compile_only_cannot_run(rt90, scale_kernel):

@@ -222,11 +222,12 @@ def test_budget_streams_reach_the_library(rt90, monkeypatch):
             rt90.stream(**kw)
         assert lib.calls == [(ctypes.sizeof(T.StreamOpts),) + want], kw
     assert rt90._owned == []
-    # The library's refusal of a budget it would round names the C flags; Python adds its own words.
-    lib.answer = (4, b"an SM budget of 66 cannot be honoured exactly: ask for 72 (CLCRT_STREAM_SM_ROUND_UP accepts that)")
+    # The library's refusal of a budget it would round names the C flags; Python names its keyword.
+    lib.answer = (4, b"an SM budget of 66 cannot be honoured exactly: ask for 72 (CLCRT_STREAM_SM_ROUND_UP accepts that) "
+                     b"or 64 (CLCRT_STREAM_SM_ROUND_DOWN gives that)")
     with pytest.raises(clcrt.UnsupportedError) as e:
         rt90.stream(sm_budget=66)
-    assert str(e.value).endswith('ROUND_UP accepts that) (from Python: rt.stream(..., round="up") or round="down")')
+    assert str(e.value).endswith('ask for 72 (round="up" accepts that) or 64 (round="down" gives that)')
 
 
 def test_ops_keep_a_clcrt_stream(rt90):

@@ -132,6 +132,8 @@ clcrt_status clcrt__kernel_finish(clcrt_runtime *rt, clcrt_kernel *k) {
                          "kernel %s needs %u bytes of dynamic (%u of them the scheduler's response ring) plus %llu of "
                          "static shared memory per CTA, but %s allows %u in all",
                          k->name, dyn, k->ring_bytes, (unsigned long long)k->kinfo->static_smem, rt->arch, limit);
+    /* What load() asks the driver for, from the cubin's parameter records. */
+    if (k->kinfo->param0_bytes > 0) k->args_size = (size_t)k->kinfo->param0_bytes;
     return CLCRT_OK;
   }
   return load(rt, k);
@@ -191,10 +193,10 @@ clcrt_status clcrt_kernel_info_get(const clcrt_kernel *k, clcrt_kernel_info *inf
   v.stack_bytes = k->kinfo->frame_bytes;
   v.static_smem = (unsigned)k->kinfo->static_smem;
   v.dynamic_smem = k->smem_bytes;
-  v.param_bytes = k->args_size; /* known once loaded; 0 in compile-only mode */
+  v.param_bytes = k->args_size; /* the driver's word, or in compile-only mode the cubin's */
   v.has_clc = k->kinfo->has_clc;
   v.compile_ms = k->compile_ms;
-  v.from_cache = k->from_cache;
+  v.from_cache = __atomic_load_n(&k->from_cache, __ATOMIC_RELAXED);
   memcpy(info, &v, info->size);
   return CLCRT_OK;
 }

@@ -19,6 +19,14 @@ static clcrt_kernel *find_key(clcrt_runtime *rt, const uint8_t *key) {
   return NULL;
 }
 
+/* A registration served by k from memory; called with rt->lock held. Every registration that
+ * finds k gets k itself, so its from_cache says how the latest one found it (atomic: info_get
+ * reads it without the lock). */
+static void mem_hit(clcrt_runtime *rt, clcrt_kernel *k) {
+  rt->cstats.mem_hits++;
+  __atomic_store_n(&k->from_cache, 1, __ATOMIC_RELAXED);
+}
+
 static void unlink_kernel(clcrt_runtime *rt, clcrt_kernel *k) {
   for (clcrt_kernel **pp = &rt->kernels; *pp; pp = &(*pp)->next)
     if (*pp == k) {
@@ -129,7 +137,7 @@ static clcrt_status register_variant(clcrt_runtime *rt, const clcrt_tile_desc *d
     for (clcrt_kernel *k = rt->kernels; k && !hit; k = k->next)
       if (k->has_desc_key && k->state == CLCRT__K_READY && memcmp(k->desc_key, dk, sizeof dk) == 0) hit = k;
     if (hit && !hit->deps) {
-      rt->cstats.mem_hits++;
+      mem_hit(rt, hit);
       pthread_mutex_unlock(&rt->lock);
       *out = hit;
       return CLCRT_OK;
@@ -138,7 +146,7 @@ static clcrt_status register_variant(clcrt_runtime *rt, const clcrt_tile_desc *d
     /* A kernel compiled from headers on disk: a hit only while they are unchanged. */
     if (hit && deps_fresh(rt, hit)) {
       pthread_mutex_lock(&rt->lock);
-      rt->cstats.mem_hits++;
+      mem_hit(rt, hit);
       pthread_mutex_unlock(&rt->lock);
       *out = hit;
       return CLCRT_OK;
@@ -164,7 +172,7 @@ static clcrt_status register_variant(clcrt_runtime *rt, const clcrt_tile_desc *d
       pthread_mutex_lock(&rt->lock);
       if (!fresh) continue;
     }
-    rt->cstats.mem_hits++;
+    mem_hit(rt, hit);
     pthread_mutex_unlock(&rt->lock);
     clcrt__build_free(&b);
     *out = hit;

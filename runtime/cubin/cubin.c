@@ -30,6 +30,12 @@ enum {
   EI_RESERVED_SMEM_USED = 0x41, EI_NUM_BARRIERS = 0x4c, EI_REG_RECONFIG = 0x54, EI_ANNOTATIONS = 0x55
 };
 
+/* Not in CUBIN-NOTES, so not named and kept raw: the record NVRTC 13.0 writes instead of
+ * KPARAM_INFO for a kernel with a large parameter (seen with 16 and 20 KB Args, not with
+ * 4 KB): u32 index, u16 ordinal, u16 offset, then the size as a whole u32 (checked against
+ * both parameters of clcrt kernels). Only the size of parameter 0 is read from it. */
+enum { EI_LARGE_KPARAM = 0x45 };
+
 const char *clcrt__eiattr_name(int id) {
   switch (id) {
     case EI_MAX_THREADS: return "MAX_THREADS";
@@ -236,7 +242,12 @@ static int kernel_info(ctx *c, clcrt__cubin_kernel *k, const sect *info, const s
         if (len >= 12) {
           k->num_params++;
           kparam_bytes += rd32(p + 8) >> 18;
+          if (rd16(p + 4) == 0) k->param0_bytes = (int)(rd32(p + 8) >> 18);
         }
+        break;
+      case EI_LARGE_KPARAM:
+        if (len >= 12 && rd16(p + 4) == 0) k->param0_bytes = clamp_int(rd32(p + 8));
+        if (attr_push(c, &k->attrs, &k->num_attrs, fmt, id, x, p, len)) return -1;
         break;
       case -EI_CBANK_PARAM_SIZE: cbank_size = x; break;
       case -EI_MAXREG_COUNT: k->max_registers = x; break;
@@ -380,7 +391,7 @@ static void init_kernel(clcrt__cubin_kernel *k) {
   k->registers = k->frame_bytes = k->min_stack_bytes = CLCRT__CUBIN_UNKNOWN;
   k->num_mbarriers = k->num_barriers = CLCRT__CUBIN_UNKNOWN;
   k->spill_loads = k->spill_stores = k->spill_load_bytes = k->spill_store_bytes = CLCRT__CUBIN_UNKNOWN;
-  k->max_registers = k->param_offset = k->max_cluster_rank = CLCRT__CUBIN_UNKNOWN;
+  k->max_registers = k->param_offset = k->max_cluster_rank = k->param0_bytes = CLCRT__CUBIN_UNKNOWN;
 }
 
 /* The frame check (cubin.h). Tables are read TABLE_CHUNK entries at a time, so a file that

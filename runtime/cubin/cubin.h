@@ -37,6 +37,7 @@ typedef struct clcrt__cubin_kernel {
   int spill_load_bytes, spill_store_bytes; /* bytes moved by the spill LDL/STL, or UNKNOWN */
   int clc_count;           /* how many UGETNEXTWORKID instructions */
   uint64_t text_offset;    /* file offset of .text.<kernel>, for tools that slice the code */
+  int param0_bytes;        /* size of parameter 0 (a clcrt kernel's Args), or CLCRT__CUBIN_UNKNOWN */
   size_t num_attrs;        /* .nv.info.<kernel> records this parser does not decode, kept raw */
   struct clcrt__cubin_attr *attrs;
 } clcrt__cubin_kernel;
