@@ -49,6 +49,10 @@ static void has(const char *text, const char *what) {
   ck_assert_msg(strstr(text, what) != NULL, "expected \"%s\" in:\n%.2000s", what, text);
 }
 
+static void lacks(const char *text, const char *what) {
+  ck_assert_msg(strstr(text, what) == NULL, "did not expect \"%s\" in:\n%.2000s", what, text);
+}
+
 /* The JSON must parse, when python3 is there to check it. */
 static void valid_json(const char *what) {
   if (system("command -v python3 >/dev/null 2>&1") != 0) return;
@@ -79,6 +83,13 @@ START_TEST(help_and_version) {
   }
   ck_assert_int_eq(run("--version"), 0);
   has(out_text, "clcrt 0.");
+  /* Every help names cache entries as the cache writes them (cache_commands lists *.clce). */
+  for (size_t i = 1; i < sizeof cmds / sizeof *cmds; i++) {
+    ck_assert_int_eq(run("%s--help", cmds[i]), 0);
+    lacks(out_text, ".clcrt");
+  }
+  ck_assert_int_eq(run("inspect --help"), 0);
+  has(out_text, "<key>.clce");
 }
 END_TEST
 
