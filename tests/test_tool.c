@@ -471,6 +471,27 @@ START_TEST(cache_commands) {
   ck_assert_int_eq(run_env(env, "diff $(head -1 %s/list) $(head -1 %s/list)", tmpdir, tmpdir), 0);
   ck_assert_int_eq(run_env(env, "cache info $(head -1 %s/list)", tmpdir), 0);
   has(out_text, "resources  clcrt_");
+  /* ENTRY as `cache ls` prints it (the key's first 16 digits), and as the whole key. */
+  ck_assert_int_eq(run_env(env, "cache ls"), 0);
+  const char *line = strstr(out_text, "clcrt_steal_scale_tile (steal)");
+  ck_assert_ptr_nonnull(line);
+  while (line > out_text && line[-1] != '\n') line--;
+  char key[17];
+  ck_assert_int_eq(sscanf(line, "%16s", key), 1);
+  ck_assert_int_eq(run_env(env, "cache info %s", key), 0);
+  has(out_text, "kernel     clcrt_steal_scale_tile");
+  has(out_text, "resources  clcrt_steal_scale_tile");
+  ck_assert_int_eq(run_env(env, "cache info $(basename $(grep %s %s/list) .clce)", key, tmpdir), 0);
+  has(out_text, "kernel     clcrt_steal_scale_tile");
+  ck_assert_int_eq(run_env(env, "cache info 0123zz"), 3);
+  has(err_text, "no entry of");
+  snprintf(cmd, sizeof cmd, "touch %s/abc1.clce %s/abc2.clce", dir, dir);
+  ck_assert_int_eq(system(cmd), 0);
+  ck_assert_int_eq(run_env(env, "cache info abc"), 3);
+  has(err_text, "2 entries of");
+  has(err_text, "start with abc: give more of the key");
+  snprintf(cmd, sizeof cmd, "rm %s/abc1.clce %s/abc2.clce", dir, dir);
+  ck_assert_int_eq(system(cmd), 0);
   /* A damaged entry is reported, not trusted. */
   snprintf(cmd, sizeof cmd, "f=$(head -1 %s/list); printf 'XXXX' | dd of=$f bs=1 seek=300 conv=notrunc 2>/dev/null", tmpdir);
   ck_assert_int_eq(system(cmd), 0);
