@@ -382,6 +382,18 @@ START_TEST(compile_then_inspect) {
     has(out_text, want);
     has(out_text, builds[i].clc ? "\"clc\": {\"present\": true" : "\"clc\": {\"present\": false");
   }
+  /* One tile function built for sm_90a (AUTO: steal) and sm_100a (AUTO: clc): diff pairs the
+   * two kernels by their tile function rather than report each as only on one side. */
+  ck_assert_int_eq(run("diff %s/k0.cubin %s/k3.cubin", tmpdir, tmpdir), 0);
+  has(out_text,
+      "kernel clcrt_steal_scale_tile -> clcrt_clc_scale_tile (tile function scale_tile, scheduler steal -> clc)");
+  has(out_text, "sched              steal -> clc");
+  lacks(out_text, "only in");
+  ck_assert_int_eq(run("diff --json %s/k3.cubin %s/k0.cubin", tmpdir, tmpdir), 0);
+  valid_json("diff --json across schedulers");
+  has(out_text,
+      "\"name\": \"clcrt_clc_scale_tile\", \"new_name\": \"clcrt_steal_scale_tile\", \"status\": \"compared\"");
+  lacks(out_text, "\"added\"");
   /* --observed: the variant traced runs launch; trace code makes it larger than the kernel
    * as registered (k2, FIXED on sm_90a, 2-CTA clusters). */
   ck_assert_int_eq(run("compile --no-cache --observed --arch sm_90a --fn scale_tile --args ScaleArgs --sched fixed "
