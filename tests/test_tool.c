@@ -102,6 +102,15 @@ START_TEST(usage_errors) {
   ck_assert_int_eq(run("diff %s", fx("cluster_90a")), 2);
   ck_assert_int_eq(run("diff --fail-on registers %s %s", fx("cluster_90a"), fx("cluster_90a")), 2);
   ck_assert_int_eq(run("compile --fn f --args A x.cu"), 2);
+  has(err_text, "clcrt compile: --arch is required\n"); /* the missing flag, and only it */
+  ck_assert_int_eq(run("compile --arch sm_90a --args A x.cu"), 2);
+  has(err_text, "clcrt compile: --fn is required\n");
+  ck_assert_int_eq(run("compile --arch sm_90a --fn f x.cu"), 2);
+  has(err_text, "clcrt compile: --args is required\n");
+  ck_assert_int_eq(run("compile --fn f x.cu"), 2);
+  has(err_text, "clcrt compile: --arch and --args are required\n");
+  ck_assert_int_eq(run("compile --arch sm_90a --fn f --args A --smem 48X x.cu"), 2);
+  has(err_text, "--smem wants a number of bytes, with an optional K or M suffix");
   ck_assert_int_eq(run("compile --arch sm_90a --fn f --args A --block 0,1 x.cu"), 2);
   ck_assert_int_eq(run("cache frob"), 2);
   ck_assert_int_eq(run("inspect --json --sass %s", fx("cluster_90a")), 2);
@@ -446,6 +455,16 @@ START_TEST(compile_errors) {
   has(err_text, "\"nope\" is undefined"); /* NVRTC's log */
   write_src("scale.cu", tile_src);
   ck_assert_int_eq(run("compile --no-cache --arch sm_90a --fn scale_tile --args ScaleArgs --sched clc %s/scale.cu", tmpdir), 2);
+  /* --smem with the suffixes the cache size takes: 48K fits, 1M (1048576 bytes) does not. */
+  ck_assert_int_eq(run("compile --no-cache -q --arch sm_90a --fn scale_tile --args ScaleArgs --smem 48K -o %s/s.cubin "
+                       "%s/scale.cu",
+                       tmpdir, tmpdir),
+                   0);
+  ck_assert_int_eq(run("compile --no-cache -q --arch sm_90a --fn scale_tile --args ScaleArgs --smem 1M -o %s/s.cubin "
+                       "%s/scale.cu",
+                       tmpdir, tmpdir),
+                   2);
+  has(err_text, "desc->smem_bytes is 1048576");
   ck_assert_int_eq(run("compile --no-cache --arch sm_90a --fn scale_tile --args ScaleArgs %s/missing.cu", tmpdir), 3);
   ck_assert_int_eq(run("compile --no-cache --arch sm_90a --fn scale_tile --args ScaleArgs %s", tmpdir), 3);
 }
