@@ -117,6 +117,9 @@ $(BUILD)/gen/user_src.c: $(USER_SRC_H)
 
 $(USER_OBJS): $(USER_SRC_H)
 
+# tests/test_guide.c and tests/gpu_examples.c compile the teaching examples in (examples/*.c).
+$(BUILD)/tests/test_guide.o $(BUILD)/tests/gpu_examples.o: $(wildcard examples/*.c)
+
 $(USER_SRC_OBJ): $(BUILD)/gen/user_src.c $(USER_SRC_H)
 	$(CC) $(CPPFLAGS) $(CFLAGS) -c $< -o $@
 
