@@ -129,6 +129,7 @@ static void parse_doc(const char *doc, int only_cpp) {
       int checked = !only_cpp || strcmp(lang, "cpp") == 0;
       if (!*lang && !only_cpp) {
         problem(doc, open_line, "a fenced block without a language (```cpp, ```c, ```sh, ```text, ...)");
+        free(body);
       } else if (!*lang || strcmp(lang, "text") == 0 || strcmp(lang, "json") == 0 || !checked) {
         free(body);
       } else if (!m || (strncmp(m + 5, "compile:", 8) && strncmp(m + 5, "run:", 4)) || !strstr(m, "-->")) {
