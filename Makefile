@@ -125,6 +125,9 @@ $(BUILD)/gen/ops_src.c: $(BUILD)/gen/ops_src.h
 $(BUILD)/gen/ops_src.o: $(BUILD)/gen/ops_src.c $(BUILD)/gen/ops_src.h
 	$(CC) $(OPS_CPPFLAGS) $(CFLAGS) -c $< -o $@
 
+# tests/test_guide.c and tests/gpu_examples.c compile the teaching examples in (examples/*.c).
+$(BUILD)/tests/test_guide.o $(BUILD)/tests/gpu_examples.o: $(wildcard examples/*.c)
+
 $(BUILD)/libclcrt.a: $(LIB_OBJS)
 	@rm -f $@
 	ar rcs $@ $^

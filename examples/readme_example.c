@@ -1,5 +1,7 @@
 /* Scales a vector on the GPU with a clcrt tile function. Exit status: 0 the result is right,
- * 2 no GPU (or no driver) to run on, 1 any other failure; every failure prints why. */
+ * 2 no GPU to run on, 1 any other failure; every failure prints why. It calls the driver API
+ * itself (cuMemAlloc), so it links libcuda: where no driver is installed, the loader refuses
+ * to start it (exit 127). */
 #include <clcrt.h>
 #include <cuda.h>
 #include <stdio.h>

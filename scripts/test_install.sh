@@ -8,8 +8,9 @@
 #      compiler's search path. Then once more statically (`pkg-config --static`, libclcrt.a).
 #   4. Each program runs: with a GPU it must print x[n-1] = 3 and exit 0; without one it must
 #      say CLCRT_E_NO_DEVICE and exit 2. A machine with no driver at all has no libcuda.so.1,
-#      which the example links (it calls the driver API itself), so there the toolkit's stub
-#      is put on LD_LIBRARY_PATH under that name, standing in for a driver with no GPU.
+#      which the example links (it calls the driver API itself): there it must first be refused
+#      by the loader (exit 127), as its comment says, and then run with the toolkit's stub put
+#      on LD_LIBRARY_PATH under that name, standing in for a driver with no GPU.
 # Environment: BUILD (build folder), CUDA_HOME, CC, MAKE. Prints one line per step.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -53,6 +54,16 @@ say "built with pkg-config alone: $flags"
 
 run_env=(env -u LD_LIBRARY_PATH)
 if ! /sbin/ldconfig -p 2>/dev/null | grep -q 'libcuda\.so\.1 '; then
+  # What the example's comment says of a machine with no driver: the loader refuses it.
+  set +e
+  "${run_env[@]}" "$work/ex" >"$work/out" 2>"$work/err"
+  rc=$?
+  set -e
+  grep -q 'libcuda\.so\.1' "$work/err" && [ $rc = 127 ] ||
+    { cat "$work/out" "$work/err" >&2; die "with no driver the example exited $rc, not 127 naming libcuda.so.1"; }
+  grep -q 'exit 127' examples/readme_example.c ||
+    die "examples/readme_example.c does not say that with no driver it exits 127"
+  say "ex: no driver, the loader refuses it (exit 127), as its comment says"
   mkdir -p "$work/stub"
   ln -s "$cuda/lib64/stubs/libcuda.so" "$work/stub/libcuda.so.1"
   run_env=(env LD_LIBRARY_PATH="$work/stub")

@@ -49,6 +49,10 @@ static void has(const char *text, const char *what) {
   ck_assert_msg(strstr(text, what) != NULL, "expected \"%s\" in:\n%.2000s", what, text);
 }
 
+static void lacks(const char *text, const char *what) {
+  ck_assert_msg(strstr(text, what) == NULL, "did not expect \"%s\" in:\n%.2000s", what, text);
+}
+
 /* The JSON must parse, when python3 is there to check it. */
 static void valid_json(const char *what) {
   if (system("command -v python3 >/dev/null 2>&1") != 0) return;
@@ -79,6 +83,13 @@ START_TEST(help_and_version) {
   }
   ck_assert_int_eq(run("--version"), 0);
   has(out_text, "clcrt 0.");
+  /* Every help names cache entries as the cache writes them (cache_commands lists *.clce). */
+  for (size_t i = 1; i < sizeof cmds / sizeof *cmds; i++) {
+    ck_assert_int_eq(run("%s--help", cmds[i]), 0);
+    lacks(out_text, ".clcrt");
+  }
+  ck_assert_int_eq(run("inspect --help"), 0);
+  has(out_text, "<key>.clce");
 }
 END_TEST
 
@@ -91,6 +102,15 @@ START_TEST(usage_errors) {
   ck_assert_int_eq(run("diff %s", fx("cluster_90a")), 2);
   ck_assert_int_eq(run("diff --fail-on registers %s %s", fx("cluster_90a"), fx("cluster_90a")), 2);
   ck_assert_int_eq(run("compile --fn f --args A x.cu"), 2);
+  has(err_text, "clcrt compile: --arch is required\n"); /* the missing flag, and only it */
+  ck_assert_int_eq(run("compile --arch sm_90a --args A x.cu"), 2);
+  has(err_text, "clcrt compile: --fn is required\n");
+  ck_assert_int_eq(run("compile --arch sm_90a --fn f x.cu"), 2);
+  has(err_text, "clcrt compile: --args is required\n");
+  ck_assert_int_eq(run("compile --fn f x.cu"), 2);
+  has(err_text, "clcrt compile: --arch and --args are required\n");
+  ck_assert_int_eq(run("compile --arch sm_90a --fn f --args A --smem 48X x.cu"), 2);
+  has(err_text, "--smem wants a number of bytes, with an optional K or M suffix");
   ck_assert_int_eq(run("compile --arch sm_90a --fn f --args A --block 0,1 x.cu"), 2);
   ck_assert_int_eq(run("cache frob"), 2);
   ck_assert_int_eq(run("inspect --json --sass %s", fx("cluster_90a")), 2);
@@ -373,6 +393,18 @@ START_TEST(compile_then_inspect) {
     has(out_text, want);
     has(out_text, builds[i].clc ? "\"clc\": {\"present\": true" : "\"clc\": {\"present\": false");
   }
+  /* One tile function built for sm_90a (AUTO: steal) and sm_100a (AUTO: clc): diff pairs the
+   * two kernels by their tile function rather than report each as only on one side. */
+  ck_assert_int_eq(run("diff %s/k0.cubin %s/k3.cubin", tmpdir, tmpdir), 0);
+  has(out_text,
+      "kernel clcrt_steal_scale_tile -> clcrt_clc_scale_tile (tile function scale_tile, scheduler steal -> clc)");
+  has(out_text, "sched              steal -> clc");
+  lacks(out_text, "only in");
+  ck_assert_int_eq(run("diff --json %s/k3.cubin %s/k0.cubin", tmpdir, tmpdir), 0);
+  valid_json("diff --json across schedulers");
+  has(out_text,
+      "\"name\": \"clcrt_clc_scale_tile\", \"new_name\": \"clcrt_steal_scale_tile\", \"status\": \"compared\"");
+  lacks(out_text, "\"added\"");
   /* --observed: the variant traced runs launch; trace code makes it larger than the kernel
    * as registered (k2, FIXED on sm_90a, 2-CTA clusters). */
   ck_assert_int_eq(run("compile --no-cache --observed --arch sm_90a --fn scale_tile --args ScaleArgs --sched fixed "
@@ -425,6 +457,16 @@ START_TEST(compile_errors) {
   has(err_text, "\"nope\" is undefined"); /* NVRTC's log */
   write_src("scale.cu", tile_src);
   ck_assert_int_eq(run("compile --no-cache --arch sm_90a --fn scale_tile --args ScaleArgs --sched clc %s/scale.cu", tmpdir), 2);
+  /* --smem with the suffixes the cache size takes: 48K fits, 1M (1048576 bytes) does not. */
+  ck_assert_int_eq(run("compile --no-cache -q --arch sm_90a --fn scale_tile --args ScaleArgs --smem 48K -o %s/s.cubin "
+                       "%s/scale.cu",
+                       tmpdir, tmpdir),
+                   0);
+  ck_assert_int_eq(run("compile --no-cache -q --arch sm_90a --fn scale_tile --args ScaleArgs --smem 1M -o %s/s.cubin "
+                       "%s/scale.cu",
+                       tmpdir, tmpdir),
+                   2);
+  has(err_text, "desc->smem_bytes is 1048576");
   ck_assert_int_eq(run("compile --no-cache --arch sm_90a --fn scale_tile --args ScaleArgs %s/missing.cu", tmpdir), 3);
   ck_assert_int_eq(run("compile --no-cache --arch sm_90a --fn scale_tile --args ScaleArgs %s", tmpdir), 3);
   /* A NUL byte would end the source NVRTC gets there, and what follows would vanish. */
@@ -502,6 +544,27 @@ START_TEST(cache_commands) {
   ck_assert_int_eq(run_env(env, "diff $(head -1 %s/list) $(head -1 %s/list)", tmpdir, tmpdir), 0);
   ck_assert_int_eq(run_env(env, "cache info $(head -1 %s/list)", tmpdir), 0);
   has(out_text, "resources  clcrt_");
+  /* ENTRY as `cache ls` prints it (the key's first 16 digits), and as the whole key. */
+  ck_assert_int_eq(run_env(env, "cache ls"), 0);
+  const char *line = strstr(out_text, "clcrt_steal_scale_tile (steal)");
+  ck_assert_ptr_nonnull(line);
+  while (line > out_text && line[-1] != '\n') line--;
+  char key[17];
+  ck_assert_int_eq(sscanf(line, "%16s", key), 1);
+  ck_assert_int_eq(run_env(env, "cache info %s", key), 0);
+  has(out_text, "kernel     clcrt_steal_scale_tile");
+  has(out_text, "resources  clcrt_steal_scale_tile");
+  ck_assert_int_eq(run_env(env, "cache info $(basename $(grep %s %s/list) .clce)", key, tmpdir), 0);
+  has(out_text, "kernel     clcrt_steal_scale_tile");
+  ck_assert_int_eq(run_env(env, "cache info 0123zz"), 3);
+  has(err_text, "no entry of");
+  snprintf(cmd, sizeof cmd, "touch %s/abc1.clce %s/abc2.clce", dir, dir);
+  ck_assert_int_eq(system(cmd), 0);
+  ck_assert_int_eq(run_env(env, "cache info abc"), 3);
+  has(err_text, "2 entries of");
+  has(err_text, "start with abc: give more of the key");
+  snprintf(cmd, sizeof cmd, "rm %s/abc1.clce %s/abc2.clce", dir, dir);
+  ck_assert_int_eq(system(cmd), 0);
   /* A damaged entry is reported, not trusted. */
   snprintf(cmd, sizeof cmd, "f=$(head -1 %s/list); printf 'XXXX' | dd of=$f bs=1 seek=300 conv=notrunc 2>/dev/null", tmpdir);
   ck_assert_int_eq(system(cmd), 0);

@@ -1,6 +1,7 @@
 /* clcrt cache ls | info | clear over the on-disk compile cache (runtime/cache/diskcache.h):
  * the directory is resolved and entries are read, validated and removed by the cache's own
  * code, so the tool and the runtime can never disagree about the format. */
+#include <dirent.h>
 #include <errno.h>
 #include <getopt.h>
 #include <inttypes.h>
@@ -27,8 +28,9 @@ static const char help[] =
     "  ls      one line per entry: key, size, last use, architecture, kernel, scheduler;\n"
     "          then one per store entry: namespace/key, value size, when written, device\n"
     "          scope; damaged entries (which the runtime treats as misses) are marked\n"
-    "  info    the directory, entry count and bytes, store entries; with ENTRY (a file name\n"
-    "          in the cache or a path), that compile entry's header and kernels\n"
+    "  info    the directory, entry count and bytes, store entries; with ENTRY (a key, the\n"
+    "          first digits of one as ls prints them, or a path), that entry's header and\n"
+    "          kernels\n"
     "  clear   delete every entry, store entry and leftover temporary file (nothing else\n"
     "          is touched)\n"
     "  --json  (ls) one JSON document: {\"schema\": \"clcrt-cache-ls-1\", \"dir\", \"entries\",\n"
@@ -168,6 +170,55 @@ static int count_damaged(void *user, const char *path, const clcrt__dc_meta *m, 
   return 0;
 }
 
+/* The file an `info ENTRY` names: a path when it has a slash; else a file of the cache
+ * directory: the name as given, the key with CLCRT__DC_SUFFIX added, or the one entry whose
+ * name starts with it (ls prints the first 16 digits of each key, and those are what people
+ * copy). NULL with the reason in why (no such entry, or several). */
+static char *entry_path(const char *dir, const char *arg, char *why, size_t why_len) {
+  size_t l = strlen(dir) + strlen(arg) + sizeof CLCRT__DC_SUFFIX + 2;
+  char *path = malloc(l);
+  if (!path) {
+    snprintf(why, why_len, "out of memory");
+    return NULL;
+  }
+  if (strchr(arg, '/')) {
+    snprintf(path, l, "%s", arg);
+    return path;
+  }
+  struct stat st;
+  snprintf(path, l, "%s/%s", dir, arg);
+  if (stat(path, &st) == 0) return path;
+  snprintf(path, l, "%s/%s%s", dir, arg, CLCRT__DC_SUFFIX);
+  if (stat(path, &st) == 0) return path;
+  free(path);
+  DIR *d = opendir(dir);
+  if (!d) {
+    snprintf(why, why_len, "%s: %s", dir, strerror(errno));
+    return NULL;
+  }
+  char *found = NULL;
+  unsigned matches = 0;
+  size_t n = strlen(arg), sl = strlen(CLCRT__DC_SUFFIX);
+  for (struct dirent *de; n && (de = readdir(d)) != NULL;) {
+    size_t dl = strlen(de->d_name);
+    if (dl <= sl || strcmp(de->d_name + dl - sl, CLCRT__DC_SUFFIX) || strncmp(de->d_name, arg, n)) continue;
+    if (++matches == 1) {
+      size_t fl = strlen(dir) + dl + 2;
+      if ((found = malloc(fl))) snprintf(found, fl, "%s/%s", dir, de->d_name);
+    }
+  }
+  closedir(d);
+  if (matches == 1 && found) return found;
+  free(found);
+  if (matches > 1)
+    snprintf(why, why_len, "%u entries of %s start with %s: give more of the key", matches, dir, arg);
+  else if (matches == 1)
+    snprintf(why, why_len, "out of memory");
+  else
+    snprintf(why, why_len, "no entry of %s is %s or starts with it (clcrt cache ls lists them)", dir, arg);
+  return NULL;
+}
+
 static int cache_info(const char *dir, int argc, char **argv) {
   if (argc == 0) {
     unsigned long entries = 0, damaged = 0;
@@ -191,13 +242,14 @@ static int cache_info(const char *dir, int argc, char **argv) {
   }
   int rc = TOOL_OK;
   for (int i = 0; i < argc; i++) {
-    /* A bare name is looked up in the cache; anything with a slash is a path. */
-    size_t l = strlen(dir) + strlen(argv[i]) + 2;
-    char *path = malloc(l);
-    if (!path) return TOOL_BADINPUT;
-    snprintf(path, l, strchr(argv[i], '/') ? "%.0s%s" : "%s/%s", dir, argv[i]);
+    char why[400] = "";
+    char *path = entry_path(dir, argv[i], why, sizeof why);
+    if (!path) {
+      fprintf(stderr, "clcrt cache info: %s\n", why);
+      rc = TOOL_BADINPUT;
+      continue;
+    }
     clcrt__dc_meta m;
-    char why[200] = "";
     memset(&m, 0, sizeof m);
     clcrt_status st = clcrt__dc_read_meta(path, 1, &m, why, sizeof why);
     if (st != CLCRT_OK) {

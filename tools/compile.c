@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "clcrt.h"
+#include "env.h"
 #include "tool.h"
 
 static const char help[] =
@@ -25,7 +26,8 @@ static const char help[] =
     "  --grid G               steal only: auto (default), full, persistent\n"
     "  --block X[,Y[,Z]]      threads per CTA (default 128,1,1)\n"
     "  --cluster X[,Y[,Z]]    CTAs per cluster (default 1,1,1)\n"
-    "  --smem BYTES           dynamic shared memory per CTA (default 0)\n"
+    "  --smem BYTES           dynamic shared memory per CTA (default 0); K and M suffixes\n"
+    "                         count 1024 and 1048576 bytes (48K = 49152)\n"
     "  --state TYPE --prologue FN   optional per-CTA state made once per CTA by FN\n"
     "  -X, --nvrtc-opt OPT    an extra NVRTC option (repeatable), e.g. -X -DTILE=64\n"
     "  --cuda-home DIR        CUDA toolkit whose include directories NVRTC gets\n"
@@ -150,6 +152,20 @@ static int usage_err(const char *msg, const char *arg) {
   return TOOL_USAGE;
 }
 
+/* Names the required options that are missing, and only those. */
+static int missing_required(const char *arch, const char *fn, const char *args) {
+  const char *names[3];
+  int n = 0;
+  if (!arch) names[n++] = "--arch";
+  if (!fn) names[n++] = "--fn";
+  if (!args) names[n++] = "--args";
+  char msg[64];
+  if (n == 1) snprintf(msg, sizeof msg, "%s is required", names[0]);
+  else if (n == 2) snprintf(msg, sizeof msg, "%s and %s are required", names[0], names[1]);
+  else snprintf(msg, sizeof msg, "%s, %s and %s are required", names[0], names[1], names[2]);
+  return usage_err(msg, NULL);
+}
+
 int cmd_compile(int argc, char **argv) {
   static const struct option opts[] = {
       {"arch", required_argument, NULL, 'a'},    {"fn", required_argument, NULL, 'f'},
@@ -200,11 +216,11 @@ int cmd_compile(int argc, char **argv) {
         if (parse_dim3(optarg, &d.cluster)) rc = usage_err("--cluster wants X[,Y[,Z]] of positive integers, not", optarg);
         break;
       case 'm': {
-        char *end;
-        errno = 0;
-        unsigned long v = strtoul(optarg, &end, 10);
-        if (errno || *end || end == optarg || optarg[0] == '-' || v > 0xffffffffUL)
-          rc = usage_err("--smem wants a number of bytes, not", optarg);
+        /* The same sizes the cache's cap takes ($CLCRT_CACHE_MAX_BYTES): 49152, 48K, 48KiB. */
+        unsigned long long v = 0;
+        if (!clcrt__parse_bytes(optarg, &v) || v > 0xffffffffull)
+          rc = usage_err("--smem wants a number of bytes, with an optional K or M suffix (48K = 49152), not",
+                         optarg);
         d.smem_bytes = (unsigned)v;
         break;
       }
@@ -230,7 +246,7 @@ int cmd_compile(int argc, char **argv) {
     }
   }
   d.options = xopts;
-  if (!ro.target_arch || !d.tile_fn || !d.args_type) rc = usage_err("--arch, --fn and --args are required", NULL);
+  if (!ro.target_arch || !d.tile_fn || !d.args_type) rc = missing_required(ro.target_arch, d.tile_fn, d.args_type);
   else if (argc - optind != 1) rc = usage_err("expected exactly one FILE.cu", NULL);
   else if ((d.state_type == NULL) != (d.prologue_fn == NULL)) rc = usage_err("--state and --prologue go together", NULL);
   if (rc != TOOL_OK) {

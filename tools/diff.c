@@ -11,9 +11,11 @@
 static const char help[] =
     "usage: clcrt diff [--json] [--fail-on LIST] OLD NEW\n"
     "\n"
-    "Compares two cubins (or compile-cache entries) kernel by kernel, matching kernels by\n"
-    "name, and prints every field that differs, kernels only in one of them, and a change\n"
-    "of architecture.\n"
+    "Compares two cubins (or compile-cache entries) kernel by kernel and prints every field\n"
+    "that differs, kernels only in one of them, and a change of architecture. Kernels are\n"
+    "matched by name; a clcrt kernel left over (clcrt_<sched>_<fn>) is matched with the one\n"
+    "left over on the other side that runs the same tile function <fn> under another\n"
+    "scheduler, such as clcrt_steal_f of an sm_90a build and clcrt_clc_f of an sm_100a one.\n"
     "\n"
     "  --json           one JSON document (schema \"clcrt-diff-1\", see docs/tool.md)\n"
     "  --fail-on LIST   comma-separated: regs, spills, smem, stack, all. Exit 1 when a\n"
@@ -92,6 +94,36 @@ static const clcrt__cubin_kernel *find(const clcrt__cubin *c, const char *name) 
   for (size_t i = 0; i < c->num_kernels; i++)
     if (strcmp(c->kernels[i].name, name) == 0) return &c->kernels[i];
   return NULL;
+}
+
+/* The tile function a clcrt kernel runs: its name after clcrt_<sched>_, NULL for others. */
+static const char *tile_fn_of(const clcrt__cubin_kernel *k) {
+  return k->sched ? k->name + strlen("clcrt_") + strlen(k->sched) + 1 : NULL;
+}
+
+/* How many kernels of c that have no partner of the same name in `other` run tile function fn;
+ * *last gets the last of them. */
+static size_t unpaired_with_fn(const clcrt__cubin *c, const clcrt__cubin *other, const char *fn,
+                               const clcrt__cubin_kernel **last) {
+  size_t n = 0;
+  for (size_t i = 0; i < c->num_kernels; i++) {
+    const clcrt__cubin_kernel *k = &c->kernels[i];
+    if (find(other, k->name) || !tile_fn_of(k) || strcmp(tile_fn_of(k), fn)) continue;
+    n++;
+    *last = k;
+  }
+  return n;
+}
+
+/* The kernel of b that k of a is compared with: the one of the same name; else, for a clcrt
+ * kernel, the one kernel of b that runs the same tile function under another scheduler
+ * (clcrt_steal_f on sm_90a, clcrt_clc_f on sm_100a: AUTO's two choices of one registration),
+ * when that pairing is unambiguous on both sides. NULL when there is none. */
+static const clcrt__cubin_kernel *partner(const clcrt__cubin *a, const clcrt__cubin *b, const clcrt__cubin_kernel *k) {
+  const clcrt__cubin_kernel *same = find(b, k->name), *in_b = NULL, *in_a = NULL;
+  if (same || !tile_fn_of(k)) return same;
+  if (unpaired_with_fn(b, a, tile_fn_of(k), &in_b) != 1) return NULL;
+  return unpaired_with_fn(a, b, tile_fn_of(k), &in_a) == 1 ? in_b : NULL;
 }
 
 static void dims_str(char *buf, size_t n, const uint32_t d[3]) {
@@ -213,10 +245,15 @@ int cmd_diff(int argc, char **argv) {
   }
   size_t shown = 0;
   for (size_t i = 0; i < ca->num_kernels; i++) {
-    const clcrt__cubin_kernel *ka = &ca->kernels[i], *kb = find(cb, ka->name);
+    const clcrt__cubin_kernel *ka = &ca->kernels[i], *kb = partner(ca, cb, ka);
+    const int renamed = kb && strcmp(ka->name, kb->name) != 0;
     if (json) {
       printf("%s\n  {\"name\": ", shown++ ? "," : "");
       json_str(stdout, ka->name);
+      if (renamed) {
+        printf(", \"new_name\": ");
+        json_str(stdout, kb->name);
+      }
       printf(", \"status\": \"%s\", \"changes\": [", kb ? "compared" : "removed");
       int n = 0;
       if (kb) failed += diff_kernel(ka, kb, mask, 1, &n);
@@ -230,14 +267,19 @@ int cmd_diff(int argc, char **argv) {
     }
     /* The header line is printed before knowing whether anything differs, then the
      * kernel is reported as unchanged when nothing did. */
-    printf("kernel %s:\n", ka->name);
+    if (renamed)
+      printf("kernel %s -> %s (tile function %s, scheduler %s -> %s):\n", ka->name, kb->name, tile_fn_of(ka),
+             ka->sched, kb->sched);
+    else
+      printf("kernel %s:\n", ka->name);
     int n = 0;
     failed += diff_kernel(ka, kb, mask, 0, &n);
     if (!n) printf("    unchanged\n");
     else any = 1;
   }
   for (size_t i = 0; i < cb->num_kernels; i++) {
-    if (find(ca, cb->kernels[i].name)) continue;
+    const clcrt__cubin_kernel *kb = &cb->kernels[i];
+    if (partner(cb, ca, kb)) continue; /* compared above: pairing is symmetric */
     if (json) {
       printf("%s\n  {\"name\": ", shown++ ? "," : "");
       json_str(stdout, cb->kernels[i].name);

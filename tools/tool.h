@@ -22,7 +22,7 @@ enum {
 #define TOOL_MAX_FILE (1u << 30) /* larger inputs are refused rather than read into memory */
 
 /* A file read into memory and the cubin found in it. A cubin file is the cubin itself; a
- * compile-cache entry (*.clcrt) carries one after its header. */
+ * compile-cache entry (<key>.clce) carries one after its header. */
 typedef struct tool_input {
   const char *path;
   uint8_t *data;
