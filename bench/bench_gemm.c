@@ -1,4 +1,4 @@
-/* `make bench-gemm`: clcrt's bf16 GEMM tile functions (examples/gemm/gemm.cu) against cuBLAS,
+/* `make bench-gemm`: clcrt's bf16 GEMM tile functions (ops/gemm.cu) against cuBLAS,
  * side by side in one process on the GPU.
  *
  * Dense D[M x N] = A[M x K] . B[N x K]^T, bf16 in and out, fp32 accumulation. Per shape:

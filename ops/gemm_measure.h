@@ -1,7 +1,7 @@
 /* The GEMM plan's measured mode: on the first call with a new shape class, time the candidate
  * plans on the caller's own operands and keep the winner in clcrt's persistent store
  * (clcrt_store_put, scoped by device); later calls, in this process or another, read it back
- * and time nothing. Included by gemm.h.
+ * and time nothing. Included by gemm_internal.h.
  *
  * The shape class is (M rounded up to a power of two, N, K, whether the loads are 128-byte
  * aligned after the shift): N and K are a layer's weights, M its tokens, which vary from call

@@ -1,6 +1,6 @@
 /* The GEMM's plan: (M, N, K, alignment of the loads, SM count) -> variant, cluster shape,
  * scheduler and decomposition, with no timing run (an oracle that tries everything is what the
- * benchmark has and a user has not). Included by gemm.h.
+ * benchmark has and a user has not). Included by gemm_internal.h.
  *
  * The decision table. Each row cites the H100 measurements it rests on, in
  * bench/results/gemm-h100-2026-11-25X.txt: a, stream-K with balanced shared ranges first

@@ -1,4 +1,4 @@
-/* GPU suite for the bf16 GEMM tile functions (examples/gemm/gemm.cu) against cuBLAS, on
+/* GPU suite for the bf16 GEMM tile functions (ops/gemm.cu) against cuBLAS, on
  * shapes that are awkward for a 128 x 256 x 64 tile: M, N, K not multiples of the tile, K
  * smaller than one k-block, M = 1, N = 8, odd N, N even but not a multiple of 8 (no 16-byte
  * stores), one CTA's tile of a 2-CTA cluster past the edge; stream-K (clcrt_streamk.cuh) with

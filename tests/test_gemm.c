@@ -8,10 +8,10 @@
  *   - stream-K (nvrtc_src/clcrt_streamk.cuh) in both orders: every (tile, iteration) covered
  *     once, balanced ranges, pieces in order, distinct slots, unit_of at the 32-bit limits
  *     against a linear search; the fix-up protocol run in random unit orders gives the same
- *     bits; the GEMM's plan (examples/gemm/gemm_plan.h): its decompositions' properties and
+ *     bits; the GEMM's plan (ops/gemm_plan.h): its decompositions' properties and
  *     the choices its table cites; its measured mode on a fake timer (the store's entry used
  *     by a second runtime with no timing, in under a millisecond; damaged entries; no cache);
- *   - the GEMM tile functions (examples/gemm/gemm.cu) compile for sm_90a in compile-only
+ *   - the GEMM tile functions (ops/gemm.cu) compile for sm_90a in compile-only
  *     mode, every variant, dense and grouped, under STEAL, STATIC and FIXED, with ptxas
  *     warnings as errors, no stack and no spills (from the cubin), the instructions they
  *     are about in the PTX (wgmma, TMA, multicast, stmatrix, the fix-up's atomic), and the

@@ -10,7 +10,7 @@
  *          prologue kernel (the classes section's 32 KiB table). STEAL on an explicit persistent
  *          grid (AUTO would run the compute tiles one cluster per unit, where no grid is sized)
  *          and STATIC; ratio = time on the device's grid / time on the partition's.
- * overlap  a clcrt GEMM (examples/gemm, the default variant 128x256, 8192^3, bf16; AUTO: STEAL)
+ * overlap  a clcrt GEMM (ops/gemm.cu, the default variant 128x256, 8192^3, bf16; AUTO: STEAL)
  *          and a communication-like kernel (a bandwidth-bound copy on COMM_CTAS CTAs, sized to
  *          take about as long as the GEMM alone) on two streams, enqueued back to back (the
  *          GEMM first; the copy's stream waits for the GEMM's start event, so both start

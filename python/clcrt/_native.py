@@ -1,7 +1,7 @@
 """Loading the bundled library and declaring its C functions.
 
 The wheel carries one shared library, ``_native/libclcrt_py.so``: libclcrt with libuv linked
-in statically, plus the small shims in ``_shim.c`` and ``_gemm_shim.c``. It needs nothing
+in statically, plus the small shims in ``_csrc/shim.c`` and ``_csrc/gemm_shim.c``. It needs nothing
 beyond the C library and NVRTC (``libnvrtc.so.13``, a DT_NEEDED entry). NVRTC is not bundled:
 it is found here, in this order, and loaded with RTLD_GLOBAL before the library, so that the
 dynamic loader satisfies that entry by its soname:

@@ -135,7 +135,7 @@ static int minimal_text_ok(const char *s) {
  * which the front end then parses in less than half the time (NVRTC 13.0, README example,
  * 2-core build machine: 6 instead of 14 ms of a 150-200 ms compile; 2.7% fewer host
  * instructions in all), and changes nothing else: the cubins of the README example (STEAL,
- * STATIC, FIXED) and of examples/gemm (STATIC, FIXED) are byte for byte the same. It is
+ * STATIC, FIXED) and of the GEMM op (STATIC, FIXED) are byte for byte the same. It is
  * used when neither the source nor the user's options could need what it omits; a compile
  * that fails with it is run again without it (clcrt__build_compile), so this check only has
  * to be conservative, and -minimal is not part of the cache key. */
