@@ -115,7 +115,7 @@ $(BUILD)/gen/embedded.o: $(BUILD)/gen/embedded.c runtime/compile/embedded.h
 
 # The op library's tile source and the header it shares with the host, embedded as C strings
 # (clcrt__ops_src[], declared in the generated ops_src.h). One command writes both, the header first.
-OPS_CU := ops/gemm.cu ops/gemm_abi.h
+OPS_CU := ops/gemm.cu ops/gemm_abi.h ops/gemm_wgmma.h
 $(BUILD)/gen/ops_src.h: $(OPS_CU) $(BUILD)/embed
 	@mkdir -p $(dir $@)
 	$(BUILD)/embed --table clcrt__ops_src --header $@ $(BUILD)/gen/ops_src.c $(OPS_CU)

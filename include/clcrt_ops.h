@@ -128,8 +128,13 @@ typedef struct clcrt_gemm_variant_info {
   {.size = sizeof(clcrt_gemm_variant_info), .name = NULL, .bm = 0, .bn = 0, .cluster_m = 0, .stages = 0,      \
    .epilogue = 0}
 CLCRT_API int clcrt_gemm_variant_count(void);
-/* CLCRT_E_NOT_FOUND past the last. */
+/* Variants 0 .. clcrt_gemm_variant_count() - 1 are the measured ones; the indices after them are
+ * the other tile shapes the tile functions are written for ("BMxBN" or "BMxBNc2": block M 64 or
+ * 128, block N a multiple of 16 from 16 to 256, 1 or 2 CTAs sharing B), which a descriptor may
+ * name too (their speed is not measured yet). CLCRT_E_NOT_FOUND past the last. */
 CLCRT_API clcrt_status clcrt_gemm_variant_get(int i, clcrt_gemm_variant_info *out);
+/* The index of a variant by name (clcrt_gemm_variant_get), or -1. */
+CLCRT_API int clcrt_gemm_variant_find(const char *name);
 CLCRT_API unsigned clcrt_gemm_max_groups(void);
 
 /* The registered kernel of a variant (NULL: the default) for a layout and scheduler, compiled

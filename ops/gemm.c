@@ -18,23 +18,39 @@ static const clcrt__ops_src_file *embedded(const char *name) {
   return NULL;
 }
 
-/* gemm.cu with the text of gemm_abi.h in place of its #include, #line directives keeping
- * NVRTC's messages on the lines of the two files. */
+/* gemm.cu with the text of each embedded header it includes (gemm_abi.h, gemm_wgmma.h) in place
+ * of its #include line, #line directives keeping NVRTC's messages on the lines of each file. */
 static void source_build(void) {
-  const clcrt__ops_src_file *cu = embedded("gemm.cu"), *abi = embedded("gemm_abi.h");
-  static const char inc[] = "#include \"gemm_abi.h\"\n";
-  const char *at = cu && abi ? strstr(cu->text, inc) : NULL;
-  if (!at) return;
-  unsigned line = 1;
-  for (const char *p = cu->text; p < at; p++) line += *p == '\n';
-  const size_t cap = cu->len + abi->len + 128;
+  static const char *const headers[] = {"gemm_abi.h", "gemm_wgmma.h"};
+  const clcrt__ops_src_file *cu = embedded("gemm.cu");
+  if (!cu) return;
+  size_t cap = cu->len + 256;
+  for (size_t i = 0; i < sizeof headers / sizeof headers[0]; i++) {
+    const clcrt__ops_src_file *h = embedded(headers[i]);
+    if (!h) return;
+    cap += h->len + 64;
+  }
   char *s = malloc(cap);
   if (!s) return;
-  int n = snprintf(s, cap, "%.*s#line 1 \"gemm_abi.h\"\n%s\n#line %u \"gemm.cu\"\n%s", (int)(at - cu->text), cu->text,
-                   abi->text, line + 1, at + sizeof inc - 1);
-  if (n < 0 || (size_t)n >= cap) {
-    free(s);
-    return;
+  size_t n = 0;
+  const char *p = cu->text;
+  unsigned line = 1;
+  while (*p) {
+    const char *eol = strchr(p, '\n');
+    size_t len = eol ? (size_t)(eol - p) + 1 : strlen(p);
+    const clcrt__ops_src_file *h = NULL;
+    for (size_t i = 0; i < sizeof headers / sizeof headers[0]; i++) {
+      char inc[64];
+      int il = snprintf(inc, sizeof inc, "#include \"%s\"\n", headers[i]);
+      if ((size_t)il == len && !strncmp(p, inc, len)) h = embedded(headers[i]);
+    }
+    int w = h ? snprintf(s + n, cap - n, "#line 1 \"%s\"\n%s\n#line %u \"gemm.cu\"\n", h->name, h->text, line + 1)
+              : snprintf(s + n, cap - n, "%.*s", (int)len, p);
+    if (w < 0 || (size_t)w >= cap - n) {
+      free(s);
+      return;
+    }
+    n += (size_t)w, p += len, line++;
   }
   g_source = s;
 }
@@ -53,20 +69,17 @@ clcrt_status clcrt_gemm_variant_get(int i, clcrt_gemm_variant_info *out) {
   if (!out || out->size != sizeof *out)
     return clcrt_errmsg_set(NULL, CLCRT_E_INVALID, "clcrt_gemm_variant_get: out must be a clcrt_gemm_variant_info "
                                                    "made with CLCRT_GEMM_VARIANT_INFO_INIT");
-  if (i < 0 || i >= GEMM_NUM_VARIANTS)
-    return clcrt_errmsg_set(NULL, CLCRT_E_NOT_FOUND, "clcrt_gemm_variant_get: %d: there are %d variants", i,
-                            GEMM_NUM_VARIANTS);
-  const gemm_variant *v = &GEMM_VARIANTS[i];
+  const gemm_variant *v = gemm_variant_at(i);
+  if (!v)
+    return clcrt_errmsg_set(NULL, CLCRT_E_NOT_FOUND, "clcrt_gemm_variant_get: %d: no such variant (0 to %d)", i,
+                            GEMM_ALL_VARIANTS - 1);
   out->name = v->name, out->bm = v->bm, out->bn = v->bn, out->cluster_m = v->cm, out->stages = v->stages;
   out->epilogue = v->epi;
   return CLCRT_OK;
 }
 
-static int variant_index(const char *name) {
-  for (int i = 0; i < GEMM_NUM_VARIANTS; i++)
-    if (!strcmp(GEMM_VARIANTS[i].name, name)) return i;
-  return -1;
-}
+static int variant_index(const char *name) { return gemm_variant_find(name); }
+int clcrt_gemm_variant_find(const char *name) { return name ? gemm_variant_find(name) : -1; }
 
 static clcrt_status bad_variant(const clcrt_ops *ops, const char *name) {
   char list[256] = "";
@@ -74,7 +87,10 @@ static clcrt_status bad_variant(const clcrt_ops *ops, const char *name) {
     strncat(list, i ? ", " : "", sizeof list - strlen(list) - 1);
     strncat(list, GEMM_VARIANTS[i].name, sizeof list - strlen(list) - 1);
   }
-  return clcrt_errmsg_set(ops->rt, CLCRT_E_INVALID, "gemm: no variant \"%.64s\": one of %s", name, list);
+  return clcrt_errmsg_set(ops->rt, CLCRT_E_INVALID,
+                          "gemm: no variant \"%.64s\": one of %s, or a tile shape BMxBN or BMxBNc2 (BM 64 or 128, BN "
+                          "a multiple of 16 up to 256)",
+                          name, list);
 }
 
 /* ---- the handle ----------------------------------------------------------------------------- */
@@ -130,7 +146,7 @@ static clcrt_status kernel_get(clcrt_ops *ops, int v, clcrt_sched sched, int gro
     /* Compiled outside the lock: the runtime compiles one key once however many threads ask,
      * and gives each the same kernel. */
     clcrt_kernel *nk = NULL;
-    clcrt_status st = gemm_register(ops->rt, ops->src, &GEMM_VARIANTS[v], sched, grouped, &nk);
+    clcrt_status st = gemm_register(ops->rt, ops->src, gemm_variant_at(v), sched, grouped, &nk);
     if (st != CLCRT_OK) return st;
     pthread_mutex_lock(&ops->lock);
     if (!ops->kernels[v][sched][grouped]) ops->kernels[v][sched][grouped] = nk;
@@ -259,14 +275,14 @@ static clcrt_status plan_call(clcrt_ops *ops, clcrt_stream *s, gemm_ws *w, const
     if (d->split == CLCRT_GEMM_SPLIT_ALL) gemm_plan_share(&c->plan, GEMM_SHARE_ALL, d->m, d->n, d->k, sms);
     if ((st = gemm_dense_args_ld(&enc, rt, &c->plan, &c->args, d->a, d->b, d->d, d->m, d->n, d->k, ld, 0, 0)) != CLCRT_OK)
       return st;
-    const gemm_variant *v = &GEMM_VARIANTS[c->plan.variant];
+    const gemm_variant *v = gemm_variant_at(c->plan.variant);
     c->tiles = gemm_dense_tiles(v, &c->args);
     if (c->args.sk_units) c->part_bytes = gemm_ws_bytes(v, &c->args), c->ctr_bytes = gemm_ctr_bytes(v, &c->args);
   } else {
     /* Grouped: the default variant (the plan for grouped problems has one candidate). */
     c->plan.variant = vi >= 0 ? vi : 0;
     c->plan.sched = CLCRT_SCHED_STEAL;
-    const gemm_variant *v = &GEMM_VARIANTS[c->plan.variant];
+    const gemm_variant *v = gemm_variant_at(c->plan.variant);
     const unsigned rows = d->layout == CLCRT_GEMM_MASKED ? 0 : d->m, per = d->layout == CLCRT_GEMM_MASKED ? d->m : 0;
     if ((st = gemm_grouped_args_ld(&enc, rt, v, &c->args, d->a, d->b, d->d, rows, d->n, d->k, ld, d->groups,
                                    d->group_sizes, per)) != CLCRT_OK)
@@ -288,7 +304,7 @@ clcrt_status clcrt_gemm_plan_get(clcrt_ops *ops, const clcrt_stream *s, const cl
   gemm_call c;
   clcrt_status st = check_desc(ops, d, &ld, &vi);
   if (st != CLCRT_OK || (st = plan_call(ops, (clcrt_stream *)s, NULL, d, ld, vi, 0, &c)) != CLCRT_OK) return st;
-  const gemm_variant *v = &GEMM_VARIANTS[c.plan.variant];
+  const gemm_variant *v = gemm_variant_at(c.plan.variant);
   out->variant = v->name, out->sched = c.sched, out->bm = v->bm, out->bn = v->bn, out->cluster_m = v->cm;
   out->shared_tiles = c.args.sk_tiles;
   out->splits = c.args.sk_tiles ? c.args.sk_units / c.args.sk_tiles : 1;

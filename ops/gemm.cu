@@ -89,7 +89,7 @@ constexpr unsigned EPI_STRIDE = GEMM_EPI ? EPI_WARP + 128u : 64u;
 constexpr unsigned EPI_BYTES = NCW * EPI_STRIDE;
 constexpr unsigned MAP_OFF = EPI_OFF + EPI_BYTES;        // grouped: the prefix sums
 static_assert(BM % 64 == 0 && BM >= 64 && BM <= 256, "BM: 64, 128, 192 or 256 (one consumer warpgroup per 64 rows)");
-static_assert(BN % 64 == 0 && BN >= 64 && BN <= 256, "BN: 64, 128, 192 or 256");
+static_assert(BN % 16 == 0 && BN >= 16 && BN <= 256, "BN: a multiple of 16 from 16 to 256");
 static_assert(CM == 1 || CM == 2, "GEMM_CM: 1 or 2");
 static_assert(B_PART % 8 == 0, "each CTA's part of B must be whole 8-row swizzle atoms");
 // The ring, the staging, the grouped map, 1 KiB of alignment slack and the scheduler's static
@@ -217,115 +217,8 @@ __device__ __forceinline__ void st_v4(void *p, uint4 v) {
                : "memory");
 }
 
-// wgmma.mma_async m64nBNk16, bf16 x bf16 -> f32, A and B K-major from shared memory;
-// scale_d 0 starts the accumulators from zero.
-#if GEMM_BN == 64
-__device__ __forceinline__ void wgmma_n64(float *d, unsigned long long da, unsigned long long db, unsigned scale_d) {
-  asm volatile(
-      "{\n\t.reg .pred p;\n\tsetp.ne.b32 p, %34, 0;\n\t"
-      "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 {"
-      "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
-      "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31"
-      "}, %32, %33, p, 1, 1, 0, 0;\n}"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
-        "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
-        "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
-        "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
-      : "l"(da), "l"(db), "r"(scale_d));
-}
-#endif
-#if GEMM_BN == 128
-__device__ __forceinline__ void wgmma_n128(float *d, unsigned long long da, unsigned long long db, unsigned scale_d) {
-  asm volatile(
-      "{\n\t.reg .pred p;\n\tsetp.ne.b32 p, %66, 0;\n\t"
-      "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {"
-      "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
-      "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
-      "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "
-      "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63"
-      "}, %64, %65, p, 1, 1, 0, 0;\n}"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
-        "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
-        "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
-        "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]),
-        "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]),
-        "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
-        "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
-        "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
-      : "l"(da), "l"(db), "r"(scale_d));
-}
-#endif
-#if GEMM_BN == 192
-__device__ __forceinline__ void wgmma_n192(float *d, unsigned long long da, unsigned long long db, unsigned scale_d) {
-  asm volatile(
-      "{\n\t.reg .pred p;\n\tsetp.ne.b32 p, %98, 0;\n\t"
-      "wgmma.mma_async.sync.aligned.m64n192k16.f32.bf16.bf16 {"
-      "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
-      "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
-      "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "
-      "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, "
-      "%64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, "
-      "%80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95"
-      "}, %96, %97, p, 1, 1, 0, 0;\n}"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
-        "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
-        "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
-        "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]),
-        "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]),
-        "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
-        "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
-        "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63]),
-        "+f"(d[64]), "+f"(d[65]), "+f"(d[66]), "+f"(d[67]), "+f"(d[68]), "+f"(d[69]), "+f"(d[70]), "+f"(d[71]),
-        "+f"(d[72]), "+f"(d[73]), "+f"(d[74]), "+f"(d[75]), "+f"(d[76]), "+f"(d[77]), "+f"(d[78]), "+f"(d[79]),
-        "+f"(d[80]), "+f"(d[81]), "+f"(d[82]), "+f"(d[83]), "+f"(d[84]), "+f"(d[85]), "+f"(d[86]), "+f"(d[87]),
-        "+f"(d[88]), "+f"(d[89]), "+f"(d[90]), "+f"(d[91]), "+f"(d[92]), "+f"(d[93]), "+f"(d[94]), "+f"(d[95])
-      : "l"(da), "l"(db), "r"(scale_d));
-}
-#endif
-#if GEMM_BN == 256
-__device__ __forceinline__ void wgmma_n256(float *d, unsigned long long da, unsigned long long db, unsigned scale_d) {
-  asm volatile(
-      "{\n\t.reg .pred p;\n\tsetp.ne.b32 p, %130, 0;\n\t"
-      "wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16 {"
-      "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
-      "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
-      "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "
-      "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, "
-      "%64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, "
-      "%80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95, "
-      "%96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111, "
-      "%112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127"
-      "}, %128, %129, p, 1, 1, 0, 0;\n}"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
-        "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
-        "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
-        "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]),
-        "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]),
-        "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
-        "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
-        "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63]),
-        "+f"(d[64]), "+f"(d[65]), "+f"(d[66]), "+f"(d[67]), "+f"(d[68]), "+f"(d[69]), "+f"(d[70]), "+f"(d[71]),
-        "+f"(d[72]), "+f"(d[73]), "+f"(d[74]), "+f"(d[75]), "+f"(d[76]), "+f"(d[77]), "+f"(d[78]), "+f"(d[79]),
-        "+f"(d[80]), "+f"(d[81]), "+f"(d[82]), "+f"(d[83]), "+f"(d[84]), "+f"(d[85]), "+f"(d[86]), "+f"(d[87]),
-        "+f"(d[88]), "+f"(d[89]), "+f"(d[90]), "+f"(d[91]), "+f"(d[92]), "+f"(d[93]), "+f"(d[94]), "+f"(d[95]),
-        "+f"(d[96]), "+f"(d[97]), "+f"(d[98]), "+f"(d[99]), "+f"(d[100]), "+f"(d[101]), "+f"(d[102]), "+f"(d[103]),
-        "+f"(d[104]), "+f"(d[105]), "+f"(d[106]), "+f"(d[107]), "+f"(d[108]), "+f"(d[109]), "+f"(d[110]), "+f"(d[111]),
-        "+f"(d[112]), "+f"(d[113]), "+f"(d[114]), "+f"(d[115]), "+f"(d[116]), "+f"(d[117]), "+f"(d[118]), "+f"(d[119]),
-        "+f"(d[120]), "+f"(d[121]), "+f"(d[122]), "+f"(d[123]), "+f"(d[124]), "+f"(d[125]), "+f"(d[126]), "+f"(d[127])
-      : "l"(da), "l"(db), "r"(scale_d));
-}
-#endif
-__device__ __forceinline__ void mma(float *d, unsigned long long da, unsigned long long db, unsigned scale_d) {
-#if GEMM_BN == 64
-  wgmma_n64(d, da, db, scale_d);
-#elif GEMM_BN == 128
-  wgmma_n128(d, da, db, scale_d);
-#elif GEMM_BN == 192
-  wgmma_n192(d, da, db, scale_d);
-#else
-  wgmma_n256(d, da, db, scale_d);
-#endif
-}
+// wgmma.mma_async m64nBNk16 for this variant's BN: mma(d, da, db, scale_d) (generated).
+#include "gemm_wgmma.h"
 
 __device__ __forceinline__ unsigned full_bar(const GemmState &s, unsigned st) { return s.base + BAR_OFF + st * 8; }
 __device__ __forceinline__ unsigned empty_bar(const GemmState &s, unsigned st) {
@@ -469,12 +362,16 @@ __device__ __forceinline__ bool staged_ok(const GemmArgs &a) {
 // v: the chunk's 32 accumulators in the wgmma layout, v[4s + e] for its slice s (8 columns):
 // e = 0, 1 row lane/4, columns 2(lane%4) + {0, 1}; e = 2, 3 the same eight rows further.
 // row0: the warp's first row of D; col0: the chunk's first column.
+// S: the chunk's slices, 8 (64 columns) but for the last chunk of a tile whose width is not a
+// multiple of 64 (2, 4 or 6); the staging groups past them are neither written nor read.
+template <unsigned S>
 __device__ __forceinline__ void store_chunk(const GemmArgs &a, unsigned stage, const float *v, unsigned row0,
                                             unsigned row_end, unsigned col0, unsigned lane) {
+  static_assert(S % 2 == 0 && S >= 2 && S <= 8, "a chunk is 2 to 8 slices, in pairs");
   const unsigned mi = lane >> 3, r = lane & 7;
   const unsigned srow = stage + ((mi & 1) * 8 + r) * 128;
 #pragma unroll
-  for (unsigned q = 0; q < 4; q++) {
+  for (unsigned q = 0; q < S / 2; q++) {
     // Matrix mi of instruction q: slice 2q + (mi >> 1), rows 8 (mi & 1) ...
     const unsigned g = 2 * q + (mi >> 1);
     stmatrix_x4(srow + ((g ^ r) << 4), pack_bf16(v[8 * q + 0], v[8 * q + 1]), pack_bf16(v[8 * q + 2], v[8 * q + 3]),
@@ -486,13 +383,13 @@ __device__ __forceinline__ void store_chunk(const GemmArgs &a, unsigned stage, c
 #pragma unroll
   for (unsigned p = 0; p < 4; p++) {
     const unsigned row = 4 * p + (lane >> 3);
-    w[p] = ld_shared_v4(stage + row * 128 + ((g ^ (row & 7)) << 4));
+    if (S == 8 || g < S) w[p] = ld_shared_v4(stage + row * 128 + ((g ^ (row & 7)) << 4));
   }
   __syncwarp();  // the staging may be written again
 #pragma unroll
   for (unsigned p = 0; p < 4; p++) {
     const unsigned row = row0 + 4 * p + (lane >> 3);
-    if (row >= row_end || col >= a.n) continue;
+    if (row >= row_end || col >= a.n || (S < 8 && g >= S)) continue;
     unsigned short *dst = a.d + (unsigned long long)row * a.ldd + col;
     if (col + 8 <= a.n) {
       st_v4(dst, w[p]);
@@ -508,7 +405,10 @@ __device__ __forceinline__ void store_chunk(const GemmArgs &a, unsigned stage, c
 __device__ __forceinline__ void store_tile_staged(const GemmArgs &a, const float *acc, unsigned stage, unsigned row0,
                                                   unsigned row_end, unsigned c_base, unsigned lane) {
 #pragma unroll
-  for (unsigned c = 0; c < BN / 64; c++) store_chunk(a, stage, acc + 32 * c, row0, row_end, c_base + 64 * c, lane);
+  for (unsigned c = 0; c < BN / 64; c++) store_chunk<8>(a, stage, acc + 32 * c, row0, row_end, c_base + 64 * c, lane);
+  if (BN % 64)  // the last, narrower chunk
+    store_chunk<(BN % 64 ? BN % 64 : 64) / 8>(a, stage, acc + 32 * (BN / 64), row0, row_end, c_base + 64 * (BN / 64),
+                                              lane);
 }
 
 // The epilogue of a whole tile: the bf16 output from the accumulators.

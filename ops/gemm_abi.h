@@ -1,6 +1,6 @@
 /* The GEMM op's Args, declared once for the host (C11, ops/gemm.c) and the device (the tile
  * functions of ops/gemm.cu, compiled by NVRTC): the op puts this header's text in place of
- * gemm.cu's #include of it when it builds the source, so both sides read the same lines.
+ * the line of gemm.cu that includes it when it builds the source, so both sides read the same lines.
  * Both compilers check every offset against GEMM__ARGS_LAYOUT, and the runtime checks the
  * parameter's size against the compiled kernel at every run, so a field one side would lay
  * out differently is an error, never a silent corruption. The pattern is clcrt_abi.h's. */

@@ -15,6 +15,7 @@
  */
 #ifndef CLCRT_OPS_GEMM_INTERNAL_H
 #define CLCRT_OPS_GEMM_INTERNAL_H
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
@@ -61,6 +62,55 @@ static inline unsigned gemm_smem_bytes(const gemm_variant *v, int grouped) {
   unsigned ring = (v->stages * (v->bm + v->bn) * GEMM_BK * 2u + 16u * v->stages + 127u) & ~127u;
   return 1024u /* alignment */ + ring + v->bm / 64u * 4u * (v->epi ? 2048u + 128u : 64u) +
          (grouped ? 8u * (GEMM_MAX_GROUPS + 1u) : 0u);
+}
+
+/* The most shared memory a CTA may have (227 KiB on sm_90), less what the scheduler and the
+ * compiler take statically (gemm.cu's static_assert reserves the same 2 KiB). */
+#define GEMM_SMEM_CAP (227u * 1024u - 2048u)
+
+/* A variant of any tile shape the tile function is written for: bm 64 or 128 (one consumer
+ * warpgroup per 64 rows), bn a multiple of 16 from 16 to 256, cm 1 or 2 CTAs sharing B, the
+ * staged epilogue, and as many stages (up to 8) as fit in a CTA's shared memory with the
+ * grouped map (so that one stage count serves dense and grouped). name: at least 16 bytes,
+ * "BMxBN" or "BMxBNc2". Returns 0 for a shape the tile function does not have. */
+static inline int gemm_variant_make(gemm_variant *v, char *name, unsigned bm, unsigned bn, unsigned cm) {
+  if ((bm != 64 && bm != 128) || bn < 16 || bn > 256 || bn % 16 || (cm != 1 && cm != 2)) return 0;
+  snprintf(name, 16, cm > 1 ? "%ux%uc%u" : "%ux%u", bm, bn, cm);
+  *v = (gemm_variant){name, bm, bn, cm, 8, 1};
+  while (v->stages > 2 && gemm_smem_bytes(v, 1) > GEMM_SMEM_CAP) v->stages--;
+  return gemm_smem_bytes(v, 1) <= GEMM_SMEM_CAP;
+}
+
+/* Every shape gemm_variant_make has, after the measured variants: variant index
+ * GEMM_NUM_VARIANTS + i is generated shape i (bm 64 then 128; bn 16 to 256; cm 1 then 2).
+ * Made once per program (pthread_once), then read only. */
+#define GEMM_GEN_SHAPES (2 * 16 * 2)
+#define GEMM_ALL_VARIANTS (GEMM_NUM_VARIANTS + GEMM_GEN_SHAPES)
+static gemm_variant gemm__gen[GEMM_GEN_SHAPES];
+static char gemm__gen_names[GEMM_GEN_SHAPES][16];
+static pthread_once_t gemm__gen_once = PTHREAD_ONCE_INIT;
+static void gemm__gen_make(void) {
+  for (int i = 0; i < GEMM_GEN_SHAPES; i++)
+    if (!gemm_variant_make(&gemm__gen[i], gemm__gen_names[i], i / 32 ? 128u : 64u, 16u * (1u + (unsigned)i % 16u),
+                           (i / 16) % 2 ? 2u : 1u))
+      gemm__gen[i].name = NULL; /* a shape whose stages do not fit: none */
+}
+/* Variant i of the measured table, then of the generated shapes; NULL past them or for a shape
+ * that does not fit. */
+static inline const gemm_variant *gemm_variant_at(int i) {
+  if (i >= 0 && i < GEMM_NUM_VARIANTS) return &GEMM_VARIANTS[i];
+  if (i < 0 || i >= GEMM_ALL_VARIANTS) return NULL;
+  pthread_once(&gemm__gen_once, gemm__gen_make);
+  return gemm__gen[i - GEMM_NUM_VARIANTS].name ? &gemm__gen[i - GEMM_NUM_VARIANTS] : NULL;
+}
+/* The index of a variant by name: a measured one, or "BMxBN" / "BMxBNc2" of a generated
+ * shape; -1 for none. */
+static inline int gemm_variant_find(const char *name) {
+  for (int i = 0; i < GEMM_ALL_VARIANTS; i++) {
+    const gemm_variant *v = gemm_variant_at(i);
+    if (v && !strcmp(v->name, name)) return i;
+  }
+  return -1;
 }
 
 /* Compiles (or finds in the cache) the variant's dense or grouped tile function from src, the
@@ -189,7 +239,7 @@ static inline clcrt_status gemm_maps(const gemm_enc *enc, clcrt_runtime *rt, con
 static inline clcrt_status gemm_dense_args_ld(const gemm_enc *enc, clcrt_runtime *rt, const gemm_plan *p, gemm_args *a,
                                               uint64_t A, uint64_t B, uint64_t D, unsigned m, unsigned n, unsigned k,
                                               gemm_ld ld, uint64_t ws, uint64_t ctr) {
-  const gemm_variant *v = &GEMM_VARIANTS[p->variant];
+  const gemm_variant *v = gemm_variant_at(p->variant);
   memset(a, 0, sizeof *a);
   clcrt_status st = gemm_maps(enc, rt, v, a, A, m, ld.a, B, n, ld.b, k);
   if (st != CLCRT_OK) return st;

@@ -22,7 +22,7 @@ static double time_plan(void *user, const gemm_plan *p) {
   clcrt_runtime *rt = t->ops->rt;
   clcrt_kernel *k = NULL;
   gemm_args a;
-  const gemm_variant *v = &GEMM_VARIANTS[p->variant];
+  const gemm_variant *v = gemm_variant_at(p->variant);
   const clcrt_gemm_desc *d = t->d;
   if (gemm_register(rt, t->ops->src, v, p->sched, 0, &k) != CLCRT_OK ||
       clcrt_kernel_prepare(k, CLCRT_USE_SHORT) != CLCRT_OK ||

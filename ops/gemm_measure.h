@@ -9,7 +9,8 @@
  * or the last wave's tiles in s slices, which gemm_measure_apply turns into the exact
  * decomposition of each M of the class.
  *
- * Timing is the caller's: a callback that runs a plan on the operands and returns its time,
+ * Candidates beyond the measured variants: three generated tile shapes (gemm_measure_shapes),
+ * whole tiles. Timing is the caller's: a callback that runs a plan on the operands and returns its time,
  * so that this header needs no driver calls (the example and the tests time with CUDA events
  * through their own driver access). Candidates: gemm_plan_dense's own plan, then 128x256 and
  * 128x128 with whole tiles and with 2, 3 and 4 slices of a last wave at most half full, under
@@ -44,7 +45,8 @@ static inline void gemm_measure_key(unsigned m, unsigned n, unsigned k, unsigned
  * version makes (a damaged or foreign entry). */
 static inline int gemm_measure_apply(const gemm_measure_rule *r, unsigned m, unsigned n, unsigned k, int sms,
                                      gemm_plan *out) {
-  if (r->magic != GEMM_MEASURE_MAGIC || r->variant >= (uint32_t)GEMM_NUM_VARIANTS || r->slices > GEMM_SK_MAX_SLICES ||
+  if (r->magic != GEMM_MEASURE_MAGIC || r->variant >= (uint32_t)GEMM_ALL_VARIANTS ||
+      !gemm_variant_at((int)r->variant) || r->slices > GEMM_SK_MAX_SLICES ||
       (r->sched != CLCRT_SCHED_STEAL && r->sched != CLCRT_SCHED_STATIC))
     return 0;
   gemm_plan p;
@@ -53,7 +55,7 @@ static inline int gemm_measure_apply(const gemm_measure_rule *r, unsigned m, uns
   p.sched = (clcrt_sched)r->sched;
   p.shift = 1;
   gemm_plan_share(&p, GEMM_SHARE_WHOLE, m, n, k, sms);
-  const gemm_variant *v = &GEMM_VARIANTS[p.variant];
+  const gemm_variant *v = gemm_variant_at(p.variant);
   const unsigned P = (unsigned)sms / v->cm, T = gemm_work_tiles(v, m, n), rest = P ? T % P : 0;
   if (r->slices >= 2 && rest && rest * r->slices <= P && gemm_cdiv(k, GEMM_BK) / r->slices >= 1)
     p.sk_tiles = rest, p.sk_units = rest * r->slices, p.sk_tail = 1;
@@ -66,6 +68,33 @@ static inline gemm_measure_rule gemm_measure_rule_of(const gemm_plan *p) {
   gemm_measure_rule r = {GEMM_MEASURE_MAGIC, (uint32_t)p->variant, (uint32_t)p->sched,
                          p->sk_units && p->sk_tiles ? p->sk_units / p->sk_tiles : 0u};
   return r;
+}
+
+/* Up to `max` generated tile shapes (variant indices) for an m x n problem on `sms` SMs, by the
+ * first heuristic DeepGEMM used: the fewest waves of work tiles, then the fullest last wave,
+ * then the wider tile. Block M 64 where M is at most 64 (a 128-row tile would be mostly
+ * padding), 128 otherwise; one CTA per cluster. Their speed is not in the cost model yet:
+ * the measured mode times them beside the measured variants. */
+static inline int gemm_measure_shapes(unsigned m, unsigned n, int sms, int *out, int max) {
+  int nb = 0;
+  unsigned waves[8];
+  double fill[8];
+  if (max > 8) max = 8;
+  for (int i = GEMM_NUM_VARIANTS; i < GEMM_ALL_VARIANTS && sms > 0; i++) {
+    const gemm_variant *v = gemm_variant_at(i);
+    if (!v || v->cm != 1 || (v->bm == 64) != (m <= 64)) continue;
+    const unsigned T = gemm_work_tiles(v, m, n), w = (T + (unsigned)sms - 1) / (unsigned)sms;
+    const double f = (double)T / ((double)w * sms);
+    int at = nb;
+    while (at > 0 && (w < waves[at - 1] || (w == waves[at - 1] && f > fill[at - 1] + 1e-9) ||
+                      (w == waves[at - 1] && f > fill[at - 1] - 1e-9 && v->bn > gemm_variant_at(out[at - 1])->bn)))
+      at--;
+    if (at >= max) continue;
+    for (int j = (nb < max ? nb : max - 1); j > at; j--) out[j] = out[j - 1], waves[j] = waves[j - 1], fill[j] = fill[j - 1];
+    out[at] = i, waves[at] = w, fill[at] = f;
+    if (nb < max) nb++;
+  }
+  return nb;
 }
 
 /* The candidates for an m x n x k problem (the model's plan first); returns how many. */
@@ -87,6 +116,13 @@ static inline int gemm_measure_candidates(unsigned m, unsigned n, unsigned k, un
         dup |= rules[i].variant == r.variant && rules[i].sched == r.sched && rules[i].slices == r.slices;
       if (!dup && nc < GEMM_MEASURE_MAX - 1) rules[nc] = r, c[nc++] = p;
     }
+  int shapes[3];
+  const int ns = gemm_measure_shapes(m, n, sms, shapes, 3);
+  for (int i = 0; i < ns && nc < GEMM_MEASURE_MAX - 1; i++) {
+    gemm_measure_rule r = {GEMM_MEASURE_MAGIC, (uint32_t)shapes[i], CLCRT_SCHED_STEAL, 0};
+    gemm_plan p;
+    if (gemm_measure_apply(&r, m, n, k, sms, &p)) rules[nc] = r, c[nc++] = p;
+  }
   gemm_plan st = def;
   st.sched = CLCRT_SCHED_STATIC;
   c[nc++] = st;

@@ -68,8 +68,16 @@ static inline int gemm_variant_index(const char *name) {
 }
 
 /* The model's k-block time and per-tile epilogue of a variant (see above). */
-static inline double gemm_plan_kb(const gemm_variant *v) { return v->bn == 256 ? 1.0 : v->bn == 128 ? 0.51 : 0.27; }
-static inline double gemm_plan_epi(const gemm_variant *v) { return v->bn == 256 ? 3.0 : v->bn == 128 ? 5.0 : 6.0; }
+/* Measured for block M 128 at block N 256, 128 and 64; other shapes (the generated ones) are
+ * the line through those points, scaled by block M: provisional until they are measured. */
+static inline double gemm_plan_kb(const gemm_variant *v) {
+  if (v->bm == 128 && (v->bn == 256 || v->bn == 128 || v->bn == 64)) return v->bn == 256 ? 1.0 : v->bn == 128 ? 0.51 : 0.27;
+  return v->bm / 128.0 * (0.027 + 0.0038 * v->bn);
+}
+static inline double gemm_plan_epi(const gemm_variant *v) {
+  if (v->bn == 256 || v->bn == 128 || v->bn == 64) return v->bn == 256 ? 3.0 : v->bn == 128 ? 5.0 : 6.0;
+  return 6.5 - 3.5 * v->bn / 256.0;
+}
 
 /* One phase of a run: `units` units at once (at most P), each `kbs` k-blocks of a variant,
  * moving `bytes` from memory: the longer of the tensor-core time and the memory time, the
@@ -89,7 +97,7 @@ static inline double gemm_plan_phase(const gemm_variant *v, unsigned units, unsi
 
 /* The decomposition `share` of an m x n x k problem for p->variant on `sms` SMs, into p. */
 static inline void gemm_plan_share(gemm_plan *p, gemm_share share, unsigned m, unsigned n, unsigned k, int sms) {
-  const gemm_variant *v = &GEMM_VARIANTS[p->variant];
+  const gemm_variant *v = gemm_variant_at(p->variant);
   const unsigned P = (unsigned)sms / v->cm, T = gemm_work_tiles(v, m, n), nk = gemm_cdiv(k, GEMM_BK);
   p->sk_tiles = p->sk_units = p->sk_tail = 0;
   if (P == 0 || T == 0) return;

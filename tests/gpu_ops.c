@@ -141,8 +141,10 @@ typedef struct problem {
   char what[160];
 } problem;
 
-static const char *const VARS[] = {NULL, "128x256", "128x256c2", "128x128", "128x128c2", "128x64", "128x256e0",
-                                   "128x256s3"};
+/* The measured variants and some generated tile shapes (block N a multiple of 16, block M 64). */
+static const char *const VARS[] = {NULL,       "128x256", "128x256c2", "128x128", "128x128c2", "128x64", "128x256e0",
+                                   "128x256s3", "64x96",   "128x176c2", "64x16",   "128x48",    "64x256"};
+#define NVARS ((unsigned)(sizeof VARS / sizeof VARS[0]))
 static const clcrt_sched SCHEDS[] = {CLCRT_SCHED_AUTO, CLCRT_SCHED_STEAL, CLCRT_SCHED_STATIC, CLCRT_SCHED_FIXED};
 
 /* A random dense problem whose operands fit the pools and whose D fits dcap elements. */
@@ -164,7 +166,7 @@ static problem random_dense(rng_t *r, size_t dcap) {
       continue;
     if ((double)g.m * g.n * g.k > (small ? 3e7 : 1.2e11)) continue; /* the test's time, not a limit of the op */
     g.a = g_A + 2ull * off_a, g.b = g_B + 2ull * off_b;
-    g.variant = VARS[below(r, 8)];
+    g.variant = VARS[below(r, NVARS)];
     g.sched = SCHEDS[below(r, 4)];
     g.split = (clcrt_gemm_split)below(r, 3);
     p.g = g;
@@ -351,7 +353,7 @@ static int grouped_once(clcrt_stream *s, cublasHandle_t h, rng_t *r, int masked,
   clcrt_gemm_desc g = CLCRT_GEMM_DESC_INIT;
   g.layout = masked ? CLCRT_GEMM_MASKED : CLCRT_GEMM_GROUPED;
   g.m = masked ? cap : T, g.n = n, g.k = k, g.a = g_A, g.b = g_B, g.d = D, g.groups = G, g.group_sizes = sizes_dev;
-  g.variant = VARS[below(r, 8)], g.sched = SCHEDS[below(r, 4)];
+  g.variant = VARS[below(r, NVARS)], g.sched = SCHEDS[below(r, 4)];
   if (g.variant && !strcmp(g.variant, "128x64")) g.variant = NULL; /* grouped: the 2 KiB map and 8 stages */
   snprintf(what, wn, "%s G %u n %u k %u T %u sum %llu%s %s %s", masked ? "masked" : "grouped", G, n, k, T, sum,
            over ? " (over)" : "", g.variant ? g.variant : "plan", clcrt_sched_name(g.sched));

@@ -556,6 +556,15 @@ START_TEST(test_measured) {
   ck_assert_str_eq(GEMM_VARIANTS[p.variant].name, "128x128");
   ck_assert_msg(p.sk_tiles == 28 && p.sk_units == 56 && p.sk_tail == 1, "measured plan: %u/%u tail %u", p.sk_tiles,
                 p.sk_units, p.sk_tail);
+  /* Generated tile shapes are candidates too: block M 128 here, block M 64 for a decode M. */
+  int shapes_seen = 0;
+  for (int i = 0; i < nc; i++) shapes_seen += cand[i].variant >= GEMM_NUM_VARIANTS;
+  ck_assert_int_eq(shapes_seen, 3);
+  int sh[3];
+  ck_assert_int_eq(gemm_measure_shapes(16, 4096, sms, sh, 3), 3);
+  for (int i = 0; i < 3; i++) ck_assert_uint_eq(gemm_variant_at(sh[i])->bm, 64);
+  /* 16 x 4096 on 132 SMs: BN 32 gives 128 tiles in one wave, the fullest; BN 16 two waves. */
+  ck_assert_uint_eq(gemm_variant_at(sh[0])->bn, 32);
   /* The model's own plan is the first candidate. */
   gemm_plan def = gemm_plan_dense(m, n, k, 128, sms);
   ck_assert(cand[0].variant == def.variant && cand[0].sk_units == def.sk_units);
@@ -674,6 +683,48 @@ START_TEST(test_compile) {
   ck_assert_msg((strstr(ptx, "atom.acq_rel.gpu.global.add.u32") != NULL) == !grouped,
                 "%s %s: stream-K's fix-up counter in the PTX: want %s", what, v->name, grouped ? "no" : "yes");
   printf("test_gemm: %-28s %-10s %3d registers, %6u bytes shared, cold compile %4.0f ms\n", what, v->name,
+         info.registers, info.static_smem + info.dynamic_smem, info.compile_ms);
+  clcrt_runtime_destroy(rt);
+}
+END_TEST
+
+/* Tile shapes beyond the measured variants, as the tile function is written for them (block N a
+ * multiple of 16, block M 64 or 128, 1- or 2-CTA clusters, the stages that fit): each compiles
+ * with no ptxas warning, no stack and no spills, and its PTX has the wgmma of its width. */
+static const unsigned SHAPES[][3] = {{128, 16, 1},  {128, 48, 1}, {128, 80, 1},  {128, 96, 2},  {128, 112, 1},
+                                     {128, 144, 1}, {128, 176, 2}, {128, 208, 1}, {128, 240, 1}, {64, 16, 1},
+                                     {64, 64, 1},   {64, 128, 2},  {64, 192, 1},  {64, 256, 1}};
+START_TEST(test_compile_shapes) {
+  gemm_variant v;
+  char name[16];
+  ck_assert(gemm_variant_make(&v, name, SHAPES[_i][0], SHAPES[_i][1], SHAPES[_i][2]));
+  ck_assert_uint_ge(v.stages, 3);
+  clcrt_runtime *rt = rt_sm90();
+  clcrt_kernel *k = NULL;
+  clcrt_status st = gemm_register_opt(rt, clcrt_gemm_source(), &v, CLCRT_SCHED_STEAL, _i % 3 == 2,
+                                      "--ptxas-options=--warning-as-error", &k);
+  ck_assert_msg(st == CLCRT_OK, "%s: %s", name, clcrt_errmsg(rt));
+  clcrt_kernel_info info = CLCRT_KERNEL_INFO_INIT;
+  ck_assert_int_eq(clcrt_kernel_info_get(k, &info), CLCRT_OK);
+  ck_assert_msg(info.stack_bytes == 0, "%s: %d bytes of stack", name, info.stack_bytes);
+  ck_assert_msg(info.static_smem + info.dynamic_smem <= 227 * 1024, "%s: %u + %u bytes of shared memory", name,
+                info.static_smem, info.dynamic_smem);
+  const void *cubin;
+  size_t size;
+  ck_assert_int_eq(clcrt_kernel_cubin(k, &cubin, &size), CLCRT_OK);
+  clcrt__cubin c;
+  char err[256];
+  ck_assert_int_eq(clcrt__cubin_parse(cubin, size, &c, err, sizeof err), 0);
+  ck_assert_msg(c.kernels[0].spill_stores <= 0 && c.kernels[0].spill_loads <= 0, "%s: %d spill stores, %d loads", name,
+                c.kernels[0].spill_stores, c.kernels[0].spill_loads);
+  clcrt__cubin_free(&c);
+  const char *ptx = NULL;
+  ck_assert_int_eq(clcrt_kernel_ptx(k, &ptx), CLCRT_OK);
+  char want[96];
+  snprintf(want, sizeof want, "wgmma.mma_async.sync.aligned.m64n%uk16.f32.bf16.bf16", v.bn);
+  ck_assert_msg(strstr(ptx, want), "%s: no %s in the PTX", name, want);
+  ck_assert_msg(strstr(ptx, "stmatrix.sync.aligned.m8n8.x4.shared.b16"), "%s: no staged epilogue", name);
+  printf("test_gemm: shape %-10s %u stages %3d registers, %6u bytes shared, cold compile %4.0f ms\n", name, v.stages,
          info.registers, info.static_smem + info.dynamic_smem, info.compile_ms);
   clcrt_runtime_destroy(rt);
 }
@@ -807,6 +858,7 @@ static Suite *gemm_suite(void) {
   TCase *tk = tcase_create("kernels");
   tcase_set_timeout(tk, 240);
   tcase_add_loop_test(tk, test_compile, 0, GEMM_NUM_VARIANTS * 6);
+  tcase_add_loop_test(tk, test_compile_shapes, 0, (int)(sizeof SHAPES / sizeof SHAPES[0]));
   tcase_add_test(tk, test_args_layout);
   tcase_add_test(tk, test_tool_inspect);
   suite_add_tcase(s, tk);

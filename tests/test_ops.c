@@ -41,6 +41,8 @@ START_TEST(test_source_splices_abi) {
   ck_assert_ptr_nonnull(strstr(s, "#line 1 \"gemm_abi.h\""));
   ck_assert_ptr_nonnull(strstr(s, "typedef struct GemmArgs"));
   ck_assert_ptr_null(strstr(s, "#include \"gemm_abi.h\""));
+  ck_assert_ptr_nonnull(strstr(s, "#line 1 \"gemm_wgmma.h\""));
+  ck_assert_ptr_null(strstr(s, "#include \"gemm_wgmma.h\""));
   ck_assert_ptr_nonnull(strstr(s, "__device__ void gemm_tile("));
   ck_assert_ptr_eq(s, clcrt_gemm_source()); /* made once */
 }
@@ -61,6 +63,10 @@ START_TEST(test_kernels_compile) {
   ck_assert_int_eq(info.sched, CLCRT_SCHED_STEAL); /* the plan's scheduler, whatever AUTO would be */
   ck_assert_msg(clcrt_gemm_kernel(ops, "128x128", CLCRT_SCHED_STATIC, CLCRT_GEMM_GROUPED, &k) == CLCRT_OK, "%s",
                 clcrt_errmsg(rt));
+  ck_assert_msg(clcrt_gemm_kernel(ops, "64x48", CLCRT_SCHED_STEAL, CLCRT_GEMM_DENSE, &k) == CLCRT_OK, "%s",
+                clcrt_errmsg(rt));
+  ck_assert_int_eq(clcrt_kernel_info_get(k, &info), CLCRT_OK);
+  ck_assert_uint_eq(info.block.x, 160); /* one consumer warpgroup and the producer warp */
   /* A compile-only runtime runs nothing. */
   clcrt_gemm_desc g = CLCRT_GEMM_DESC_INIT;
   g.m = g.n = g.k = 64, g.a = g.b = g.d = 0x10000;
@@ -85,6 +91,18 @@ START_TEST(test_blackwell_refused) {
 }
 END_TEST
 
+/* ops/gemm_wgmma.h is generated and checked in: it must be what its script writes now. */
+START_TEST(test_generated_wgmma_is_current) {
+  if (system("command -v python3 >/dev/null 2>&1") != 0) {
+    printf("test_ops: SKIP the generated-file check: no python3\n");
+    return;
+  }
+  ck_assert_msg(system("python3 scripts/gen_wgmma.py | cmp -s - ops/gemm_wgmma.h") == 0,
+                "ops/gemm_wgmma.h is not what scripts/gen_wgmma.py writes: run python3 scripts/gen_wgmma.py > "
+                "ops/gemm_wgmma.h");
+}
+END_TEST
+
 START_TEST(test_variants_listed) {
   ck_assert_int_ge(clcrt_gemm_variant_count(), 5);
   clcrt_gemm_variant_info v = CLCRT_GEMM_VARIANT_INFO_INIT;
@@ -92,7 +110,14 @@ START_TEST(test_variants_listed) {
   ck_assert_str_eq(v.name, "128x256");
   ck_assert_uint_eq(v.bm, 128);
   ck_assert_uint_eq(v.bn, 256);
-  ck_assert_int_eq(clcrt_gemm_variant_get(clcrt_gemm_variant_count(), &v), CLCRT_E_NOT_FOUND);
+  ck_assert_int_eq(clcrt_gemm_variant_get(1000, &v), CLCRT_E_NOT_FOUND);
+  const int i = clcrt_gemm_variant_find("64x112");
+  ck_assert_int_ge(i, clcrt_gemm_variant_count());
+  ck_assert_int_eq(clcrt_gemm_variant_get(i, &v), CLCRT_OK);
+  ck_assert_str_eq(v.name, "64x112");
+  ck_assert_uint_ge(v.stages, 3);
+  ck_assert_int_eq(clcrt_gemm_variant_find("64x113"), -1);
+  ck_assert_int_eq(clcrt_gemm_variant_find("128x256"), 0);
   v.size = 3;
   ck_assert_int_eq(clcrt_gemm_variant_get(0, &v), CLCRT_E_INVALID);
   ck_assert_uint_eq(clcrt_gemm_max_groups(), GEMM_MAX_GROUPS);
@@ -120,9 +145,23 @@ START_TEST(test_plan_get) {
   g.split = CLCRT_GEMM_SPLIT_AUTO, g.variant = "128x64";
   ck_assert_int_eq(clcrt_gemm_plan_get(ops, NULL, &g, &p), CLCRT_OK);
   ck_assert_str_eq(p.variant, "128x64");
-  g.variant = "no-such";
-  ck_assert_int_eq(clcrt_gemm_plan_get(ops, NULL, &g, &p), CLCRT_E_INVALID);
-  ck_assert_ptr_nonnull(strstr(clcrt_errmsg(rt), "128x256"));
+  /* A generated tile shape, by name; shapes the tile function does not have are refused. */
+  g.variant = "64x96";
+  ck_assert_msg(clcrt_gemm_plan_get(ops, NULL, &g, &p) == CLCRT_OK, "%s", clcrt_errmsg(rt));
+  ck_assert_str_eq(p.variant, "64x96");
+  ck_assert_uint_eq(p.bm, 64);
+  ck_assert_uint_eq(p.bn, 96);
+  ck_assert_uint_eq(p.tiles.x, 128u * 86u); /* 8192 / 64 x ceil(8192 / 96) */
+  g.variant = "128x176c2";
+  ck_assert_int_eq(clcrt_gemm_plan_get(ops, NULL, &g, &p), CLCRT_OK);
+  ck_assert_uint_eq(p.cluster_m, 2);
+  static const char *const bad_names[] = {"no-such", "64x100", "192x64", "128x272", "128x64c3"};
+  for (int i = 0; i < 5; i++) {
+    g.variant = bad_names[i];
+    ck_assert_msg(clcrt_gemm_plan_get(ops, NULL, &g, &p) == CLCRT_E_INVALID, "%s was accepted", bad_names[i]);
+    ck_assert_ptr_nonnull(strstr(clcrt_errmsg(rt), "128x256"));
+    ck_assert_ptr_nonnull(strstr(clcrt_errmsg(rt), "BMxBN"));
+  }
   clcrt_ops_destroy(ops);
   clcrt_runtime_destroy(rt);
 }
@@ -172,7 +211,9 @@ START_TEST(test_bad_descs) {
   }
   ck_assert_int_eq(clcrt_gemm_plan_get(NULL, NULL, NULL, &p), CLCRT_E_INVALID);
   ck_assert_int_eq(clcrt_gemm(NULL, NULL, NULL), CLCRT_E_INVALID);
-  ck_assert_int_eq(clcrt_ops_create(NULL, &ops), CLCRT_E_INVALID);
+  clcrt_ops *none = (clcrt_ops *)0x1;
+  ck_assert_int_eq(clcrt_ops_create(NULL, &none), CLCRT_E_INVALID);
+  ck_assert_ptr_null(none); /* set to NULL on failure */
   clcrt_ops_destroy(NULL);
   clcrt_ops_destroy(ops);
   clcrt_runtime_destroy(rt);
@@ -575,6 +616,7 @@ static Suite *ops_suite(void) {
   tcase_add_test(tc, test_kernels_compile);
   tcase_add_test(tc, test_blackwell_refused);
   tcase_add_test(tc, test_variants_listed);
+  tcase_add_test(tc, test_generated_wgmma_is_current);
   tcase_add_test(tc, test_plan_get);
   tcase_add_test(tc, test_bad_descs);
   suite_add_tcase(s, tc);

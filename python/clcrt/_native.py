@@ -191,6 +191,7 @@ def _declare(h):
     _fn(h, "clcrt_gemm_variant_count", c.c_int)
     _fn(h, "clcrt_gemm_variant_get", st, c.c_int, P(T.GemmVariantInfo))
     _fn(h, "clcrt_gemm_max_groups", c.c_uint)
+    _fn(h, "clcrt_gemm_variant_find", c.c_int, cp)
     _fn(h, "clcrt_gemm_kernel", st, vp, cp, c.c_int, c.c_int, P(vp))
     _fn(h, "clcrt_gemm_prepare", st, vp, vp, P(T.GemmDesc), c.c_uint)
     _fn(h, "clcrt_gemm_source", cp)

@@ -50,7 +50,7 @@ def variants():
     """The compiled shapes of the tile functions, the default first: name, tile, cluster, stages."""
     lib = _native.lib()
     out = []
-    for i in range(lib.clcrt_gemm_variant_count()):
+    for i in range(lib.clcrt_gemm_variant_count()):  # the measured ones (generated shapes: by name)
         v = T.sized(T.GemmVariantInfo)
         if lib.clcrt_gemm_variant_get(i, ctypes.byref(v)):
             break
@@ -72,9 +72,21 @@ def _variant(variant):
     idx = _variants()
     if isinstance(variant, str) and variant in idx:
         return idx[variant]
+    if isinstance(variant, str) and "\0" not in variant:
+        i = _native.lib().clcrt_gemm_variant_find(variant.encode())  # a generated tile shape, "64x96"
+        if i >= 0:
+            return i
     if isinstance(variant, int) and not isinstance(variant, bool) and 0 <= variant < len(idx):
         return variant
-    raise InvalidError("variant=%r: one of %s, or None for the plan's" % (variant, ", ".join(idx)))
+    raise InvalidError("variant=%r: one of %s, a tile shape \"BMxBN\" or \"BMxBNc2\" (BM 64 or 128, BN a multiple "
+                       "of 16 up to 256), or None for the plan's" % (variant, ", ".join(idx)))
+
+
+def _variant_name(i):
+    v = T.sized(T.GemmVariantInfo)
+    if _native.lib().clcrt_gemm_variant_get(i, ctypes.byref(v)):
+        raise InvalidError("variant %d does not exist" % i)
+    return v.name
 
 
 def _sched(sched):
@@ -105,7 +117,7 @@ def kernel(variant=None, sched=None, grouped=False, rt=None):
     """The registered GEMM kernel (a clcrt.Kernel) of a variant: for its info, cubin, PTX."""
     rt = rt or runtime()
     h = ctypes.c_void_p()
-    name = None if variant is None else list(_variants())[_variant(variant)].encode()
+    name = None if variant is None else _variant_name(_variant(variant))
     rt._check(rt._lib.clcrt_gemm_kernel(_ops(rt), name, _sched(sched), _GROUPED if grouped else _DENSE,
                                         ctypes.byref(h)))
     cache = rt.__dict__.setdefault("_gemm_kernels", {})
@@ -124,7 +136,7 @@ def plan(a, b, *, variant=None, sched=None, split=None, stream=None):
     d = T.sized(T.GemmDesc)
     d.m, d.n, d.k, d.a, d.b, d.d, d.lda, d.ldb = m, n, k, a.data_ptr(), b.data_ptr(), 16, lda, ldb
     vi = _variant(variant)
-    d.variant = None if vi < 0 else list(_variants())[vi].encode()
+    d.variant = None if vi < 0 else _variant_name(vi)
     d.sched, d.split = _sched(sched), _split(split)
     p = T.sized(T.GemmPlanInfo)
     rt._check(rt._lib.clcrt_gemm_plan_get(_ops(rt), s._h, ctypes.byref(d), ctypes.byref(p)))

@@ -12,14 +12,14 @@ import clcrt
 from conftest import REPO
 
 
-def test_source_is_the_ops_with_its_abi():
+def test_source_is_the_ops_with_its_headers():
     src = clcrt.ops.source()
     cu = (REPO / "ops" / "gemm.cu").read_text()
-    abi = (REPO / "ops" / "gemm_abi.h").read_text()
-    assert abi in src  # in place of the #include
-    assert '#include "gemm_abi.h"' not in src
-    head, tail = cu.split('#include "gemm_abi.h"\n')
-    assert src.startswith(head) and src.endswith(tail)
+    for h in ("gemm_abi.h", "gemm_wgmma.h"):
+        assert (REPO / "ops" / h).read_text() in src  # in place of the #include
+        assert '#include "%s"' % h not in src
+    assert src.startswith(cu.split('#include "gemm_abi.h"\n')[0])
+    assert src.rstrip().endswith(cu.rstrip().splitlines()[-1])
 
 
 def test_variants_from_the_op():
@@ -40,9 +40,16 @@ def test_gemm_kernels_compile(rt90, grouped):
     print("gemm kernel (grouped=%s) compiled in %.1f s" % (grouped, time.perf_counter() - t))
 
 
+def test_generated_tile_shape_by_name(rt90):
+    k = clcrt.ops.kernel(variant="64x96", rt=rt90)
+    assert k.info.block[0] == 160  # one consumer warpgroup and the producer warp
+
+
 def test_unknown_variant_and_sched(rt90):
     with pytest.raises(clcrt.InvalidError, match="128x256"):
         clcrt.ops.kernel(variant="huge", rt=rt90)
+    with pytest.raises(clcrt.InvalidError, match="BMxBN"):
+        clcrt.ops.kernel(variant="64x100", rt=rt90)
     with pytest.raises(clcrt.InvalidError, match="steal"):
         clcrt.ops.kernel(sched="fast", rt=rt90)
 
