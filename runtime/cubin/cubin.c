@@ -184,10 +184,11 @@ static int mem_read(void *user, uint64_t off, void *buf, size_t len) {
   return 0;
 }
 
-static int parse(clcrt__cubin_ctx *c, clcrt__cubin *out) {
+/* The frame first (magic, machine, both header tables against the size); what follows may then
+ * read the tables, though it still checks every offset it uses. Then the ABI, the SM and the
+ * section headers. */
+static int read_frame(clcrt__cubin_ctx *c, clcrt__cubin *out) {
   const uint8_t *d = c->d;
-  /* The frame first (magic, machine, both header tables against the size); what follows may
-   * then read the tables, though it still checks every offset it uses. */
   uint64_t span;
   if (clcrt__cubin_span(mem_read, c, c->n, &span, c->err, c->errlen)) return -1;
   out->os_abi = d[7];
@@ -211,15 +212,21 @@ static int parse(clcrt__cubin_ctx *c, clcrt__cubin *out) {
   }
   if (read_sections(c, shoff, shnum, shstrndx)) return -1;
   out->file_bytes = (size_t)span;
+  return 0;
+}
 
-  const clcrt__cubin_sect *symtab = NULL;
+/* What the module's sections say of the whole file: Mercury copies, the compatibility section
+ * and the notes, and from them the architecture's suffix and name; *symtab is the first
+ * symbol table (NULL: none). */
+static int read_module(clcrt__cubin_ctx *c, clcrt__cubin *out, const clcrt__cubin_sect **symtab) {
+  *symtab = NULL;
   for (size_t i = 0; i < c->shnum; i++) {
     const clcrt__cubin_sect *s = &c->sh[i];
     if (is_merc(s)) {
       out->has_merc = 1;
       continue;
     }
-    if (s->type == SHT_SYMTAB && !symtab) symtab = s;
+    if (s->type == SHT_SYMTAB && !*symtab) *symtab = s;
     else if (s->type == SHT_NV_COMPAT) clcrt__cubin_compat(c, out, s);
     else if (s->type == SHT_NOTE && clcrt__cubin_notes(c, out, s)) return -1;
   }
@@ -232,8 +239,59 @@ static int parse(clcrt__cubin_ctx *c, clcrt__cubin *out) {
     if (hit && (hit[strlen(want)] == ' ' || hit[strlen(want)] == 0)) out->suffix = 'f';
   }
   snprintf(out->arch, sizeof out->arch, "sm_%d%s", out->sm, out->suffix == 'a' ? "a" : out->suffix == 'f' ? "f" : "");
-  if (!symtab) return 0; /* a cubin without symbols has no kernels to report */
+  return 0;
+}
 
+/* Kernel k from its entry symbol e (the i-th; k already counted in out): its name and
+ * scheduler, its code and the CLC instructions in it, its .nv.info records and its static
+ * shared memory. */
+static int read_kernel(clcrt__cubin_ctx *c, clcrt__cubin_kernel *k, const uint8_t *e, size_t i,
+                       const clcrt__cubin_sect *strtab) {
+  init_kernel(k);
+  const char *nm = str_at(c, strtab, rd32(e));
+  if (!nm) return clcrt__cubin_fail(c, "symbol %zu has a name outside the string table", i);
+  if (!(k->name = clcrt__strdup(nm))) return clcrt__cubin_oom(c);
+  k->sched = sched_of(nm);
+  unsigned shndx = rd16(e + 6);
+  if (shndx == 0 || shndx >= c->shnum || c->sh[shndx].type == SHT_NOBITS)
+    return clcrt__cubin_fail(c, "kernel %s points to section %u, which is not a code section", nm, shndx);
+  const clcrt__cubin_sect *text = &c->sh[shndx];
+  k->text_bytes = text->size;
+  k->text_offset = text->offset;
+  k->clc_count = clcrt__sass_count_clc(c->d + text->offset, (size_t)text->size, &k->clc_broadcast);
+  k->has_clc = k->clc_count > 0;
+  for (size_t j = 0; j < c->shnum; j++) {
+    const clcrt__cubin_sect *s = &c->sh[j];
+    if (is_merc(s) || s->info != shndx) continue;
+    if (s->type == SHT_NV_INFO && starts_with(s->name, ".nv.info.")) {
+      if (clcrt__cubin_kernel_info(c, k, s, text)) return -1;
+    } else if (s->type == SHT_NOBITS && starts_with(s->name, ".nv.shared.") &&
+               !starts_with(s->name, ".nv.shared.reserved.")) {
+      k->static_smem = s->size;
+    }
+  }
+  return 0;
+}
+
+/* sm_90 and later reserve the first 1 KiB of every kernel's shared window for the system
+ * (cudaDevAttrReservedSharedMemoryPerBlock); ptxas lays each .nv.shared.<kernel> out after
+ * it when the module references .nv.reservedSmem.offset0. Checked: section size = ptxas's
+ * "bytes smem" + 1024 on sm_90, sm_90a and sm_100a, for kernels with and without clusters. */
+static void mark_reserved_smem(const clcrt__cubin_ctx *c, clcrt__cubin *out, const clcrt__cubin_sect *symtab,
+                               const clcrt__cubin_sect *strtab, size_t nsyms) {
+  int reserved_sym = 0;
+  for (size_t i = 0; i < nsyms && !reserved_sym; i++) {
+    const char *nm = str_at(c, strtab, rd32(c->d + symtab->offset + i * 24));
+    reserved_sym = nm && strcmp(nm, ".nv.reservedSmem.offset0") == 0;
+  }
+  for (size_t i = 0; i < out->num_kernels; i++)
+    if (reserved_sym && out->kernels[i].static_smem >= 1024) out->kernels[i].reserved_smem = 1024;
+}
+
+/* The kernels: every entry function of the symbol table, in symbol order, then what the
+ * module-level .nv.info records say of them (keyed by symbol index). */
+static int read_kernels(clcrt__cubin_ctx *c, clcrt__cubin *out, const clcrt__cubin_sect *symtab) {
+  const uint8_t *d = c->d;
   if (symtab->entsize != 24)
     return clcrt__cubin_fail(c, "the symbol table's entries are %llu bytes, not 24",
                              (unsigned long long)symtab->entsize);
@@ -257,54 +315,10 @@ static int parse(clcrt__cubin_ctx *c, clcrt__cubin *out) {
   }
   for (size_t i = 0; i < nsyms; i++) {
     if (sym_to_kernel[i] == UINT32_MAX) continue;
-    const uint8_t *e = d + symtab->offset + i * 24;
     clcrt__cubin_kernel *k = &out->kernels[out->num_kernels++];
-    init_kernel(k);
-    const char *nm = str_at(c, strtab, rd32(e));
-    if (!nm) {
-      rc = clcrt__cubin_fail(c, "symbol %zu has a name outside the string table", i);
-      goto done;
-    }
-    if (!(k->name = clcrt__strdup(nm))) {
-      rc = clcrt__cubin_oom(c);
-      goto done;
-    }
-    k->sched = sched_of(nm);
-    unsigned shndx = rd16(e + 6);
-    if (shndx == 0 || shndx >= c->shnum || c->sh[shndx].type == SHT_NOBITS) {
-      rc = clcrt__cubin_fail(c, "kernel %s points to section %u, which is not a code section", nm, shndx);
-      goto done;
-    }
-    const clcrt__cubin_sect *text = &c->sh[shndx];
-    k->text_bytes = text->size;
-    k->text_offset = text->offset;
-    k->clc_count = clcrt__sass_count_clc(d + text->offset, (size_t)text->size, &k->clc_broadcast);
-    k->has_clc = k->clc_count > 0;
-    for (size_t j = 0; j < c->shnum; j++) {
-      const clcrt__cubin_sect *s = &c->sh[j];
-      if (is_merc(s) || s->info != shndx) continue;
-      if (s->type == SHT_NV_INFO && starts_with(s->name, ".nv.info.")) {
-        if (clcrt__cubin_kernel_info(c, k, s, text)) {
-          rc = -1;
-          goto done;
-        }
-      } else if (s->type == SHT_NOBITS && starts_with(s->name, ".nv.shared.") &&
-                 !starts_with(s->name, ".nv.shared.reserved.")) {
-        k->static_smem = s->size;
-      }
-    }
+    if ((rc = read_kernel(c, k, d + symtab->offset + i * 24, i, strtab))) goto done;
   }
-  /* sm_90 and later reserve the first 1 KiB of every kernel's shared window for the system
-   * (cudaDevAttrReservedSharedMemoryPerBlock); ptxas lays each .nv.shared.<kernel> out after
-   * it when the module references .nv.reservedSmem.offset0. Checked: section size = ptxas's
-   * "bytes smem" + 1024 on sm_90, sm_90a and sm_100a, for kernels with and without clusters. */
-  int reserved_sym = 0;
-  for (size_t i = 0; i < nsyms && !reserved_sym; i++) {
-    const char *nm = str_at(c, strtab, rd32(d + symtab->offset + i * 24));
-    reserved_sym = nm && strcmp(nm, ".nv.reservedSmem.offset0") == 0;
-  }
-  for (size_t i = 0; i < out->num_kernels; i++)
-    if (reserved_sym && out->kernels[i].static_smem >= 1024) out->kernels[i].reserved_smem = 1024;
+  mark_reserved_smem(c, out, symtab, strtab, nsyms);
   for (size_t j = 0; j < c->shnum; j++) {
     const clcrt__cubin_sect *s = &c->sh[j];
     if (!is_merc(s) && s->type == SHT_NV_INFO && strcmp(s->name, ".nv.info") == 0 &&
@@ -316,6 +330,13 @@ static int parse(clcrt__cubin_ctx *c, clcrt__cubin *out) {
 done:
   clcrt__free(sym_to_kernel);
   return rc;
+}
+
+static int parse(clcrt__cubin_ctx *c, clcrt__cubin *out) {
+  const clcrt__cubin_sect *symtab;
+  if (read_frame(c, out) || read_module(c, out, &symtab)) return -1;
+  if (!symtab) return 0; /* a cubin without symbols has no kernels to report */
+  return read_kernels(c, out, symtab);
 }
 
 int clcrt__cubin_parse(const void *data, size_t size, clcrt__cubin *out, char *err, size_t errlen) {
