@@ -102,7 +102,7 @@ struct Cta {
   // are 0 there), its coordinate decomposed. The unit's index comes from the launch's
   // geometry alone, never waiting for a parameter: a 1-CTA tile function that reads only
   // Tile.linear issues its first load as soon as a hand-written kernel would (waiting for
-  // the flag word first, as this did, cost 0.18 us per short run on the H100; issue 35).
+  // the flag word first, as this did, cost 0.18 us per short run on the H100).
   __device__ __forceinline__ unsigned launched_unit(unsigned &ux, unsigned &uy, unsigned &uz) const {
     const uint3 c = CS > 1 ? ptx::sreg_clusterid() : blockIdx;
     const uint3 n = CS > 1 ? ptx::sreg_nclusterid() : make_uint3(gridDim.x, gridDim.y, gridDim.z);

@@ -51,7 +51,7 @@ mkdir -p "$out" "$out/findings" "$corpus" "$tcorpus" "$out/seeds" "$out/trace_se
 incs=(-Iinclude -Invrtc_src); for d in runtime/*/; do incs+=("-I${d%/}"); done
 flags=(-g -O1 -std=c11 -D_GNU_SOURCE "${incs[@]}" -fsanitize=fuzzer,address,undefined
        -fno-sanitize-recover=undefined -fno-omit-frame-pointer)
-"$cc" "${flags[@]}" fuzz/fuzz_cubin.c runtime/cubin/cubin.c runtime/core/alloc.c -o "$bin"
+"$cc" "${flags[@]}" fuzz/fuzz_cubin.c runtime/cubin/cubin.c runtime/cubin/cubin_info.c runtime/core/alloc.c -o "$bin"
 # The trace loader's headers include cuda.h (types only): the toolkit's include directory.
 cuda_home=${CUDA_HOME:-}
 if [ -z "$cuda_home" ] && nvcc_path=$(command -v nvcc 2>/dev/null); then cuda_home=$(dirname "$(dirname "$nvcc_path")"); fi

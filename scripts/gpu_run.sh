@@ -46,7 +46,7 @@ echo "=================== end ($(date +%T))"
     bench)
       $B/bench/bench --json "$OUT/bench.json" 2>&1 | tee "$OUT/bench.log" ;;
     share)
-      # Issue 34 in one call (under 10 minutes): the GPU suite with its occupancy probe, the
+      # Sharing the GPU in one call (under 10 minutes): the GPU suite with its occupancy probe, the
       # bench section, then the suite under the three sanitizers, sharing the time that is left.
       t0=$(date +%s)
       CK_FORK=yes CK_DEFAULT_TIMEOUT=600 timeout -k 5 180 $B/tests/gpu_share > "$OUT/gpu_share.log" 2>&1

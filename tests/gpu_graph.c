@@ -1,4 +1,4 @@
-/* GPU suite: runs captured into CUDA graphs and used from several threads (issue 9). A run
+/* GPU suite: runs captured into CUDA graphs and used from several threads. A run
  * captured from a stream may be replayed on any stream, any number of times at once, and
  * instantiated several times; none of that may lose a tile, run one twice, or disturb the
  * stream it was captured from. Every check is exactly-once against a CPU reference

@@ -1,4 +1,4 @@
-/* GPU suite: preemption (issue 13). While work of a higher priority runs, STEAL runs of a
+/* GPU suite: preemption. While work of a higher priority runs, STEAL runs of a
  * lower priority stop claiming units after their current ones and leave their SMs; the
  * clusters not yet started finish the rest. Checked here: the mechanism itself (a run told
  * to yield from its start runs exactly one unit per cluster), exactly-once under many

@@ -1,4 +1,4 @@
-/* GPU suite: sharing the GPU (issue 34). Streams with an SM budget run on a green context of
+/* GPU suite: sharing the GPU. Streams with an SM budget run on a green context of
  * that many SMs, and their persistent grids are sized for it. Checked on the device:
  *   - with a budget of N SMs (N in 16, 64, 120), a traced run's tiles ran on at most N distinct
  *     SMs, under STEAL, STATIC and FIXED; the persistent grid is the partition's (the CTAs the

@@ -1,4 +1,4 @@
-/* GPU suite: timeline traces (issue 14). Every tile of a run appears in its stream's trace
+/* GPU suite: timeline traces. Every tile of a run appears in its stream's trace
  * exactly once with a consistent unit, CTA rank, cluster and SM; the times are monotone
  * within each CTA; records past the capacity are counted, not written; two streams tracing
  * at once keep their records apart (and a stream without tracing records nothing); a real

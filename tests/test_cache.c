@@ -930,7 +930,7 @@ static const header_form FORMS[] = {
 };
 #define NFORMS ((int)(sizeof FORMS / sizeof *FORMS))
 
-/* Issue 30: the disk cache served kernels compiled from a header that had changed since,
+/* Stale headers: the disk cache once served kernels compiled from a header that had changed since,
  * for every way of naming a header its include scan did not foresee. Each form: compile
  * in one process, register again with the header unchanged in another (a disk hit where
  * the form is cacheable), change the header and register in a third: it must see the new
@@ -1397,7 +1397,7 @@ static void add_e2e_tests(TCase *t) {
   tcase_add_test(t, e2e_stats_arguments);
 }
 
-/* ---- review findings (issue 9): each of these failed before its fix ------------------ */
+/* ---- review findings: each of these failed before its fix ---------------------------- */
 
 /* The description's key covers every field, min_blocks_per_sm included: two descriptions
  * that differ only there must never share the memory fast path's kernel. */

@@ -595,8 +595,9 @@ END_TEST
 
 /* The embedded device template: compile.c hands NVRTC at most 16 headers (a template split
  * into more files would lose the last ones), the ABI header is among them, no file of the
- * scheduler template is much over 300 lines, and the tile loop names no scheduler (issue 32;
- * clcrt_tilemap.cuh is the tile functions' library, not the scheduler's). */
+ * scheduler template is much over 300 lines, and the tile loop names no scheduler (one file
+ * per scheduler behind one loop; clcrt_tilemap.cuh is the tile functions' library, not the
+ * scheduler's). */
 START_TEST(test_embedded_headers) {
   int n = 0, abi = 0, loop = 0;
   for (const clcrt__embedded_file *f = clcrt__embedded; f->name; f++) {

@@ -1,4 +1,4 @@
-/* The cubin parser (runtime/cubin/cubin.c): fields checked against ptxas's own report and the
+/* The cubin parser (runtime/cubin/): fields checked against ptxas's own report and the
  * ELF facts in CUBIN-NOTES, then hostile inputs. Cubins are made at test time by nvcc
  * (tests/cubin_fixtures.h); two are also committed in tests/data. */
 #include <check.h>

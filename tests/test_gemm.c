@@ -1,4 +1,4 @@
-/* CPU suite for the GEMM pieces (issues 10, 11 and 31), no GPU or driver needed:
+/* CPU suite for the GEMM pieces (tile maps, tensor maps, stream-K), no GPU or driver needed:
  *   - clcrt_tensor_map_2d: every bad argument with its status and message; a compile-only
  *     runtime refuses to encode;
  *   - the tile maps' portable core (nvrtc_src/clcrt_tilemap.cuh, included here as C): the

@@ -24,8 +24,8 @@ static int json_first = 1;
  * (no suspend-time hint, -DCLCRT_WAIT_HINT=0), STATIC with a static shared-memory array in its
  * tile function (scale and classes tiles: what shared memory alone costs a short run), and
  * STATIC with an mbarrier instruction that never runs (the compiler then reserves 1 KiB of
- * shared memory per CTA, as in every STEAL kernel); and one of issue 35: STEAL whose 1-CTA
- * clusters always claim ahead (-DCLCRT_STEAL_EARLY=1).
+ * shared memory per CTA, as in every STEAL kernel); and one of STEAL round two (docs/results.md):
+ * STEAL whose 1-CTA clusters always claim ahead (-DCLCRT_STEAL_EARLY=1).
  * CLCRT_BENCH_EXP=NAME[,NAME...] adds only the experiments named. */
 static const contender k_all[] = {
     {"steal", CLCRT_SCHED_AUTO, CLCRT_GRID_AUTO, NULL},

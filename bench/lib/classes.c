@@ -7,8 +7,9 @@
  *               by the prologue (the hand-written one-block-per-tile kernel builds it per tile,
  *               the persistent reference once per block);
  *   tinypro     tiny uniform tiles behind the same kind of prologue, a whole run of about 80 us
- *               (issue 35): a 32 KiB table with 1 KiB tiles, an 8 KiB table with 4 KiB tiles, and tables
- *               that fill the SM's shared memory with exactly 6 or 3 CTAs.
+ *               (a case reported at 0.84x STATIC): a 32 KiB table with 1 KiB tiles, an 8 KiB
+ *               table with 4 KiB tiles, and tables that fill the SM's shared memory with
+ *               exactly 6 or 3 CTAs.
  *               With uniform tiles there is nothing to balance: STEAL's goal is STATIC's time.
  * Ratios are to the best hand-written reference, as elsewhere. */
 #include <math.h>
@@ -115,8 +116,9 @@ static const char *k_ref_p128 =
     "const __grid_constant__ Pad128 pad) {\n"
     "  scale_body(blockIdx.x, a);\n"
     "}\n"
-    /* and with the entry FIXED had before issue 35: the launched unit from a flag word and the
-     * grid's 3-D coordinates (pad.w[4]: flags, bit 1 set; w[5], w[6]: units along x and y) */
+    /* and with the entry FIXED once had (before STEAL round two, docs/results.md): the launched
+     * unit from a flag word and the grid's 3-D coordinates (pad.w[4]: flags, bit 1 set; w[5], w[6]:
+     * units along x and y) */
     "extern \"C\" __global__ void __launch_bounds__(256) ref_block_entry(const __grid_constant__ ScaleArgs a, "
     "const __grid_constant__ Pad128 pad) {\n"
     "  unsigned u = blockIdx.x;\n"
@@ -188,8 +190,8 @@ static void bench_backtoback(void) {
   GRAPH_B2B("ref-persist", launch_ref, &rp, g1);
   double g128, gentry;
   GRAPH_B2B("ref-block-p128", launch_ref_p128, &rb128, g128);
-  /* What FIXED's and STEAL's short runs paid before issue 35: the reference with the entry code
-   * they had (the unit's index waits for a flag word, then for the grid's y and z). */
+  /* What FIXED's and STEAL's short runs paid before STEAL round two: the reference with the
+   * entry code they had (the unit's index waits for a flag word, then for the grid's y and z). */
   p128_pad[4] = 2u, p128_pad[5] = TILES, p128_pad[6] = 1;
   lctx rbe = rb128;
   rbe.fn = lib_fn(lib, "ref_block_entry");
@@ -225,7 +227,8 @@ static void bench_backtoback(void) {
   for (int c = 0; c < k_ncontenders; c++) emit("b2b-graph", "500x1024", 1, k_contenders[c].name, gt[c], gbest / gt[c], 0);
   printf("  (not a contender: ref-block with clcrt's 128 bytes of scheduler parameters as an unused second parameter)\n");
   emit("b2b-graph", "500x1024", 1, "ref-block-p128", g128, gbest / g128, 0);
-  printf("  (nor this: the same with the entry code FIXED and STEAL's short runs had before issue 35)\n");
+  printf("  (nor this: the same with the entry code FIXED and STEAL's short runs once had, the unit behind a "
+         "flag word)\n");
   emit("b2b-graph", "500x1024", 1, "ref-block-entry", gentry, gbest / gentry, 0);
   free(gt);
 #undef GRAPH_B2B

@@ -1,13 +1,13 @@
-/* Section firstrun: what the first run in a new situation costs the caller (issue 32: no
- * compile on the launch path). For each situation a run may need a variant of the kernel in
- * (traced, statistics on, captured into a graph, preemptible: a stream of higher priority
- * exists, short: no more units than clusters), a freshly registered kernel (its source carries
- * a nonce, so neither cache has it, and no variant of it exists yet) is run once in that
- * situation and then RUNS more times; the host time of each clcrt_run call alone is measured
- * (CPU clock around the call, the stream drained before each call so that no queue is full);
- * the later runs start 1.5 s after the first, when any background build has finished.
- * Reported: the first call, the median of the later ones, and their ratio (target: at most
- * 1.2). Before no run compiled, the first call built the variant with NVRTC: 30-200 ms. */
+/* Section firstrun: what the first run in a new situation costs the caller (no compile on the
+ * launch path: variants are built ahead or in the background). For each situation a run may
+ * need a variant of the kernel in (traced, statistics on, captured into a graph, preemptible: a
+ * stream of higher priority exists, short: no more units than clusters), a freshly registered
+ * kernel (its source carries a nonce, so neither cache has it, and no variant of it exists yet)
+ * is run once in that situation and then RUNS more times; the host time of each clcrt_run call
+ * alone is measured (CPU clock around the call, the stream drained before each call so that no
+ * queue is full); the later runs start 1.5 s after the first, when any background build has
+ * finished. Reported: the first call, the median of the later ones, and their ratio (target: at
+ * most 1.2). Before no run compiled, the first call built the variant with NVRTC: 30-200 ms. */
 #include <string.h>
 #include <time.h>
 #include <unistd.h>

@@ -1,6 +1,6 @@
 /* Section "preempt": how long an urgent kernel waits behind a long low-priority run.
  *
- * The experiment of issue 13: a low-priority run of SPIN_TILES tiles that each keep their SM
+ * The experiment: a low-priority run of SPIN_TILES tiles that each keep their SM
  * busy for SPIN_NS (about 37 ms in all); 5 ms into it, a 132-block kernel goes onto a stream of
  * the highest priority, bracketed by clcrt_preempt_begin/end (a foreign kernel), and the time
  * from its enqueue to its end is measured with events on that stream (the first event completes

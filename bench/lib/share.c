@@ -1,4 +1,4 @@
-/* Section "share": sharing the GPU (issue 34), in three parts.
+/* Section "share": sharing the GPU (SM budgets and yielding), in three parts.
  *
  * scaling  uniform compute tiles (the work section's, 1000 FMAs per thread) on a stream with an
  *          SM budget of N SMs (16, 64, 120) against the whole device: the throughput as a

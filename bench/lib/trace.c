@@ -1,4 +1,4 @@
-/* Section "trace" (issue 14): what tracing costs. A workload's tile function is registered
+/* Section "trace": what tracing costs. A workload's tile function is registered
  * twice, once with tracing compiled out (-DCLCRT_TRACE=0) and once as every kernel is built;
  * the second is timed with tracing off and on (every tile recorded, the buffer large enough
  * for every timed run). Since kernels are built without trace code and traced runs launch

@@ -4,7 +4,7 @@
  *   skew       about 5% of the tiles cost 50x the others (expert loads, early exits);
  *   ramp       tile i costs in proportion to i;
  *   lognormal  heavy-tailed random costs, lognormal with sigma 1 (skewed expert loads);
- *   lognormal1.5  the same with sigma 1.5 (a heavier tail: issue 35's unseen case of the class);
+ *   lognormal1.5  the same with sigma 1.5 (a heavier tail than the benchmark measured before);
  *   triangle   causal-attention rows: row r costs r + 1, fewer and longer tiles;
  *   uniform    equal costs (FIXED against the hand-written kernel: code generation);
  * at cluster sizes 1, 2 and 4 where the class is about clusters. After its time, each clcrt

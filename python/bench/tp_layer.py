@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""A tensor-parallel MLP layer whose clcrt GEMMs overlap NCCL's all-reduce (issue 36).
+"""A tensor-parallel MLP layer whose clcrt GEMMs overlap NCCL's all-reduce.
 
     torchrun --nproc_per_node=2 python/bench/tp_layer.py [options]
     python3 python/bench/tp_layer.py --spawn 2 [options]      # the same, by torch.multiprocessing

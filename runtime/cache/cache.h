@@ -17,7 +17,7 @@ void clcrt__cache_fini(clcrt_runtime *rt);
  * compile must tell which headers it reads (deps.h). */
 int clcrt__cache_key(clcrt_runtime *rt, clcrt__build *b, uint8_t key[CLCRT__KEY_BYTES]);
 
-/* Added by the cache (issue 5) for register.c: a key of the description itself, so that a
+/* For register.c's fast path: a key of the description itself, so that a
  * memory hit can skip clcrt__build_prepare and clcrt__cache_key (see cache.c for when it
  * may be used). 1 on success, 0 when d cannot be hashed. */
 int clcrt__desc_key(const clcrt_tile_desc *d, uint8_t key[CLCRT__KEY_BYTES]);

@@ -155,29 +155,12 @@ static int is_dir(const char *p) {
   return stat(p, &st) == 0 && S_ISDIR(st.st_mode);
 }
 
-clcrt_status clcrt__build_prepare(clcrt_runtime *rt, const clcrt_tile_desc *d, unsigned variant, clcrt__build *b) {
-  memset(b, 0, sizeof *b);
-  b->variant = variant;
-  clcrt_status st = clcrt__build_validate(rt, d, b);
-  if (st != CLCRT_OK) return st;
-  /* cuda_home was checked by clcrt_runtime_create: at most CLCRT__CUDA_HOME_MAX bytes, so
-   * the include options below hold it whole. */
-
-  sbuf name = {0};
-  sb_printf(&name, "clcrt_%s_", clcrt__sched_name(b->sched));
-  for (const char *p = d->tile_fn; *p; p++) sb_add(&name, *p == ':' ? "_" : p, 1);
-
+/* The generated entry of kernel `name`: its launch bounds and cluster shape, the prologue where
+ * there is one, and the template's tile loop for b's scheduler, cluster and variant around the
+ * tile function. */
+static void write_entry(sbuf *entry, const clcrt__build *b, const clcrt_tile_desc *d, const char *name,
+                        unsigned variant) {
   unsigned nt = b->block.x * b->block.y * b->block.z;
-  /* The translation unit includes three headers NVRTC holds in memory: the template, the
-   * user's source under the tile function's name, and the generated entry under
-   * "clcrt_entry", so that NVRTC's messages point at "scale_tile(3)" or "clcrt_entry(2)".
-   * It used to splice them with #line directives instead, but NVRTC 13.0's time trace,
-   * which the cache relies on (cache/deps.h), crashes in a later compile of the process
-   * after a compile with #line in its main file (reproduced with NVRTC alone), and never
-   * did with headers in memory. A tile function called clcrt_entry gets another name. */
-  const char *user_name = strcmp(d->tile_fn, "clcrt_entry") ? d->tile_fn : "clcrt_entry (the tile function)";
-  sbuf tu = {0}, tu_entry = {0}, *entry = &tu_entry;
-  sb_printf(&tu, "#include \"clcrt.cuh\"\n#include \"%s\"\n#include \"clcrt_entry\"\n", user_name);
   /* A 1-CTA cluster is launched as a plain grid: measured on the H100, an explicit
    * __cluster_dims__(1,1,1) launch schedules CTAs markedly slower (docs/results.md, Schedulers). */
   char bounds[48];
@@ -195,7 +178,7 @@ clcrt_status clcrt__build_prepare(clcrt_runtime *rt, const clcrt_tile_desc *d, u
    * shadowed by them. */
   sb_printf(entry,
             "%s(const __grid_constant__ %s clcrt_args_, const __grid_constant__ clcrt::Params clcrt_params_) {\n",
-            name.p ? name.p : "", d->args_type);
+            name, d->args_type);
   if (d->state_type)
     sb_printf(entry, "  %s clcrt_state_;\n  %s(clcrt_args_, clcrt_state_);\n", d->state_type, d->prologue_fn);
   /* The same text, and so the same cache entry, for bits that name no code of the scheduler's. */
@@ -208,6 +191,31 @@ clcrt_status clcrt__build_prepare(clcrt_runtime *rt, const clcrt_tile_desc *d, u
             (int)b->sched, b->cluster.x, b->cluster.y, b->cluster.z, nt, CLCRT__RING_OFF(b->smem_bytes), v,
             d->tile_fn, d->state_type ? ", clcrt_state_" : "");
   sb_puts(entry, "}\n");
+}
+
+clcrt_status clcrt__build_prepare(clcrt_runtime *rt, const clcrt_tile_desc *d, unsigned variant, clcrt__build *b) {
+  memset(b, 0, sizeof *b);
+  b->variant = variant;
+  clcrt_status st = clcrt__build_validate(rt, d, b);
+  if (st != CLCRT_OK) return st;
+  /* cuda_home was checked by clcrt_runtime_create: at most CLCRT__CUDA_HOME_MAX bytes, so
+   * the include options below hold it whole. */
+
+  sbuf name = {0};
+  sb_printf(&name, "clcrt_%s_", clcrt__sched_name(b->sched));
+  for (const char *p = d->tile_fn; *p; p++) sb_add(&name, *p == ':' ? "_" : p, 1);
+
+  /* The translation unit includes three headers NVRTC holds in memory: the template, the
+   * user's source under the tile function's name, and the generated entry under
+   * "clcrt_entry", so that NVRTC's messages point at "scale_tile(3)" or "clcrt_entry(2)".
+   * It used to splice them with #line directives instead, but NVRTC 13.0's time trace,
+   * which the cache relies on (cache/deps.h), crashes in a later compile of the process
+   * after a compile with #line in its main file (reproduced with NVRTC alone), and never
+   * did with headers in memory. A tile function called clcrt_entry gets another name. */
+  const char *user_name = strcmp(d->tile_fn, "clcrt_entry") ? d->tile_fn : "clcrt_entry (the tile function)";
+  sbuf tu = {0}, tu_entry = {0}, *entry = &tu_entry;
+  sb_printf(&tu, "#include \"clcrt.cuh\"\n#include \"%s\"\n#include \"clcrt_entry\"\n", user_name);
+  write_entry(entry, b, d, name.p ? name.p : "", variant);
 
   /* Canonical options: the runtime's, then the user's in their order (order matters for
    * -D/-U). The include directories of the toolkit are given when present so that tile
@@ -274,6 +282,34 @@ static void slot_give(void) {
   pthread_mutex_unlock(&g_slots_lock);
 }
 
+/* A compile that failed: NVRTC's log in the message, with a hint where the log points at the
+ * generated entry rather than the user's code. */
+static clcrt_status fail_compile(clcrt_runtime *rt, const clcrt__build *b, nvrtcProgram prog, nvrtcResult r) {
+  size_t n = 0;
+  char *log = NULL;
+  if (nvrtcGetProgramLogSize(prog, &n) == NVRTC_SUCCESS && n > 0 && (log = clcrt__malloc(n)) &&
+      nvrtcGetProgramLog(prog, log) != NVRTC_SUCCESS)
+    log[0] = 0;
+  /* The front end ("Formal parameter space overflowed") and ptxas ("uses too much
+   * parameter space") both place this error at the entry, whose signature is not the
+   * problem: Args is. */
+  int params = log && strstr(log, "parameter space");
+  int in_entry = log && strstr(log, "clcrt_entry");
+  clcrt_status st =
+      clcrt__fail(rt, r == NVRTC_ERROR_OUT_OF_MEMORY ? CLCRT_E_NOMEM : CLCRT_E_COMPILE,
+                  "NVRTC could not compile tile function \"%s\" for %s (%s):\n%s%s", b->name, rt->arch,
+                  nvrtcGetErrorString(r), log ? log : "(no log)",
+                  params ? "\nhint: Args is passed to the kernel by value, after the scheduler's 128 bytes of "
+                           "parameters, and a kernel's parameters hold at most 32,764 bytes: keep large data in "
+                           "device memory and put a pointer to it in Args"
+                  : in_entry ? "\nhint: the generated entry (\"clcrt_entry\") calls the tile function as fn(const "
+                               "clcrt::Tile &, const Args &[, State &]) and the prologue as p(const Args &, State "
+                               "&): check their signatures and the names in the descriptor"
+                             : "");
+  clcrt__free(log);
+  return st;
+}
+
 clcrt_status clcrt__build_compile(clcrt_runtime *rt, clcrt__build *b) {
   clcrt_status st = CLCRT_OK;
   nvrtcProgram prog = NULL;
@@ -324,27 +360,7 @@ clcrt_status clcrt__build_compile(clcrt_runtime *rt, clcrt__build *b) {
     goto out;
   }
   if (r != NVRTC_SUCCESS) {
-    size_t n = 0;
-    char *log = NULL;
-    if (nvrtcGetProgramLogSize(prog, &n) == NVRTC_SUCCESS && n > 0 && (log = clcrt__malloc(n)) &&
-        nvrtcGetProgramLog(prog, log) != NVRTC_SUCCESS)
-      log[0] = 0;
-    /* The front end ("Formal parameter space overflowed") and ptxas ("uses too much
-     * parameter space") both place this error at the entry, whose signature is not the
-     * problem: Args is. */
-    int params = log && strstr(log, "parameter space");
-    int in_entry = log && strstr(log, "clcrt_entry");
-    st = clcrt__fail(rt, r == NVRTC_ERROR_OUT_OF_MEMORY ? CLCRT_E_NOMEM : CLCRT_E_COMPILE,
-                     "NVRTC could not compile tile function \"%s\" for %s (%s):\n%s%s", b->name, rt->arch,
-                     nvrtcGetErrorString(r), log ? log : "(no log)",
-                     params ? "\nhint: Args is passed to the kernel by value, after the scheduler's 128 bytes of "
-                              "parameters, and a kernel's parameters hold at most 32,764 bytes: keep large data in "
-                              "device memory and put a pointer to it in Args"
-                     : in_entry ? "\nhint: the generated entry (\"clcrt_entry\") calls the tile function as fn(const "
-                                  "clcrt::Tile &, const Args &[, State &]) and the prologue as p(const Args &, State "
-                                  "&): check their signatures and the names in the descriptor"
-                                : "");
-    clcrt__free(log);
+    st = fail_compile(rt, b, prog, r);
     goto out;
   }
   size_t n = 0;

@@ -122,127 +122,133 @@ clcrt_tile_desc *clcrt__desc_dup(const clcrt_tile_desc *dd) {
   return c;
 }
 
-/* The registered kernel (variant 0, base NULL) or one of its variants (CLCRT_USE_* bits, base
- * the registered kernel). */
-static clcrt_status register_variant(clcrt_runtime *rt, const clcrt_tile_desc *d, unsigned variant,
-                                     clcrt_kernel *base, clcrt_kernel **out) {
-  /* Fast path: the same description again. Keyed by the description itself, so neither
-   * the translation unit nor the content key is built (see clcrt__desc_key for why only
-   * kernels with a cacheable content key carry one). Default variants only. */
-  uint8_t dk[CLCRT__KEY_BYTES];
-  int have_dk = !variant && clcrt__desc_key(d, dk);
-  if (have_dk) {
-    pthread_mutex_lock(&rt->lock);
-    clcrt_kernel *hit = NULL;
-    for (clcrt_kernel *k = rt->kernels; k && !hit; k = k->next)
-      if (k->has_desc_key && k->state == CLCRT__K_READY && memcmp(k->desc_key, dk, sizeof dk) == 0) hit = k;
-    if (hit && !hit->deps) {
-      mem_hit(rt, hit);
-      pthread_mutex_unlock(&rt->lock);
-      *out = hit;
-      return CLCRT_OK;
-    }
+/* The fast path of a registration: the same description again, found by a key of the
+ * description itself, so that neither the translation unit nor the content key is built (see
+ * clcrt__desc_key for why only kernels with a cacheable content key carry one). Returns the
+ * kernel, counted as a memory hit, or NULL. */
+static clcrt_kernel *find_by_desc_key(clcrt_runtime *rt, const uint8_t dk[CLCRT__KEY_BYTES]) {
+  pthread_mutex_lock(&rt->lock);
+  clcrt_kernel *hit = NULL;
+  for (clcrt_kernel *k = rt->kernels; k && !hit; k = k->next)
+    if (k->has_desc_key && k->state == CLCRT__K_READY && memcmp(k->desc_key, dk, CLCRT__KEY_BYTES) == 0) hit = k;
+  if (hit && !hit->deps) {
+    mem_hit(rt, hit);
     pthread_mutex_unlock(&rt->lock);
-    /* A kernel compiled from headers on disk: a hit only while they are unchanged. */
-    if (hit && deps_fresh(rt, hit)) {
-      pthread_mutex_lock(&rt->lock);
-      mem_hit(rt, hit);
-      pthread_mutex_unlock(&rt->lock);
-      *out = hit;
-      return CLCRT_OK;
-    }
+    return hit;
   }
+  pthread_mutex_unlock(&rt->lock);
+  /* A kernel compiled from headers on disk: a hit only while they are unchanged. */
+  if (hit && deps_fresh(rt, hit)) {
+    pthread_mutex_lock(&rt->lock);
+    mem_hit(rt, hit);
+    pthread_mutex_unlock(&rt->lock);
+    return hit;
+  }
+  return NULL;
+}
 
-  clcrt__build b;
-  clcrt_status st = clcrt__build_prepare(rt, d, variant, &b);
-  if (st != CLCRT_OK) return st;
-
-  uint8_t key[CLCRT__KEY_BYTES] = {0};
-  int cacheable = clcrt__cache_key(rt, &b, key);
-
+/* The memory cache by content key: a kernel being built under the key is waited for, and a
+ * ready one is a hit (*hit, counted). Else a new kernel is entered in the list as BUILDING
+ * (*k), so that concurrent registrations of the key wait for this one and compile once; the
+ * registered kernel carries its variants' table in the same allocation. CLCRT_E_NOMEM with
+ * neither set where that allocation fails (the caller reports it). */
+static clcrt_status find_or_enter(clcrt_runtime *rt, const uint8_t key[CLCRT__KEY_BYTES], int cacheable,
+                                  unsigned variant, clcrt_kernel *base, clcrt_kernel **hit, clcrt_kernel **k) {
+  *hit = *k = NULL;
   pthread_mutex_lock(&rt->lock);
   while (cacheable) {
-    clcrt_kernel *hit;
-    while ((hit = find_key(rt, key)) && hit->state == CLCRT__K_BUILDING) pthread_cond_wait(&rt->cond, &rt->lock);
-    if (!hit) break;
-    if (hit->deps) {
+    clcrt_kernel *h;
+    while ((h = find_key(rt, key)) && h->state == CLCRT__K_BUILDING) pthread_cond_wait(&rt->cond, &rt->lock);
+    if (!h) break;
+    if (h->deps) {
       /* Checked without the lock (it reads files); a stale kernel is not found again. */
       pthread_mutex_unlock(&rt->lock);
-      int fresh = deps_fresh(rt, hit);
+      int fresh = deps_fresh(rt, h);
       pthread_mutex_lock(&rt->lock);
       if (!fresh) continue;
     }
-    mem_hit(rt, hit);
+    mem_hit(rt, h);
     pthread_mutex_unlock(&rt->lock);
-    clcrt__build_free(&b);
-    *out = hit;
+    *hit = h;
     return CLCRT_OK;
   }
-  /* The registered kernel carries its variants' table in the same allocation. */
-  clcrt_kernel *k = clcrt__calloc(1, sizeof *k + (base ? 0 : sizeof(clcrt__variants)));
-  if (!k) {
+  clcrt_kernel *n = clcrt__calloc(1, sizeof *n + (base ? 0 : sizeof(clcrt__variants)));
+  if (!n) {
     pthread_mutex_unlock(&rt->lock);
-    clcrt__build_free(&b);
-    return clcrt__fail(rt, CLCRT_E_NOMEM, "out of memory allocating a kernel");
+    return CLCRT_E_NOMEM;
   }
-  k->rt = rt;
-  k->variant = variant;
-  k->base = base ? base : k;
-  k->vars = base ? base->vars : (clcrt__variants *)(k + 1);
-  k->state = CLCRT__K_BUILDING;
-  k->cacheable = cacheable;
-  memcpy(k->key, key, sizeof key);
-  k->next = rt->kernels;
-  rt->kernels = k;
+  n->rt = rt;
+  n->variant = variant;
+  n->base = base ? base : n;
+  n->vars = base ? base->vars : (clcrt__variants *)(n + 1);
+  n->state = CLCRT__K_BUILDING;
+  n->cacheable = cacheable;
+  memcpy(n->key, key, CLCRT__KEY_BYTES);
+  n->next = rt->kernels;
+  rt->kernels = n;
   pthread_mutex_unlock(&rt->lock);
+  *k = n;
+  return CLCRT_OK;
+}
 
-  int from_disk = cacheable && clcrt__disk_get(rt, key, &b);
-  if (from_disk) {
-    st = adopt(rt, k, &b, 1);
+/* Fills k, entered as BUILDING, from the disk cache or else by compiling b (storing the result
+ * on disk where it may be found again). *cacheable turns 0 where the compile read headers that
+ * are not known; *from_disk says which way k was made. */
+static clcrt_status load_or_compile(clcrt_runtime *rt, clcrt_kernel *k, clcrt__build *b,
+                                    const uint8_t key[CLCRT__KEY_BYTES], int *cacheable, int *from_disk) {
+  clcrt_status st = CLCRT_OK;
+  *from_disk = *cacheable && clcrt__disk_get(rt, key, b);
+  if (*from_disk) {
+    st = adopt(rt, k, b, 1);
     /* An entry whose checksum holds but whose cubin cannot be read (written by a buggy
      * or foreign writer) is a miss like any damaged entry: compile, and the store below
      * replaces it. */
     if (st == CLCRT_E_CORRUPT) {
       clcrt__log(rt, CLCRT_LOG_WARN, "disk cache entry for %s is unusable (%s): compiling again", k->name,
                  clcrt__err_get(rt) ? clcrt__err_get(rt) : "unreadable cubin");
-      unadopt(k, &b);
-      from_disk = 0;
+      unadopt(k, b);
+      *from_disk = 0;
     }
   }
-  if (!from_disk) {
-    st = clcrt__build_compile(rt, &b);
-    if (st == CLCRT_OK && b.want_deps && !b.deps) {
+  if (!*from_disk) {
+    st = clcrt__build_compile(rt, b);
+    if (st == CLCRT_OK && b->want_deps && !b->deps) {
       /* The headers it read are not known: the kernel is used, never stored or found. */
-      clcrt__log(rt, CLCRT_LOG_DEBUG, "%s is not cached: %s", b.name, b.deps_why);
-      cacheable = 0;
+      clcrt__log(rt, CLCRT_LOG_DEBUG, "%s is not cached: %s", b->name, b->deps_why);
+      *cacheable = 0;
     }
-    if (b.deps && !b.deps->n) clcrt__deps_free(b.deps), b.deps = NULL; /* read nothing outside the key */
-    if (st == CLCRT_OK && cacheable) clcrt__disk_put(rt, key, &b);
-    if (st == CLCRT_OK) st = adopt(rt, k, &b, 0);
+    if (b->deps && !b->deps->n) clcrt__deps_free(b->deps), b->deps = NULL; /* read nothing outside the key */
+    if (st == CLCRT_OK && *cacheable) clcrt__disk_put(rt, key, b);
+    if (st == CLCRT_OK) st = adopt(rt, k, b, 0);
   }
-  clcrt__build_free(&b);
-  /* What the variants are compiled from, when a run first needs one. */
-  if (st == CLCRT_OK && !variant && !(k->desc = clcrt__desc_dup(d)))
-    st = clcrt__fail(rt, CLCRT_E_NOMEM, "out of memory keeping the description of %s", k->name);
+  return st;
+}
 
+/* Ends k's build under the runtime's lock: a kernel made (st CLCRT_OK) becomes READY, with its
+ * description key dk (NULL: none) and its variants' table where it is the registered kernel,
+ * and is counted; a failed one leaves the list. Either way the registrations waiting for it
+ * wake. Returns why a STEAL kernel that may run long units has no words for its unit times
+ * (NULL: it has them, or needs none), for the caller to log outside the lock. */
+static const char *publish(clcrt_runtime *rt, clcrt_kernel *k, clcrt_status st, int cacheable, int from_disk,
+                           const uint8_t *dk) {
   pthread_mutex_lock(&rt->lock);
   /* Long units (launch.c): a STEAL kernel on an AUTO grid with nothing made per CTA may run
    * one cluster per unit, once its units are measured long; without the words (a device that
    * cannot map host memory) it always runs persistent. */
   const char *no_hint = NULL;
-  if (st == CLCRT_OK && !variant && !rt->compile_only && k->sched == CLCRT_SCHED_STEAL &&
+  if (st == CLCRT_OK && !k->variant && !rt->compile_only && k->sched == CLCRT_SCHED_STEAL &&
       k->grid == CLCRT_GRID_AUTO && !k->desc->prologue_fn && !k->desc->state_type)
     no_hint = clcrt__hint_slot(rt, &k->unit_cycles, &k->unit_cycles_dev);
   if (st == CLCRT_OK) {
     k->cacheable = cacheable;
-    if (!variant) { /* before any other thread can find it */
+    if (!k->variant) { /* before any other thread can find it */
       k->vars->var[0] = k;
       k->vars->occ[0] = k->occ;
       __atomic_store_n(&k->vars->ready, 1u, __ATOMIC_RELEASE);
     }
     k->state = CLCRT__K_READY;
-    if (cacheable && have_dk) {
-      memcpy(k->desc_key, dk, sizeof dk);
+    if (cacheable && dk) {
+      memcpy(k->desc_key, dk, CLCRT__KEY_BYTES);
       k->has_desc_key = 1;
     }
     if (from_disk)
@@ -257,6 +263,45 @@ static clcrt_status register_variant(clcrt_runtime *rt, const clcrt_tile_desc *d
   }
   pthread_cond_broadcast(&rt->cond);
   pthread_mutex_unlock(&rt->lock);
+  return no_hint;
+}
+
+/* The registered kernel (variant 0, base NULL) or one of its variants (CLCRT_USE_* bits, base
+ * the registered kernel): found in memory by its description (default variants only) or its
+ * content key, else loaded from the disk cache or compiled. */
+static clcrt_status register_variant(clcrt_runtime *rt, const clcrt_tile_desc *d, unsigned variant,
+                                     clcrt_kernel *base, clcrt_kernel **out) {
+  uint8_t dk[CLCRT__KEY_BYTES];
+  const int have_dk = !variant && clcrt__desc_key(d, dk);
+  clcrt_kernel *hit = have_dk ? find_by_desc_key(rt, dk) : NULL;
+  if (hit) {
+    *out = hit;
+    return CLCRT_OK;
+  }
+
+  clcrt__build b;
+  clcrt_status st = clcrt__build_prepare(rt, d, variant, &b);
+  if (st != CLCRT_OK) return st;
+  uint8_t key[CLCRT__KEY_BYTES] = {0};
+  int cacheable = clcrt__cache_key(rt, &b, key);
+  clcrt_kernel *k;
+  if (find_or_enter(rt, key, cacheable, variant, base, &hit, &k) != CLCRT_OK) {
+    clcrt__build_free(&b);
+    return clcrt__fail(rt, CLCRT_E_NOMEM, "out of memory allocating a kernel");
+  }
+  if (hit) {
+    clcrt__build_free(&b);
+    *out = hit;
+    return CLCRT_OK;
+  }
+
+  int from_disk;
+  st = load_or_compile(rt, k, &b, key, &cacheable, &from_disk);
+  clcrt__build_free(&b);
+  /* What the variants are compiled from, when a run first needs one. */
+  if (st == CLCRT_OK && !variant && !(k->desc = clcrt__desc_dup(d)))
+    st = clcrt__fail(rt, CLCRT_E_NOMEM, "out of memory keeping the description of %s", k->name);
+  const char *no_hint = publish(rt, k, st, cacheable, from_disk, have_dk ? dk : NULL);
   if (no_hint)
     clcrt__log(rt, CLCRT_LOG_DEBUG, "kernel %s: no mapped host memory for its unit times (%s): its runs stay persistent",
                k->name, no_hint);

@@ -117,7 +117,10 @@ unsigned clcrt__arch_smem_limit(int sm) {
   return 227 * 1024; /* sm_90, sm_100, sm_103, sm_110 */
 }
 
-clcrt_status clcrt__build_validate(clcrt_runtime *rt, const clcrt_tile_desc *d, clcrt__build *b) {
+/* The descriptor's size and its names: the source, the tile function, the Args type and, given
+ * together or not at all, the State type and the prologue, each a C++ name that appears in the
+ * source (unless the source pastes tokens, when NVRTC judges). */
+static clcrt_status check_names(clcrt_runtime *rt, const clcrt_tile_desc *d) {
   if (d->size < offsetof(clcrt_tile_desc, prologue_fn) + sizeof(char *) || d->size > sizeof(clcrt_tile_desc))
     return clcrt__fail(rt, CLCRT_E_INVALID,
                        "desc->size is %zu: initialise the descriptor with CLCRT_TILE_DESC_INIT", d->size);
@@ -149,53 +152,71 @@ clcrt_status clcrt__build_validate(clcrt_runtime *rt, const clcrt_tile_desc *d, 
       return clcrt__fail(rt, CLCRT_E_INVALID, "prologue \"%s\" is not a function name that appears in the source",
                          d->prologue_fn);
   }
+  return CLCRT_OK;
+}
 
-  clcrt_dim3 bl = d->block;
-  if (bl.x == 0 || bl.y == 0 || bl.z == 0)
-    return clcrt__fail(rt, CLCRT_E_INVALID, "block (%u,%u,%u) has a zero dimension: every CTA needs at least one thread",
-                       bl.x, bl.y, bl.z);
-  unsigned long long nt = (unsigned long long)bl.x * bl.y * bl.z;
-  if (nt > 1024 || bl.z > 64)
+/* The block, and the cluster with {0,0,0} read as (1,1,1), into *bl, *cl and the block's
+ * thread count *nt. */
+static clcrt_status check_shape(clcrt_runtime *rt, const clcrt_tile_desc *d, clcrt_dim3 *bl, clcrt_dim3 *cl,
+                                unsigned long long *nt) {
+  *bl = d->block;
+  if (bl->x == 0 || bl->y == 0 || bl->z == 0)
     return clcrt__fail(rt, CLCRT_E_INVALID,
-                       "block (%u,%u,%u) has %llu threads: a CTA holds at most 1024 (and z at most 64)", bl.x, bl.y,
-                       bl.z, nt);
+                       "block (%u,%u,%u) has a zero dimension: every CTA needs at least one thread", bl->x, bl->y,
+                       bl->z);
+  *nt = (unsigned long long)bl->x * bl->y * bl->z;
+  if (*nt > 1024 || bl->z > 64)
+    return clcrt__fail(rt, CLCRT_E_INVALID,
+                       "block (%u,%u,%u) has %llu threads: a CTA holds at most 1024 (and z at most 64)", bl->x, bl->y,
+                       bl->z, *nt);
 
-  clcrt_dim3 cl = d->cluster;
-  if (cl.x == 0 && cl.y == 0 && cl.z == 0) cl = (clcrt_dim3){1, 1, 1};
-  if (cl.x == 0 || cl.y == 0 || cl.z == 0)
+  *cl = d->cluster;
+  if (cl->x == 0 && cl->y == 0 && cl->z == 0) *cl = (clcrt_dim3){1, 1, 1};
+  if (cl->x == 0 || cl->y == 0 || cl->z == 0)
     return clcrt__fail(rt, CLCRT_E_INVALID,
                        "cluster (%u,%u,%u) mixes zero and non-zero dimensions: give all three, or {0,0,0} for "
                        "(1,1,1)",
-                       cl.x, cl.y, cl.z);
-  unsigned long long cs = (unsigned long long)cl.x * cl.y * cl.z;
+                       cl->x, cl->y, cl->z);
+  unsigned long long cs = (unsigned long long)cl->x * cl->y * cl->z;
   if (cs > 16)
     return clcrt__fail(rt, CLCRT_E_INVALID,
-                       "cluster (%u,%u,%u) has %llu CTAs: %s allows at most 8 (portable) or 16 (non-portable)", cl.x,
-                       cl.y, cl.z, cs, rt->arch);
+                       "cluster (%u,%u,%u) has %llu CTAs: %s allows at most 8 (portable) or 16 (non-portable)", cl->x,
+                       cl->y, cl->z, cs, rt->arch);
+  return CLCRT_OK;
+}
 
+/* The scheduler (AUTO resolved for the device: CLC from sm_100, else STEAL) and the grid kind
+ * (resolved for every scheduler but STEAL, whose AUTO grid is chosen per run) into *s and *g. */
+static clcrt_status resolve_sched_grid(clcrt_runtime *rt, const clcrt_tile_desc *d, clcrt_sched *s, clcrt_grid *g) {
   if ((unsigned)d->sched > CLCRT_SCHED_FIXED)
     return clcrt__fail(rt, CLCRT_E_INVALID, "desc->sched is %d, not a clcrt_sched value", (int)d->sched);
-  clcrt_sched s = d->sched == CLCRT_SCHED_AUTO ? (rt->sm >= 100 ? CLCRT_SCHED_CLC : CLCRT_SCHED_STEAL) : d->sched;
-  if (s == CLCRT_SCHED_CLC && rt->sm < 100)
+  *s = d->sched == CLCRT_SCHED_AUTO ? (rt->sm >= 100 ? CLCRT_SCHED_CLC : CLCRT_SCHED_STEAL) : d->sched;
+  if (*s == CLCRT_SCHED_CLC && rt->sm < 100)
     return clcrt__fail(rt, CLCRT_E_UNSUPPORTED,
                        "CLCRT_SCHED_CLC needs Cluster Launch Control (sm_100 or newer); %s has none: use "
                        "CLCRT_SCHED_STEAL or CLCRT_SCHED_AUTO",
                        rt->arch);
 
-  clcrt_grid g = d->size > offsetof(clcrt_tile_desc, grid) ? d->grid : CLCRT_GRID_AUTO;
-  if ((unsigned)g > CLCRT_GRID_PERSISTENT)
-    return clcrt__fail(rt, CLCRT_E_INVALID, "desc->grid is %d, not a clcrt_grid value", (int)g);
-  if (s == CLCRT_SCHED_STEAL) {
+  *g = d->size > offsetof(clcrt_tile_desc, grid) ? d->grid : CLCRT_GRID_AUTO;
+  if ((unsigned)*g > CLCRT_GRID_PERSISTENT)
+    return clcrt__fail(rt, CLCRT_E_INVALID, "desc->grid is %d, not a clcrt_grid value", (int)*g);
+  if (*s == CLCRT_SCHED_STEAL) {
     /* AUTO stays AUTO: the grid is chosen per run (launch.c), persistent unless a stream of
      * higher priority exists, when a full grid lets the run yield. */
   } else {
-    clcrt_grid natural = s == CLCRT_SCHED_STATIC ? CLCRT_GRID_PERSISTENT : CLCRT_GRID_FULL;
-    if (g != CLCRT_GRID_AUTO && g != natural)
-      return clcrt__fail(rt, CLCRT_E_INVALID, "desc->grid applies to CLCRT_SCHED_STEAL only: %s always launches a %s grid",
-                         clcrt__sched_name(s), natural == CLCRT_GRID_FULL ? "full" : "persistent");
-    g = natural;
+    clcrt_grid natural = *s == CLCRT_SCHED_STATIC ? CLCRT_GRID_PERSISTENT : CLCRT_GRID_FULL;
+    if (*g != CLCRT_GRID_AUTO && *g != natural)
+      return clcrt__fail(rt, CLCRT_E_INVALID,
+                         "desc->grid applies to CLCRT_SCHED_STEAL only: %s always launches a %s grid",
+                         clcrt__sched_name(*s), natural == CLCRT_GRID_FULL ? "full" : "persistent");
+    *g = natural;
   }
+  return CLCRT_OK;
+}
 
+/* The tile function's dynamic shared memory against the device's (or, compile-only, the
+ * architecture's) limit, less what scheduler s's response ring needs after it. */
+static clcrt_status check_smem(clcrt_runtime *rt, const clcrt_tile_desc *d, clcrt_sched s) {
   unsigned limit = rt->compile_only ? clcrt__arch_smem_limit(rt->sm) : (unsigned)rt->max_smem_optin;
   /* STEAL's and CLC's response ring follows the tile function's shared memory (internal.h). */
   unsigned ring = s == CLCRT_SCHED_STEAL || s == CLCRT_SCHED_CLC ? CLCRT__RING_BYTES + 15u : 0u;
@@ -206,7 +227,13 @@ clcrt_status clcrt__build_validate(clcrt_runtime *rt, const clcrt_tile_desc *d, 
                        "desc->smem_bytes is %u: %s%s allows at most %u bytes of dynamic shared memory per CTA%s",
                        d->smem_bytes, rt->compile_only ? "" : "this device, ", rt->arch, limit, ring_note);
   }
+  return CLCRT_OK;
+}
 
+/* NVRTC options: none that chooses the architecture or the output, none that makes something
+ * other than a cubin of the whole kernel. Options that read headers the runtime cannot vouch
+ * for set b->has_user_include_dirs. */
+static clcrt_status check_options(clcrt_runtime *rt, const clcrt_tile_desc *d, clcrt__build *b) {
   if (d->num_options < 0 || (d->num_options > 0 && !d->options))
     return clcrt__fail(rt, CLCRT_E_INVALID, "desc->options/num_options: %d options at %p", d->num_options,
                        (const void *)d->options);
@@ -232,6 +259,20 @@ clcrt_status clcrt__build_validate(clcrt_runtime *rt, const clcrt_tile_desc *d, 
         starts(o, "-create-pch") || starts(o, "--create-pch"))
       b->has_user_include_dirs = 1;
   }
+  return CLCRT_OK;
+}
+
+clcrt_status clcrt__build_validate(clcrt_runtime *rt, const clcrt_tile_desc *d, clcrt__build *b) {
+  clcrt_status st;
+  if ((st = check_names(rt, d)) != CLCRT_OK) return st;
+  clcrt_dim3 bl, cl;
+  unsigned long long nt = 0; /* set by check_shape, as s and g by resolve_sched_grid */
+  if ((st = check_shape(rt, d, &bl, &cl, &nt)) != CLCRT_OK) return st;
+  clcrt_sched s = CLCRT_SCHED_AUTO;
+  clcrt_grid g = CLCRT_GRID_AUTO;
+  if ((st = resolve_sched_grid(rt, d, &s, &g)) != CLCRT_OK) return st;
+  if ((st = check_smem(rt, d, s)) != CLCRT_OK) return st;
+  if ((st = check_options(rt, d, b)) != CLCRT_OK) return st;
 
   unsigned minb = d->size > offsetof(clcrt_tile_desc, min_blocks_per_sm) ? d->min_blocks_per_sm : 0;
   if (minb > 32 || (unsigned long long)minb * nt > 2048)

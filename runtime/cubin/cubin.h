@@ -28,7 +28,7 @@ typedef struct clcrt__cubin_kernel {
   int clc_broadcast;       /* ...in its .BROADCAST (multicast) form */
   uint64_t text_bytes;     /* size of .text.<kernel> */
   const char *sched;       /* "clc", "steal", "static", "fixed" from a clcrt_<sched>_ name, else NULL */
-  /* Added with the clcrt tool (issue 6); everything above keeps its meaning. */
+  /* Added for the clcrt tool; everything above keeps its meaning. */
   int max_registers;       /* MAXREG_COUNT (the -maxrregcount ceiling), or CLCRT__CUBIN_UNKNOWN */
   int param_offset;        /* where the parameters start in constant bank 0 (PARAM_CBANK), or UNKNOWN */
   int max_cluster_rank;    /* MAX_CLUSTER_RANK, or CLCRT__CUBIN_UNKNOWN */
@@ -60,7 +60,7 @@ typedef struct clcrt__cubin {
   char arch[16];           /* "sm_90a" */
   size_t num_kernels;
   clcrt__cubin_kernel *kernels;
-  /* Added with the clcrt tool (issue 6). */
+  /* Added for the clcrt tool. */
   int virtual_sm;          /* from .note.nv.cuinfo, or CLCRT__CUBIN_UNKNOWN */
   int os_abi;              /* ELF OS/ABI byte: 0x41 (ABI v8) or 0x33 (ABI v7) */
   int compat_a;            /* .nv.compat says `a` (1), says not (0), or has no say (UNKNOWN) */

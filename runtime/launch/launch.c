@@ -81,8 +81,8 @@ static void obs_lost(clcrt_stream *s, const clcrt_kernel *k0, clcrt_dim3 tiles) 
   }
 }
 
-clcrt_status clcrt_run(clcrt_stream *s, const clcrt_kernel *k, clcrt_dim3 tiles, const void *args,
-                       size_t args_size) {
+/* The caller's arguments, checked before anything else is read. */
+static clcrt_status check_args(const clcrt_stream *s, const clcrt_kernel *k, const void *args, size_t args_size) {
   if (!s) return clcrt__fail_norts(CLCRT_E_INVALID, "clcrt_run: the stream is NULL");
   clcrt_runtime *rt = s->rt;
   if (!k) return clcrt__fail(rt, CLCRT_E_INVALID, "clcrt_run: the kernel is NULL");
@@ -93,35 +93,32 @@ clcrt_status clcrt_run(clcrt_stream *s, const clcrt_kernel *k, clcrt_dim3 tiles,
                        "sizeof(your Args mirror) and keep it identical to the device struct",
                        k->name, args_size, k->args_size);
   if (!args) return clcrt__fail(rt, CLCRT_E_INVALID, "clcrt_run(%s): args is NULL", k->name);
-  if (tiles.x == 0 || tiles.y == 0 || tiles.z == 0) return CLCRT_OK; /* an empty tile grid is a no-op */
-  /* Launching the context-independent CUkernel instead (which runs in the stream's context,
-   * cuda.h) would spare this query, but measured on the H100 host such launches cost more than
-   * the query (bench, overhead section: "bare (CUkernel)"). */
-  clcrt_status st = clcrt__ctx_enter(rt);
-  if (st != CLCRT_OK) return st;
+  return CLCRT_OK;
+}
 
-  /* From the registered kernel: variants only add bits, and k may be a variant a caller got
-   * from clcrt_kernel_variant (a short one would run only the units of its own). */
-  const clcrt_kernel *k0 = k->base;
+/* Gathers what the plan depends on (plan.h) from the runtime, the stream and the registered
+ * kernel k0. For STEAL this asks the driver whether the stream is being captured, the one
+ * driver call of a run besides its launch. */
+static clcrt_status gather_plan_in(const clcrt_stream *s, const clcrt_kernel *k0, clcrt_dim3 tiles,
+                                   clcrt__plan_in *in) {
+  clcrt_runtime *rt = s->rt;
   clcrt__variants *vs = k0->vars;
-  clcrt__plan_in in;
-  in.k = k0;
-  in.occ = vs->occ;
-  in.tiles = tiles;
-  in.traced = s->trace != 0;
-  in.stats = s->stats != 0;
-  in.preemptible = in.graph = in.long_measured = in.long_recheck = 0;
-  in.preempt_waves = rt->preempt_waves;
-  in.chunk_cycles = rt->chunk_cycles; /* CLCRT_STEAL_CHUNK_CYCLES, default 8000: ~4 us on an H100 */
+  in->k = k0;
+  in->occ = vs->occ;
+  in->tiles = tiles;
+  in->traced = s->trace != 0;
+  in->stats = s->stats != 0;
+  in->preemptible = in->graph = in->long_measured = in->long_recheck = 0;
+  in->preempt_waves = rt->preempt_waves;
+  in->chunk_cycles = rt->chunk_cycles; /* CLCRT_STEAL_CHUNK_CYCLES, default 8000: ~4 us on an H100 */
   /* The stream's SMs (an SM budget's partition, or opts.grid_sms): persistent grids are sized
    * for them, each variant's device-wide occupancy scaled to them in the plan. */
-  in.dev_sms = rt->num_sms;
-  in.grid_sms = s->grid_sms;
-  in.grid_align = s->grid_align;
-  const int steal = k0->sched == CLCRT_SCHED_STEAL;
-  if (steal) {
+  in->dev_sms = rt->num_sms;
+  in->grid_sms = s->grid_sms;
+  in->grid_align = s->grid_align;
+  if (k0->sched == CLCRT_SCHED_STEAL) {
     /* A STEAL run may yield only if something can preempt it. */
-    in.preemptible = (unsigned char)clcrt__devstate_higher(rt->devstate, s->level);
+    in->preemptible = (unsigned char)clcrt__devstate_higher(rt->devstate, s->level);
     /* Captured into a graph, a STEAL run may be replayed anywhere, any number of times at
      * once: it claims from its own slot of the context's table instead of the stream's sets
      * (sched_state.h). */
@@ -132,40 +129,55 @@ clcrt_status clcrt_run(clcrt_stream *s, const clcrt_kernel *k, clcrt_dim3 tiles,
                          "clcrt_run(%s): the stream's graph capture was invalidated by an earlier error; end the "
                          "capture (cuStreamEndCapture) and start again",
                          k0->name);
-    in.graph = cap == CU_STREAM_CAPTURE_STATUS_ACTIVE;
+    in->graph = cap == CU_STREAM_CAPTURE_STATUS_ACTIVE;
     if (rt->long_cycles && k0->unit_cycles && long_measured(rt, k0)) {
-      in.long_measured = 1;
-      in.long_recheck = (__atomic_load_n(&vs->hw_runs, __ATOMIC_RELAXED) + 1) % CLCRT__HW_RECHECK == 0;
+      in->long_measured = 1;
+      in->long_recheck = (__atomic_load_n(&vs->hw_runs, __ATOMIC_RELAXED) + 1) % CLCRT__HW_RECHECK == 0;
     }
   }
-  in.ready = __atomic_load_n(&vs->ready, __ATOMIC_ACQUIRE);
-  clcrt__plan_out pl;
-  if (clcrt__plan(&in, &pl) != CLCRT__PLAN_OK) {
-    unsigned long long units = (unsigned long long)pl.p.units[0] * pl.p.units[1] * pl.p.units[2];
-    return clcrt__fail(rt, CLCRT_E_INVALID,
-                       "clcrt_run(%s): tile grid (%u,%u,%u) makes %llu work units of (%u,%u,%u) tiles: at most "
-                       "%llu fit in one run; split the grid over several runs",
-                       k0->name, tiles.x, tiles.y, tiles.z, units, k0->cluster.x, k0->cluster.y, k0->cluster.z,
-                       0x7fffffffull / k0->cluster.x);
+  in->ready = __atomic_load_n(&vs->ready, __ATOMIC_ACQUIRE);
+  return CLCRT_OK;
+}
+
+static clcrt_status fail_too_many_units(clcrt_runtime *rt, const clcrt_kernel *k0, clcrt_dim3 tiles,
+                                        const clcrt__plan_out *pl) {
+  unsigned long long units = (unsigned long long)pl->p.units[0] * pl->p.units[1] * pl->p.units[2];
+  return clcrt__fail(rt, CLCRT_E_INVALID,
+                     "clcrt_run(%s): tile grid (%u,%u,%u) makes %llu work units of (%u,%u,%u) tiles: at most "
+                     "%llu fit in one run; split the grid over several runs",
+                     k0->name, tiles.x, tiles.y, tiles.z, units, k0->cluster.x, k0->cluster.y, k0->cluster.z,
+                     0x7fffffffull / k0->cluster.x);
+}
+
+/* What the plan reports and leaves to the run (plan.h): a background build of the variant it
+ * would rather have launched, the records a traced run without its observed variant drops, and
+ * the count of runs of long units. No run compiles, nor waits for a compile: once asked for, a
+ * build is one load here, and the plan's fallback runs now. */
+static void apply_plan_reports(clcrt_stream *s, const clcrt_kernel *k0, clcrt_dim3 tiles,
+                               const clcrt__plan_out *pl) {
+  if (pl->missing) {
+    clcrt__builder_request(k0, pl->missing, 0);
+    if (pl->obs_lost) obs_lost(s, k0, tiles);
   }
-  /* No run compiles, nor waits for a compile: a variant the run would rather have launched is
-   * built in the background (once asked for, this is one load), the plan's fallback runs now. */
-  if (pl.missing) {
-    clcrt__builder_request(k0, pl.missing, 0);
-    if (pl.obs_lost) obs_lost(s, k0, tiles);
-  }
-  if (pl.count_long) /* racy on purpose: a count, not a lock */
+  clcrt__variants *vs = k0->vars;
+  if (pl->count_long) /* racy on purpose: a count, not a lock */
     __atomic_store_n(&vs->hw_runs, __atomic_load_n(&vs->hw_runs, __ATOMIC_RELAXED) + 1, __ATOMIC_RELAXED);
-  const clcrt_kernel *kl = pl.variant ? __atomic_load_n(&vs->var[pl.variant], __ATOMIC_ACQUIRE) : k0;
-  const int claims = steal && pl.p.claim_base < pl.p.num_units;
-  clcrt__params *p = &pl.p;
+}
+
+/* The scheduler parameters that belong to the stream, not the plan: its priority, its trace
+ * and statistics for an observed variant, and for STEAL the unit times, the yield words for a
+ * yielding variant and the claim line of a run that claims. The sequence number comes with the
+ * launch (launch_run). */
+static void add_stream_params(const clcrt_stream *s, const clcrt_kernel *k0, const clcrt_kernel *kl, int claims,
+                              int graph, clcrt__params *p) {
+  clcrt_runtime *rt = s->rt;
   p->prio = s->level;
   if (kl->variant & CLCRT_USE_TRACE) {
     p->stats = s->stats;
     p->trace = s->trace;
     p->run = s->trace_runs;
   }
-  if (steal) {
+  if (k0->sched == CLCRT_SCHED_STEAL) {
     p->unit_cycles = k0->unit_cycles_dev; /* written by claiming runs only */
     if (kl->variant & CLCRT_USE_PREEMPT) {
       p->yield = rt->devstate->yield;
@@ -175,18 +187,26 @@ clcrt_status clcrt_run(clcrt_stream *s, const clcrt_kernel *k, clcrt_dim3 tiles,
       p->yield_words = (used + 3u) & ~3u;
     }
     /* Only a run that claims has a claim line (nvrtc_src/clcrt_steal.cuh, claim 2). */
-    if (claims) p->state = in.graph ? rt->devstate->table : s->state;
+    if (claims) p->state = graph ? rt->devstate->table : s->state;
   }
+}
 
+/* Launches kl as planned: one cuLaunchKernelEx, bracketed by the stream's preemption word
+ * where the stream is above the lowest priority, and under the stream's launch lock where the
+ * run claims outside a graph (it takes a sequence number). */
+static clcrt_status launch_run(clcrt_stream *s, const clcrt_kernel *k0, const clcrt_kernel *kl,
+                               clcrt__plan_out *pl, const void *args, int claims, int graph) {
+  clcrt_runtime *rt = s->rt;
+  clcrt__params *p = &pl->p;
   CUlaunchConfig cfg;
   memset(&cfg, 0, sizeof cfg);
-  cfg.gridDimX = pl.grid[0];
-  cfg.gridDimY = pl.grid[1];
-  cfg.gridDimZ = pl.grid[2];
+  cfg.gridDimX = pl->grid[0];
+  cfg.gridDimY = pl->grid[1];
+  cfg.gridDimZ = pl->grid[2];
   cfg.blockDimX = k0->block.x;
   cfg.blockDimY = k0->block.y;
   cfg.blockDimZ = k0->block.z;
-  cfg.sharedMemBytes = pl.smem;
+  cfg.sharedMemBytes = pl->smem;
   cfg.hStream = s->cu;
   /* A cluster shape of more than one CTA is compiled into the kernel (__cluster_dims__);
    * 1-CTA kernels are plain grids. Either way no launch attribute is needed. */
@@ -194,10 +214,11 @@ clcrt_status clcrt_run(clcrt_stream *s, const clcrt_kernel *k, clcrt_dim3 tiles,
 
   /* A run on a stream above the lowest priority preempts lower-priority STEAL runs while
    * it executes (unless the caller already bracketed it with clcrt_preempt_begin/end). */
+  clcrt_status st;
   int bracket = s->level > 0 && s->preempt_depth == 0;
   if (bracket && (st = clcrt__stream_preempt_write(s, s->level)) != CLCRT_OK) return st;
   CUresult r;
-  if (claims && !in.graph) {
+  if (claims && !graph) {
     /* The sequence number picks the claim line, and the run zeroes the other one for the
      * next run that claims: numbers must reach the stream in the order they were handed out.
      * A run that claims nothing takes none and touches neither line, so its kernel needs no
@@ -218,7 +239,33 @@ clcrt_status clcrt_run(clcrt_stream *s, const clcrt_kernel *k, clcrt_dim3 tiles,
                        "(%u,%u,%u), %u bytes of dynamic shared memory",
                        k0->name, clcrt__cu_name(rt, r), cfg.gridDimX, cfg.gridDimY, cfg.gridDimZ, k0->cluster.x,
                        k0->cluster.y, k0->cluster.z, k0->block.x, k0->block.y, k0->block.z, cfg.sharedMemBytes);
-  if (st_end != CLCRT_OK) return st_end;
+  return st_end;
+}
+
+clcrt_status clcrt_run(clcrt_stream *s, const clcrt_kernel *k, clcrt_dim3 tiles, const void *args,
+                       size_t args_size) {
+  clcrt_status st = check_args(s, k, args, args_size);
+  if (st != CLCRT_OK) return st;
+  if (tiles.x == 0 || tiles.y == 0 || tiles.z == 0) return CLCRT_OK; /* an empty tile grid is a no-op */
+  clcrt_runtime *rt = s->rt;
+  /* Launching the context-independent CUkernel instead (which runs in the stream's context,
+   * cuda.h) would spare this query, but measured on the H100 host such launches cost more than
+   * the query (bench, overhead section: "bare (CUkernel)"). */
+  if ((st = clcrt__ctx_enter(rt)) != CLCRT_OK) return st;
+
+  /* From the registered kernel: variants only add bits, and k may be a variant a caller got
+   * from clcrt_kernel_variant (a short one would run only the units of its own). */
+  const clcrt_kernel *k0 = k->base;
+  clcrt__plan_in in;
+  if ((st = gather_plan_in(s, k0, tiles, &in)) != CLCRT_OK) return st;
+  clcrt__plan_out pl;
+  if (clcrt__plan(&in, &pl) != CLCRT__PLAN_OK) return fail_too_many_units(rt, k0, tiles, &pl);
+  apply_plan_reports(s, k0, tiles, &pl);
+
+  const clcrt_kernel *kl = pl.variant ? __atomic_load_n(&k0->vars->var[pl.variant], __ATOMIC_ACQUIRE) : k0;
+  const int claims = k0->sched == CLCRT_SCHED_STEAL && pl.p.claim_base < pl.p.num_units;
+  add_stream_params(s, k0, kl, claims, in.graph, &pl.p);
+  if ((st = launch_run(s, k0, kl, &pl, args, claims, in.graph)) != CLCRT_OK) return st;
   s->runs++;
   if (s->trace) s->trace_runs++;
   return CLCRT_OK;
