@@ -10,11 +10,18 @@
  *     stream-K tail and every tile shared, under STEAL, and the plan's decomposition under
  *     STATIC. "oracle" is the best of all of them (the default included), known only after
  *     measuring them all.
- * Shapes come in classes: bench (this benchmark's first 11 shapes), model (projections of
- * public model layers: Llama-3 8B and 70B, DeepSeek-V3, Qwen2.5 7B and 72B, Mixtral; M from 1
- * to 16384), odd (every dimension divides by no tile), gemv (M <= 16; also as bandwidth: B's
- * bytes over the time, against a device-to-device copy measured in the same process) and
- * align16 (operands at 16-byte offsets, as tensor views give; cuBLAS gets the same operands).
+ * Shapes come in classes (bench/lib/gemm_classes.c lists them and their sources): bench (this
+ * benchmark's first 11 shapes), model (projections of public model layers, M from 64 to
+ * 16384), odd (every dimension divides by no tile), gemv (M <= 16), decode (decode projections
+ * of eleven public models, M from 1 to 64), vocab (language-model heads: N the vocabulary, M
+ * from 1 to 3000), align16 (A and B each at a random 16-byte offset past a 128-byte line, as
+ * row slices of a tensor give; cuBLAS gets the same operands) and gen (shapes drawn from the
+ * sizes real layers have). M <= 16 is also reported as bandwidth: B's bytes over the time,
+ * against a device-to-device copy measured in the same process.
+ *
+ * The seed: align16's offsets and the gen shapes are drawn from it, and every dense JSON row
+ * carries it. --seed N replays a run; --seed random draws one from the clock; without it the
+ * seed is BGEMM_SEED_DEFAULT, so that runs compare shape for shape. The run prints it first.
  *
  * Method: every contender of a shape runs once per round, rounds one after another (WARMUP
  * rounds, then --reps), each run timed with events; the median per contender. So the
@@ -22,9 +29,11 @@
  * turns at them. Inputs: windows of one pool of pseudo-random bf16 values in [-1, 1) (never
  * zeros; made on the device by a hash that the host recomputes for its fp64 checks); where a
  * shape's operands are smaller than 128 MiB the runs rotate over enough windows that no run
- * finds its operands in the 50 MiB L2. Every clcrt output is poisoned (NaN) and checked on
- * the GPU against cuBLAS's (relative Frobenius error at most 1e-2, every element written)
- * before it is timed; cuBLAS itself is checked on a sample against fp64 dot products.
+ * finds its operands in the 50 MiB L2. The pool is as large as the largest operand that runs
+ * (at most 12 GiB; a larger --shape is skipped, as is a shape whose outputs do not fit the
+ * memory left, each saying why). Every clcrt output is poisoned (NaN) and checked on the GPU
+ * against cuBLAS's (relative Frobenius error at most 1e-2, every element written) before it
+ * is timed; cuBLAS itself is checked on 16 elements against fp64 dot products.
  * TFLOP/s = 2 M N K / time; ratio = cuBLAS time / contender time (above 1 is faster).
  *
  * Grouped (mixture-of-experts layers): G experts share N and K; the routed rows lie one
@@ -36,9 +45,13 @@
  * problems also run the masked layout (every expert a fixed R rows, counts on the device) as
  * a replayed CUDA graph, which serves any routing.
  *
- * Usage: bench_gemm [--json FILE] [--quick] [--only compile|dense|grouped]
- *                   [--class bench,model,odd,gemv,align16] [--shape MxNxK]... [--reps N]
- *                   [--align BYTES] [--no-oracle] [--blocks]
+ * Usage: bench_gemm [--json FILE] [--quick] [--only compile|dense|grouped] [--class LIST]
+ *                   [--shape MxNxK]... [--seed N|random] [--gen N] [--reps N] [--align BYTES]
+ *                   [--no-oracle] [--blocks] [--list]
+ * --class: a comma-separated list of bench, model, odd, gemv, decode, vocab, align16, gen
+ * (default: all). --quick: a few shapes of each class asked for (BGEMM_GEN_QUICK gen shapes
+ * unless --gen says). --gen N: N generated shapes (default BGEMM_GEN_DEFAULT). --list: print
+ * the dense shapes that would run, with align16's offsets, and exit (no GPU needed).
  * --blocks: the grouped problems' STEAL and STATIC also timed the way this benchmark first did,
  * each in a block of runs after the other, to compare the two methods. */
 /* cublasLt.h declares cublasLtLoggerForceDisable() without a prototype. */
@@ -60,6 +73,7 @@
 #include "gemm_internal.h" /* the op's internals: variants, plan, Args */
 #include "clcrt.h"
 #include "clcrt_ops.h"
+#include "lib/gemm_bench.h" /* the shape classes */
 
 #define WARMUP 3
 static int reps = 20;
@@ -402,80 +416,17 @@ static void clcrt_launch(void *p) {
 
 /* ---------------- dense ---------------- */
 
-typedef struct dshape {
-  const char *cls, *label;
-  unsigned m, n, k;
-} dshape;
-
-static const dshape DENSE_SHAPES[] = {
-    /* bench: the shapes this benchmark had first */
-    {"bench", "square", 4096, 4096, 4096},
-    {"bench", "square", 8192, 8192, 8192},
-    {"bench", "llm", 128, 8192, 8192},
-    {"bench", "llm", 128, 28672, 8192},
-    {"bench", "llm", 128, 8192, 28672},
-    {"bench", "llm", 1024, 8192, 8192},
-    {"bench", "llm", 1024, 28672, 8192},
-    {"bench", "llm", 1024, 8192, 28672},
-    {"bench", "llm", 8192, 8192, 8192},
-    {"bench", "llm", 8192, 28672, 8192},
-    {"bench", "llm", 8192, 8192, 28672},
-    /* model: N x K = out x in features of public layers; M = tokens */
-    {"model", "llama3-8b qkv", 1024, 6144, 4096},
-    {"model", "llama3-8b o", 4096, 4096, 4096},
-    {"model", "llama3-8b gate_up", 2048, 28672, 4096},
-    {"model", "llama3-8b down", 512, 4096, 14336},
-    {"model", "llama3-8b down", 16384, 4096, 14336},
-    {"model", "llama3-70b qkv", 256, 10240, 8192},
-    {"model", "llama3-70b qkv", 4096, 10240, 8192},
-    {"model", "llama3-70b o", 2048, 8192, 8192},
-    {"model", "llama3-70b gate_up", 512, 57344, 8192},
-    {"model", "llama3-70b down", 128, 8192, 28672},
-    {"model", "llama3-70b down", 4096, 8192, 28672},
-    {"model", "dsv3 q_a", 4096, 1536, 7168},
-    {"model", "dsv3 kv_a", 2048, 576, 7168},
-    {"model", "dsv3 q_b", 512, 24576, 1536},
-    {"model", "dsv3 kv_b", 4096, 32768, 512},
-    {"model", "dsv3 o", 1024, 7168, 16384},
-    {"model", "dsv3 gate_up", 16384, 36864, 7168},
-    {"model", "dsv3 down", 256, 7168, 18432},
-    {"model", "qwen2.5-72b gate_up", 1024, 59136, 8192},
-    {"model", "qwen2.5-72b down", 2048, 8192, 29568},
-    {"model", "qwen2.5-7b qkv", 8192, 4608, 3584},
-    {"model", "qwen2.5-7b down", 300, 3584, 18944},
-    {"model", "mixtral expert w1", 64, 14336, 4096},
-    {"model", "mixtral expert w2", 3000, 4096, 14336},
-    /* odd: dimensions that divide by no tile */
-    {"odd", "odd", 2999, 5003, 4104},
-    {"odd", "odd", 1537, 3011, 2056},
-    {"odd", "odd", 5555, 3333, 1112},
-    {"odd", "odd", 777, 12289, 4096},
-    {"odd", "odd", 4097, 4097, 4096},
-    {"odd", "odd", 333, 7777, 2992},
-    /* gemv: M <= 16 */
-    {"gemv", "llama3-8b gate_up", 1, 28672, 4096},
-    {"gemv", "llama3-8b down", 1, 4096, 14336},
-    {"gemv", "llama3-70b qkv", 1, 10240, 8192},
-    {"gemv", "llama3-70b down", 4, 8192, 28672},
-    {"gemv", "dsv3 o", 8, 7168, 16384},
-    {"gemv", "qwen2.5-72b gate_up", 16, 59136, 8192},
-    {"gemv", "llama3-8b o", 16, 4096, 4096},
-    /* align16: the same kinds of shapes, operands at 16-byte offsets */
-    {"align16", "square", 4096, 4096, 4096},
-    {"align16", "llama3-70b qkv", 4096, 10240, 8192},
-    {"align16", "llama3-8b down", 1024, 4096, 14336},
-    {"align16", "gemv", 1, 28672, 4096},
-};
-static const char *QUICK_CLASSES = "bench";
-static const int QUICK_PICK[] = {0, 2, 6, 12, 20, 35, 41, 48};
+static uint64_t run_seed = BGEMM_SEED_DEFAULT; /* --seed: align16's offsets and the gen class */
 
 typedef struct summary {
   char shape[48];
   const char *cls, *label;
+  unsigned a_off, b_off; /* align16: A's and B's bytes past a 128-byte line */
   double cublas_tflops, def_ratio, oracle_ratio, gemv_frac;
+  int skipped;
   char def_what[64], oracle_what[64];
 } summary;
-static summary summaries[96];
+static summary *summaries;
 static int num_summaries;
 
 /* A clcrt contender of a dense shape: a plan, its kernel and args (one per rotation window). */
@@ -525,31 +476,62 @@ static int same_plan(const gemm_plan *a, const gemm_plan *b) {
          a->sk_tail == b->sk_tail;
 }
 
-static void bench_dense_shape(const dshape *sh, int idx) {
+static int try_alloc(CUdeviceptr *p, size_t bytes) {
+  CUresult r = cu->cuMemAlloc(p, bytes);
+  if (r == CUDA_SUCCESS) return 1;
+  if (r != CUDA_ERROR_OUT_OF_MEMORY) CK(r);
+  *p = 0;
+  return 0;
+}
+
+static void skip_shape(summary *sum, const char *why) {
+  sum->skipped = 1;
+  printf("\n%s (%s, %s): skipped: %s\n", sum->shape, sum->cls, sum->label, why);
+  json_row("{\"section\":\"dense-skip\",\"class\":\"%s\",\"label\":\"%s\",\"shape\":\"%s\",\"seed\":%llu,"
+           "\"why\":\"%s\"}",
+           sum->cls, sum->label, sum->shape, (unsigned long long)run_seed, why);
+}
+
+static void bench_dense_shape(const bgemm_shape *sh, int idx) {
   const unsigned m = sh->m, n = sh->n, k = sh->k;
   const double flop = 2.0 * m * n * k;
   const size_t na = (size_t)m * k, nb = (size_t)n * k, nd = (size_t)m * n;
   const int a16 = !strcmp(sh->cls, "align16");
-  /* Rotation: enough windows that the operands of one run are out of L2 by its next. */
-  const size_t opb = (na + nb) * 2;
-  int rot = opb >= (128u << 20) ? 1 : (int)((128u << 20) / opb + 1);
-  if (rot > MAX_ROT) rot = MAX_ROT;
-  uint64_t A[MAX_ROT], B[MAX_ROT];
-  for (int i = 0; i < rot; i++) {
-    /* align16: A 16 bytes past a line, B 48 (different offsets: the shift can align B only). */
-    size_t oa = pool_window(na, 100 * (uint64_t)idx + 2 * i + 1, a16 ? 128 : window_align, a16 ? 16 : 0);
-    size_t ob = pool_window(nb, 100 * (uint64_t)idx + 2 * i + 2, a16 ? 128 : window_align, a16 ? 48 : 0);
-    A[i] = pool_d + oa * 2, B[i] = pool_d + ob * 2;
-  }
-  CUdeviceptr D, R;
-  CK(cu->cuMemAlloc(&D, nd * 2));
-  CK(cu->cuMemAlloc(&R, nd * 2));
   summary *sum = &summaries[num_summaries++];
   memset(sum, 0, sizeof *sum);
   snprintf(sum->shape, sizeof sum->shape, "%ux%ux%u", m, n, k);
   sum->cls = sh->cls, sum->label = sh->label;
+  if (na + 64 > pool_n || nb + 64 > pool_n) {
+    char why[128];
+    snprintf(why, sizeof why, "an operand of %.1f GB is larger than the pool (%.1f GB, capped)",
+             (double)(na > nb ? na : nb) * 2e-9, (double)pool_n * 2e-9);
+    skip_shape(sum, why);
+    return;
+  }
+  CUdeviceptr D = 0, R = 0;
+  if (!try_alloc(&D, nd * 2) || !try_alloc(&R, nd * 2)) {
+    char why[128];
+    snprintf(why, sizeof why, "its output and cuBLAS's (2 x %.1f GB) do not fit the free device memory",
+             (double)nd * 2e-9);
+    if (D) cu->cuMemFree(D);
+    skip_shape(sum, why);
+    return;
+  }
+  /* Rotation: enough windows that the operands of one run are out of L2 by its next. */
+  const size_t opb = (na + nb) * 2;
+  int rot = opb >= (128u << 20) ? 1 : (int)((128u << 20) / opb + 1);
+  if (rot > MAX_ROT) rot = MAX_ROT;
+  /* align16: A and B each at a random 16-byte offset past a 128-byte line, the same in every
+   * window (a row slice of one tensor keeps its offset). */
+  if (a16) bgemm_offsets16(run_seed, sh, &sum->a_off, &sum->b_off);
+  uint64_t A[MAX_ROT], B[MAX_ROT];
+  for (int i = 0; i < rot; i++) {
+    size_t oa = pool_window(na, 100 * (uint64_t)idx + 2 * i + 1, a16 ? 128 : window_align, sum->a_off);
+    size_t ob = pool_window(nb, 100 * (uint64_t)idx + 2 * i + 2, a16 ? 128 : window_align, sum->b_off);
+    A[i] = pool_d + oa * 2, B[i] = pool_d + ob * 2;
+  }
 
-  /* cuBLAS: the reference output (window 0) and time. */
+  /* cuBLAS: the reference output (window 0), checked on 16 elements against fp64, and time. */
   lt_gemm g;
   memset(&g, 0, sizeof g);
   lt_setup(&g, m, n, k);
@@ -558,8 +540,6 @@ static void bench_dense_shape(const dshape *sh, int idx) {
   CK(cu->cuMemsetD8Async(R, 0xff, nd * 2, cs));
   lt_launch(&g);
   g.next = 0;
-  uint16_t *hr = malloc(nd * 2);
-  CK(cu->cuMemcpyDtoHAsync(hr, R, nd * 2, cs));
   CK(cu->cuStreamSynchronize(cs));
   const size_t oa0 = (A[0] - pool_d) / 2, ob0 = (B[0] - pool_d) / 2;
   int lt_bad = 0;
@@ -572,10 +552,11 @@ static void bench_dense_shape(const dshape *sh, int idx) {
       double pr = (double)gemm_bf2f(pool_val(oa0 + i * k + q)) * gemm_bf2f(pool_val(ob0 + j * k + q));
       ref += pr, mag += fabs(pr);
     }
-    double got = gemm_bf2f(hr[i * n + j]);
+    uint16_t h;
+    CK(cu->cuMemcpyDtoH(&h, R + (i * n + j) * 2, 2));
+    double got = gemm_bf2f(h);
     if (!(fabs(got - ref) <= 8e-3 * fabs(ref) + 1e-4 * mag + 1e-6)) lt_bad++;
   }
-  free(hr);
   if (lt_bad) {
     printf("  cuBLAS disagrees with fp64 on %d of 16 sampled elements: its call is wrong\n", lt_bad);
     failures++;
@@ -633,14 +614,16 @@ static void bench_dense_shape(const dshape *sh, int idx) {
   time_rounds(ct, nt);
   const double t_ref = ct[0].ms;
   sum->cublas_tflops = flop / (t_ref * 1e9);
-  printf("\n%ux%ux%u (%s, %s): cuBLASLt %.4f ms = %.1f TFLOP/s (fastest %.4f; alone %.4f); loads %u-byte aligned%s\n",
-         m, n, k, sh->cls, sh->label, t_ref, sum->cublas_tflops, ct[0].min, alone.ms, align,
+  char offs[48] = "";
+  if (a16) snprintf(offs, sizeof offs, " (A at +%u, B at +%u bytes)", sum->a_off, sum->b_off);
+  printf("\n%ux%ux%u (%s, %s): cuBLASLt %.4f ms = %.1f TFLOP/s (fastest %.4f; alone %.4f); loads %u-byte aligned%s%s\n",
+         m, n, k, sh->cls, sh->label, t_ref, sum->cublas_tflops, ct[0].min, alone.ms, align, offs,
          rot > 1 ? "; operands rotated" : "");
   json_row("{\"section\":\"dense\",\"class\":\"%s\",\"label\":\"%s\",\"shape\":\"%s\",\"m\":%u,\"n\":%u,\"k\":%u,"
-           "\"contender\":\"cublas\",\"variant\":\"cublasLt\",\"median_ms\":%.5f,\"min_ms\":%.5f,\"alone_ms\":%.5f,"
-           "\"tflops\":%.2f,\"ratio_to_cublas\":1.0,\"ok\":%s}",
-           sh->cls, sh->label, sum->shape, m, n, k, t_ref, ct[0].min, alone.ms, sum->cublas_tflops,
-           lt_bad ? "false" : "true");
+           "\"seed\":%llu,\"a_off\":%u,\"b_off\":%u,\"contender\":\"cublas\",\"variant\":\"cublasLt\",\"median_ms\":%.5f,"
+           "\"min_ms\":%.5f,\"alone_ms\":%.5f,\"tflops\":%.2f,\"ratio_to_cublas\":1.0,\"ok\":%s}",
+           sh->cls, sh->label, sum->shape, m, n, k, (unsigned long long)run_seed, sum->a_off, sum->b_off, t_ref,
+           ct[0].min, alone.ms, sum->cublas_tflops, lt_bad ? "false" : "true");
   double best = 0;
   for (int ti = 1; ti < nt; ti++) {
     dcont *d = &dc[map[ti]];
@@ -649,16 +632,16 @@ static void bench_dense_shape(const dshape *sh, int idx) {
     printf("  %-8s %-34s %9.4f ms (fastest %.4f) %7.1f TFLOP/s %6.3fx cuBLAS  err %.2e\n", is_def ? "default" : "",
            d->what, t, ct[ti].min, tf, ratio, d->err);
     json_row("{\"section\":\"dense\",\"class\":\"%s\",\"label\":\"%s\",\"shape\":\"%s\",\"m\":%u,\"n\":%u,\"k\":%u,"
-             "\"contender\":\"%s\",\"variant\":\"%s\",\"sched\":\"%s\",\"sk_tiles\":%u,\"sk_units\":%u,\"sk_tail\":%u,"
+             "\"seed\":%llu,\"contender\":\"%s\",\"variant\":\"%s\",\"sched\":\"%s\",\"sk_tiles\":%u,\"sk_units\":%u,\"sk_tail\":%u,"
              "\"kshift\":%u,"
              "\"plan_cost\":%.1f,\"median_ms\":%.5f,\"min_ms\":%.5f,\"tflops\":%.2f,\"ratio_to_cublas\":%.4f,\"rel_err\":%.3e,\"ok\":true}",
-             sh->cls, sh->label, sum->shape, m, n, k, is_def ? "default" : "candidate",
+             sh->cls, sh->label, sum->shape, m, n, k, (unsigned long long)run_seed, is_def ? "default" : "candidate",
              GEMM_VARIANTS[d->p.variant].name, sched_name(d->p.sched), d->c.a[0].sk_tiles, d->c.a[0].sk_units,
              d->c.a[0].sk_tail, d->c.a[0].kshift, d->p.cost, t, ct[ti].min, tf, ratio, d->err);
     if (is_def) {
       sum->def_ratio = ratio;
       snprintf(sum->def_what, sizeof sum->def_what, "%s", d->what);
-      if (!strcmp(sh->cls, "gemv")) {
+      if (m <= 16) { /* memory-bound: B's bytes over the time, against the copy */
         double bw = (double)nb * 2 / (t * 1e-3);
         sum->gemv_frac = bw / copy_bw;
         printf("  default streams B at %.0f GB/s: %.3f of the copy's %.0f GB/s (cuBLAS %.0f GB/s)\n", bw / 1e9,
@@ -670,10 +653,11 @@ static void bench_dense_shape(const dshape *sh, int idx) {
   for (int i = 0; i < nc; i++)
     if (!dc[i].ok) printf("  %-8s %-34s WRONG: err %.2e\n", i == 0 ? "default" : "", dc[i].what, dc[i].err);
   sum->oracle_ratio = best;
-  json_row("{\"section\":\"dense-summary\",\"class\":\"%s\",\"label\":\"%s\",\"shape\":\"%s\",\"cublas_tflops\":%.2f,"
+  json_row("{\"section\":\"dense-summary\",\"class\":\"%s\",\"label\":\"%s\",\"shape\":\"%s\",\"seed\":%llu,"
+           "\"cublas_tflops\":%.2f,"
            "\"default\":\"%s\",\"default_ratio\":%.4f,\"oracle\":\"%s\",\"oracle_ratio\":%.4f,\"gemv_of_copy\":%.4f}",
-           sh->cls, sh->label, sum->shape, sum->cublas_tflops, sum->def_what, sum->def_ratio, sum->oracle_what,
-           sum->oracle_ratio, sum->gemv_frac);
+           sh->cls, sh->label, sum->shape, (unsigned long long)run_seed, sum->cublas_tflops, sum->def_what, sum->def_ratio,
+           sum->oracle_what, sum->oracle_ratio, sum->gemv_frac);
   for (int i = 0; i < nc; i++) dcont_free(&dc[i]);
   free(dc);
   lt_free(&g);
@@ -682,29 +666,40 @@ static void bench_dense_shape(const dshape *sh, int idx) {
 
 static void print_dense_summary(void) {
   if (!num_summaries) return;
-  printf("\ndense summary: ratio = cuBLAS time / clcrt time; default = the plan a user gets, oracle = the best "
-         "contender measured\n");
-  printf("  %-8s %-20s %-18s %9s  %-34s %7s  %7s %s\n", "class", "layer", "shape", "cuBLAS TF", "default plan",
+  printf("\ndense summary (seed %llu): ratio = cuBLAS time / clcrt time; default = the plan a user gets, oracle = "
+         "the best contender measured\n",
+         (unsigned long long)run_seed);
+  printf("  %-8s %-24s %-20s %9s  %-34s %7s  %7s %s\n", "class", "layer", "shape", "cuBLAS TF", "default plan",
          "ratio", "oracle", "(which)");
   for (int i = 0; i < num_summaries; i++) {
     summary *s = &summaries[i];
+    if (s->skipped) {
+      printf("  %-8s %-24s %-20s skipped\n", s->cls, s->label, s->shape);
+      continue;
+    }
     char extra[48] = "";
     if (s->gemv_frac > 0) snprintf(extra, sizeof extra, "  B at %.2f of copy", s->gemv_frac);
-    printf("  %-8s %-20s %-18s %9.1f  %-34s %7.3f  %7.3f %s%s\n", s->cls, s->label, s->shape, s->cublas_tflops,
+    printf("  %-8s %-24s %-20s %9.1f  %-34s %7.3f  %7.3f %s%s\n", s->cls, s->label, s->shape, s->cublas_tflops,
            s->def_what, s->def_ratio, s->oracle_ratio, s->oracle_what, extra);
   }
-  static const char *groups[][4] = {{"bench", NULL}, {"model", "odd", "gemv", NULL}, {"align16", NULL}};
-  static const char *names[] = {"bench", "model + odd + gemv", "align16"};
+  /* Per class, then the classes earlier runs reported together, and --shape's. */
+  const char *groups[16][4], *names[16];
+  int ng = 0;
+  for (int c = 0; bgemm_classes[c] && ng < 14; c++)
+    groups[ng][0] = names[ng] = bgemm_classes[c], groups[ng++][1] = NULL;
+  groups[ng][0] = "model", groups[ng][1] = "odd", groups[ng][2] = "gemv", groups[ng][3] = NULL;
+  names[ng++] = "model + odd + gemv";
+  groups[ng][0] = names[ng] = "custom", groups[ng++][1] = NULL;
   printf("\n  %-20s %6s %14s %14s %10s %14s %10s\n", "classes", "shapes", "default geo", "geo min(r,1)", "worst",
          "oracle geo", "worst");
-  for (int gi = 0; gi < 3; gi++) {
+  for (int gi = 0; gi < ng; gi++) {
     double ld = 0, lm = 0, lo = 0, wd = 1e9, wo = 1e9;
     int cnt = 0;
     for (int i = 0; i < num_summaries; i++) {
       summary *s = &summaries[i];
       int in = 0;
       for (int q = 0; groups[gi][q]; q++) in |= !strcmp(s->cls, groups[gi][q]);
-      if (!in || s->def_ratio <= 0) continue;
+      if (!in || s->skipped || s->def_ratio <= 0) continue;
       ld += log(s->def_ratio), lm += log(s->def_ratio < 1 ? s->def_ratio : 1), lo += log(s->oracle_ratio);
       if (s->def_ratio < wd) wd = s->def_ratio;
       if (s->oracle_ratio < wo) wo = s->oracle_ratio;
@@ -713,9 +708,9 @@ static void print_dense_summary(void) {
     if (!cnt) continue;
     printf("  %-20s %6d %14.3f %14.3f %10.3f %14.3f %10.3f\n", names[gi], cnt, exp(ld / cnt), exp(lm / cnt), wd,
            exp(lo / cnt), wo);
-    json_row("{\"section\":\"dense-classes\",\"classes\":\"%s\",\"shapes\":%d,\"default_geomean\":%.4f,"
+    json_row("{\"section\":\"dense-classes\",\"classes\":\"%s\",\"seed\":%llu,\"shapes\":%d,\"default_geomean\":%.4f,"
              "\"default_geomean_min1\":%.4f,\"default_worst\":%.4f,\"oracle_geomean\":%.4f,\"oracle_worst\":%.4f}",
-             names[gi], cnt, exp(ld / cnt), exp(lm / cnt), wd, exp(lo / cnt), wo);
+             names[gi], (unsigned long long)run_seed, cnt, exp(ld / cnt), exp(lm / cnt), wd, exp(lo / cnt), wo);
   }
 }
 
@@ -1148,19 +1143,50 @@ static void bench_compile(void) {
   if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", dir);
 }
 
+/* The pool holds at most this many elements (12 GiB): a --shape with a larger operand is
+ * skipped, saying so, rather than taking the card's memory from the outputs. The largest
+ * operand of the classes is Gemma-2-27B's head, 256000 x 4608 (2.4 GB). */
+#define POOL_MAX_ELEMS (6ull << 30)
+
+static void usage(void) {
+  fprintf(stderr,
+          "usage: bench_gemm [--json FILE] [--quick] [--only compile|dense|grouped] [--class LIST] [--shape MxNxK]...\n"
+          "                  [--seed N|random] [--gen N] [--reps N] [--align BYTES] [--no-oracle] [--blocks] [--list]\n"
+          "  --class: a comma-separated list of bench, model, odd, gemv, decode, vocab, align16, gen\n");
+}
+
 int main(int argc, char **argv) {
   const char *json_path = NULL, *only = NULL, *classes = NULL;
-  int quick = 0;
-  dshape custom[16];
+  int quick = 0, gen_set = 0, list = 0;
+  unsigned gen = BGEMM_GEN_DEFAULT;
+  bgemm_shape custom[16];
   int ncustom = 0;
   for (int i = 1; i < argc; i++) {
     if (!strcmp(argv[i], "--json") && i + 1 < argc)
       json_path = argv[++i];
     else if (!strcmp(argv[i], "--only") && i + 1 < argc)
       only = argv[++i];
-    else if (!strcmp(argv[i], "--class") && i + 1 < argc)
+    else if (!strcmp(argv[i], "--class") && i + 1 < argc) {
       classes = argv[++i];
-    else if (!strcmp(argv[i], "--no-oracle"))
+      char bad[64];
+      if (bgemm_classes_check(classes, bad, sizeof bad)) {
+        fprintf(stderr, "--class: no class \"%s\"\n", bad);
+        usage();
+        return 2;
+      }
+    } else if (!strcmp(argv[i], "--seed") && i + 1 < argc) {
+      if (!bgemm_seed_parse(argv[++i], &run_seed)) {
+        fprintf(stderr, "--seed: a number or \"random\", not \"%s\"\n", argv[i]);
+        return 2;
+      }
+    } else if (!strcmp(argv[i], "--gen") && i + 1 < argc) {
+      long g = atol(argv[++i]);
+      if (g < 0 || g > 1000) {
+        fprintf(stderr, "--gen N: 0 to 1000 generated shapes\n");
+        return 2;
+      }
+      gen = (unsigned)g, gen_set = 1;
+    } else if (!strcmp(argv[i], "--no-oracle"))
       oracle = 0;
     else if (!strcmp(argv[i], "--blocks"))
       blocks = 1;
@@ -1174,8 +1200,10 @@ int main(int argc, char **argv) {
     } else if (!strcmp(argv[i], "--reps") && i + 1 < argc)
       reps = atoi(argv[++i]);
     else if (!strcmp(argv[i], "--shape") && i + 1 < argc && ncustom < 16) {
-      dshape *d = &custom[ncustom];
-      d->cls = "custom", d->label = "custom";
+      bgemm_shape *d = &custom[ncustom];
+      memset(d, 0, sizeof *d);
+      d->cls = "custom";
+      snprintf(d->label, sizeof d->label, "custom");
       if (sscanf(argv[++i], "%ux%ux%u", &d->m, &d->n, &d->k) != 3 || !d->m || !d->n || !d->k || d->k % 8) {
         fprintf(stderr, "--shape MxNxK (K a multiple of 8)\n");
         return 2;
@@ -1183,15 +1211,42 @@ int main(int argc, char **argv) {
       ncustom++;
     } else if (!strcmp(argv[i], "--quick"))
       quick = 1;
+    else if (!strcmp(argv[i], "--list"))
+      list = 1;
     else {
-      fprintf(stderr,
-              "usage: bench_gemm [--json FILE] [--quick] [--only compile|dense|grouped] "
-              "[--class bench,model,odd,gemv,align16] [--shape MxNxK]... [--reps N] [--align BYTES] [--no-oracle] "
-              "[--blocks]\n");
+      usage();
       return 2;
     }
   }
   if (reps < 3) reps = 3;
+  if (quick && !gen_set) gen = BGEMM_GEN_QUICK;
+  /* The dense shapes that run: --shape, or the classes asked for (quick: a few of each). */
+  const int cap = ncustom ? ncustom : bgemm_select_bound(gen);
+  bgemm_shape *shapes = calloc((size_t)cap, sizeof *shapes);
+  summaries = calloc((size_t)cap, sizeof *summaries);
+  if (!shapes || !summaries) {
+    fprintf(stderr, "bench_gemm: out of memory\n");
+    return 1;
+  }
+  int ns = 0;
+  if (ncustom)
+    for (int i = 0; i < ncustom; i++) shapes[ns++] = custom[i];
+  else
+    ns = bgemm_select(classes, quick, gen, run_seed, shapes, cap);
+  if (list) { /* what would run, without a GPU */
+    printf("seed %llu: %d dense shapes\n", (unsigned long long)run_seed, ns);
+    for (int i = 0; i < ns; i++) {
+      char offs[40] = "";
+      unsigned oa, ob;
+      if (!strcmp(shapes[i].cls, "align16"))
+        bgemm_offsets16(run_seed, &shapes[i], &oa, &ob), snprintf(offs, sizeof offs, "  A at +%u, B at +%u", oa, ob);
+      printf("  %-8s %-26s %6u x %6u x %6u%s\n", shapes[i].cls, shapes[i].label, shapes[i].m, shapes[i].n, shapes[i].k,
+             offs);
+    }
+    free(shapes), free(summaries);
+    return 0;
+  }
+
   clcrt_runtime_opts o = CLCRT_RUNTIME_OPTS_INIT;
   if (clcrt_runtime_create(&rt, &o) != CLCRT_OK) {
     printf("bench_gemm: SKIP: %s\n", clcrt_errmsg(rt));
@@ -1216,32 +1271,19 @@ int main(int argc, char **argv) {
   }
   if (json)
     fprintf(json, "{\"bench\":\"gemm\",\"device\":\"%s\",\"arch\":\"%s\",\"sms\":%d,\"date\":\"%s\",\"cublasLt\":%zu,"
-                  "\"reps\":%d,\"align\":%zu,\"results\":[",
-            name, clcrt_runtime_arch(rt), clcrt_runtime_num_sms(rt), date, cublasLtGetVersion(), reps, window_align);
+                  "\"reps\":%d,\"align\":%zu,\"seed\":%llu,\"gen\":%u,\"results\":[",
+            name, clcrt_runtime_arch(rt), clcrt_runtime_num_sms(rt), date, cublasLtGetVersion(), reps, window_align,
+            (unsigned long long)run_seed, gen);
   printf("clcrt bench-gemm on %s (%s, %d SMs), %s, cuBLASLt %zu: bf16 in/out, fp32 accumulation; median of %d rounds "
-         "after %d; operands %zu-byte aligned (align16: at 16 and 48 bytes past a 128-byte line)\n",
+         "after %d; operands %zu-byte aligned (align16: each at a random 16-byte offset past a 128-byte line)\n",
          name, clcrt_runtime_arch(rt), clcrt_runtime_num_sms(rt), date, cublasLtGetVersion(), reps, WARMUP,
          window_align);
+  printf("seed %llu (--seed %llu draws this run's align16 offsets and %u gen shapes again)\n", (unsigned long long)run_seed,
+         (unsigned long long)run_seed, gen);
   dev_helpers();
 
   if (!only || !strcmp(only, "compile")) bench_compile();
   const int do_dense = !only || !strcmp(only, "dense"), do_grouped = !only || !strcmp(only, "grouped");
-  /* The dense shapes that run: --shape, or the classes asked for (quick: a few of each). */
-  dshape shapes[96];
-  int ns = 0;
-  if (ncustom) {
-    for (int i = 0; i < ncustom; i++) shapes[ns++] = custom[i];
-  } else if (quick && !classes) {
-    for (unsigned i = 0; i < sizeof QUICK_PICK / sizeof QUICK_PICK[0]; i++) shapes[ns++] = DENSE_SHAPES[QUICK_PICK[i]];
-  } else {
-    for (unsigned i = 0; i < sizeof DENSE_SHAPES / sizeof DENSE_SHAPES[0]; i++) {
-      const char *c = DENSE_SHAPES[i].cls, *p = classes ? strstr(classes, c) : c;
-      size_t l = strlen(c);
-      if (p && (!classes || ((p == classes || p[-1] == ',') && (p[l] == 0 || p[l] == ','))))
-        shapes[ns++] = DENSE_SHAPES[i];
-    }
-  }
-  (void)QUICK_CLASSES;
   int gidx[16], ngs = 0;
   if (!ncustom && do_grouped) {
     if (quick)
@@ -1249,12 +1291,13 @@ int main(int argc, char **argv) {
     else
       for (unsigned i = 0; i < sizeof GROUPED_SHAPES / sizeof GROUPED_SHAPES[0]; i++) gidx[ngs++] = (int)i;
   }
-  /* One pool, as large as the largest operand of the sections that run (plus room for windows). */
+  /* One pool, as large as the largest operand of the sections that run (plus room for windows),
+   * up to POOL_MAX_ELEMS. */
   size_t need = 0;
   for (int i = 0; do_dense && i < ns; i++) {
     size_t a = (size_t)shapes[i].m * shapes[i].k, b = (size_t)shapes[i].n * shapes[i].k;
-    if (a > need) need = a;
-    if (b > need) need = b;
+    if (a > need && a <= POOL_MAX_ELEMS) need = a;
+    if (b > need && b <= POOL_MAX_ELEMS) need = b;
   }
   for (int i = 0; i < ngs; i++) {
     const gshape *g = &GROUPED_SHAPES[gidx[i]];
@@ -1288,5 +1331,6 @@ int main(int argc, char **argv) {
   cublasLtDestroy(lt);
   clcrt_stream_destroy(st);
   clcrt_runtime_destroy(rt);
+  free(shapes), free(summaries);
   return failures ? 1 : 0;
 }
