@@ -3,13 +3,20 @@
  *
  * Dense D[M x N] = A[M x K] . B[N x K]^T, bf16 in and out, fp32 accumulation. Per shape:
  *   - cuBLASLt: cublasLtMatmul with the heuristic's first algorithm, 32 MiB of workspace;
- *   - the default plan: what a user gets with no oracle (gemm_plan_dense on the operands'
- *     alignment and the SM count: variant, scheduler, whole tiles or stream-K);
- *   - the oracle's candidates: the variants 128x256, 128x256c2, 128x128 (and 128x64 for
- *     M <= 64, 128x128c2 for loads that are not 128-byte aligned) with whole tiles, the plan's
- *     stream-K tail and every tile shared, under STEAL, and the plan's decomposition under
- *     STATIC. "oracle" is the best of all of them (the default included), known only after
- *     measuring them all.
+ *   - the default: what a user gets, clcrt_gemm(ops, stream, &desc) with a descriptor made by
+ *     CLCRT_GEMM_DESC_INIT (no variant, split or scheduler asked for), on the rotated operand
+ *     windows, so that its host path (check, plan, cached tensor maps, workspace, launch) is
+ *     in the time. Its calls have an ops of their own: its tensor-map cache (64 entries) holds
+ *     only its own windows' maps, as a user's holds its layers'. Up to 16 windows of A and B
+ *     are 32 operands to that cache, which may miss where a user's steady state would hit;
+ *   - the oracle's candidates, beside the default and never instead of it: the variants
+ *     128x256, 128x256c2, 128x128 (and 128x64 for M <= 64, 128x128c2 for loads that are not
+ *     128-byte aligned) with whole tiles, the plan's stream-K tail and every tile shared, under
+ *     STEAL, and the plan's decomposition under STATIC; each a clcrt_gemm through a second ops,
+ *     forced by the descriptor's variant, split and sched. Every candidate so far can be said
+ *     that way; clcrt_gemm_plan_get checks that the op plans what the candidate means (JSON
+ *     "as_meant"). "oracle" is the best of all of them (the default included), known only
+ *     after measuring them all.
  * Shapes come in classes (bench/lib/gemm_classes.c lists them and their sources): bench (this
  * benchmark's first 11 shapes), model (projections of public model layers, M from 64 to
  * 16384), odd (every dimension divides by no tile), gemv (M <= 16), decode (decode projections
@@ -380,7 +387,8 @@ static void lt_launch(void *p) {
 
 /* ---------------- clcrt ---------------- */
 
-/* Kernels are registered once per (variant, scheduler, dense/grouped) and kept, with the
+/* The grouped problems' kernels (the dense shapes run through the op, clcrt_gemm, which
+ * registers and prepares its own). Registered once per (variant, scheduler) and kept, with the
  * variants their runs launch built at once: a STEAL run whose grid claims nothing launches the
  * short variant, and the masked grouped run captured into a graph the graph variant. clcrt
  * builds a variant in the background on a run's first need and launches a fallback meanwhile
@@ -417,6 +425,10 @@ static void clcrt_launch(void *p) {
 /* ---------------- dense ---------------- */
 
 static uint64_t run_seed = BGEMM_SEED_DEFAULT; /* --seed: align16's offsets and the gen class */
+/* The default's calls go through an ops of their own, so that its cache of tensor maps and its
+ * workspace hold what one layer's calls leave there, not the oracle's candidates' (a user does
+ * not interleave 20 variants of one GEMM). */
+static clcrt_ops *ops_def, *ops_orc;
 
 typedef struct summary {
   char shape[48];
@@ -429,47 +441,76 @@ typedef struct summary {
 static summary *summaries;
 static int num_summaries;
 
-/* A clcrt contender of a dense shape: a plan, its kernel and args (one per rotation window). */
+/* A clcrt contender of a dense shape: one clcrt_gemm per run, with the next rotation window's
+ * operands in its descriptor. */
+typedef struct op_ctx {
+  clcrt_ops *ops;
+  clcrt_gemm_desc d;
+  uint64_t A[MAX_ROT], B[MAX_ROT];
+  int rot, next;
+} op_ctx;
+
+static void op_launch(void *p) {
+  op_ctx *c = p;
+  const int i = c->next;
+  c->next = (c->next + 1) % c->rot;
+  c->d.a = c->A[i], c->d.b = c->B[i];
+  if (clcrt_gemm(c->ops, st, &c->d) != CLCRT_OK) {
+    fprintf(stderr, "clcrt_gemm: %s\n", clcrt_errmsg(rt));
+    exit(1);
+  }
+}
+
 typedef struct dcont {
-  gemm_plan p;
-  run_ctx c;
+  gemm_plan p;  /* the plan meant: the default's (gemm_plan_dense), or a candidate's */
+  gemm_args a;  /* its args on window 0, without tensor maps: stream-K, the shift */
+  clcrt_gemm_plan_info info; /* what the op plans for it (clcrt_gemm_plan_get) */
+  int as_meant;               /* info names p's variant, scheduler, stream-K and grid */
+  op_ctx c;
   char what[64];
   double err;
   int ok;
 } dcont;
 
-static void plan_name(const gemm_plan *p, char *out, size_t n) {
-  const char *d = p->sk_units ? "" : "whole";
-  char sk[32] = "";
-  if (p->sk_units) snprintf(sk, sizeof sk, "sk %u/%u%s", p->sk_tiles, p->sk_units, p->sk_tail ? " last" : "");
-  snprintf(out, n, "%s %s %s%s", GEMM_VARIANTS[p->variant].name, sched_name(p->sched), d, sk);
+static void plan_name(const gemm_plan *p, const gemm_args *a, char *out, size_t n) {
+  char sk[32] = "whole";
+  if (a->sk_units) snprintf(sk, sizeof sk, "sk %u/%u%s", a->sk_tiles, a->sk_units, a->sk_tail ? " last" : "");
+  snprintf(out, n, "%s %s %s", GEMM_VARIANTS[p->variant].name, sched_name(p->sched), sk);
 }
 
-static void dcont_setup(dcont *d, const gemm_plan *p, const uint64_t *A, const uint64_t *B, int rot, CUdeviceptr D,
-                        unsigned m, unsigned n, unsigned k) {
-  memset(d, 0, sizeof *d);
-  d->p = *p;
+/* A contender through the public op: the default (variant NULL, split AUTO, sched AUTO, as a
+ * user's descriptor has them), or an oracle candidate forced through the descriptor's variant,
+ * split and sched. p is the plan the benchmark means it to run, made with gemm_plan.h's
+ * functions as the op makes it; clcrt_gemm_plan_get says whether the op agrees. */
+static void dcont_setup(dcont *dc, clcrt_ops *ops, const gemm_plan *p, const char *variant, clcrt_gemm_split split,
+                        clcrt_sched sched, const uint64_t *A, const uint64_t *B, int rot, CUdeviceptr D, unsigned m,
+                        unsigned n, unsigned k) {
+  memset(dc, 0, sizeof *dc);
+  dc->p = *p;
+  CKC(gemm_dense_args(NULL, p, &dc->a, A[0], B[0], D, m, n, k, 0, 0));
+  const clcrt_gemm_desc d0 = CLCRT_GEMM_DESC_INIT;
+  op_ctx *c = &dc->c;
+  c->ops = ops, c->d = d0;
+  c->d.m = m, c->d.n = n, c->d.k = k, c->d.a = A[0], c->d.b = B[0], c->d.d = D;
+  c->d.variant = variant, c->d.split = split, c->d.sched = sched;
+  c->rot = rot;
+  for (int i = 0; i < rot; i++) c->A[i] = A[i], c->B[i] = B[i];
+  const clcrt_gemm_plan_info i0 = CLCRT_GEMM_PLAN_INFO_INIT;
+  clcrt_gemm_plan_info *info = &dc->info;
+  *info = i0;
+  CKC(clcrt_gemm_plan_get(ops, st, &c->d, info));
+  /* Built now, with the variant a grid that claims nothing launches: no timed run is the
+   * fallback's. */
+  CKC(clcrt_gemm_prepare(ops, st, &c->d, CLCRT_USE_SHORT));
   const gemm_variant *v = &GEMM_VARIANTS[p->variant];
-  d->c.k = kernel_for(p->variant, p->sched, 0);
-  d->c.rot = rot;
-  for (int i = 0; i < rot; i++) CKC(gemm_dense_args(rt, p, &d->c.a[i], A[i], B[i], D, m, n, k, 0, 0));
-  if (d->c.a[0].sk_units) {
-    /* The largest workspace of the windows (the shift may differ between them). */
-    size_t ws = 0, ctr = 0;
-    for (int i = 0; i < rot; i++) {
-      if (gemm_ws_bytes(v, &d->c.a[i]) > ws) ws = gemm_ws_bytes(v, &d->c.a[i]);
-      if (gemm_ctr_bytes(v, &d->c.a[i]) > ctr) ctr = gemm_ctr_bytes(v, &d->c.a[i]);
-    }
-    CK(cu->cuMemAlloc(&d->c.ws, ws));
-    CK(cu->cuMemAlloc(&d->c.ctr, ctr));
-    CK(cu->cuMemsetD8(d->c.ctr, 0, ctr));
-    for (int i = 0; i < rot; i++) d->c.a[i].ws = d->c.ws, d->c.a[i].ctr = d->c.ctr;
-  }
-  d->c.tiles = gemm_dense_tiles(v, &d->c.a[0]);
-  plan_name(p, d->what, sizeof d->what);
-}
-static void dcont_free(dcont *d) {
-  if (d->c.ws) cu->cuMemFree(d->c.ws), cu->cuMemFree(d->c.ctr);
+  dc->as_meant = !strcmp(info->variant, v->name) && info->sched == p->sched && info->shared_tiles == dc->a.sk_tiles &&
+                 info->splits == (dc->a.sk_tiles ? dc->a.sk_units / dc->a.sk_tiles : 1u) &&
+                 info->tiles.x == gemm_dense_tiles(v, &dc->a).x;
+  if (dc->as_meant)
+    plan_name(p, &dc->a, dc->what, sizeof dc->what);
+  else
+    snprintf(dc->what, sizeof dc->what, "%s %s %u x %u slices (op)", info->variant, sched_name(info->sched),
+             info->shared_tiles, info->splits);
 }
 static int same_plan(const gemm_plan *a, const gemm_plan *b) {
   return a->variant == b->variant && a->sched == b->sched && a->sk_tiles == b->sk_tiles && a->sk_units == b->sk_units &&
@@ -562,18 +603,19 @@ static void bench_dense_shape(const bgemm_shape *sh, int idx) {
     failures++;
   }
 
-  /* The default plan, then the oracle's candidates (different from it and from each other). */
+  /* The default, then the oracle's candidates (different from it and from each other). */
   const unsigned align = gemm_load_align(A[0], B[0], k);
   dcont *dc = calloc(24, sizeof *dc);
   int nc = 0;
-  const int sms = clcrt_runtime_num_sms(rt);
+  const int sms = clcrt_stream_grid_sms(st);
   gemm_plan def = gemm_plan_dense(m, n, k, align, sms);
-  dcont_setup(&dc[nc++], &def, A, B, rot, D, m, n, k);
+  dcont_setup(&dc[nc++], ops_def, &def, NULL, CLCRT_GEMM_SPLIT_AUTO, CLCRT_SCHED_AUTO, A, B, rot, D, m, n, k);
   if (oracle) {
     const char *vars[5] = {"128x256", "128x256c2", "128x128", NULL, NULL};
     int nv = 3;
     if (m <= 64) vars[nv++] = "128x64";
     if (align < 128) vars[nv++] = "128x128c2";
+    static const clcrt_gemm_split splits[3] = {CLCRT_GEMM_SPLIT_NONE, CLCRT_GEMM_SPLIT_AUTO, CLCRT_GEMM_SPLIT_ALL};
     for (int vi = 0; vi < nv; vi++)
       for (int share = 0; share < 3; share++)
         for (int si = 0; si < 2; si++) {
@@ -589,14 +631,15 @@ static void bench_dense_shape(const bgemm_shape *sh, int idx) {
           gemm_plan_share(&p, (gemm_share)share, m, n, k, sms);
           int dup = 0;
           for (int q = 0; q < nc; q++) dup |= same_plan(&dc[q].p, &p);
-          if (!dup && nc < 24) dcont_setup(&dc[nc++], &p, A, B, rot, D, m, n, k);
+          if (!dup && nc < 24)
+            dcont_setup(&dc[nc++], ops_orc, &p, vars[vi], splits[share], p.sched, A, B, rot, D, m, n, k);
         }
   }
   /* Checks, on window 0. */
   for (int i = 0; i < nc; i++) {
     CK(cu->cuMemsetD8Async(D, 0xff, nd * 2, cs));
     dc[i].c.next = 0;
-    clcrt_launch(&dc[i].c);
+    op_launch(&dc[i].c);
     dc[i].c.next = 0;
     dc[i].err = dev_rel_error(D, R, nd);
     dc[i].ok = dc[i].err >= 0 && dc[i].err <= 1e-2;
@@ -607,7 +650,7 @@ static void bench_dense_shape(const bgemm_shape *sh, int idx) {
   int map[25], nt = 0;
   ct[nt].fn = lt_launch, ct[nt].ctx = &g, map[nt++] = -1;
   for (int i = 0; i < nc; i++)
-    if (dc[i].ok) ct[nt].fn = clcrt_launch, ct[nt].ctx = &dc[i].c, map[nt++] = i;
+    if (dc[i].ok) ct[nt].fn = op_launch, ct[nt].ctx = &dc[i].c, map[nt++] = i;
   /* cuBLAS alone first (its runs back to back, as a user's loop would see it), then the rounds. */
   contender alone = {lt_launch, &g, 0, 0};
   time_rounds(&alone, 1);
@@ -629,15 +672,16 @@ static void bench_dense_shape(const bgemm_shape *sh, int idx) {
     dcont *d = &dc[map[ti]];
     double t = ct[ti].ms, ratio = t_ref / t, tf = flop / (t * 1e9);
     const int is_def = map[ti] == 0;
-    printf("  %-8s %-34s %9.4f ms (fastest %.4f) %7.1f TFLOP/s %6.3fx cuBLAS  err %.2e\n", is_def ? "default" : "",
-           d->what, t, ct[ti].min, tf, ratio, d->err);
+    printf("  %-8s %-34s %9.4f ms (fastest %.4f) %7.1f TFLOP/s %6.3fx cuBLAS  err %.2e%s\n", is_def ? "default" : "",
+           d->what, t, ct[ti].min, tf, ratio, d->err, d->as_meant ? "" : "  (not the plan meant)");
     json_row("{\"section\":\"dense\",\"class\":\"%s\",\"label\":\"%s\",\"shape\":\"%s\",\"m\":%u,\"n\":%u,\"k\":%u,"
-             "\"seed\":%llu,\"contender\":\"%s\",\"variant\":\"%s\",\"sched\":\"%s\",\"sk_tiles\":%u,\"sk_units\":%u,\"sk_tail\":%u,"
-             "\"kshift\":%u,"
-             "\"plan_cost\":%.1f,\"median_ms\":%.5f,\"min_ms\":%.5f,\"tflops\":%.2f,\"ratio_to_cublas\":%.4f,\"rel_err\":%.3e,\"ok\":true}",
+             "\"seed\":%llu,\"contender\":\"%s\",\"path\":\"%s\",\"variant\":\"%s\",\"sched\":\"%s\",\"sk_tiles\":%u,"
+             "\"sk_units\":%u,\"sk_tail\":%u,\"kshift\":%u,\"as_meant\":%s,\"plan_cost\":%.1f,\"median_ms\":%.5f,"
+             "\"min_ms\":%.5f,\"tflops\":%.2f,\"ratio_to_cublas\":%.4f,\"rel_err\":%.3e,\"ok\":true}",
              sh->cls, sh->label, sum->shape, m, n, k, (unsigned long long)run_seed, is_def ? "default" : "candidate",
-             GEMM_VARIANTS[d->p.variant].name, sched_name(d->p.sched), d->c.a[0].sk_tiles, d->c.a[0].sk_units,
-             d->c.a[0].sk_tail, d->c.a[0].kshift, d->p.cost, t, ct[ti].min, tf, ratio, d->err);
+             is_def ? "clcrt_gemm" : "clcrt_gemm forced", d->info.variant, sched_name(d->info.sched),
+             d->info.shared_tiles, d->info.shared_tiles * d->info.splits, d->a.sk_tail, d->a.kshift,
+             d->as_meant ? "true" : "false", d->p.cost, t, ct[ti].min, tf, ratio, d->err);
     if (is_def) {
       sum->def_ratio = ratio;
       snprintf(sum->def_what, sizeof sum->def_what, "%s", d->what);
@@ -658,7 +702,6 @@ static void bench_dense_shape(const bgemm_shape *sh, int idx) {
            "\"default\":\"%s\",\"default_ratio\":%.4f,\"oracle\":\"%s\",\"oracle_ratio\":%.4f,\"gemv_of_copy\":%.4f}",
            sh->cls, sh->label, sum->shape, (unsigned long long)run_seed, sum->cublas_tflops, sum->def_what, sum->def_ratio,
            sum->oracle_what, sum->oracle_ratio, sum->gemv_frac);
-  for (int i = 0; i < nc; i++) dcont_free(&dc[i]);
   free(dc);
   lt_free(&g);
   cu->cuMemFree(D), cu->cuMemFree(R);
@@ -1257,6 +1300,8 @@ int main(int argc, char **argv) {
   CK(cu->cuCtxSetCurrent(clcrt_runtime_context(rt)));
   CKC(clcrt_stream_create(rt, NULL, &st));
   cs = clcrt_stream_cu(st);
+  CKC(clcrt_ops_create(rt, &ops_def));
+  CKC(clcrt_ops_create(rt, &ops_orc));
   CKB(cublasLtCreate(&lt));
   CK(cu->cuMemAlloc(&lt_ws, LT_WS_BYTES));
   char name[256] = "";
@@ -1326,6 +1371,8 @@ int main(int argc, char **argv) {
     fclose(json);
   }
   if (failures) printf("\nbench_gemm: %d check(s) FAILED (see WRONG above)\n", failures);
+  clcrt_ops_destroy(ops_orc);
+  clcrt_ops_destroy(ops_def);
   cu->cuMemFree(lt_ws);
   if (pool_d) cu->cuMemFree(pool_d);
   cublasLtDestroy(lt);
