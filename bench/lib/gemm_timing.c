@@ -9,7 +9,10 @@
  *                 short kernel is timed without the launch latency the rounds put in front of
  *                 it, and without the clock ramp that an idle gap lets down. If the host
  *                 queues a run more slowly than the GPU executes it, the batch measures the
- *                 host: the host's time per run is reported beside it for that reason.
+ *                 host: the host's time per run is reported beside it for that reason. (Once
+ *                 the driver's launch queue is full, about a thousand launches, the host waits
+ *                 for the GPU and its time per run approaches the GPU's; a host time well
+ *                 below the batch's time per run says the host kept ahead.)
  * The host's clock here is CLOCK_MONOTONIC. */
 #include <stdio.h>
 #include <stdlib.h>
