@@ -127,6 +127,8 @@ $(BUILD)/gen/ops_src.o: $(BUILD)/gen/ops_src.c $(BUILD)/gen/ops_src.h
 
 # tests/test_guide.c and tests/gpu_examples.c compile the teaching examples in (examples/*.c).
 $(BUILD)/tests/test_guide.o $(BUILD)/tests/gpu_examples.o: $(wildcard examples/*.c)
+# tests/test_bench_gemm.c checks the GEMM benchmark's shape classes (bench/lib/gemm_classes.c) on the CPU.
+$(BUILD)/tests/test_bench_gemm.o: bench/lib/gemm_classes.c
 
 $(BUILD)/libclcrt.a: $(LIB_OBJS)
 	@rm -f $@

@@ -1,30 +1,58 @@
-/* `make bench-gemm`: clcrt's bf16 GEMM tile functions (ops/gemm.cu) against cuBLAS,
- * side by side in one process on the GPU.
+/* `make bench-gemm`: clcrt's bf16 GEMM (the op, include/clcrt_ops.h) against cuBLAS, side by
+ * side in one process on the GPU.
  *
  * Dense D[M x N] = A[M x K] . B[N x K]^T, bf16 in and out, fp32 accumulation. Per shape:
  *   - cuBLASLt: cublasLtMatmul with the heuristic's first algorithm, 32 MiB of workspace;
- *   - the default plan: what a user gets with no oracle (gemm_plan_dense on the operands'
- *     alignment and the SM count: variant, scheduler, whole tiles or stream-K);
- *   - the oracle's candidates: the variants 128x256, 128x256c2, 128x128 (and 128x64 for
- *     M <= 64, 128x128c2 for loads that are not 128-byte aligned) with whole tiles, the plan's
- *     stream-K tail and every tile shared, under STEAL, and the plan's decomposition under
- *     STATIC. "oracle" is the best of all of them (the default included), known only after
- *     measuring them all.
- * Shapes come in classes: bench (this benchmark's first 11 shapes), model (projections of
- * public model layers: Llama-3 8B and 70B, DeepSeek-V3, Qwen2.5 7B and 72B, Mixtral; M from 1
- * to 16384), odd (every dimension divides by no tile), gemv (M <= 16; also as bandwidth: B's
- * bytes over the time, against a device-to-device copy measured in the same process) and
- * align16 (operands at 16-byte offsets, as tensor views give; cuBLAS gets the same operands).
+ *   - the default: what a user gets, clcrt_gemm(ops, stream, &desc) with a descriptor made by
+ *     CLCRT_GEMM_DESC_INIT (no variant, split or scheduler asked for), on the rotated operand
+ *     windows, so that its host path (check, plan, cached tensor maps, workspace, launch) is
+ *     in the time. Its calls have an ops of their own: its tensor-map cache (64 entries) holds
+ *     only its own windows' maps, as a user's holds its layers'. Up to 16 windows of A and B
+ *     are 32 operands to that cache, which may miss where a user's steady state would hit;
+ *   - the oracle's candidates, beside the default and never instead of it: the variants
+ *     128x256, 128x256c2, 128x128 (and 128x64 for M <= 64, 128x128c2 for loads that are not
+ *     128-byte aligned) with whole tiles, the plan's stream-K tail and every tile shared, under
+ *     STEAL, and the plan's decomposition under STATIC; each a clcrt_gemm through a second ops,
+ *     forced by the descriptor's variant, split and sched. Every candidate so far can be said
+ *     that way; clcrt_gemm_plan_get checks that the op plans what the candidate means (JSON
+ *     "as_meant"). "oracle" is the best of all of them (the default included), known only
+ *     after measuring them all.
+ * Shapes come in classes (bench/lib/gemm_classes.c lists them and their sources): bench (this
+ * benchmark's first 11 shapes), model (projections of public model layers, M from 64 to
+ * 16384), odd (every dimension divides by no tile), gemv (M <= 16), decode (decode projections
+ * of eleven public models, M from 1 to 64), vocab (language-model heads: N the vocabulary, M
+ * from 1 to 3000), align16 (A and B each at a random 16-byte offset past a 128-byte line, as
+ * row slices of a tensor give; cuBLAS gets the same operands) and gen (shapes drawn from the
+ * sizes real layers have). M <= 16 is also reported as bandwidth: B's bytes over the time,
+ * against a device-to-device copy measured in the same process.
+ *
+ * The seed: align16's offsets and the gen shapes are drawn from it, and every dense JSON row
+ * carries it. --seed N replays a run; --seed random draws one from the clock; without it the
+ * seed is BGEMM_SEED_DEFAULT, so that runs compare shape for shape. The run prints it first.
  *
  * Method: every contender of a shape runs once per round, rounds one after another (WARMUP
- * rounds, then --reps), each run timed with events; the median per contender. So the
- * contenders of a shape share the card's clock and temperature changes instead of taking
- * turns at them. Inputs: windows of one pool of pseudo-random bf16 values in [-1, 1) (never
- * zeros; made on the device by a hash that the host recomputes for its fp64 checks); where a
- * shape's operands are smaller than 128 MiB the runs rotate over enough windows that no run
- * finds its operands in the 50 MiB L2. Every clcrt output is poisoned (NaN) and checked on
- * the GPU against cuBLAS's (relative Frobenius error at most 1e-2, every element written)
- * before it is timed; cuBLAS itself is checked on a sample against fp64 dot products.
+ * rounds, then --reps), each run timed with events and the stream idle between runs; the
+ * median per contender. So the contenders of a shape share the card's clock and temperature
+ * changes instead of taking turns at them. Then cuBLAS and the default also run back to back:
+ * batches of R runs between one event pair, R so that a batch lasts about 1 ms, the two
+ * taking turns batch by batch (gemm_timing.c). Short kernels differ between the two: in the
+ * rounds each run pays the launch and a GPU gone idle before it (issue 43: up to 25% between
+ * two invocations, and cuBLAS at 0.076 ms in the rounds against 0.060 ms alone). Back to back
+ * is how users run them (a layer stack, a loop; host time per call printed beside it, since a
+ * host slower than the kernel is what such a batch would then measure).
+ *   WHICH FIGURE THE TARGETS USE: a shape whose cuBLAS run takes under 100 us in the rounds
+ *   (BGEMM_SHORT_MS) is judged by its back-to-back ratio, a longer one by the rounds'. The
+ *   per-class geo-mean of min(ratio, 1) and the worst, in the summary and in the JSON rows
+ *   "dense-classes", use that figure ("target"); the rounds' geo-mean and worst stand beside
+ *   them. The oracle has the rounds' figure only.
+ * Inputs: windows of one pool of pseudo-random bf16 values in [-1, 1) (never zeros; made on
+ * the device by a hash that the host recomputes for its fp64 checks); where a shape's
+ * operands are smaller than 128 MiB the runs rotate over enough windows that no run finds its
+ * operands in the 50 MiB L2. The pool is as large as the largest operand that runs (at most
+ * 12 GiB; a larger --shape is skipped, as is a shape whose outputs do not fit the memory left,
+ * each saying why). Every clcrt output is poisoned (NaN) and checked on the GPU against
+ * cuBLAS's (relative Frobenius error at most 1e-2, every element written) before it is timed;
+ * cuBLAS itself is checked on 16 elements against fp64 dot products.
  * TFLOP/s = 2 M N K / time; ratio = cuBLAS time / contender time (above 1 is faster).
  *
  * Grouped (mixture-of-experts layers): G experts share N and K; the routed rows lie one
@@ -36,9 +64,13 @@
  * problems also run the masked layout (every expert a fixed R rows, counts on the device) as
  * a replayed CUDA graph, which serves any routing.
  *
- * Usage: bench_gemm [--json FILE] [--quick] [--only compile|dense|grouped]
- *                   [--class bench,model,odd,gemv,align16] [--shape MxNxK]... [--reps N]
- *                   [--align BYTES] [--no-oracle] [--blocks]
+ * Usage: bench_gemm [--json FILE] [--quick] [--only compile|dense|grouped] [--class LIST]
+ *                   [--shape MxNxK]... [--seed N|random] [--gen N] [--reps N] [--align BYTES]
+ *                   [--no-oracle] [--blocks] [--list]
+ * --class: a comma-separated list of bench, model, odd, gemv, decode, vocab, align16, gen
+ * (default: all). --quick: a few shapes of each class asked for (BGEMM_GEN_QUICK gen shapes
+ * unless --gen says). --gen N: N generated shapes (default BGEMM_GEN_DEFAULT). --list: print
+ * the dense shapes that would run, with align16's offsets, and exit (no GPU needed).
  * --blocks: the grouped problems' STEAL and STATIC also timed the way this benchmark first did,
  * each in a block of runs after the other, to compare the two methods. */
 /* cublasLt.h declares cublasLtLoggerForceDisable() without a prototype. */
@@ -60,6 +92,7 @@
 #include "gemm_internal.h" /* the op's internals: variants, plan, Args */
 #include "clcrt.h"
 #include "clcrt_ops.h"
+#include "lib/gemm_bench.h" /* the shape classes and the timing */
 
 #define WARMUP 3
 static int reps = 20;
@@ -282,35 +315,13 @@ static void measure_copy(void) {
   cu->cuMemFree(a), cu->cuMemFree(b);
 }
 
-/* ---------------- interleaved timing ---------------- */
+/* ---------------- timing (bench/lib/gemm_timing.c) ---------------- */
 
-typedef void (*launch_fn)(void *ctx);
-typedef struct contender {
-  launch_fn fn;
-  void *ctx;
-  double ms, min; /* median and fastest */
-} contender;
+typedef bgemm_timed contender;
+static bgemm_timer timer; /* the driver, the stream, WARMUP and reps: set in main */
 
 /* Every contender once per round: WARMUP rounds, then reps timed ones; medians in c[i].ms. */
-static void time_rounds(contender *c, int n) {
-  CUevent e0, e1;
-  CK(cu->cuEventCreate(&e0, 0));
-  CK(cu->cuEventCreate(&e1, 0));
-  double *t = malloc(sizeof(double) * (size_t)n * (size_t)reps);
-  for (int r = 0; r < WARMUP + reps; r++)
-    for (int i = 0; i < n; i++) {
-      CK(cu->cuEventRecord(e0, cs));
-      c[i].fn(c[i].ctx);
-      CK(cu->cuEventRecord(e1, cs));
-      CK(cu->cuEventSynchronize(e1));
-      float ms;
-      CK(cu->cuEventElapsedTime(&ms, e0, e1));
-      if (r >= WARMUP) t[(size_t)i * reps + (r - WARMUP)] = ms;
-    }
-  for (int i = 0; i < n; i++) c[i].ms = median(t + (size_t)i * reps, reps), c[i].min = t[(size_t)i * reps];
-  free(t);
-  cu->cuEventDestroy(e0), cu->cuEventDestroy(e1);
-}
+static void time_rounds(contender *c, int n) { bgemm_time_rounds(&timer, c, n); }
 
 /* ---------------- cuBLASLt ---------------- */
 
@@ -366,7 +377,8 @@ static void lt_launch(void *p) {
 
 /* ---------------- clcrt ---------------- */
 
-/* Kernels are registered once per (variant, scheduler, dense/grouped) and kept, with the
+/* The grouped problems' kernels (the dense shapes run through the op, clcrt_gemm, which
+ * registers and prepares its own). Registered once per (variant, scheduler) and kept, with the
  * variants their runs launch built at once: a STEAL run whose grid claims nothing launches the
  * short variant, and the masked grouped run captured into a graph the graph variant. clcrt
  * builds a variant in the background on a run's first need and launches a fallback meanwhile
@@ -402,154 +414,149 @@ static void clcrt_launch(void *p) {
 
 /* ---------------- dense ---------------- */
 
-typedef struct dshape {
-  const char *cls, *label;
-  unsigned m, n, k;
-} dshape;
+static uint64_t run_seed = BGEMM_SEED_DEFAULT; /* --seed: align16's offsets and the gen class */
+/* The default's calls go through an ops of their own, so that its cache of tensor maps and its
+ * workspace hold what one layer's calls leave there, not the oracle's candidates' (a user does
+ * not interleave 20 variants of one GEMM). */
+static clcrt_ops *ops_def, *ops_orc;
 
-static const dshape DENSE_SHAPES[] = {
-    /* bench: the shapes this benchmark had first */
-    {"bench", "square", 4096, 4096, 4096},
-    {"bench", "square", 8192, 8192, 8192},
-    {"bench", "llm", 128, 8192, 8192},
-    {"bench", "llm", 128, 28672, 8192},
-    {"bench", "llm", 128, 8192, 28672},
-    {"bench", "llm", 1024, 8192, 8192},
-    {"bench", "llm", 1024, 28672, 8192},
-    {"bench", "llm", 1024, 8192, 28672},
-    {"bench", "llm", 8192, 8192, 8192},
-    {"bench", "llm", 8192, 28672, 8192},
-    {"bench", "llm", 8192, 8192, 28672},
-    /* model: N x K = out x in features of public layers; M = tokens */
-    {"model", "llama3-8b qkv", 1024, 6144, 4096},
-    {"model", "llama3-8b o", 4096, 4096, 4096},
-    {"model", "llama3-8b gate_up", 2048, 28672, 4096},
-    {"model", "llama3-8b down", 512, 4096, 14336},
-    {"model", "llama3-8b down", 16384, 4096, 14336},
-    {"model", "llama3-70b qkv", 256, 10240, 8192},
-    {"model", "llama3-70b qkv", 4096, 10240, 8192},
-    {"model", "llama3-70b o", 2048, 8192, 8192},
-    {"model", "llama3-70b gate_up", 512, 57344, 8192},
-    {"model", "llama3-70b down", 128, 8192, 28672},
-    {"model", "llama3-70b down", 4096, 8192, 28672},
-    {"model", "dsv3 q_a", 4096, 1536, 7168},
-    {"model", "dsv3 kv_a", 2048, 576, 7168},
-    {"model", "dsv3 q_b", 512, 24576, 1536},
-    {"model", "dsv3 kv_b", 4096, 32768, 512},
-    {"model", "dsv3 o", 1024, 7168, 16384},
-    {"model", "dsv3 gate_up", 16384, 36864, 7168},
-    {"model", "dsv3 down", 256, 7168, 18432},
-    {"model", "qwen2.5-72b gate_up", 1024, 59136, 8192},
-    {"model", "qwen2.5-72b down", 2048, 8192, 29568},
-    {"model", "qwen2.5-7b qkv", 8192, 4608, 3584},
-    {"model", "qwen2.5-7b down", 300, 3584, 18944},
-    {"model", "mixtral expert w1", 64, 14336, 4096},
-    {"model", "mixtral expert w2", 3000, 4096, 14336},
-    /* odd: dimensions that divide by no tile */
-    {"odd", "odd", 2999, 5003, 4104},
-    {"odd", "odd", 1537, 3011, 2056},
-    {"odd", "odd", 5555, 3333, 1112},
-    {"odd", "odd", 777, 12289, 4096},
-    {"odd", "odd", 4097, 4097, 4096},
-    {"odd", "odd", 333, 7777, 2992},
-    /* gemv: M <= 16 */
-    {"gemv", "llama3-8b gate_up", 1, 28672, 4096},
-    {"gemv", "llama3-8b down", 1, 4096, 14336},
-    {"gemv", "llama3-70b qkv", 1, 10240, 8192},
-    {"gemv", "llama3-70b down", 4, 8192, 28672},
-    {"gemv", "dsv3 o", 8, 7168, 16384},
-    {"gemv", "qwen2.5-72b gate_up", 16, 59136, 8192},
-    {"gemv", "llama3-8b o", 16, 4096, 4096},
-    /* align16: the same kinds of shapes, operands at 16-byte offsets */
-    {"align16", "square", 4096, 4096, 4096},
-    {"align16", "llama3-70b qkv", 4096, 10240, 8192},
-    {"align16", "llama3-8b down", 1024, 4096, 14336},
-    {"align16", "gemv", 1, 28672, 4096},
-};
-static const char *QUICK_CLASSES = "bench";
-static const int QUICK_PICK[] = {0, 2, 6, 12, 20, 35, 41, 48};
-
-typedef struct summary {
-  char shape[48];
-  const char *cls, *label;
-  double cublas_tflops, def_ratio, oracle_ratio, gemv_frac;
-  char def_what[64], oracle_what[64];
-} summary;
-static summary summaries[96];
+typedef bgemm_summary summary; /* one per dense shape, for the summary (gemm_report.c) */
+static summary *summaries;
 static int num_summaries;
 
-/* A clcrt contender of a dense shape: a plan, its kernel and args (one per rotation window). */
+/* A clcrt contender of a dense shape: one clcrt_gemm per run, with the next rotation window's
+ * operands in its descriptor. */
+typedef struct op_ctx {
+  clcrt_ops *ops;
+  clcrt_gemm_desc d;
+  uint64_t A[MAX_ROT], B[MAX_ROT];
+  int rot, next;
+} op_ctx;
+
+static void op_launch(void *p) {
+  op_ctx *c = p;
+  const int i = c->next;
+  c->next = (c->next + 1) % c->rot;
+  c->d.a = c->A[i], c->d.b = c->B[i];
+  if (clcrt_gemm(c->ops, st, &c->d) != CLCRT_OK) {
+    fprintf(stderr, "clcrt_gemm: %s\n", clcrt_errmsg(rt));
+    exit(1);
+  }
+}
+
 typedef struct dcont {
-  gemm_plan p;
-  run_ctx c;
+  gemm_plan p;  /* the plan meant: the default's (gemm_plan_dense), or a candidate's */
+  gemm_args a;  /* its args on window 0, without tensor maps: stream-K, the shift */
+  clcrt_gemm_plan_info info; /* what the op plans for it (clcrt_gemm_plan_get) */
+  int as_meant;               /* info names p's variant, scheduler, stream-K and grid */
+  op_ctx c;
   char what[64];
   double err;
   int ok;
 } dcont;
 
-static void plan_name(const gemm_plan *p, char *out, size_t n) {
-  const char *d = p->sk_units ? "" : "whole";
-  char sk[32] = "";
-  if (p->sk_units) snprintf(sk, sizeof sk, "sk %u/%u%s", p->sk_tiles, p->sk_units, p->sk_tail ? " last" : "");
-  snprintf(out, n, "%s %s %s%s", GEMM_VARIANTS[p->variant].name, sched_name(p->sched), d, sk);
+static void plan_name(const gemm_plan *p, const gemm_args *a, char *out, size_t n) {
+  char sk[32] = "whole";
+  if (a->sk_units) snprintf(sk, sizeof sk, "sk %u/%u%s", a->sk_tiles, a->sk_units, a->sk_tail ? " last" : "");
+  snprintf(out, n, "%s %s %s", GEMM_VARIANTS[p->variant].name, sched_name(p->sched), sk);
 }
 
-static void dcont_setup(dcont *d, const gemm_plan *p, const uint64_t *A, const uint64_t *B, int rot, CUdeviceptr D,
-                        unsigned m, unsigned n, unsigned k) {
-  memset(d, 0, sizeof *d);
-  d->p = *p;
+/* A contender through the public op: the default (variant NULL, split AUTO, sched AUTO, as a
+ * user's descriptor has them), or an oracle candidate forced through the descriptor's variant,
+ * split and sched. p is the plan the benchmark means it to run, made with gemm_plan.h's
+ * functions as the op makes it; clcrt_gemm_plan_get says whether the op agrees. */
+static void dcont_setup(dcont *dc, clcrt_ops *ops, const gemm_plan *p, const char *variant, clcrt_gemm_split split,
+                        clcrt_sched sched, const uint64_t *A, const uint64_t *B, int rot, CUdeviceptr D, unsigned m,
+                        unsigned n, unsigned k) {
+  memset(dc, 0, sizeof *dc);
+  dc->p = *p;
+  CKC(gemm_dense_args(NULL, p, &dc->a, A[0], B[0], D, m, n, k, 0, 0));
+  const clcrt_gemm_desc d0 = CLCRT_GEMM_DESC_INIT;
+  op_ctx *c = &dc->c;
+  c->ops = ops, c->d = d0;
+  c->d.m = m, c->d.n = n, c->d.k = k, c->d.a = A[0], c->d.b = B[0], c->d.d = D;
+  c->d.variant = variant, c->d.split = split, c->d.sched = sched;
+  c->rot = rot;
+  for (int i = 0; i < rot; i++) c->A[i] = A[i], c->B[i] = B[i];
+  const clcrt_gemm_plan_info i0 = CLCRT_GEMM_PLAN_INFO_INIT;
+  clcrt_gemm_plan_info *info = &dc->info;
+  *info = i0;
+  CKC(clcrt_gemm_plan_get(ops, st, &c->d, info));
+  /* Built now, with the variant a grid that claims nothing launches: no timed run is the
+   * fallback's. */
+  CKC(clcrt_gemm_prepare(ops, st, &c->d, CLCRT_USE_SHORT));
   const gemm_variant *v = &GEMM_VARIANTS[p->variant];
-  d->c.k = kernel_for(p->variant, p->sched, 0);
-  d->c.rot = rot;
-  for (int i = 0; i < rot; i++) CKC(gemm_dense_args(rt, p, &d->c.a[i], A[i], B[i], D, m, n, k, 0, 0));
-  if (d->c.a[0].sk_units) {
-    /* The largest workspace of the windows (the shift may differ between them). */
-    size_t ws = 0, ctr = 0;
-    for (int i = 0; i < rot; i++) {
-      if (gemm_ws_bytes(v, &d->c.a[i]) > ws) ws = gemm_ws_bytes(v, &d->c.a[i]);
-      if (gemm_ctr_bytes(v, &d->c.a[i]) > ctr) ctr = gemm_ctr_bytes(v, &d->c.a[i]);
-    }
-    CK(cu->cuMemAlloc(&d->c.ws, ws));
-    CK(cu->cuMemAlloc(&d->c.ctr, ctr));
-    CK(cu->cuMemsetD8(d->c.ctr, 0, ctr));
-    for (int i = 0; i < rot; i++) d->c.a[i].ws = d->c.ws, d->c.a[i].ctr = d->c.ctr;
-  }
-  d->c.tiles = gemm_dense_tiles(v, &d->c.a[0]);
-  plan_name(p, d->what, sizeof d->what);
-}
-static void dcont_free(dcont *d) {
-  if (d->c.ws) cu->cuMemFree(d->c.ws), cu->cuMemFree(d->c.ctr);
+  dc->as_meant = !strcmp(info->variant, v->name) && info->sched == p->sched && info->shared_tiles == dc->a.sk_tiles &&
+                 info->splits == (dc->a.sk_tiles ? dc->a.sk_units / dc->a.sk_tiles : 1u) &&
+                 info->tiles.x == gemm_dense_tiles(v, &dc->a).x;
+  if (dc->as_meant)
+    plan_name(p, &dc->a, dc->what, sizeof dc->what);
+  else
+    snprintf(dc->what, sizeof dc->what, "%s %s %u x %u slices (op)", info->variant, sched_name(info->sched),
+             info->shared_tiles, info->splits);
 }
 static int same_plan(const gemm_plan *a, const gemm_plan *b) {
   return a->variant == b->variant && a->sched == b->sched && a->sk_tiles == b->sk_tiles && a->sk_units == b->sk_units &&
          a->sk_tail == b->sk_tail;
 }
 
-static void bench_dense_shape(const dshape *sh, int idx) {
+static int try_alloc(CUdeviceptr *p, size_t bytes) {
+  CUresult r = cu->cuMemAlloc(p, bytes);
+  if (r == CUDA_SUCCESS) return 1;
+  if (r != CUDA_ERROR_OUT_OF_MEMORY) CK(r);
+  *p = 0;
+  return 0;
+}
+
+static void skip_shape(summary *sum, const char *why) {
+  const bgemm_shape *sh = sum->sh;
+  sum->skipped = 1;
+  printf("\n%s (%s, %s): skipped: %s\n", sum->shape, sh->cls, sh->label, why);
+  json_row("{\"section\":\"dense-skip\",\"class\":\"%s\",\"label\":\"%s\",\"shape\":\"%s\",\"seed\":%llu,"
+           "\"why\":\"%s\"}",
+           sh->cls, sh->label, sum->shape, (unsigned long long)run_seed, why);
+}
+
+static void bench_dense_shape(const bgemm_shape *sh, int idx) {
   const unsigned m = sh->m, n = sh->n, k = sh->k;
   const double flop = 2.0 * m * n * k;
   const size_t na = (size_t)m * k, nb = (size_t)n * k, nd = (size_t)m * n;
   const int a16 = !strcmp(sh->cls, "align16");
+  summary *sum = &summaries[num_summaries++];
+  memset(sum, 0, sizeof *sum);
+  snprintf(sum->shape, sizeof sum->shape, "%ux%ux%u", m, n, k);
+  sum->sh = sh;
+  if (na + 64 > pool_n || nb + 64 > pool_n) {
+    char why[128];
+    snprintf(why, sizeof why, "an operand of %.1f GB is larger than the pool (%.1f GB, capped)",
+             (double)(na > nb ? na : nb) * 2e-9, (double)pool_n * 2e-9);
+    skip_shape(sum, why);
+    return;
+  }
+  CUdeviceptr D = 0, R = 0;
+  if (!try_alloc(&D, nd * 2) || !try_alloc(&R, nd * 2)) {
+    char why[128];
+    snprintf(why, sizeof why, "its output and cuBLAS's (2 x %.1f GB) do not fit the free device memory",
+             (double)nd * 2e-9);
+    if (D) cu->cuMemFree(D);
+    skip_shape(sum, why);
+    return;
+  }
   /* Rotation: enough windows that the operands of one run are out of L2 by its next. */
   const size_t opb = (na + nb) * 2;
   int rot = opb >= (128u << 20) ? 1 : (int)((128u << 20) / opb + 1);
   if (rot > MAX_ROT) rot = MAX_ROT;
+  /* align16: A and B each at a random 16-byte offset past a 128-byte line, the same in every
+   * window (a row slice of one tensor keeps its offset). */
+  if (a16) bgemm_offsets16(run_seed, sh, &sum->a_off, &sum->b_off);
   uint64_t A[MAX_ROT], B[MAX_ROT];
   for (int i = 0; i < rot; i++) {
-    /* align16: A 16 bytes past a line, B 48 (different offsets: the shift can align B only). */
-    size_t oa = pool_window(na, 100 * (uint64_t)idx + 2 * i + 1, a16 ? 128 : window_align, a16 ? 16 : 0);
-    size_t ob = pool_window(nb, 100 * (uint64_t)idx + 2 * i + 2, a16 ? 128 : window_align, a16 ? 48 : 0);
+    size_t oa = pool_window(na, 100 * (uint64_t)idx + 2 * i + 1, a16 ? 128 : window_align, sum->a_off);
+    size_t ob = pool_window(nb, 100 * (uint64_t)idx + 2 * i + 2, a16 ? 128 : window_align, sum->b_off);
     A[i] = pool_d + oa * 2, B[i] = pool_d + ob * 2;
   }
-  CUdeviceptr D, R;
-  CK(cu->cuMemAlloc(&D, nd * 2));
-  CK(cu->cuMemAlloc(&R, nd * 2));
-  summary *sum = &summaries[num_summaries++];
-  memset(sum, 0, sizeof *sum);
-  snprintf(sum->shape, sizeof sum->shape, "%ux%ux%u", m, n, k);
-  sum->cls = sh->cls, sum->label = sh->label;
 
-  /* cuBLAS: the reference output (window 0) and time. */
+  /* cuBLAS: the reference output (window 0), checked on 16 elements against fp64. */
   lt_gemm g;
   memset(&g, 0, sizeof g);
   lt_setup(&g, m, n, k);
@@ -558,8 +565,6 @@ static void bench_dense_shape(const dshape *sh, int idx) {
   CK(cu->cuMemsetD8Async(R, 0xff, nd * 2, cs));
   lt_launch(&g);
   g.next = 0;
-  uint16_t *hr = malloc(nd * 2);
-  CK(cu->cuMemcpyDtoHAsync(hr, R, nd * 2, cs));
   CK(cu->cuStreamSynchronize(cs));
   const size_t oa0 = (A[0] - pool_d) / 2, ob0 = (B[0] - pool_d) / 2;
   int lt_bad = 0;
@@ -572,27 +577,29 @@ static void bench_dense_shape(const dshape *sh, int idx) {
       double pr = (double)gemm_bf2f(pool_val(oa0 + i * k + q)) * gemm_bf2f(pool_val(ob0 + j * k + q));
       ref += pr, mag += fabs(pr);
     }
-    double got = gemm_bf2f(hr[i * n + j]);
+    uint16_t h;
+    CK(cu->cuMemcpyDtoH(&h, R + (i * n + j) * 2, 2));
+    double got = gemm_bf2f(h);
     if (!(fabs(got - ref) <= 8e-3 * fabs(ref) + 1e-4 * mag + 1e-6)) lt_bad++;
   }
-  free(hr);
   if (lt_bad) {
     printf("  cuBLAS disagrees with fp64 on %d of 16 sampled elements: its call is wrong\n", lt_bad);
     failures++;
   }
 
-  /* The default plan, then the oracle's candidates (different from it and from each other). */
+  /* The default, then the oracle's candidates (different from it and from each other). */
   const unsigned align = gemm_load_align(A[0], B[0], k);
   dcont *dc = calloc(24, sizeof *dc);
   int nc = 0;
-  const int sms = clcrt_runtime_num_sms(rt);
+  const int sms = clcrt_stream_grid_sms(st);
   gemm_plan def = gemm_plan_dense(m, n, k, align, sms);
-  dcont_setup(&dc[nc++], &def, A, B, rot, D, m, n, k);
+  dcont_setup(&dc[nc++], ops_def, &def, NULL, CLCRT_GEMM_SPLIT_AUTO, CLCRT_SCHED_AUTO, A, B, rot, D, m, n, k);
   if (oracle) {
     const char *vars[5] = {"128x256", "128x256c2", "128x128", NULL, NULL};
     int nv = 3;
     if (m <= 64) vars[nv++] = "128x64";
     if (align < 128) vars[nv++] = "128x128c2";
+    static const clcrt_gemm_split splits[3] = {CLCRT_GEMM_SPLIT_NONE, CLCRT_GEMM_SPLIT_AUTO, CLCRT_GEMM_SPLIT_ALL};
     for (int vi = 0; vi < nv; vi++)
       for (int share = 0; share < 3; share++)
         for (int si = 0; si < 2; si++) {
@@ -608,116 +615,105 @@ static void bench_dense_shape(const dshape *sh, int idx) {
           gemm_plan_share(&p, (gemm_share)share, m, n, k, sms);
           int dup = 0;
           for (int q = 0; q < nc; q++) dup |= same_plan(&dc[q].p, &p);
-          if (!dup && nc < 24) dcont_setup(&dc[nc++], &p, A, B, rot, D, m, n, k);
+          if (!dup && nc < 24)
+            dcont_setup(&dc[nc++], ops_orc, &p, vars[vi], splits[share], p.sched, A, B, rot, D, m, n, k);
         }
   }
   /* Checks, on window 0. */
   for (int i = 0; i < nc; i++) {
     CK(cu->cuMemsetD8Async(D, 0xff, nd * 2, cs));
     dc[i].c.next = 0;
-    clcrt_launch(&dc[i].c);
+    op_launch(&dc[i].c);
     dc[i].c.next = 0;
     dc[i].err = dev_rel_error(D, R, nd);
     dc[i].ok = dc[i].err >= 0 && dc[i].err <= 1e-2;
     if (!dc[i].ok) failures++;
   }
-  /* Timing: cuBLAS and every clcrt contender that passed, in rounds. */
+  /* Timing: cuBLAS and every clcrt contender that passed, in rounds; then cuBLAS and the default
+   * back to back, in batches of about BGEMM_B2B_MS. */
   contender ct[25];
   int map[25], nt = 0;
-  ct[nt].fn = lt_launch, ct[nt].ctx = &g, map[nt++] = -1;
+  ct[nt] = (contender){.fn = lt_launch, .ctx = &g}, map[nt++] = -1;
   for (int i = 0; i < nc; i++)
-    if (dc[i].ok) ct[nt].fn = clcrt_launch, ct[nt].ctx = &dc[i].c, map[nt++] = i;
-  /* cuBLAS alone first (its runs back to back, as a user's loop would see it), then the rounds. */
-  contender alone = {lt_launch, &g, 0, 0};
-  time_rounds(&alone, 1);
+    if (dc[i].ok) ct[nt] = (contender){.fn = op_launch, .ctx = &dc[i].c}, map[nt++] = i;
   time_rounds(ct, nt);
   const double t_ref = ct[0].ms;
+  const int runs = bgemm_b2b_runs(t_ref);
+  contender bb[2] = {{.fn = lt_launch, .ctx = &g}, {.fn = op_launch, .ctx = &dc[0].c}};
+  bgemm_time_b2b(&timer, bb, dc[0].ok ? 2 : 1, runs);
+  sum->cublas_ms = t_ref;
   sum->cublas_tflops = flop / (t_ref * 1e9);
-  printf("\n%ux%ux%u (%s, %s): cuBLASLt %.4f ms = %.1f TFLOP/s (fastest %.4f; alone %.4f); loads %u-byte aligned%s\n",
-         m, n, k, sh->cls, sh->label, t_ref, sum->cublas_tflops, ct[0].min, alone.ms, align,
-         rot > 1 ? "; operands rotated" : "");
+  sum->is_short = t_ref < BGEMM_SHORT_MS;
+  char offs[48] = "";
+  if (a16) snprintf(offs, sizeof offs, " (A at +%u, B at +%u bytes)", sum->a_off, sum->b_off);
+  printf("\n%s (%s, %s): cuBLASLt %.4f ms = %.1f TFLOP/s (fastest %.4f); back to back %.4f ms (%d a batch, host %.1f "
+         "us a call); loads %u-byte aligned%s%s\n",
+         sum->shape, sh->cls, sh->label, t_ref, sum->cublas_tflops, ct[0].min, bb[0].b2b_ms, runs, bb[0].host_us, align,
+         offs, rot > 1 ? "; operands rotated" : "");
   json_row("{\"section\":\"dense\",\"class\":\"%s\",\"label\":\"%s\",\"shape\":\"%s\",\"m\":%u,\"n\":%u,\"k\":%u,"
-           "\"contender\":\"cublas\",\"variant\":\"cublasLt\",\"median_ms\":%.5f,\"min_ms\":%.5f,\"alone_ms\":%.5f,"
-           "\"tflops\":%.2f,\"ratio_to_cublas\":1.0,\"ok\":%s}",
-           sh->cls, sh->label, sum->shape, m, n, k, t_ref, ct[0].min, alone.ms, sum->cublas_tflops,
-           lt_bad ? "false" : "true");
+           "\"seed\":%llu,\"a_off\":%u,\"b_off\":%u,\"contender\":\"cublas\",\"variant\":\"cublasLt\",\"median_ms\":%.5f,"
+           "\"min_ms\":%.5f,\"b2b_ms\":%.5f,\"b2b_min_ms\":%.5f,\"b2b_runs\":%d,\"host_us\":%.2f,\"tflops\":%.2f,"
+           "\"ratio_to_cublas\":1.0,\"ok\":%s}",
+           sh->cls, sh->label, sum->shape, m, n, k, (unsigned long long)run_seed, sum->a_off, sum->b_off, t_ref, ct[0].min,
+           bb[0].b2b_ms, bb[0].b2b_min, runs, bb[0].host_us, sum->cublas_tflops, lt_bad ? "false" : "true");
   double best = 0;
   for (int ti = 1; ti < nt; ti++) {
     dcont *d = &dc[map[ti]];
     double t = ct[ti].ms, ratio = t_ref / t, tf = flop / (t * 1e9);
     const int is_def = map[ti] == 0;
-    printf("  %-8s %-34s %9.4f ms (fastest %.4f) %7.1f TFLOP/s %6.3fx cuBLAS  err %.2e\n", is_def ? "default" : "",
-           d->what, t, ct[ti].min, tf, ratio, d->err);
-    json_row("{\"section\":\"dense\",\"class\":\"%s\",\"label\":\"%s\",\"shape\":\"%s\",\"m\":%u,\"n\":%u,\"k\":%u,"
-             "\"contender\":\"%s\",\"variant\":\"%s\",\"sched\":\"%s\",\"sk_tiles\":%u,\"sk_units\":%u,\"sk_tail\":%u,"
-             "\"kshift\":%u,"
-             "\"plan_cost\":%.1f,\"median_ms\":%.5f,\"min_ms\":%.5f,\"tflops\":%.2f,\"ratio_to_cublas\":%.4f,\"rel_err\":%.3e,\"ok\":true}",
-             sh->cls, sh->label, sum->shape, m, n, k, is_def ? "default" : "candidate",
-             GEMM_VARIANTS[d->p.variant].name, sched_name(d->p.sched), d->c.a[0].sk_tiles, d->c.a[0].sk_units,
-             d->c.a[0].sk_tail, d->c.a[0].kshift, d->p.cost, t, ct[ti].min, tf, ratio, d->err);
+    printf("  %-8s %-34s %9.4f ms (fastest %.4f) %7.1f TFLOP/s %6.3fx cuBLAS  err %.2e%s\n", is_def ? "default" : "",
+           d->what, t, ct[ti].min, tf, ratio, d->err, d->as_meant ? "" : "  (not the plan meant)");
+    char b2b[256] = "";
     if (is_def) {
       sum->def_ratio = ratio;
+      sum->def_b2b_ratio = bb[0].b2b_ms / bb[1].b2b_ms;
+      sum->target_ratio = sum->is_short ? sum->def_b2b_ratio : ratio;
       snprintf(sum->def_what, sizeof sum->def_what, "%s", d->what);
-      if (!strcmp(sh->cls, "gemv")) {
-        double bw = (double)nb * 2 / (t * 1e-3);
+      printf("  %-8s %-34s %9.4f ms (fastest %.4f) %7s %-15s %6.3fx cuBLAS  (host %.1f us a call; targets: %s)\n", "",
+             "back to back", bb[1].b2b_ms, bb[1].b2b_min, "", "", sum->def_b2b_ratio, bb[1].host_us,
+             sum->is_short ? "back to back" : "rounds");
+      snprintf(b2b, sizeof b2b,
+               "\"path\":\"clcrt_gemm\",\"b2b_ms\":%.5f,\"b2b_min_ms\":%.5f,\"b2b_runs\":%d,\"host_us\":%.2f,"
+               "\"ratio_b2b\":%.4f,\"target_ratio\":%.4f,\"target_timing\":\"%s\",",
+               bb[1].b2b_ms, bb[1].b2b_min, runs, bb[1].host_us, sum->def_b2b_ratio, sum->target_ratio,
+               sum->is_short ? "b2b" : "rounds");
+      if (m <= 16) { /* memory-bound: B's bytes over the time the targets use, against the copy */
+        const double td = sum->is_short ? bb[1].b2b_ms : t, tr = sum->is_short ? bb[0].b2b_ms : t_ref;
+        const double bw = (double)nb * 2 / (td * 1e-3);
         sum->gemv_frac = bw / copy_bw;
         printf("  default streams B at %.0f GB/s: %.3f of the copy's %.0f GB/s (cuBLAS %.0f GB/s)\n", bw / 1e9,
-               sum->gemv_frac, copy_bw / 1e9, (double)nb * 2 / (t_ref * 1e-3) / 1e9);
+               sum->gemv_frac, copy_bw / 1e9, (double)nb * 2 / (tr * 1e-3) / 1e9);
       }
+    } else {
+      snprintf(b2b, sizeof b2b, "\"path\":\"clcrt_gemm forced\",");
     }
+    json_row("{\"section\":\"dense\",\"class\":\"%s\",\"label\":\"%s\",\"shape\":\"%s\",\"m\":%u,\"n\":%u,\"k\":%u,"
+             "\"seed\":%llu,\"contender\":\"%s\",\"variant\":\"%s\",\"sched\":\"%s\",\"sk_tiles\":%u,\"sk_units\":%u,"
+             "\"sk_tail\":%u,\"kshift\":%u,\"as_meant\":%s,%s"
+             "\"plan_cost\":%.1f,\"median_ms\":%.5f,\"min_ms\":%.5f,\"tflops\":%.2f,\"ratio_to_cublas\":%.4f,"
+             "\"rel_err\":%.3e,\"ok\":true}",
+             sh->cls, sh->label, sum->shape, m, n, k, (unsigned long long)run_seed, is_def ? "default" : "candidate",
+             d->info.variant, sched_name(d->info.sched), d->info.shared_tiles, d->info.shared_tiles * d->info.splits,
+             d->a.sk_tail,
+             d->a.kshift, d->as_meant ? "true" : "false", b2b, d->p.cost, t, ct[ti].min, tf, ratio, d->err);
     if (ratio > best) best = ratio, snprintf(sum->oracle_what, sizeof sum->oracle_what, "%s", d->what);
   }
   for (int i = 0; i < nc; i++)
     if (!dc[i].ok) printf("  %-8s %-34s WRONG: err %.2e\n", i == 0 ? "default" : "", dc[i].what, dc[i].err);
   sum->oracle_ratio = best;
-  json_row("{\"section\":\"dense-summary\",\"class\":\"%s\",\"label\":\"%s\",\"shape\":\"%s\",\"cublas_tflops\":%.2f,"
-           "\"default\":\"%s\",\"default_ratio\":%.4f,\"oracle\":\"%s\",\"oracle_ratio\":%.4f,\"gemv_of_copy\":%.4f}",
-           sh->cls, sh->label, sum->shape, sum->cublas_tflops, sum->def_what, sum->def_ratio, sum->oracle_what,
+  json_row("{\"section\":\"dense-summary\",\"class\":\"%s\",\"label\":\"%s\",\"shape\":\"%s\",\"seed\":%llu,"
+           "\"cublas_ms\":%.5f,\"cublas_tflops\":%.2f,\"default\":\"%s\",\"default_ratio\":%.4f,"
+           "\"default_ratio_b2b\":%.4f,\"target_ratio\":%.4f,\"target_timing\":\"%s\",\"oracle\":\"%s\","
+           "\"oracle_ratio\":%.4f,\"gemv_of_copy\":%.4f}",
+           sh->cls, sh->label, sum->shape, (unsigned long long)run_seed, t_ref, sum->cublas_tflops, sum->def_what,
+           sum->def_ratio, sum->def_b2b_ratio, sum->target_ratio, sum->is_short ? "b2b" : "rounds", sum->oracle_what,
            sum->oracle_ratio, sum->gemv_frac);
-  for (int i = 0; i < nc; i++) dcont_free(&dc[i]);
   free(dc);
   lt_free(&g);
   cu->cuMemFree(D), cu->cuMemFree(R);
 }
 
-static void print_dense_summary(void) {
-  if (!num_summaries) return;
-  printf("\ndense summary: ratio = cuBLAS time / clcrt time; default = the plan a user gets, oracle = the best "
-         "contender measured\n");
-  printf("  %-8s %-20s %-18s %9s  %-34s %7s  %7s %s\n", "class", "layer", "shape", "cuBLAS TF", "default plan",
-         "ratio", "oracle", "(which)");
-  for (int i = 0; i < num_summaries; i++) {
-    summary *s = &summaries[i];
-    char extra[48] = "";
-    if (s->gemv_frac > 0) snprintf(extra, sizeof extra, "  B at %.2f of copy", s->gemv_frac);
-    printf("  %-8s %-20s %-18s %9.1f  %-34s %7.3f  %7.3f %s%s\n", s->cls, s->label, s->shape, s->cublas_tflops,
-           s->def_what, s->def_ratio, s->oracle_ratio, s->oracle_what, extra);
-  }
-  static const char *groups[][4] = {{"bench", NULL}, {"model", "odd", "gemv", NULL}, {"align16", NULL}};
-  static const char *names[] = {"bench", "model + odd + gemv", "align16"};
-  printf("\n  %-20s %6s %14s %14s %10s %14s %10s\n", "classes", "shapes", "default geo", "geo min(r,1)", "worst",
-         "oracle geo", "worst");
-  for (int gi = 0; gi < 3; gi++) {
-    double ld = 0, lm = 0, lo = 0, wd = 1e9, wo = 1e9;
-    int cnt = 0;
-    for (int i = 0; i < num_summaries; i++) {
-      summary *s = &summaries[i];
-      int in = 0;
-      for (int q = 0; groups[gi][q]; q++) in |= !strcmp(s->cls, groups[gi][q]);
-      if (!in || s->def_ratio <= 0) continue;
-      ld += log(s->def_ratio), lm += log(s->def_ratio < 1 ? s->def_ratio : 1), lo += log(s->oracle_ratio);
-      if (s->def_ratio < wd) wd = s->def_ratio;
-      if (s->oracle_ratio < wo) wo = s->oracle_ratio;
-      cnt++;
-    }
-    if (!cnt) continue;
-    printf("  %-20s %6d %14.3f %14.3f %10.3f %14.3f %10.3f\n", names[gi], cnt, exp(ld / cnt), exp(lm / cnt), wd,
-           exp(lo / cnt), wo);
-    json_row("{\"section\":\"dense-classes\",\"classes\":\"%s\",\"shapes\":%d,\"default_geomean\":%.4f,"
-             "\"default_geomean_min1\":%.4f,\"default_worst\":%.4f,\"oracle_geomean\":%.4f,\"oracle_worst\":%.4f}",
-             names[gi], cnt, exp(ld / cnt), exp(lm / cnt), wd, exp(lo / cnt), wo);
-  }
-}
+static void print_dense_summary(void) { bgemm_summary_print(summaries, num_summaries, run_seed, json_row); }
 
 /* ---------------- grouped ---------------- */
 
@@ -1027,7 +1023,7 @@ static void bench_grouped_shape(const gshape *g, int idx) {
     printf("  blocks of %d runs (the old method), 128x256:", reps);
     for (int b = 0; b < 6; b++) {
       const int steal = (b == 0 || b == 3 || b == 4);
-      contender one = {clcrt_launch, &rc[steal ? 0 : 1], 0, 0};
+      contender one = {.fn = clcrt_launch, .ctx = &rc[steal ? 0 : 1]};
       time_rounds(&one, 1);
       printf(" %s %.4f", steal ? "STEAL" : "STATIC", one.ms);
       json_row("{\"section\":\"grouped-blocks\",\"shape\":\"%s\",\"block\":%d,\"contender\":\"%s\","
@@ -1148,19 +1144,50 @@ static void bench_compile(void) {
   if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", dir);
 }
 
+/* The pool holds at most this many elements (12 GiB): a --shape with a larger operand is
+ * skipped, saying so, rather than taking the card's memory from the outputs. The largest
+ * operand of the classes is Gemma-2-27B's head, 256000 x 4608 (2.4 GB). */
+#define POOL_MAX_ELEMS (6ull << 30)
+
+static void usage(void) {
+  fprintf(stderr,
+          "usage: bench_gemm [--json FILE] [--quick] [--only compile|dense|grouped] [--class LIST] [--shape MxNxK]...\n"
+          "                  [--seed N|random] [--gen N] [--reps N] [--align BYTES] [--no-oracle] [--blocks] [--list]\n"
+          "  --class: a comma-separated list of bench, model, odd, gemv, decode, vocab, align16, gen\n");
+}
+
 int main(int argc, char **argv) {
   const char *json_path = NULL, *only = NULL, *classes = NULL;
-  int quick = 0;
-  dshape custom[16];
+  int quick = 0, gen_set = 0, list = 0;
+  unsigned gen = BGEMM_GEN_DEFAULT;
+  bgemm_shape custom[16];
   int ncustom = 0;
   for (int i = 1; i < argc; i++) {
     if (!strcmp(argv[i], "--json") && i + 1 < argc)
       json_path = argv[++i];
     else if (!strcmp(argv[i], "--only") && i + 1 < argc)
       only = argv[++i];
-    else if (!strcmp(argv[i], "--class") && i + 1 < argc)
+    else if (!strcmp(argv[i], "--class") && i + 1 < argc) {
       classes = argv[++i];
-    else if (!strcmp(argv[i], "--no-oracle"))
+      char bad[64];
+      if (bgemm_classes_check(classes, bad, sizeof bad)) {
+        fprintf(stderr, "--class: no class \"%s\"\n", bad);
+        usage();
+        return 2;
+      }
+    } else if (!strcmp(argv[i], "--seed") && i + 1 < argc) {
+      if (!bgemm_seed_parse(argv[++i], &run_seed)) {
+        fprintf(stderr, "--seed: a number or \"random\", not \"%s\"\n", argv[i]);
+        return 2;
+      }
+    } else if (!strcmp(argv[i], "--gen") && i + 1 < argc) {
+      long g = atol(argv[++i]);
+      if (g < 0 || g > 1000) {
+        fprintf(stderr, "--gen N: 0 to 1000 generated shapes\n");
+        return 2;
+      }
+      gen = (unsigned)g, gen_set = 1;
+    } else if (!strcmp(argv[i], "--no-oracle"))
       oracle = 0;
     else if (!strcmp(argv[i], "--blocks"))
       blocks = 1;
@@ -1174,8 +1201,10 @@ int main(int argc, char **argv) {
     } else if (!strcmp(argv[i], "--reps") && i + 1 < argc)
       reps = atoi(argv[++i]);
     else if (!strcmp(argv[i], "--shape") && i + 1 < argc && ncustom < 16) {
-      dshape *d = &custom[ncustom];
-      d->cls = "custom", d->label = "custom";
+      bgemm_shape *d = &custom[ncustom];
+      memset(d, 0, sizeof *d);
+      d->cls = "custom";
+      snprintf(d->label, sizeof d->label, "custom");
       if (sscanf(argv[++i], "%ux%ux%u", &d->m, &d->n, &d->k) != 3 || !d->m || !d->n || !d->k || d->k % 8) {
         fprintf(stderr, "--shape MxNxK (K a multiple of 8)\n");
         return 2;
@@ -1183,15 +1212,42 @@ int main(int argc, char **argv) {
       ncustom++;
     } else if (!strcmp(argv[i], "--quick"))
       quick = 1;
+    else if (!strcmp(argv[i], "--list"))
+      list = 1;
     else {
-      fprintf(stderr,
-              "usage: bench_gemm [--json FILE] [--quick] [--only compile|dense|grouped] "
-              "[--class bench,model,odd,gemv,align16] [--shape MxNxK]... [--reps N] [--align BYTES] [--no-oracle] "
-              "[--blocks]\n");
+      usage();
       return 2;
     }
   }
   if (reps < 3) reps = 3;
+  if (quick && !gen_set) gen = BGEMM_GEN_QUICK;
+  /* The dense shapes that run: --shape, or the classes asked for (quick: a few of each). */
+  const int cap = ncustom ? ncustom : bgemm_select_bound(gen);
+  bgemm_shape *shapes = calloc((size_t)cap, sizeof *shapes);
+  summaries = calloc((size_t)cap, sizeof *summaries);
+  if (!shapes || !summaries) {
+    fprintf(stderr, "bench_gemm: out of memory\n");
+    return 1;
+  }
+  int ns = 0;
+  if (ncustom)
+    for (int i = 0; i < ncustom; i++) shapes[ns++] = custom[i];
+  else
+    ns = bgemm_select(classes, quick, gen, run_seed, shapes, cap);
+  if (list) { /* what would run, without a GPU */
+    printf("seed %llu: %d dense shapes\n", (unsigned long long)run_seed, ns);
+    for (int i = 0; i < ns; i++) {
+      char offs[40] = "";
+      unsigned oa, ob;
+      if (!strcmp(shapes[i].cls, "align16"))
+        bgemm_offsets16(run_seed, &shapes[i], &oa, &ob), snprintf(offs, sizeof offs, "  A at +%u, B at +%u", oa, ob);
+      printf("  %-8s %-26s %6u x %6u x %6u%s\n", shapes[i].cls, shapes[i].label, shapes[i].m, shapes[i].n, shapes[i].k,
+             offs);
+    }
+    free(shapes), free(summaries);
+    return 0;
+  }
+
   clcrt_runtime_opts o = CLCRT_RUNTIME_OPTS_INIT;
   if (clcrt_runtime_create(&rt, &o) != CLCRT_OK) {
     printf("bench_gemm: SKIP: %s\n", clcrt_errmsg(rt));
@@ -1202,6 +1258,9 @@ int main(int argc, char **argv) {
   CK(cu->cuCtxSetCurrent(clcrt_runtime_context(rt)));
   CKC(clcrt_stream_create(rt, NULL, &st));
   cs = clcrt_stream_cu(st);
+  timer = (bgemm_timer){.cu = cu, .cs = cs, .warmup = WARMUP, .reps = reps};
+  CKC(clcrt_ops_create(rt, &ops_def));
+  CKC(clcrt_ops_create(rt, &ops_orc));
   CKB(cublasLtCreate(&lt));
   CK(cu->cuMemAlloc(&lt_ws, LT_WS_BYTES));
   char name[256] = "";
@@ -1216,32 +1275,20 @@ int main(int argc, char **argv) {
   }
   if (json)
     fprintf(json, "{\"bench\":\"gemm\",\"device\":\"%s\",\"arch\":\"%s\",\"sms\":%d,\"date\":\"%s\",\"cublasLt\":%zu,"
-                  "\"reps\":%d,\"align\":%zu,\"results\":[",
-            name, clcrt_runtime_arch(rt), clcrt_runtime_num_sms(rt), date, cublasLtGetVersion(), reps, window_align);
+                  "\"reps\":%d,\"align\":%zu,\"seed\":%llu,\"gen\":%u,\"b2b_ms\":%.2f,\"short_ms\":%.3f,\"results\":[",
+            name, clcrt_runtime_arch(rt), clcrt_runtime_num_sms(rt), date, cublasLtGetVersion(), reps, window_align,
+            (unsigned long long)run_seed, gen, BGEMM_B2B_MS, BGEMM_SHORT_MS);
   printf("clcrt bench-gemm on %s (%s, %d SMs), %s, cuBLASLt %zu: bf16 in/out, fp32 accumulation; median of %d rounds "
-         "after %d; operands %zu-byte aligned (align16: at 16 and 48 bytes past a 128-byte line)\n",
+         "after %d, and of %d back-to-back batches of about %.0f ms; operands %zu-byte aligned (align16: each at a "
+         "random 16-byte offset past a 128-byte line)\n",
          name, clcrt_runtime_arch(rt), clcrt_runtime_num_sms(rt), date, cublasLtGetVersion(), reps, WARMUP,
-         window_align);
+         BGEMM_B2B_REPS, BGEMM_B2B_MS, window_align);
+  printf("seed %llu (--seed %llu draws this run's align16 offsets and %u gen shapes again)\n", (unsigned long long)run_seed,
+         (unsigned long long)run_seed, gen);
   dev_helpers();
 
   if (!only || !strcmp(only, "compile")) bench_compile();
   const int do_dense = !only || !strcmp(only, "dense"), do_grouped = !only || !strcmp(only, "grouped");
-  /* The dense shapes that run: --shape, or the classes asked for (quick: a few of each). */
-  dshape shapes[96];
-  int ns = 0;
-  if (ncustom) {
-    for (int i = 0; i < ncustom; i++) shapes[ns++] = custom[i];
-  } else if (quick && !classes) {
-    for (unsigned i = 0; i < sizeof QUICK_PICK / sizeof QUICK_PICK[0]; i++) shapes[ns++] = DENSE_SHAPES[QUICK_PICK[i]];
-  } else {
-    for (unsigned i = 0; i < sizeof DENSE_SHAPES / sizeof DENSE_SHAPES[0]; i++) {
-      const char *c = DENSE_SHAPES[i].cls, *p = classes ? strstr(classes, c) : c;
-      size_t l = strlen(c);
-      if (p && (!classes || ((p == classes || p[-1] == ',') && (p[l] == 0 || p[l] == ','))))
-        shapes[ns++] = DENSE_SHAPES[i];
-    }
-  }
-  (void)QUICK_CLASSES;
   int gidx[16], ngs = 0;
   if (!ncustom && do_grouped) {
     if (quick)
@@ -1249,12 +1296,13 @@ int main(int argc, char **argv) {
     else
       for (unsigned i = 0; i < sizeof GROUPED_SHAPES / sizeof GROUPED_SHAPES[0]; i++) gidx[ngs++] = (int)i;
   }
-  /* One pool, as large as the largest operand of the sections that run (plus room for windows). */
+  /* One pool, as large as the largest operand of the sections that run (plus room for windows),
+   * up to POOL_MAX_ELEMS. */
   size_t need = 0;
   for (int i = 0; do_dense && i < ns; i++) {
     size_t a = (size_t)shapes[i].m * shapes[i].k, b = (size_t)shapes[i].n * shapes[i].k;
-    if (a > need) need = a;
-    if (b > need) need = b;
+    if (a > need && a <= POOL_MAX_ELEMS) need = a;
+    if (b > need && b <= POOL_MAX_ELEMS) need = b;
   }
   for (int i = 0; i < ngs; i++) {
     const gshape *g = &GROUPED_SHAPES[gidx[i]];
@@ -1283,10 +1331,13 @@ int main(int argc, char **argv) {
     fclose(json);
   }
   if (failures) printf("\nbench_gemm: %d check(s) FAILED (see WRONG above)\n", failures);
+  clcrt_ops_destroy(ops_orc);
+  clcrt_ops_destroy(ops_def);
   cu->cuMemFree(lt_ws);
   if (pool_d) cu->cuMemFree(pool_d);
   cublasLtDestroy(lt);
   clcrt_stream_destroy(st);
   clcrt_runtime_destroy(rt);
+  free(shapes), free(summaries);
   return failures ? 1 : 0;
 }
