@@ -98,6 +98,8 @@ def _preprocess(path, text, h):
             continue
         out.append("")
         word, rest = d.group(1), d.group(2).strip()
+        if word in ("elif", "else", "endif") and not stack:
+            raise GenError("%s:%d: #%s without #if" % (path, no, word))
         if word in ("if", "ifdef", "ifndef"):
             cond = {"ifdef": "defined(%s)" % rest, "ifndef": "!defined(%s)" % rest}.get(word, rest)
             val = live and _eval_if(cond, h, path, no)
