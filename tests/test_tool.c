@@ -466,7 +466,7 @@ START_TEST(compile_errors) {
                        "%s/scale.cu",
                        tmpdir, tmpdir),
                    2);
-  has(err_text, "desc->smem_bytes is 1048576");
+  has(err_text, "--smem 1048576: sm_90a allows");
   ck_assert_int_eq(run("compile --no-cache --arch sm_90a --fn scale_tile --args ScaleArgs %s/missing.cu", tmpdir), 3);
   ck_assert_int_eq(run("compile --no-cache --arch sm_90a --fn scale_tile --args ScaleArgs %s", tmpdir), 3);
   /* A NUL byte would end the source NVRTC gets there, and what follows would vanish. */
