@@ -135,8 +135,12 @@ $(BUILD)/libclcrt.a: $(LIB_OBJS)
 $(BUILD)/libclcrt.so: $(LIB_OBJS)
 	$(CC) -shared -Wl,-soname,libclcrt.so.0 $(LDFLAGS) -o $@ $^ $(NVRTC_LIBS) -luv $(SYS_LIBS)
 
-$(BUILD)/clcrt: $(TOOL_OBJS) $(BUILD)/libclcrt.a
-	$(CC) $(LDFLAGS) -o $@ $(TOOL_OBJS) $(BUILD)/libclcrt.a $(NVRTC_LIBS) $(STATIC_UV) $(PNG_LIBS) $(SYS_LIBS)
+# The suites run the tool; its ASan build carries their LeakSanitizer suppressions
+# (tests/common/lsan.c: NVRTC's own leak in traced compiles). Other builds link nothing more.
+TOOL_SAN_OBJS := $(if $(filter 1,$(SAN)),$(BUILD)/tests/common/lsan.o)
+$(BUILD)/clcrt: $(TOOL_OBJS) $(TOOL_SAN_OBJS) $(BUILD)/libclcrt.a
+	$(CC) $(LDFLAGS) -o $@ $(TOOL_OBJS) $(TOOL_SAN_OBJS) $(BUILD)/libclcrt.a $(NVRTC_LIBS) $(STATIC_UV) $(PNG_LIBS) \
+	  $(SYS_LIBS)
 
 $(BUILD)/tests/test_%: $(BUILD)/tests/test_%.o $(TEST_COMMON_OBJS) $(BUILD)/libclcrt.a
 	$(CC) $(LDFLAGS) -o $@ $< $(TEST_COMMON_OBJS) $(BUILD)/libclcrt.a $(NVRTC_LIBS) $(STATIC_CHECK) $(STATIC_UV) $(SYS_LIBS)

@@ -1,4 +1,5 @@
-/* LeakSanitizer suppressions for the ASan builds of the tests (make test-asan).
+/* LeakSanitizer suppressions for the ASan builds of the tests and of the clcrt tool they run
+ * (make test-asan; the Makefile links this file into the tool only there).
  *
  * NVRTC 13.0 leaks what its time trace records: 13.7 KB per compile of a one-line kernel
  * with --fdevice-time-trace, and nothing without it (measured with NVRTC alone under ASan).
