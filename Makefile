@@ -251,6 +251,17 @@ PY_STATIC_PNG := -l:libpng16.a -l:libz.a
 
 .PHONY: python test-python
 
+# python/gen_types.py makes, from the public headers, the package's ctypes declarations (the
+# wheel's clcrt/_types_gen.py; python/clcrt/ holds a checked-in copy that a test keeps current)
+# and layout_gen.h, whose assertions stop the build where the compiler lays a structure out
+# otherwise than ctypes lays out its generated class.
+PY_GEN := $(PY_BUILD)/gen
+$(PY_GEN)/stamp: python/gen_types.py include/clcrt.h include/clcrt_ops.h
+	python3 python/gen_types.py --out $(PY_GEN)
+	@touch $@
+$(PY_BUILD)/obj/shim.o: $(PY_GEN)/stamp
+$(PY_BUILD)/obj/shim.o: CPPFLAGS += -I$(PY_GEN)
+
 $(PY_BUILD)/obj/%.o: python/clcrt/_csrc/%.c $(wildcard python/clcrt/_csrc/*.h include/*.h nvrtc_src/*.h nvrtc_src/*.cuh runtime/*/*.h) | $(DEPS_STAMP)
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) $(CFLAGS) -c $< -o $@
@@ -263,9 +274,10 @@ $(PY_LIB): $(PY_LIB_OBJS) $(PY_SHIM_OBJS)
 $(PY_TOOL): $(TOOL_OBJS) $(BUILD)/libclcrt.a
 	$(CC) -Wl,-S $(LDFLAGS) -o $@ $(TOOL_OBJS) $(BUILD)/libclcrt.a -L$(CUDA_LIBDIR) -lnvrtc $(STATIC_UV) $(PY_STATIC_PNG) $(SYS_LIBS)
 
-$(PY_WHEEL): $(PY_LIB) $(PY_TOOL) $(wildcard python/clcrt/*.py python/README.md) python/build_wheel.py
+$(PY_WHEEL): $(PY_LIB) $(PY_TOOL) $(PY_GEN)/stamp $(wildcard python/clcrt/*.py python/README.md) python/build_wheel.py
 	@rm -f $(PY_BUILD)/dist/clcrt-*.whl
-	python3 python/build_wheel.py --version $(PY_VERSION) --lib $(PY_LIB) --tool $(PY_TOOL) --out $(PY_BUILD)/dist
+	python3 python/build_wheel.py --version $(PY_VERSION) --lib $(PY_LIB) --tool $(PY_TOOL) \
+	  --types-gen $(PY_GEN)/_types_gen.py --out $(PY_BUILD)/dist
 
 python: all $(PY_WHEEL)
 

@@ -1,12 +1,14 @@
 #!/usr/bin/env python3
 """Builds the clcrt wheel from what `make python` compiled: no setuptools, no network.
 
-    build_wheel.py --version V --lib libclcrt_py.so --tool clcrt --out DIR
+    build_wheel.py --version V --lib libclcrt_py.so --tool clcrt --types-gen _types_gen.py --out DIR
 
 The wheel (clcrt-V-py3-none-linux_x86_64.whl) holds the package's Python files, the library
 and the tool under clcrt/_native/ (the library embeds the GEMM op's tile source), and a `clcrt`
-console command. It is pure Python as far as the interpreter goes (ctypes only), hence
-py3-none: one wheel for every CPython 3 on x86-64 Linux with glibc.
+console command. Its clcrt/_types_gen.py is the one python/gen_types.py made from the headers
+this build compiled (--types-gen), not the checked-in copy. It is pure Python as far as the
+interpreter goes (ctypes only), hence py3-none: one wheel for every CPython 3 on x86-64 Linux
+with glibc.
 """
 
 import argparse
@@ -32,6 +34,7 @@ def main(argv=None):
     ap.add_argument("--version", required=True)
     ap.add_argument("--lib", required=True)
     ap.add_argument("--tool", required=True)
+    ap.add_argument("--types-gen", required=True, help="python/gen_types.py's module for this build")
     ap.add_argument("--out", required=True)
     a = ap.parse_args(argv)
 
@@ -39,7 +42,7 @@ def main(argv=None):
     pkg = os.path.join(HERE, "clcrt")
     for name in sorted(os.listdir(pkg)):
         if name.endswith(".py") and name != "_version.py":
-            with open(os.path.join(pkg, name), "rb") as f:
+            with open(a.types_gen if name == "_types_gen.py" else os.path.join(pkg, name), "rb") as f:
                 files.append(("clcrt/" + name, f.read(), False))
     files.append(("clcrt/_version.py", ('__version__ = "%s"\n' % a.version).encode(), False))
     for src, dst in ((a.lib, "clcrt/_native/libclcrt_py.so"), (a.tool, "clcrt/_native/clcrt")):

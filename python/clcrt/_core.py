@@ -22,46 +22,25 @@ from . import args as _args
 from ._errors import CompileError, InvalidError, error_for
 
 _log = logging.getLogger("clcrt")
-_LOG_LEVELS = {0: logging.DEBUG, 1: logging.INFO, 2: logging.WARNING}
+_LOG_LEVELS = {T.LOG_DEBUG: logging.DEBUG, T.LOG_INFO: logging.INFO, T.LOG_WARN: logging.WARNING}
 CU_STREAM_LEGACY = 1
 
 
-class Sched(enum.IntEnum):
-    """clcrt_sched: how a kernel gets its next work unit."""
-
-    AUTO = 0
-    CLC = 1
-    STEAL = 2
-    STATIC = 3
-    FIXED = 4
+def _int_enum(name, pairs, doc, base=enum.IntEnum):
+    """An enum of the header's values (include/clcrt.h, through _types): never a copy."""
+    cls = base(name, pairs, module=__name__, qualname=name)
+    cls.__doc__ = doc
+    return cls
 
 
-class Grid(enum.IntEnum):
-    """clcrt_grid: how many clusters a STEAL kernel launches."""
-
-    AUTO = 0
-    FULL = 1
-    PERSISTENT = 2
-
-
-class Use(enum.IntFlag):
-    """CLCRT_USE_*: what a run may use, for Kernel.prepare and Kernel.variant."""
-
-    NONE = 0
-    TRACE = 1
-    GRAPH = 2
-    PREEMPT = 4
-    SHORT = 8
-
-
-class Swizzle(enum.IntEnum):
-    NONE = 0
-    B32 = 1
-    B64 = 2
-    B128 = 3
-
-
-_TMAP_DTYPES = {"bfloat16": 0, "float16": 1, "float32": 2, "uint8": 3}
+Sched = _int_enum("Sched", T.members("clcrt_sched"), "clcrt_sched: how a kernel gets its next work unit.")
+Grid = _int_enum("Grid", T.members("clcrt_grid"), "clcrt_grid: how many clusters a STEAL kernel launches.")
+Use = _int_enum("Use", [("NONE", 0)] + T.flags("USE_"),
+                "CLCRT_USE_*: what a run may use, for Kernel.prepare and Kernel.variant.", enum.IntFlag)
+# CLCRT_SWIZZLE_32B is Swizzle.B32: a Python name cannot start with a digit.
+Swizzle = _int_enum("Swizzle", [("B" + n[:-1] if n[:1].isdigit() else n, v) for n, v in T.members("clcrt_swizzle")],
+                    "clcrt_swizzle: the TMA swizzle of clcrt_tensor_map_2d.")
+_TMAP_DTYPES = {"bfloat16": T.DTYPE_BF16, "float16": T.DTYPE_F16, "float32": T.DTYPE_F32, "uint8": T.DTYPE_U8}
 
 
 def _enum(cls, v, what):
@@ -582,12 +561,13 @@ class Runtime:
             row_stride_bytes = cols * {"bfloat16": 2, "float16": 2, "float32": 4, "uint8": 1}[dname]
         # clcrt_tensor_map is 64-byte aligned in C, and the library may store it with aligned
         # instructions: encode into an aligned buffer, then copy.
-        buf = (ctypes.c_uint8 * 192)()
-        at = (ctypes.addressof(buf) + 63) & ~63
+        size, align = ctypes.sizeof(T.TensorMap), T.TensorMap._clcrt_align_
+        buf = (ctypes.c_uint8 * (size + align))()
+        at = (ctypes.addressof(buf) + align - 1) & ~(align - 1)
         st = self._lib.clcrt_tensor_map_2d(self._h, at, _TMAP_DTYPES[dname], base, rows, cols, row_stride_bytes,
                                            box_rows, box_cols, _enum(Swizzle, swizzle, "swizzle"))
         self._check(st)
-        m = _args.TensorMap.from_buffer_copy(bytes(buf[at - ctypes.addressof(buf):][:128]))
+        m = _args.TensorMap.from_buffer_copy(bytes(buf[at - ctypes.addressof(buf):][:size]))
         m._clcrt_src = (ref, dev)
         return m
 

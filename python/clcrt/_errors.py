@@ -11,22 +11,12 @@ LookupError, ...), so generic handlers keep working.
 
 import re
 
-# Same order as CLCRT_STATUS_MAP in include/clcrt.h; the tests check each value against
-# clcrt_status_name.
-STATUS_NAMES = (
-    "CLCRT_OK",
-    "CLCRT_E_INVALID",
-    "CLCRT_E_COMPILE",
-    "CLCRT_E_NO_DEVICE",
-    "CLCRT_E_UNSUPPORTED",
-    "CLCRT_E_CUDA",
-    "CLCRT_E_NOMEM",
-    "CLCRT_E_IO",
-    "CLCRT_E_CORRUPT",
-    "CLCRT_E_NOT_FOUND",
-    "CLCRT_E_BUSY",
-    "CLCRT_E_CANCELLED",
-)
+from ._types_gen import STATUS_MAP
+
+# CLCRT_STATUS_MAP of include/clcrt.h, generated (python/gen_types.py): a status's value is its
+# index. A status added there reaches Python as an Error with its name; a class of its own is
+# added below (a test asks for one).
+STATUS_NAMES = tuple("CLCRT_" + name for name, _ in STATUS_MAP)
 STATUS = {name: i for i, name in enumerate(STATUS_NAMES)}
 
 # The library's messages name what a C caller set (desc->tile_fn, opts.target_arch,

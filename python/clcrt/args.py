@@ -34,6 +34,7 @@ import re
 import sys
 
 from ._errors import ArgsMismatchError, InvalidError
+from . import _types
 from . import tensors as _tensors
 
 # ---- field types -------------------------------------------------------------------------
@@ -62,11 +63,9 @@ _SIMPLE_KINDS = {
 }  # fmt: skip
 
 
-class TensorMap(ctypes.Structure):
+class TensorMap(_types.TensorMap):
     """A 2-D TMA descriptor (``clcrt_tensor_map``, 128 bytes, 64-byte aligned in Args), made
     by :meth:`clcrt.Runtime.tensor_map_2d`. Declare the field as ``clcrt.TensorMap``."""
-
-    _fields_ = [("opaque", ctypes.c_uint64 * 16)]
 
 
 class ptr:
@@ -162,7 +161,7 @@ def _size_align(t):
     if isinstance(t, type) and issubclass(t, Args) and "_clcrt_size_" in t.__dict__:
         return t._clcrt_size_, t._clcrt_align_
     if t is TensorMap:
-        return 128, 64
+        return ctypes.sizeof(t), t._clcrt_align_
     if isinstance(t, type) and issubclass(t, ctypes.Array):
         es, ea = _size_align(t._type_)
         return es * t._length_, ea

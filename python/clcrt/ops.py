@@ -30,10 +30,11 @@ from ._core import Kernel, Sched, Stream, error_for, runtime, stream_handle
 from ._errors import InvalidError
 
 _lock = threading.Lock()
-_SCHED = {None: 0, "auto": 0, "clc": 1, "steal": 2, "static": 3, "fixed": 4}
-_SPLIT = {None: 0, "auto": 0, "none": 1, "all": 2}
-_DENSE, _GROUPED, _MASKED = 0, 1, 2
-CHECKED, MEASURED = 1, 2
+# The header's values (include/clcrt.h, clcrt_ops.h, through _types), by their Python names.
+_SCHED = {None: int(Sched.AUTO), **{s.name.lower(): int(s) for s in Sched}}
+_SPLIT = {None: T.GEMM_SPLIT_AUTO, **{n.lower(): v for n, v in T.members("clcrt_gemm_split")}}
+_DENSE, _GROUPED, _MASKED = T.GEMM_DENSE, T.GEMM_GROUPED, T.GEMM_MASKED
+CHECKED, MEASURED = T.GEMM_CHECKED, T.GEMM_MEASURED  # clcrt_gemm_desc.flags
 _variant_index = None
 _torch = None  # the torch module, once a call has seen it
 _bf16 = None

@@ -18,7 +18,7 @@ from . import _native
 from . import _types as T
 from ._errors import InvalidError, error_for
 
-STOLEN = 1  # CLCRT_TRACE_STOLEN: the unit was claimed, not the cluster's first
+STOLEN = T.TRACE_STOLEN  # the unit was claimed, not the cluster's first
 
 Record = collections.namedtuple("Record", "start_ns end_ns tile unit cluster run sm cta_rank flags")
 Record.__doc__ = "One tile's run: %globaltimer start/end (ns), tile, work unit, cluster, run, SM, CTA rank, flags."

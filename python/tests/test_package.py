@@ -1,5 +1,5 @@
 """The installed package: what it bundles, what the library needs, and that every ctypes
-mirror matches the library's own layout of include/clcrt.h."""
+class generated from the headers (python/gen_types.py) matches the library's own layout."""
 
 import ctypes
 import os

@@ -2,7 +2,8 @@
  * the public API. They are not part of clcrt's API: only python/clcrt calls them.
  *
  * shim.c       clcrt_run with the tile grid as three integers, and the library's own
- *              description of the public structures (so that the ctypes mirrors are checked).
+ *              description of the public structures (so that the generated ctypes classes,
+ *              python/clcrt/_types_gen.py, are checked under the Python that loads them).
  * gemm_shim.c  clcrt_gemm (include/clcrt_ops.h) with its descriptor as integers: one call per
  *              run of clcrt.ops.gemm. */
 #ifndef CLCRT_PY_SHIM_H
