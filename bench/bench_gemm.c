@@ -36,7 +36,7 @@
  * changes instead of taking turns at them. Then cuBLAS and the default also run back to back:
  * batches of R runs between one event pair, R so that a batch lasts about 1 ms, the two
  * taking turns batch by batch (gemm_timing.c). Short kernels differ between the two: in the
- * rounds each run pays the launch and a GPU gone idle before it (issue 43: up to 25% between
+ * rounds each run pays the launch and a GPU gone idle before it (measured on an H100: up to 25% between
  * two invocations, and cuBLAS at 0.076 ms in the rounds against 0.060 ms alone). Back to back
  * is how users run them (a layer stack, a loop; host time per call printed beside it, since a
  * host slower than the kernel is what such a batch would then measure).
