@@ -1,6 +1,5 @@
 /* The GEMM op (include/clcrt_ops.h): descriptors checked, a plan made, the kernel found, the
  * workspace reserved (gemm_ws.c) and one clcrt_run. Built on clcrt.h alone. */
-#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -131,8 +130,7 @@ void clcrt_ops_destroy(clcrt_ops *ops) {
   free(ops);
 }
 
-/* The kernel of variant v, scheduler sched, dense or grouped: registered on first use. */
-static clcrt_status kernel_get(clcrt_ops *ops, int v, clcrt_sched sched, int grouped, const clcrt_kernel **out) {
+clcrt_status gemm__kernel_get(clcrt_ops *ops, int v, clcrt_sched sched, int grouped, const clcrt_kernel **out) {
   const char *arch = clcrt_runtime_arch(ops->rt);
   if (!arch || strncmp(arch, "sm_90", 5))
     return clcrt_errmsg_set(ops->rt, CLCRT_E_UNSUPPORTED,
@@ -338,7 +336,7 @@ static clcrt_status run_locked(clcrt_ops *ops, clcrt_stream *s, gemm_ws *w, cons
     c.args.ws = part, c.args.ctr = ctr;
   }
   const clcrt_kernel *k;
-  if ((st = kernel_get(ops, c.plan.variant, c.sched, d->layout != CLCRT_GEMM_DENSE, &k)) != CLCRT_OK) return st;
+  if ((st = gemm__kernel_get(ops, c.plan.variant, c.sched, d->layout != CLCRT_GEMM_DENSE, &k)) != CLCRT_OK) return st;
   if ((st = clcrt_run(s, k, c.tiles, &c.args, sizeof c.args)) != CLCRT_OK) return st;
   if ((d->flags & CLCRT_GEMM_CHECKED) && d->layout == CLCRT_GEMM_GROUPED) {
     if ((r = ops->cu->cuStreamSynchronize(w->cu)) != CUDA_SUCCESS)
@@ -373,7 +371,7 @@ clcrt_status clcrt_gemm_kernel(clcrt_ops *ops, const char *variant, clcrt_sched 
   if (vi < 0) return bad_variant(ops, variant);
   if ((unsigned)sched > CLCRT_SCHED_FIXED || (unsigned)layout > CLCRT_GEMM_MASKED)
     return bad(ops, "clcrt_gemm_kernel: sched %llu or layout %llu is out of range", sched, layout);
-  return kernel_get(ops, vi, sched == CLCRT_SCHED_AUTO ? CLCRT_SCHED_STEAL : sched, layout != CLCRT_GEMM_DENSE, out);
+  return gemm__kernel_get(ops, vi, sched == CLCRT_SCHED_AUTO ? CLCRT_SCHED_STEAL : sched, layout != CLCRT_GEMM_DENSE, out);
 }
 
 clcrt_status clcrt_gemm_prepare(clcrt_ops *ops, const clcrt_stream *s, const clcrt_gemm_desc *d, unsigned uses) {
@@ -387,6 +385,6 @@ clcrt_status clcrt_gemm_prepare(clcrt_ops *ops, const clcrt_stream *s, const clc
   plain.flags &= ~CLCRT_GEMM_MEASURED; /* the measured plan is made by running */
   if ((st = plan_call(ops, (clcrt_stream *)s, NULL, &plain, ld, vi, 0, &c)) != CLCRT_OK) return st;
   const clcrt_kernel *k;
-  if ((st = kernel_get(ops, c.plan.variant, c.sched, d->layout != CLCRT_GEMM_DENSE, &k)) != CLCRT_OK) return st;
+  if ((st = gemm__kernel_get(ops, c.plan.variant, c.sched, d->layout != CLCRT_GEMM_DENSE, &k)) != CLCRT_OK) return st;
   return uses ? clcrt_kernel_prepare(k, uses) : CLCRT_OK;
 }

@@ -69,6 +69,10 @@ struct clcrt_ops {
   gemm_map_entry maps[GEMM_MAP_CACHE];
 };
 
+/* The kernel of variant v, scheduler sched, dense or grouped: registered on first use, then
+ * kept in ops->kernels (gemm.c). */
+clcrt_status gemm__kernel_get(clcrt_ops *ops, int v, clcrt_sched sched, int grouped, const clcrt_kernel **out);
+
 /* Workspaces (gemm_ws.c). The lock of the returned stream workspace is held: release it with
  * gemm_ws_unlock after the launch. */
 clcrt_status gemm__ws_stream(clcrt_ops *ops, clcrt_stream *s, gemm_ws **out);

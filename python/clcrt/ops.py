@@ -222,10 +222,6 @@ def _out(torch, out, name, rows, n, device):
     return out
 
 
-def _fail(rt, st):
-    raise error_for(st, rt._lib.clcrt_errmsg(rt._h).decode(errors="replace"))
-
-
 # ---- dense ----
 
 
@@ -292,7 +288,7 @@ def gemm(a, b, out=None, *, variant=None, sched=None, stream=None, split=None, m
     st = _py_gemm_dense(ops, s._h, a.data_ptr(), b.data_ptr(), out.data_ptr(), m, n, k, sa0 if m > 1 else k,
                         sb0 if n > 1 else k, ldd, opts)
     if st:
-        _fail(rt, st)
+        rt._check(st)
     return out
 
 
@@ -350,7 +346,7 @@ def _grouped_run(layout, name, a, b, group_sizes, out, rows_per_group, variant, 
                   _pitch(out, name + ": out"), groups, sizes.data_ptr(), _variant(variant), _sched(sched), 0,
                   CHECKED if checked else 0)
     if st:
-        _fail(rt, st)
+        rt._check(st)
     return out
 
 

@@ -30,18 +30,6 @@ clcrt_status clcrt_py_gemm(clcrt_ops *ops, clcrt_stream *s, int layout, uint64_t
  * (12-15) and the flags (16-23). */
 clcrt_status clcrt_py_gemm_dense(clcrt_ops *ops, clcrt_stream *s, uint64_t a, uint64_t b, uint64_t d, unsigned m,
                                  unsigned n, unsigned k, uint64_t lda, uint64_t ldb, uint64_t ldd, unsigned opts) {
-  clcrt_gemm_desc g = CLCRT_GEMM_DESC_INIT;
-  if (opts & 0xffu) {
-    clcrt_gemm_variant_info vi = CLCRT_GEMM_VARIANT_INFO_INIT;
-    clcrt_status st = clcrt_gemm_variant_get((int)(opts & 0xffu) - 1, &vi);
-    if (st != CLCRT_OK) return st;
-    g.variant = vi.name;
-  }
-  g.a = a, g.b = b, g.d = d;
-  g.m = m, g.n = n, g.k = k;
-  g.lda = lda, g.ldb = ldb, g.ldd = ldd;
-  g.sched = (clcrt_sched)(opts >> 8 & 0xfu);
-  g.split = (clcrt_gemm_split)(opts >> 12 & 0xfu);
-  g.flags = opts >> 16 & 0xffu;
-  return clcrt_gemm(ops, s, &g);
+  return clcrt_py_gemm(ops, s, CLCRT_GEMM_DENSE, a, b, d, m, n, k, lda, ldb, ldd, 0, 0, (int)(opts & 0xffu) - 1,
+                       (int)(opts >> 8 & 0xfu), (int)(opts >> 12 & 0xfu), opts >> 16 & 0xffu);
 }
