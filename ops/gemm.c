@@ -313,25 +313,37 @@ clcrt_status clcrt_gemm_plan_get(clcrt_ops *ops, const clcrt_stream *s, const cl
 
 /* ---- running ---------------------------------------------------------------------------------- */
 
-static clcrt_status run_locked(clcrt_ops *ops, clcrt_stream *s, gemm_ws *w, const clcrt_gemm_desc *d, gemm_ld ld,
-                               int vi) {
+/* Whether w's stream is being captured into a graph. Asked only where the answer changes what a
+ * run does (a workspace, a misuse word, a flag that synchronises): a dense run with whole tiles
+ * needs none, and clcrt_run asks the driver itself. */
+static clcrt_status capturing_get(clcrt_ops *ops, gemm_ws *w, int *capturing) {
   CUstreamCaptureStatus cs = CU_STREAM_CAPTURE_STATUS_NONE;
   CUresult r = ops->cu->cuStreamIsCapturing(w->cu, &cs);
   if (r != CUDA_SUCCESS) return clcrt_errmsg_set(ops->rt, CLCRT_E_CUDA, "gemm: cuStreamIsCapturing failed (%d)", r);
-  const int capturing = cs != CU_STREAM_CAPTURE_STATUS_NONE;
-  if (capturing && (d->flags & (CLCRT_GEMM_CHECKED | CLCRT_GEMM_MEASURED)))
-    return clcrt_errmsg_set(ops->rt, CLCRT_E_INVALID,
-                            "gemm: CLCRT_GEMM_CHECKED and CLCRT_GEMM_MEASURED synchronise the stream: not while it is "
-                            "captured into a graph");
+  *capturing = cs != CU_STREAM_CAPTURE_STATUS_NONE;
+  return CLCRT_OK;
+}
+
+static clcrt_status run_locked(clcrt_ops *ops, clcrt_stream *s, gemm_ws *w, const clcrt_gemm_desc *d, gemm_ld ld,
+                               int vi) {
   clcrt_status st;
-  if (d->layout == CLCRT_GEMM_GROUPED && !capturing &&
-      (st = gemm__ws_misuse(ops, w, d->m, "an earlier grouped gemm")) != CLCRT_OK)
-    return st;
+  int capturing = -1; /* not asked yet */
+  if ((d->flags & (CLCRT_GEMM_CHECKED | CLCRT_GEMM_MEASURED)) || d->layout == CLCRT_GEMM_GROUPED) {
+    if ((st = capturing_get(ops, w, &capturing)) != CLCRT_OK) return st;
+    if (capturing && (d->flags & (CLCRT_GEMM_CHECKED | CLCRT_GEMM_MEASURED)))
+      return clcrt_errmsg_set(ops->rt, CLCRT_E_INVALID,
+                              "gemm: CLCRT_GEMM_CHECKED and CLCRT_GEMM_MEASURED synchronise the stream: not while it "
+                              "is captured into a graph");
+    if (d->layout == CLCRT_GEMM_GROUPED && !capturing &&
+        (st = gemm__ws_misuse(ops, w, d->m, "an earlier grouped gemm")) != CLCRT_OK)
+      return st;
+  }
   gemm_call c;
   if ((st = plan_call(ops, s, w, d, ld, vi, 1, &c)) != CLCRT_OK) return st;
   if (d->layout == CLCRT_GEMM_GROUPED && !capturing) c.args.misuse = w->misuse_dev;
   if (c.part_bytes) {
     CUdeviceptr part, ctr;
+    if (capturing < 0 && (st = capturing_get(ops, w, &capturing)) != CLCRT_OK) return st;
     if ((st = gemm__ws_reserve(ops, w, capturing, c.part_bytes, c.ctr_bytes, &part, &ctr)) != CLCRT_OK) return st;
     c.args.ws = part, c.args.ctr = ctr;
   }
@@ -339,7 +351,8 @@ static clcrt_status run_locked(clcrt_ops *ops, clcrt_stream *s, gemm_ws *w, cons
   if ((st = gemm__kernel_get(ops, c.plan.variant, c.sched, d->layout != CLCRT_GEMM_DENSE, &k)) != CLCRT_OK) return st;
   if ((st = clcrt_run(s, k, c.tiles, &c.args, sizeof c.args)) != CLCRT_OK) return st;
   if ((d->flags & CLCRT_GEMM_CHECKED) && d->layout == CLCRT_GEMM_GROUPED) {
-    if ((r = ops->cu->cuStreamSynchronize(w->cu)) != CUDA_SUCCESS)
+    CUresult r = ops->cu->cuStreamSynchronize(w->cu);
+    if (r != CUDA_SUCCESS)
       return clcrt_errmsg_set(ops->rt, CLCRT_E_CUDA, "gemm: cuStreamSynchronize (CLCRT_GEMM_CHECKED) failed (%d)", r);
     return gemm__ws_misuse(ops, w, d->m, "this grouped gemm");
   }
