@@ -66,7 +66,7 @@
  *
  * Usage: bench_gemm [--json FILE] [--quick] [--only compile|dense|grouped] [--class LIST]
  *                   [--shape MxNxK]... [--seed N|random] [--gen N] [--reps N] [--align BYTES]
- *                   [--no-oracle] [--blocks] [--list]
+ *                   [--no-oracle] [--wide] [--blocks] [--list]
  * --class: a comma-separated list of bench, model, odd, gemv, decode, vocab, align16, gen
  * (default: all). --quick: a few shapes of each class asked for (BGEMM_GEN_QUICK gen shapes
  * unless --gen says). --gen N: N generated shapes (default BGEMM_GEN_DEFAULT). --list: print
@@ -86,6 +86,7 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+#include <pthread.h>
 
 #include <cuda.h> /* types only: the calls go through the runtime's driver table */
 
@@ -105,6 +106,7 @@ static FILE *json;
 static int json_first = 1;
 static int failures;
 static int oracle = 1;
+static int wide = 0; /* --wide: every tile shape timed back to back (the cost model's data) */
 static int blocks = 0; /* --blocks: grouped STEAL and STATIC also timed the old way */
 
 static const char *cu_name(CUresult r) {
@@ -155,6 +157,7 @@ static void json_row(const char *fmt, ...) {
   va_start(ap, fmt);
   vfprintf(json, fmt, ap);
   va_end(ap);
+  fflush(json); /* a run cut short by a time limit keeps the rows it made */
 }
 
 static int cmp_double(const void *a, const void *b) {
@@ -458,7 +461,7 @@ typedef struct dcont {
 static void plan_name(const gemm_plan *p, const gemm_args *a, char *out, size_t n) {
   char sk[32] = "whole";
   if (a->sk_units) snprintf(sk, sizeof sk, "sk %u/%u%s", a->sk_tiles, a->sk_units, a->sk_tail ? " last" : "");
-  snprintf(out, n, "%s %s %s", GEMM_VARIANTS[p->variant].name, sched_name(p->sched), sk);
+  snprintf(out, n, "%s %s %s", gemm_variant_at(p->variant)->name, sched_name(p->sched), sk);
 }
 
 /* A contender through the public op: the default (variant NULL, split AUTO, sched AUTO, as a
@@ -485,7 +488,7 @@ static void dcont_setup(dcont *dc, clcrt_ops *ops, const gemm_plan *p, const cha
   /* Built now, with the variant a grid that claims nothing launches: no timed run is the
    * fallback's. */
   CKC(clcrt_gemm_prepare(ops, st, &c->d, CLCRT_USE_SHORT));
-  const gemm_variant *v = &GEMM_VARIANTS[p->variant];
+  const gemm_variant *v = gemm_variant_at(p->variant);
   dc->as_meant = !strcmp(info->variant, v->name) && info->sched == p->sched && info->shared_tiles == dc->a.sk_tiles &&
                  info->splits == (dc->a.sk_tiles ? dc->a.sk_units / dc->a.sk_tiles : 1u) &&
                  info->tiles.x == gemm_dense_tiles(v, &dc->a).x;
@@ -515,6 +518,120 @@ static void skip_shape(summary *sum, const char *why) {
   json_row("{\"section\":\"dense-skip\",\"class\":\"%s\",\"label\":\"%s\",\"shape\":\"%s\",\"seed\":%llu,"
            "\"why\":\"%s\"}",
            sh->cls, sh->label, sum->shape, (unsigned long long)run_seed, why);
+}
+
+/* --wide: every tile shape the op has (the measured variants but the ablations, and every
+ * generated one), each with whole tiles and with the cost model's stream-K tail where that
+ * differs, checked against cuBLAS's output and timed back to back with cuBLAS in the same
+ * batches. The rows ("dense-wide") are what the cost model is fitted to; the default does
+ * not depend on them. */
+static void wide_sweep(const bgemm_shape *sh, lt_gemm *g, const uint64_t *A, const uint64_t *B, int rot,
+                       CUdeviceptr D, CUdeviceptr R, size_t nd, int runs) {
+  const unsigned m = sh->m, n = sh->n, k = sh->k;
+  const int sms = clcrt_stream_grid_sms(st);
+  const unsigned align = gemm_load_align(A[0], B[0], k);
+  enum { WMAX = 3 * GEMM_ALL_VARIANTS };
+  dcont *dc = calloc(WMAX, sizeof *dc);
+  contender *ct = calloc(WMAX + 1, sizeof *ct);
+  int nc = 0;
+  /* cuBLAS's output of window 0 again: its timed runs since wrote other windows' into R. */
+  g->next = 0;
+  lt_launch(g);
+  g->next = 0;
+  CK(cu->cuStreamSynchronize(cs));
+  /* Candidates the model puts past 4x its best are left out (a 64x16 tile on a large problem
+   * would take most of the sweep's time and teach nothing). */
+  double best_cost = 0;
+  for (int pass = 0; pass < 2; pass++)
+  for (int vi = 0; vi < GEMM_ALL_VARIANTS; vi++) {
+    const gemm_variant *v = gemm_variant_at(vi);
+    if (!v || gemm_variant_find(v->name) != vi || strchr(v->name, 'e') || strchr(v->name, 's')) continue;
+    for (int share = 0; share < 3; share++) {
+      gemm_plan p;
+      memset(&p, 0, sizeof p);
+      p.variant = vi, p.sched = CLCRT_SCHED_STEAL, p.shift = 1;
+      static const gemm_share shares[3] = {GEMM_SHARE_WHOLE, GEMM_SHARE_TAIL, GEMM_SHARE_ALL};
+      static const clcrt_gemm_split splits[3] = {CLCRT_GEMM_SPLIT_NONE, CLCRT_GEMM_SPLIT_AUTO, CLCRT_GEMM_SPLIT_ALL};
+      gemm_plan_share(&p, shares[share], m, n, k, sms);
+      if (share && !p.sk_units) continue;
+      /* Every tile in slices: only where the tiles are fewer than two waves. */
+      if (share == 2 && gemm_work_tiles(v, m, n) >= 2u * (unsigned)sms / v->cm) continue;
+      if (pass == 0) {
+        if (best_cost == 0 || p.cost < best_cost) best_cost = p.cost;
+        continue;
+      }
+      if (p.cost > 4 * best_cost) continue;
+      dcont_setup(&dc[nc], ops_orc, &p, v->name, splits[share], CLCRT_SCHED_STEAL, A, B, rot, D, m, n, k);
+      CK(cu->cuMemsetD8Async(D, 0xff, nd * 2, cs));
+      dc[nc].c.next = 0;
+      op_launch(&dc[nc].c);
+      dc[nc].c.next = 0;
+      dc[nc].err = dev_rel_error(D, R, nd);
+      dc[nc].ok = dc[nc].err >= 0 && dc[nc].err <= 1e-2;
+      if (!dc[nc].ok) {
+        failures++;
+        printf("  wide %-34s WRONG: err %.2e\n", dc[nc].what, dc[nc].err);
+      }
+      nc++;
+    }
+  }
+  int nt = 0;
+  int *map = calloc(WMAX + 1, sizeof *map);
+  ct[nt] = (contender){.fn = lt_launch, .ctx = g}, map[nt++] = -1;
+  for (int i = 0; i < nc; i++)
+    if (dc[i].ok) ct[nt] = (contender){.fn = op_launch, .ctx = &dc[i].c}, map[nt++] = i;
+  bgemm_time_b2b(&timer, ct, nt, runs);
+  const double tr = ct[0].b2b_ms;
+  int bi = -1;
+  for (int t = 1; t < nt; t++) {
+    dcont *d = &dc[map[t]];
+    const gemm_variant *v = gemm_variant_at(d->p.variant);
+    if (bi < 0 || ct[t].b2b_ms < ct[bi].b2b_ms) bi = t;
+    json_row("{\"section\":\"dense-wide\",\"class\":\"%s\",\"shape\":\"%ux%ux%u\",\"m\":%u,\"n\":%u,\"k\":%u,"
+             "\"align\":%u,\"sms\":%d,\"variant\":\"%s\",\"bm\":%u,\"bn\":%u,\"cm\":%u,\"stages\":%u,\"sk_tiles\":%u,"
+             "\"sk_units\":%u,\"model_cost\":%.2f,\"b2b_ms\":%.5f,\"b2b_min_ms\":%.5f,\"cublas_b2b_ms\":%.5f,"
+             "\"ratio\":%.4f}",
+             sh->cls, m, n, k, m, n, k, align, sms, v->name, v->bm, v->bn, v->cm, v->stages, d->a.sk_tiles,
+             d->a.sk_units, d->p.cost, ct[t].b2b_ms, ct[t].b2b_min, tr, tr / ct[t].b2b_ms);
+  }
+  if (bi > 0)
+    printf("  wide: %d candidates back to back; best %s %.4f ms = %.3fx cuBLAS (%.4f ms)\n", nt - 1,
+           dc[map[bi]].what, ct[bi].b2b_ms, tr / ct[bi].b2b_ms, tr);
+  free(map), free(ct), free(dc);
+}
+
+/* --wide: every tile shape built before the sweep, on as many threads as the host has cores
+ * (each a separate NVRTC compile; the disk cache keeps them for the next run). */
+typedef struct warm_job {
+  int next;
+  pthread_mutex_t lock;
+} warm_job;
+static void *warm_thread(void *p) {
+  warm_job *j = p;
+  for (;;) {
+    pthread_mutex_lock(&j->lock);
+    int vi = j->next++;
+    pthread_mutex_unlock(&j->lock);
+    if (vi >= GEMM_ALL_VARIANTS) return NULL;
+    const gemm_variant *v = gemm_variant_at(vi);
+    if (!v || gemm_variant_find(v->name) != vi) continue;
+    const clcrt_kernel *kk;
+    if (clcrt_gemm_kernel(ops_orc, v->name, CLCRT_SCHED_STEAL, CLCRT_GEMM_DENSE, &kk) != CLCRT_OK ||
+        clcrt_kernel_prepare(kk, CLCRT_USE_SHORT) != CLCRT_OK)
+      fprintf(stderr, "wide: %s: %s\n", v->name, clcrt_errmsg(rt));
+  }
+}
+static void wide_warm(void) {
+  warm_job j = {.next = 0};
+  pthread_mutex_init(&j.lock, NULL);
+  long nth = sysconf(_SC_NPROCESSORS_ONLN);
+  if (nth < 1) nth = 1;
+  if (nth > 32) nth = 32;
+  pthread_t th[32];
+  const double t0 = now_ms();
+  for (long i = 0; i < nth; i++) pthread_create(&th[i], NULL, warm_thread, &j);
+  for (long i = 0; i < nth; i++) pthread_join(th[i], NULL);
+  printf("wide: every tile shape built in %.1f s on %ld threads\n", (now_ms() - t0) / 1e3, nth);
 }
 
 static void bench_dense_shape(const bgemm_shape *sh, int idx) {
@@ -609,7 +726,7 @@ static void bench_dense_shape(const bgemm_shape *sh, int idx) {
           p.variant = gemm_variant_index(vars[vi]);
           /* Every tile in slices: only where the tiles are fewer than two waves. */
           if (share == GEMM_SHARE_ALL &&
-              gemm_work_tiles(&GEMM_VARIANTS[p.variant], m, n) >= 2u * (unsigned)sms / GEMM_VARIANTS[p.variant].cm)
+              gemm_work_tiles(gemm_variant_at(p.variant), m, n) >= 2u * (unsigned)sms / gemm_variant_at(p.variant)->cm)
             continue;
           p.sched = si ? CLCRT_SCHED_STATIC : CLCRT_SCHED_STEAL;
           gemm_plan_share(&p, (gemm_share)share, m, n, k, sms);
@@ -709,6 +826,7 @@ static void bench_dense_shape(const bgemm_shape *sh, int idx) {
            sum->def_ratio, sum->def_b2b_ratio, sum->target_ratio, sum->is_short ? "b2b" : "rounds", sum->oracle_what,
            sum->oracle_ratio, sum->gemv_frac);
   free(dc);
+  if (wide) wide_sweep(sh, &g, A, B, rot, D, R, nd, runs);
   lt_free(&g);
   cu->cuMemFree(D), cu->cuMemFree(R);
 }
@@ -1152,7 +1270,7 @@ static void bench_compile(void) {
 static void usage(void) {
   fprintf(stderr,
           "usage: bench_gemm [--json FILE] [--quick] [--only compile|dense|grouped] [--class LIST] [--shape MxNxK]...\n"
-          "                  [--seed N|random] [--gen N] [--reps N] [--align BYTES] [--no-oracle] [--blocks] [--list]\n"
+          "                  [--seed N|random] [--gen N] [--reps N] [--align BYTES] [--no-oracle] [--wide] [--blocks] [--list]\n"
           "  --class: a comma-separated list of bench, model, odd, gemv, decode, vocab, align16, gen\n");
 }
 
@@ -1189,6 +1307,8 @@ int main(int argc, char **argv) {
       gen = (unsigned)g, gen_set = 1;
     } else if (!strcmp(argv[i], "--no-oracle"))
       oracle = 0;
+    else if (!strcmp(argv[i], "--wide"))
+      wide = 1;
     else if (!strcmp(argv[i], "--blocks"))
       blocks = 1;
     else if (!strcmp(argv[i], "--align") && i + 1 < argc) {
@@ -1315,6 +1435,7 @@ int main(int argc, char **argv) {
   pool_make(need + (need >> 3) + 4096);
   measure_copy();
   if (do_dense && ns) {
+    if (wide) wide_warm();
     for (int i = 0; i < ns; i++) bench_dense_shape(&shapes[i], i);
     print_dense_summary();
   }

@@ -5,9 +5,14 @@
 #   csuite     gpu_ops (the C differential test), gpu_gemm, then every other GPU suite
 #   sanitize   gpu_ops and gpu_gemm under compute-sanitizer memcheck, racecheck, synccheck
 #   py         the wheel installed; the Python GPU tests of the op, the exit test, overhead.py
+#   overhead   python/bench/overhead.py alone (host time per call)
 #   exit       python/tests/exit_stress.py with $EXIT_PER_KIND processes of each kind
 #   tp         python/bench/tp_layer.py on every GPU, every mode, --check
 #   benchcmp   bench_gemm --quick --no-oracle, before (.gpu/old) and after, one call
+#   bench      bench_gemm --no-oracle on every class ($BENCH_ARGS added)
+#   wide       bench_gemm --wide: every tile shape on the quick shapes and $WIDE_GEN generated
+#              ones of seed $WIDE_SEED (the cost model's data; JSON in $OUT/wide.json)
+# A compile cache made on the build machine (.gpu/cache.tar.xz) is unpacked first, if there.
 set -u
 OUT=${OUT:-/tmp/clcrt-gpu}
 mkdir -p "$OUT"
@@ -15,6 +20,10 @@ export PATH=$PATH:/usr/local/cuda/bin
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 export CLCRT_CACHE_DIR=/tmp/clcrt-cache PYTHONUNBUFFERED=1
 G=.gpu
+if [ -f $G/cache.tar.xz ] && [ ! -d /tmp/clcrt-cache ]; then
+  mkdir -p /tmp/clcrt-cache && tar xJf $G/cache.tar.xz -C /tmp/clcrt-cache --strip-components=1 &&
+    echo "compile cache: $(ls /tmp/clcrt-cache | wc -l) entries unpacked"
+fi
 wheel() {
   [ -d /tmp/site/clcrt ] && return
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site $G/*.whl
@@ -67,6 +76,11 @@ for step in "$@"; do
       cd ../..
       PYTHONPATH=/tmp/site timeout -k 5 120 python3 python/bench/overhead.py --rounds 31 > "$OUT/overhead.log" 2>&1
       echo "overhead exit $?"; tail -16 "$OUT/overhead.log" ;;
+    overhead)
+      wheel
+      PYTHONPATH=/tmp/site timeout -k 5 120 python3 python/bench/overhead.py --rounds 31 --json "$OUT/overhead.json" \
+        > "$OUT/overhead.log" 2>&1
+      echo "overhead exit $?"; tail -18 "$OUT/overhead.log" ;;
     pyall)
       wheel
       cd python/tests
@@ -85,6 +99,17 @@ for step in "$@"; do
       PYTHONPATH=/tmp/site timeout -k 10 ${TP_LIMIT:-400} python3 python/bench/tp_layer.py --spawn $n --check \
         --json "$OUT/tp$n.json" > "$OUT/tp$n.log" 2>&1
       echo "tp_layer --spawn $n exit $?"; tail -30 "$OUT/tp$n.log" ;;
+    bench)
+      timeout -k 5 ${BENCH_LIMIT:-400} $G/bench/bench_gemm --no-oracle ${BENCH_ARGS:-} --json "$OUT/bench.json" \
+        > "$OUT/bench.log" 2>&1
+      echo "bench_gemm exit $?"; grep -A40 "per class" "$OUT/bench.log" | head -40 ;;
+    wide)
+      timeout -k 5 ${WIDE_LIMIT:-400} $G/bench/bench_gemm --wide --no-oracle ${WIDE_QUICK---quick} --class ${WIDE_CLASSES:-bench,model,odd,gemv,decode,vocab,align16} \
+        --json "$OUT/wide.json" > "$OUT/wide.log" 2>&1
+      echo "bench_gemm --wide exit $?"; grep -E "wide|WRONG" "$OUT/wide.log" | tail -30
+      timeout -k 5 ${WIDE_LIMIT:-400} $G/bench/bench_gemm --wide --no-oracle --class gen --gen ${WIDE_GEN:-16} \
+        --seed ${WIDE_SEED:-1001} --json "$OUT/wide-gen.json" > "$OUT/wide-gen.log" 2>&1
+      echo "bench_gemm --wide gen exit $?"; grep -E "wide|WRONG" "$OUT/wide-gen.log" | tail -20 ;;
     benchcmp)
       for v in old new; do
         b=$G/bench/bench_gemm; [ $v = old ] && b=$G/old/bench_gemm
