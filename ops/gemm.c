@@ -113,6 +113,7 @@ clcrt_status clcrt_ops_create(clcrt_runtime *rt, clcrt_ops **out) {
   }
   pthread_mutex_init(&ops->lock, NULL);
   pthread_mutex_init(&ops->map_lock, NULL);
+  pthread_mutex_init(&ops->plan_lock, NULL);
   *out = ops;
   return CLCRT_OK;
 }
@@ -127,6 +128,7 @@ void clcrt_ops_destroy(clcrt_ops *ops) {
   }
   pthread_mutex_destroy(&ops->lock);
   pthread_mutex_destroy(&ops->map_lock);
+  pthread_mutex_destroy(&ops->plan_lock);
   free(ops);
 }
 
@@ -177,6 +179,26 @@ static clcrt_status map_cached(void *user, clcrt_runtime *rt, clcrt_tensor_map *
   e->base = base, e->rows = rows, e->cols = cols, e->pitch = pitch_bytes, e->box = box, e->map = *out;
   pthread_mutex_unlock(&ops->map_lock);
   return CLCRT_OK;
+}
+
+/* ---- default plans, cached ----------------------------------------------------------------- */
+
+static gemm_plan plan_cached(clcrt_ops *ops, unsigned m, unsigned n, unsigned k, unsigned align, int sms) {
+  const uint64_t h = (m * 0x9E3779B97F4A7C15ull) ^ (n * 0xBF58476D1CE4E5B9ull) ^ (k * 0x94D049BB133111EBull) ^
+                     ((uint64_t)align << 20) ^ (uint64_t)(unsigned)sms;
+  gemm_plan_entry *e = &ops->plans[(h ^ h >> 29) % GEMM_PLAN_CACHE];
+  pthread_mutex_lock(&ops->plan_lock);
+  if (e->sms == sms && e->m == m && e->n == n && e->k == k && e->align == align) {
+    gemm_plan p = e->plan;
+    pthread_mutex_unlock(&ops->plan_lock);
+    return p;
+  }
+  pthread_mutex_unlock(&ops->plan_lock);
+  gemm_plan p = gemm_plan_dense(m, n, k, align, sms); /* outside the lock: the same answer however often */
+  pthread_mutex_lock(&ops->plan_lock);
+  e->m = m, e->n = n, e->k = k, e->align = align, e->sms = sms, e->plan = p;
+  pthread_mutex_unlock(&ops->plan_lock);
+  return p;
 }
 
 /* ---- checking a descriptor ------------------------------------------------------------------ */
@@ -263,7 +285,7 @@ static clcrt_status plan_call(clcrt_ops *ops, clcrt_stream *s, gemm_ws *w, const
                                 "gemm: no measured plan for this shape class yet: the first clcrt_gemm with "
                                 "CLCRT_GEMM_MEASURED makes it");
     } else {
-      c->plan = gemm_plan_dense(d->m, d->n, d->k, align, sms);
+      c->plan = plan_cached(ops, d->m, d->n, d->k, align, sms);
     }
     if (vi >= 0 && vi != c->plan.variant) {
       c->plan.variant = vi; /* a variant asked for keeps the plan's rule for its decomposition */

@@ -53,6 +53,15 @@ typedef struct gemm_map_entry {
 } gemm_map_entry;
 #define GEMM_MAP_CACHE 64
 
+/* The default plans made (gemm_plan_dense costs every tile shape, a few microseconds), keyed by
+ * what they depend on: a layer's shape pays for its plan once. */
+typedef struct gemm_plan_entry {
+  unsigned m, n, k, align;
+  int sms; /* 0: empty */
+  gemm_plan plan;
+} gemm_plan_entry;
+#define GEMM_PLAN_CACHE 256
+
 struct clcrt_ops {
   clcrt_runtime *rt;
   const clcrt_driver *cu; /* NULL in compile-only mode */
@@ -67,6 +76,8 @@ struct clcrt_ops {
   unsigned nrules;
   pthread_mutex_t map_lock;
   gemm_map_entry maps[GEMM_MAP_CACHE];
+  pthread_mutex_t plan_lock;
+  gemm_plan_entry plans[GEMM_PLAN_CACHE];
 };
 
 /* The kernel of variant v, scheduler sched, dense or grouped: registered on first use, then

@@ -1,45 +1,43 @@
-/* The GEMM's plan: (M, N, K, alignment of the loads, SM count) -> variant, cluster shape,
+/* The GEMM's plan: (M, N, K, alignment of the loads, SM count) -> tile shape, cluster,
  * scheduler and decomposition, with no timing run (an oracle that tries everything is what the
  * benchmark has and a user has not). Included by gemm_internal.h.
  *
- * The decision table. Each row cites the H100 measurements it rests on, in
- * bench/results/gemm-h100-2026-11-25X.txt: a, stream-K with balanced shared ranges first
- * (classic data-parallel + stream-K); b, tile-aligned slices and a first cost model; c, the
- * model as below with the shared units first; d, this plan (shared units last).
+ * A cost model, not a table of shapes: every tile shape the op generates (block M 64 or 128,
+ * block N 16 to 256 in steps of 16, clusters of 1 or 2) is costed with each decomposition the
+ * op can run (whole tiles; the last wave's tiles cut into 2 to 4 k-slices, stream-K), and the
+ * cheapest runs. It rests on two things measured on an H100 SXM (132 SMs), both written down in
+ * bench/results/gemm-calibration-2026-11-27.md with the runs they come from:
  *
- *  | when                         | variant, cluster     | decomposition                      | measured                                   |
- *  |------------------------------|----------------------|------------------------------------|--------------------------------------------|
- *  | every shape                  | 128x256 or 128x128   | the lower modelled time (below)    | a: whole tiles of the better of the two at |
- *  |                              | (1 CTA), the model's |                                    | >= 0.97x cuBLAS on 30 of 37 model/odd/     |
- *  |                              | pick                 |                                    | gemv shapes; 128x128 where 128x256 leaves  |
- *  |                              |                      |                                    | SMs idle (d: 1024x6144x4096 1.049,         |
- *  |                              |                      |                                    | 2048x576x7168 1.135, 512x4096x14336 1.065) |
- *  | the last wave at most half   | same                 | its tiles cut into s = 2..4 equal  | a: balanced ranges that start at scattered |
- *  | full, and slices pay         |                      | k-slices, all at once (units =     | k lost L2 reuse (1024x8192x28672 0.374x,   |
- *  |                              |                      | tail * s <= SMs), run after the    | whole 1.043x); b: more slices or rounds    |
- *  |                              |                      | whole tiles (clcrt_streamk.cuh     | lost (256x7168x18432: 7 slices in 3 rounds |
- *  |                              |                      | order 1)                           | 0.467x, 2 slices 0.938x); c against d, the |
- *  |                              |                      |                                    | slices first desynchronise the waves after |
- *  |                              |                      |                                    | them: 1024x7168x16384 0.928x -> 1.098x,    |
- *  |                              |                      |                                    | 256x10240x8192 0.825x -> 0.944x            |
- *  | M <= 16 (a GEMV)             | same                 | same model: memory-bound, so the   | d: B at 0.80-0.93 of the copy's bandwidth  |
- *  |                              |                      | slices put every SM on B           | for 4 of 7 GEMVs; 0.67 and 0.38 where B is |
- *  |                              |                      |                                    | 117 and 33 MB (see NOTES.md)               |
- *  | loads at 16-byte offsets     | same                 | same (the k-blocks are shifted to  | a, align16: 128x256 whole 1.05-1.06x, the  |
- *  |                              |                      | align B; A too when its offset is  | 2-CTA variant 1.05x; d: the plan 1.00-     |
- *  |                              |                      | B's)                               | 1.22x; rows at other pitches unmeasured    |
- *  | every shape                  | STEAL                |                                    | d: STATIC within +-5% of STEAL on the same |
- *  |                              |                      |                                    | plans, neither ahead throughout            |
+ * 1. Per tile shape, the time of one 64-deep k-block with every SM busy (GEMM_KB_US): the
+ *    tile shape's throughput where the problem is large (the median over the compute-bound
+ *    shapes of the sweep, M >= 1024 and K >= 2048, of (time - 5 us) / (waves x k-blocks)).
+ *    It holds what a formula would have to guess: 128x176 and 128x192 run 7% faster per
+ *    FLOP than 128x256 (more stages), 64x48 no faster than 64x64, the 2-CTA clusters halve
+ *    the B traffic of 64-row tiles.
+ * 2. Twelve shared constants (GEMM_MODEL_H100), fitted to the choices: the plan of each of
+ *    the sweep's 115 shapes (every class but the random offsets, the generated class drawn with
+ *    another seed than the benchmark's) against the fastest of its ~140 measured candidates.
  *
- * The model, in the time of one 128x256 k-block (0.69 us) on one SM, for a variant of T work
- * tiles of nk k-blocks on P = SMs units at once (every variant holds one CTA per SM), T = W P
- * + R: each phase (a wave of units at once) takes the longer of its tensor-core time, kbs *
- * kb + E, and its memory time, the bytes of its tiles (their share of A, B and D) at
- * min(2.7 TB/s, units * per-SM rate); whole tiles are W full waves and one of R; sliced, the
- * last is R * s units of ceil(nk / s) k-blocks, plus the fix-up, (2 * rows / 128 + 5 * s) *
- * kb (a partial written; s read back by the last piece, latency-bound: one warp per 16
- * rows). kb and E: 128x256 1 and 3, 128x128 0.51 and 5 (a: 8192^3, and 4096^3 against it);
- * per-SM rate: 128x256 50 GB/s, 128x128 28 GB/s (b: GEMVs and 128x8192x8192 on 32-80 SMs). */
+ * The model of one run of T work tiles of nk k-blocks on P = SMs / cluster units at once:
+ *   - a phase of u units each doing kbs k-blocks costs kbs x kb + E, the k-block time kb
+ *     the largest of three limits:
+ *       compute: GEMM_KB_US of the shape (times rowk + (1 - rowk) x rows / bm where the
+ *                problem has fewer rows than the tile: the wgmma still runs, the A loads shrink);
+ *       latency: lat / stages, the ring refilled once per load latency (Little's law); lat is
+ *                that of memory where the operands stream (at most `stream_rows` clusters of
+ *                rows, so every byte of B is read about once), else of L2;
+ *       bytes:   u x (bytes an SM loads per k-block) / bandwidth, of memory or of L2 as above.
+ *   - whole tiles: full waves of P units, then one of the rest;
+ *   - stream-K (the tail's tiles in s slices, all at once, after the whole waves): the
+ *     slices' phase plus the fix-up, fx x s x rows / 128 + fx0 + fs x s;
+ *   - plus t0 and `first` per wave (filling the pipeline).
+ * The constants were fitted to the choices, not to the times: the model ranks tile shapes for
+ * a problem, and its microseconds are off by up to 2x on small problems (a 24 x 6144 x 4096
+ * projection in 64 x 96 tiles: 46 modelled, 25 measured). scripts/gemm_fit.py holds a copy of
+ * this model and reports how its picks run against the best measured candidate per class.
+ *
+ * Loads at 16-byte offsets: the k-blocks are shifted to align B (and A when its offset is
+ * B's), so the same plan serves them; `align` selects nothing at present. */
 #ifndef CLCRT_OPS_GEMM_PLAN_H
 #define CLCRT_OPS_GEMM_PLAN_H
 
@@ -50,95 +48,175 @@ typedef enum gemm_share {
 } gemm_share;
 
 #define GEMM_SK_MIN_KB 4u     /* the fewest k-blocks a slice gets */
-#define GEMM_SK_MAX_SLICES 4u /* b: 7 and 9 slices lost to 2 (0.47x against 0.94x) */
+#define GEMM_SK_MAX_SLICES 4u /* 7 and 9 slices lost to 2 (0.47x against 0.94x cuBLAS) */
 
 typedef struct gemm_plan {
-  int variant;                 /* index into GEMM_VARIANTS */
+  int variant;                 /* index of gemm_variant_at */
   clcrt_sched sched;           /* the scheduler to register the variant with */
   unsigned sk_tiles, sk_units; /* stream-K (clcrt_sk_make); 0, 0: every tile whole */
   unsigned sk_tail;            /* 1: the shared tiles last (clcrt_streamk.cuh, order 1) */
   int shift;                   /* 1: shift the k-blocks to align the loads (gemm_kshift) */
-  double cost;                 /* the model's estimate, in 128x256 k-blocks */
+  double cost;                 /* the model's estimate, in microseconds */
 } gemm_plan;
 
 static inline int gemm_variant_index(const char *name) {
-  for (int i = 0; i < GEMM_NUM_VARIANTS; i++)
-    if (!strcmp(GEMM_VARIANTS[i].name, name)) return i;
-  return 0;
+  int i = gemm_variant_find(name);
+  return i < 0 ? 0 : i;
 }
 
-/* The model's k-block time and per-tile epilogue of a variant (see above). */
-/* Measured for block M 128 at block N 256, 128 and 64; other shapes (the generated ones) are
- * the line through those points, scaled by block M: provisional until they are measured. */
-static inline double gemm_plan_kb(const gemm_variant *v) {
-  if (v->bm == 128 && (v->bn == 256 || v->bn == 128 || v->bn == 64)) return v->bn == 256 ? 1.0 : v->bn == 128 ? 0.51 : 0.27;
-  return v->bm / 128.0 * (0.027 + 0.0038 * v->bn);
-}
-static inline double gemm_plan_epi(const gemm_variant *v) {
-  if (v->bn == 256 || v->bn == 128 || v->bn == 64) return v->bn == 256 ? 3.0 : v->bn == 128 ? 5.0 : 6.0;
-  return 6.5 - 3.5 * v->bn / 256.0;
+/* 1. Microseconds per 64-deep k-block with every SM busy, [block M 64, 128][cluster 1, 2]
+ * [block N / 16 - 1]: bench_gemm --wide on an H100 SXM, 2026-11-27. */
+static const float GEMM_KB_US[2][2][16] = {
+    {/* 64 x N */ {0.164f, 0.187f, 0.237f, 0.238f, 0.255f, 0.265f, 0.291f, 0.324f, 0.344f, 0.382f, 0.434f, 0.443f,
+                  0.474f, 0.510f, 0.572f, 0.567f},
+     /* 64 x N c2 */
+     {0.153f, 0.168f, 0.234f, 0.236f, 0.242f, 0.253f, 0.268f, 0.278f, 0.302f, 0.322f, 0.343f, 0.357f, 0.383f, 0.404f,
+      0.424f, 0.439f}},
+    {/* 128 x N */ {0.290f, 0.311f, 0.337f, 0.378f, 0.387f, 0.411f, 0.430f, 0.419f, 0.432f, 0.473f, 0.522f, 0.555f,
+                   0.612f, 0.661f, 0.723f, 0.782f},
+     /* 128 x N c2 */
+     {0.300f, 0.317f, 0.332f, 0.345f, 0.368f, 0.385f, 0.411f, 0.443f, 0.446f, 0.485f, 0.526f, 0.573f, 0.628f, 0.686f,
+      0.736f, 0.786f}}};
+
+/* 2. The shared constants (microseconds, bytes per microsecond), as scripts/gemm_fit.py --fit
+ * chose them on the sweep (it reads them back from these lines). */
+#define GEMM_FIT_T0 5.516
+#define GEMM_FIT_FIRST 1.801
+#define GEMM_FIT_EPI 3.039
+#define GEMM_FIT_LAT_MEM 4.827
+#define GEMM_FIT_LAT_L2 0.6129
+#define GEMM_FIT_BW_MEM 3.157e+06
+#define GEMM_FIT_BW_L2 8.191e+06
+#define GEMM_FIT_SR 1.043
+#define GEMM_FIT_ROWK 0.4689
+#define GEMM_FIT_FX 2.643
+#define GEMM_FIT_FX0 3.444
+#define GEMM_FIT_FS 3.351
+typedef struct gemm_model {
+  double t0;          /* a run's fixed cost */
+  double first;       /* per wave: the first loads of its tiles */
+  double epi;         /* a 128 x 256 tile's epilogue (scaled by block M x block N) */
+  double lat_mem;     /* a load's latency where the operands stream from memory */
+  double lat_l2;      /* ... where they are reused from L2 */
+  double bw_mem;      /* what all SMs load per microsecond, streaming from memory */
+  double bw_l2;       /* ... from L2 */
+  double stream_rows; /* at most this many clusters of rows: the operands stream */
+  double rowk;        /* the share of a k-block's time that rows short of the tile do not save */
+  double fx, fx0, fs; /* stream-K's fix-up: per slice and 128 rows, per run, per slice */
+} gemm_model;
+
+static const gemm_model GEMM_MODEL_H100 = {
+    .t0 = GEMM_FIT_T0,          .first = GEMM_FIT_FIRST,     .epi = GEMM_FIT_EPI,    .lat_mem = GEMM_FIT_LAT_MEM,
+    .lat_l2 = GEMM_FIT_LAT_L2,  .bw_mem = GEMM_FIT_BW_MEM,   .bw_l2 = GEMM_FIT_BW_L2, .stream_rows = GEMM_FIT_SR,
+    .rowk = GEMM_FIT_ROWK,      .fx = GEMM_FIT_FX,           .fx0 = GEMM_FIT_FX0,    .fs = GEMM_FIT_FS,
+};
+
+static inline double gemm_plan_kb_full(const gemm_variant *v) {
+  return GEMM_KB_US[v->bm == 128][v->cm == 2][(v->bn / 16u - 1u) & 15u];
 }
 
-/* One phase of a run: `units` units at once (at most P), each `kbs` k-blocks of a variant,
- * moving `bytes` from memory: the longer of the tensor-core time and the memory time, the
- * memory reaching gemm_plan_sm_bw per streaming SM up to GEMM_PLAN_BW in all. */
-#define GEMM_PLAN_KB_US 0.69 /* one 128x256 k-block: a, 1024x8192x28672 whole */
-#define GEMM_PLAN_BW 2.7e12  /* b: 4x8192x28672 sliced over 128 SMs, 2.73 TB/s */
-/* Per streaming SM, b: 128x256 on 32-40 SMs 41-56 GB/s, 128x128 on 64-80 SMs 25-32 GB/s (a
- * stage of 128x128 carries half the bytes of B). */
-static inline double gemm_plan_sm_bw(const gemm_variant *v) { return v->bn >= 256 ? 50e9 : 28e9; }
-static inline double gemm_plan_phase(const gemm_variant *v, unsigned units, unsigned kbs, double bytes) {
-  double mma = kbs * gemm_plan_kb(v) + gemm_plan_epi(v);
-  double bw = units * gemm_plan_sm_bw(v) * v->cm;
-  if (bw > GEMM_PLAN_BW) bw = GEMM_PLAN_BW;
-  double mem = bytes / bw / (GEMM_PLAN_KB_US * 1e-6);
-  return mma > mem ? mma : mem;
+/* The time of one k-block of variant v with u CTAs loading at once, for a problem of `rows` rows. */
+static inline double gemm_plan_kb(const gemm_model *md, const gemm_variant *v, unsigned u, unsigned rows,
+                                  int stream) {
+  const double ra = rows < v->bm ? rows : v->bm;
+  const double per_sm = (ra * v->cm + v->bn) * 128.0 / v->cm; /* bytes per CTA: B shared by the cluster */
+  double kb = gemm_plan_kb_full(v) * (md->rowk + (1.0 - md->rowk) * ra / v->bm);
+  const double lat = (stream ? md->lat_mem : md->lat_l2) / v->stages;
+  const double bytes = (u < 132u ? u : 132u) * per_sm / (stream ? md->bw_mem : md->bw_l2);
+  if (lat > kb) kb = lat;
+  if (bytes > kb) kb = bytes;
+  return kb;
+}
+
+/* The model's time of variant v on an m x n x k problem, sk_tiles of its tiles cut into
+ * sk_units / sk_tiles slices after the whole ones (0, 0: every tile whole). */
+static inline double gemm_plan_cost(const gemm_model *md, const gemm_variant *v, unsigned m, unsigned n, unsigned k,
+                                    unsigned sk_tiles, unsigned sk_units, int sms) {
+  const unsigned P = (unsigned)sms / v->cm, tm = gemm_cdiv(m, v->bm), T = gemm_cdiv(tm, v->cm) * gemm_cdiv(n, v->bn);
+  const unsigned nk = gemm_cdiv(k, GEMM_BK);
+  if (P == 0 || T == 0) return 0;
+  const int stream = gemm_cdiv(tm, v->cm) <= md->stream_rows;
+  const double E = md->epi * v->bm * v->bn / 32768.0;
+  const unsigned whole = T - sk_tiles, full = whole / P, rest = whole % P;
+  double t = full * (nk * gemm_plan_kb(md, v, P * v->cm, m, stream) + E);
+  if (sk_units && sk_tiles) {
+    const unsigned sl = sk_units / sk_tiles, ks = gemm_cdiv(nk, sl), units = rest + sk_units;
+    const unsigned w = gemm_cdiv(units, P), uu = units < P ? units : P;
+    const unsigned kbs = rest && nk > ks ? nk : ks;
+    t += w * (kbs * gemm_plan_kb(md, v, uu * v->cm, m, stream) + E);
+    t += md->fx * sl * (m < v->bm ? m : v->bm) / 128.0 + md->fx0 + md->fs * sl;
+  } else if (rest) {
+    t += nk * gemm_plan_kb(md, v, rest * v->cm, m, stream) + E;
+  }
+  return md->t0 + t + md->first * gemm_cdiv(T, P);
 }
 
 /* The decomposition `share` of an m x n x k problem for p->variant on `sms` SMs, into p. */
 static inline void gemm_plan_share(gemm_plan *p, gemm_share share, unsigned m, unsigned n, unsigned k, int sms) {
+  const gemm_model *md = &GEMM_MODEL_H100;
   const gemm_variant *v = gemm_variant_at(p->variant);
   const unsigned P = (unsigned)sms / v->cm, T = gemm_work_tiles(v, m, n), nk = gemm_cdiv(k, GEMM_BK);
   p->sk_tiles = p->sk_units = p->sk_tail = 0;
   if (P == 0 || T == 0) return;
-  /* Bytes per tile: its share of A, B and D, each read or written once. */
-  const double per_tile = ((double)m * k + (double)n * k + (double)m * n) * 2.0 / T;
-  const unsigned full = T / P, rest = T % P;
-  p->cost = full * gemm_plan_phase(v, P, nk, per_tile * P) + (rest ? gemm_plan_phase(v, rest, nk, per_tile * rest) : 0);
+  p->cost = gemm_plan_cost(md, v, m, n, k, 0, 0, sms);
   if (share == GEMM_SHARE_WHOLE) return;
   if (share == GEMM_SHARE_ALL) {
     unsigned sl = P / T < 2 ? 2 : P / T;
     if (sl > nk) sl = nk;
     p->sk_tiles = T, p->sk_units = T * sl;
+    p->cost = gemm_plan_cost(md, v, m, n, k, T, T * sl, sms);
     return;
   }
   /* The tail's tiles in s slices, all at once (s * tail <= P), each slice at least
-   * GEMM_SK_MIN_KB k-blocks, plus the fix-up (see the top of this file). */
-  const double whole = p->cost;
+   * GEMM_SK_MIN_KB k-blocks. */
+  const unsigned rest = T % P;
   for (unsigned sl = 2; sl <= GEMM_SK_MAX_SLICES && rest && rest * sl <= P && nk / sl >= GEMM_SK_MIN_KB; sl++) {
-    double c = full * gemm_plan_phase(v, P, nk, per_tile * P) + gemm_plan_phase(v, rest * sl, gemm_cdiv(nk, sl), per_tile * rest) +
-               (2.0 * (m < v->bm ? m : v->bm) / 128.0 + 5.0 * sl) * gemm_plan_kb(v);
-    if (c < p->cost && c < 0.97 * whole) p->cost = c, p->sk_tiles = rest, p->sk_units = rest * sl, p->sk_tail = 1;
+    const double c = gemm_plan_cost(md, v, m, n, k, rest, rest * sl, sms);
+    if (c < p->cost) p->cost = c, p->sk_tiles = rest, p->sk_units = rest * sl, p->sk_tail = 1;
   }
 }
 
+/* Variant i if the plan considers it: each tile shape once (the measured table's entries come
+ * first), without the table's experiments (the first epilogue, a stage less), which are not
+ * what the shape's calibration measured; else NULL. Decided once per program. */
+static unsigned char gemm__plan_cand[GEMM_ALL_VARIANTS];
+static pthread_once_t gemm__plan_cand_once = PTHREAD_ONCE_INIT;
+static void gemm__plan_cand_make(void) {
+  for (int i = 0; i < GEMM_ALL_VARIANTS; i++) {
+    const gemm_variant *v = gemm_variant_at(i);
+    gemm_variant g;
+    char name[16];
+    gemm__plan_cand[i] = v && gemm_variant_find(v->name) == i &&
+                         (i >= GEMM_NUM_VARIANTS || (gemm_variant_make(&g, name, v->bm, v->bn, v->cm) &&
+                                                     g.stages == v->stages && g.epi == v->epi));
+  }
+}
+static inline const gemm_variant *gemm_plan_candidate(int i) {
+  if (i < 0 || i >= GEMM_ALL_VARIANTS) return NULL;
+  pthread_once(&gemm__plan_cand_once, gemm__plan_cand_make);
+  return gemm__plan_cand[i] ? gemm_variant_at(i) : NULL;
+}
+
 /* The plan of a dense m x n x k problem whose loads are `align`-byte aligned after the shift
- * (gemm_load_align) on a device of `sms` SMs: the lower cost of 128x256 and 128x128, each with
- * its best decomposition. `align` selects nothing at present: with the shift the measured
- * 16-byte-offset shapes ran best on the same plan as aligned ones (table above). */
+ * (gemm_load_align) on a device of `sms` SMs: the lowest cost over every tile shape, each
+ * with its best decomposition. A tie keeps the earlier shape (the measured table's first,
+ * then the generated ones in order). About 300 costings: the op keeps its plans per shape
+ * (gemm.c), so a shape pays for them once. */
 static inline gemm_plan gemm_plan_dense(unsigned m, unsigned n, unsigned k, unsigned align, int sms) {
   (void)align;
-  static const char *const candidates[] = {"128x256", "128x128"};
   gemm_plan best;
   memset(&best, 0, sizeof best);
-  for (int i = 0; i < 2; i++) {
+  int have = 0;
+  for (int i = 0; i < GEMM_ALL_VARIANTS; i++) {
+    const gemm_variant *v = gemm_plan_candidate(i);
+    if (!v || (unsigned)sms / v->cm == 0) continue;
     gemm_plan p;
     memset(&p, 0, sizeof p);
-    p.variant = gemm_variant_index(candidates[i]);
+    p.variant = i;
     p.sched = CLCRT_SCHED_STEAL;
     p.shift = 1;
     gemm_plan_share(&p, GEMM_SHARE_TAIL, m, n, k, sms);
-    if (i == 0 || p.cost < best.cost) best = p;
+    if (!have || p.cost < best.cost) best = p, have = 1;
   }
   return best;
 }

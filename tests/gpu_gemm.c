@@ -184,7 +184,7 @@ static void dense_open(ctx *c, dense *d, const gemm_plan *p, unsigned m, unsigne
   d->A = gpu_alloc(na * 2), d->B = gpu_alloc(nb * 2), d->D = gpu_alloc(nd * 2), d->R = gpu_alloc(nd * 2);
   gpu_put(d->A, d->ha, na * 2);
   gpu_put(d->B, d->hb, nb * 2);
-  d->v = &GEMM_VARIANTS[p->variant];
+  d->v = gemm_variant_at(p->variant);
   ck_assert_int_eq(gemm_dense_args(c->rt, p, &d->a, d->A, d->B, d->D, m, n, k, 0, 0), CLCRT_OK);
   if (d->a.sk_units) {
     d->ws = gpu_alloc(gemm_ws_bytes(d->v, &d->a));
@@ -650,7 +650,7 @@ typedef struct gpu_timer {
 static double gpu_time(void *user, const gemm_plan *p) {
   gpu_timer *t = user;
   t->calls++;
-  const gemm_variant *v = &GEMM_VARIANTS[p->variant];
+  const gemm_variant *v = gemm_variant_at(p->variant);
   clcrt_kernel *k = NULL;
   ck_assert_msg(gemm_register(t->rt, clcrt_gemm_source(), v, p->sched, 0, &k) == CLCRT_OK, "%s", clcrt_errmsg(t->rt));
   /* Timed runs launch the short variant, not the fallback that runs while it is built. */
@@ -733,7 +733,7 @@ START_TEST(test_measured_mode) {
                      CLCRT_OK);
     double dt = clcrt__now_ms() - t0;
     printf("gpu_gemm: measured mode, runtime %d: %u plans timed, %s (%s, %u/%u units), %.3f ms\n", pass + 1, timed,
-           stored ? "stored" : "not stored", GEMM_VARIANTS[p.variant].name, p.sk_tiles, p.sk_units, dt);
+           stored ? "stored" : "not stored", gemm_variant_at(p.variant)->name, p.sk_tiles, p.sk_units, dt);
     if (pass == 0) {
       ck_assert_msg(timed >= 3 && stored, "%u timed, stored %d", timed, stored);
       first = p;

@@ -134,10 +134,16 @@ START_TEST(test_plan_get) {
   clcrt_gemm_plan_info p = CLCRT_GEMM_PLAN_INFO_INIT;
   g.m = 8192, g.n = 8192, g.k = 8192, g.a = g.b = g.d = 0x100000;
   ck_assert_msg(clcrt_gemm_plan_get(ops, NULL, &g, &p) == CLCRT_OK, "%s", clcrt_errmsg(rt));
-  ck_assert_str_eq(p.variant, "128x256");
-  ck_assert_uint_eq(p.splits, 1);
-  ck_assert_uint_eq(p.tiles.x, 64u * 32u);
-  ck_assert_uint_eq(p.workspace_bytes, 0);
+  const gemm_plan model = gemm_plan_dense(8192, 8192, 8192, 128, clcrt_runtime_num_sms(rt) > 0 ? clcrt_runtime_num_sms(rt) : 132);
+  const gemm_variant *mv = gemm_variant_at(model.variant);
+  ck_assert_str_eq(p.variant, mv->name);
+  ck_assert_uint_eq(p.bm, mv->bm);
+  ck_assert_uint_eq(p.bn, mv->bn);
+  ck_assert_uint_eq(p.splits, model.sk_units ? model.sk_units / model.sk_tiles : 1);
+  if (!model.sk_units) { /* whole tiles: one unit per tile, the grid counted in CTAs */
+    ck_assert_uint_eq(p.tiles.x, (8192u + mv->bm - 1) / mv->bm * ((8192u + mv->bn - 1) / mv->bn));
+    ck_assert_uint_eq(p.workspace_bytes, 0);
+  }
   g.split = CLCRT_GEMM_SPLIT_ALL;
   ck_assert_int_eq(clcrt_gemm_plan_get(ops, NULL, &g, &p), CLCRT_OK);
   ck_assert_uint_ge(p.splits, 2);
@@ -146,13 +152,13 @@ START_TEST(test_plan_get) {
   ck_assert_int_eq(clcrt_gemm_plan_get(ops, NULL, &g, &p), CLCRT_OK);
   ck_assert_str_eq(p.variant, "128x64");
   /* A generated tile shape, by name; shapes the tile function does not have are refused. */
-  g.variant = "64x96";
+  g.variant = "64x96", g.split = CLCRT_GEMM_SPLIT_NONE; /* whole tiles: the grid is the tiles */
   ck_assert_msg(clcrt_gemm_plan_get(ops, NULL, &g, &p) == CLCRT_OK, "%s", clcrt_errmsg(rt));
   ck_assert_str_eq(p.variant, "64x96");
   ck_assert_uint_eq(p.bm, 64);
   ck_assert_uint_eq(p.bn, 96);
   ck_assert_uint_eq(p.tiles.x, 128u * 86u); /* 8192 / 64 x ceil(8192 / 96) */
-  g.variant = "128x176c2";
+  g.variant = "128x176c2", g.split = CLCRT_GEMM_SPLIT_AUTO;
   ck_assert_int_eq(clcrt_gemm_plan_get(ops, NULL, &g, &p), CLCRT_OK);
   ck_assert_uint_eq(p.cluster_m, 2);
   static const char *const bad_names[] = {"no-such", "64x100", "192x64", "128x272", "128x64c3"};
@@ -475,17 +481,17 @@ START_TEST(test_ws_sequences) {
     ck_assert_ptr_nonnull(cw);
     ck_assert_ptr_nonnull(pw);
     ck_assert_msg(cw != pw, "counters and partials share an allocation");
-    const unsigned nctr = a.sk_tiles * 1u * 8u; /* CM 1, 2 consumer warpgroups x 4 warps */
-    for (unsigned i = 0; i < nctr; i++) ck_assert_uint_eq(((unsigned *)(uintptr_t)a.ctr)[i], 0);
+    const gemm_variant *v = gemm_variant_at(gemm_variant_find(g_last_plan.variant));
+    ck_assert_ptr_nonnull(v);
+    const size_t nctr = gemm_ctr_bytes(v, &a) / sizeof(unsigned); /* a word per shared tile, CTA and warp */
+    for (size_t i = 0; i < nctr; i++) ck_assert_uint_eq(((unsigned *)(uintptr_t)a.ctr)[i], 0);
     int zeroed_here = 0;
     for (int i = 0; i < g_nmemsets; i++)
       zeroed_here |= g_memsets[i].p == cw->p && g_memsets[i].s == clcrt_stream_cu(s[si]) && g_memsets[i].n == cw->n;
     ck_assert_msg(zeroed_here, "the counters were not zeroed on the run's stream");
     /* The partials the run writes stay inside their allocation. */
-    int vi = 0;
-    while (strcmp(GEMM_VARIANTS[vi].name, g_last_plan.variant)) vi++;
-    ck_assert_uint_le(a.ws + gemm_ws_bytes(&GEMM_VARIANTS[vi], &a), pw->p + pw->n);
-    ck_assert_uint_eq(g_last_plan.workspace_bytes, gemm_ws_bytes(&GEMM_VARIANTS[vi], &a) + gemm_ctr_bytes(&GEMM_VARIANTS[vi], &a));
+    ck_assert_uint_le(a.ws + gemm_ws_bytes(v, &a), pw->p + pw->n);
+    ck_assert_uint_eq(g_last_plan.workspace_bytes, gemm_ws_bytes(v, &a) + gemm_ctr_bytes(v, &a));
     /* Poison the partials as a run would leave them. */
     memset((void *)(uintptr_t)pw->p, 0x7f, pw->n < (1u << 20) ? pw->n : (1u << 20));
   }

@@ -77,7 +77,8 @@ def test_one_call_into_c_needs_a_device(rt90):
     assert "multiple of 8" in lib.clcrt_errmsg(rt90._h).decode()
     d.k = 64
     assert lib.clcrt_gemm_plan_get(ops, None, ctypes.byref(d), ctypes.byref(p)) == 0
-    assert p.variant.decode() in [v["name"] for v in clcrt.ops.variants()]
+    # the plan's tile shape: one of the table's or a generated one, named as clcrt_gemm_variant_find reads it
+    assert lib.clcrt_gemm_variant_find(p.variant) >= 0
     assert lib.clcrt_gemm_max_groups() >= 1
 
 
