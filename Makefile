@@ -73,6 +73,8 @@ $(DEPS_STAMP):
 	 [ -f /usr/include/uv.h ] || missing="$$missing libuv1-dev"; \
 	 [ -f /usr/include/check.h ] || missing="$$missing check"; \
 	 [ -f /usr/include/png.h ] || missing="$$missing libpng-dev"; \
+	 python3 -c 'import sysconfig, os, sys; sys.exit(not os.path.exists(os.path.join(sysconfig.get_paths()["include"], "Python.h")))' \
+	   2>/dev/null || missing="$$missing python3-dev"; \
 	 command -v pkg-config >/dev/null 2>&1 || missing="$$missing pkg-config"; \
 	 if [ -n "$$missing" ]; then \
 	   if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
@@ -274,9 +276,17 @@ $(PY_LIB): $(PY_LIB_OBJS) $(PY_SHIM_OBJS)
 $(PY_TOOL): $(TOOL_OBJS) $(BUILD)/libclcrt.a
 	$(CC) -Wl,-S $(LDFLAGS) -o $@ $(TOOL_OBJS) $(BUILD)/libclcrt.a -L$(CUDA_LIBDIR) -lnvrtc $(STATIC_UV) $(PY_STATIC_PNG) $(SYS_LIBS)
 
-$(PY_WHEEL): $(PY_LIB) $(PY_TOOL) $(PY_GEN)/stamp $(wildcard python/clcrt/*.py python/README.md) python/build_wheel.py
+# clcrt._fastops: gemm's eager path as one CPython call (python/clcrt/_ext/fastops.c), built
+# against the stable ABI (3.10 on) so that one file serves every CPython the wheel meets.
+PY_EXT := $(PY_BUILD)/_fastops.abi3.so
+PY_INCLUDES = $(shell python3 -c 'import sysconfig; print("-I" + sysconfig.get_paths()["include"])')
+$(PY_EXT): python/clcrt/_ext/fastops.c | $(DEPS_STAMP)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -fPIC -shared -Wl,-S $(PY_INCLUDES) $< -o $@
+
+$(PY_WHEEL): $(PY_LIB) $(PY_TOOL) $(PY_EXT) $(PY_GEN)/stamp $(wildcard python/clcrt/*.py python/README.md) python/build_wheel.py
 	@rm -f $(PY_BUILD)/dist/clcrt-*.whl
-	python3 python/build_wheel.py --version $(PY_VERSION) --lib $(PY_LIB) --tool $(PY_TOOL) \
+	python3 python/build_wheel.py --version $(PY_VERSION) --lib $(PY_LIB) --tool $(PY_TOOL) --ext $(PY_EXT) \
 	  --types-gen $(PY_GEN)/_types_gen.py --out $(PY_BUILD)/dist
 
 python: all $(PY_WHEEL)

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Builds the clcrt wheel from what `make python` compiled: no setuptools, no network.
 
-    build_wheel.py --version V --lib libclcrt_py.so --tool clcrt --types-gen _types_gen.py --out DIR
+    build_wheel.py --version V --lib libclcrt_py.so --tool clcrt [--ext _fastops.abi3.so] --types-gen _types_gen.py --out DIR
 
 The wheel (clcrt-V-py3-none-linux_x86_64.whl) holds the package's Python files, the library
 and the tool under clcrt/_native/ (the library embeds the GEMM op's tile source), and a `clcrt`
@@ -34,6 +34,7 @@ def main(argv=None):
     ap.add_argument("--version", required=True)
     ap.add_argument("--lib", required=True)
     ap.add_argument("--tool", required=True)
+    ap.add_argument("--ext", help="the _fastops extension (stable ABI), gemm's eager path in C")
     ap.add_argument("--types-gen", required=True, help="python/gen_types.py's module for this build")
     ap.add_argument("--out", required=True)
     a = ap.parse_args(argv)
@@ -45,7 +46,10 @@ def main(argv=None):
             with open(a.types_gen if name == "_types_gen.py" else os.path.join(pkg, name), "rb") as f:
                 files.append(("clcrt/" + name, f.read(), False))
     files.append(("clcrt/_version.py", ('__version__ = "%s"\n' % a.version).encode(), False))
-    for src, dst in ((a.lib, "clcrt/_native/libclcrt_py.so"), (a.tool, "clcrt/_native/clcrt")):
+    bins = [(a.lib, "clcrt/_native/libclcrt_py.so"), (a.tool, "clcrt/_native/clcrt")]
+    if a.ext:
+        bins.append((a.ext, "clcrt/_fastops.abi3.so"))
+    for src, dst in bins:
         with open(src, "rb") as f:
             files.append((dst, f.read(), True))
 

@@ -40,6 +40,11 @@ _torch = None  # the torch module, once a call has seen it
 _bf16 = None
 _registered = False
 _raw_stream = None  # torch._C._cuda_getCurrentRawStream: the current stream's handle, cheaply
+try:  # gemm's eager path in C (clcrt/_ext/fastops.c); without it, the same path in Python
+    from . import _fastops
+except ImportError:
+    _fastops = None
+_fast_gemm = None  # _fastops.gemm once set up (torch seen, the library loaded)
 
 
 def source():
@@ -111,6 +116,11 @@ def _ops(rt):
                 h = rt._ops_h = p.value
                 rt._closers.append(lambda: rt._lib.clcrt_ops_destroy(h))
                 rt._stream_closers.append(lambda s: rt._lib.clcrt_ops_stream_release(h, s))
+                if _fastops is not None and _runtimes.get(rt.device) is rt:
+                    # The C path serves the device's default runtime, the one gemm() uses; it
+                    # forgets the op before close() destroys it (closers run first to last).
+                    _fastops.bind(rt.device, h, rt._streams)
+                    rt._closers.insert(0, lambda: _fastops.unbind(rt.device, h))
     return h
 
 
@@ -163,7 +173,20 @@ def _torch_mod():
         _raw_stream = getattr(torch._C, "_cuda_getCurrentRawStream", None)
         _torch = torch
         register_torch_ops()
+        _fast_setup()
     return _torch
+
+
+def _fast_setup():
+    global _fast_gemm
+    if _fastops is None or _raw_stream is None or _fast_gemm is not None:
+        return
+    try:
+        fn = ctypes.cast(_native.lib().clcrt_py_gemm_dense, ctypes.c_void_p).value
+    except OSError:  # the library cannot load: the Python path reports it
+        return
+    _fastops.setup(_bf16, _raw_stream, fn)
+    _fast_gemm = _fastops.gemm
 
 
 def _stream(rt, stream):
@@ -232,6 +255,15 @@ def gemm(a, b, out=None, *, variant=None, sched=None, stream=None, split=None, m
     variants(), ``sched`` a scheduler ("steal", "static", "fixed"), ``split`` "none" or "all"
     (stream-K everywhere): each None for the plan's choice. ``measured``: the plan measured once
     per shape class and kept (synchronises on that first call). Returns out."""
+    # The eager path in C (clcrt/_ext/fastops.c): the checks below, the stream and one call,
+    # or None where they do not all pass and the Python path below decides.
+    if _fast_gemm is not None and variant is None and sched is None and stream is None and split is None and \
+            not measured and not _is_compiling():
+        r = _fast_gemm(a, b, out)
+        if r is not None:
+            if type(r) is int:
+                runtime(a.get_device())._check(r)
+            return r
     torch = _torch
     if torch is None:
         torch = _torch_mod()

@@ -124,3 +124,86 @@ def test_torch_ops_registered_with_fakes():
         assert tuple(g.shape) == (37, 75)
         m = torch.ops.clcrt.masked_gemm(torch.empty(40, 64, dtype=torch.bfloat16), b.reshape(4, 75, 64), sizes, 10)
         assert tuple(m.shape) == (40, 75)
+
+
+# ---- the eager path in C (clcrt/_ext/fastops.c), driven on the CPU through fakes ----
+
+
+class _FakeTensor:
+    """What _fastops reads of a tensor: dtype, shape, stride(), get_device(), data_ptr(),
+    new_empty()."""
+
+    def __init__(self, dtype, shape, strides, dev, ptr):
+        self.dtype, self.shape, self._strides, self._dev, self._ptr = dtype, tuple(shape), tuple(strides), dev, ptr
+        self.made = []
+
+    def stride(self):
+        return self._strides
+
+    def get_device(self):
+        return self._dev
+
+    def data_ptr(self):
+        return self._ptr
+
+    def new_empty(self, shape):
+        t = _FakeTensor(self.dtype, shape, (shape[1], 1), self._dev, 0xD000)
+        self.made.append(t)
+        return t
+
+
+def test_fastops_takes_the_checks_of_the_python_path():
+    from clcrt import _fastops
+
+    u64, u = ctypes.c_uint64, ctypes.c_uint
+    proto = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p, u64, u64, u64, u, u, u, u64, u64, u64, u)
+    calls, status = [], [0]
+
+    def fake_gemm(*args):
+        calls.append(args)
+        return status[0]
+
+    cb = proto(fake_gemm)
+    bf16, other = object(), object()
+    _fastops.setup(bf16, lambda dev: 0x1234 + dev, ctypes.cast(cb, ctypes.c_void_p).value)
+    streams = {0x1234: type("S", (), {"_h": 0x5000})()}
+    a = _FakeTensor(bf16, (64, 256), (264, 1), 0, 0xA000)  # a row slice: pitch 264
+    b = _FakeTensor(bf16, (128, 256), (256, 1), 0, 0xB000)
+    out = _FakeTensor(bf16, (64, 128), (128, 1), 0, 0xC000)
+    assert _fastops.gemm(a, b, out) is None  # no device bound yet: the Python path decides
+    assert _fastops.bind(0, 0x7000, streams) is True
+    try:
+        assert _fastops.gemm(a, b, out) is out
+        assert calls[-1] == (0x7000, 0x5000, 0xA000, 0xB000, 0xC000, 64, 128, 256, 264, 256, 128, 0)
+        r = _fastops.gemm(a, b, None)  # an output made with new_empty, rows packed
+        assert r is a.made[-1] and r.shape == (64, 128) and calls[-1][4] == 0xD000 and calls[-1][10] == 128
+        one = _FakeTensor(bf16, (1, 256), (7, 1), 0, 0xA000)  # one row: its pitch is K, as the Python path says
+        assert _fastops.gemm(one, b, _FakeTensor(bf16, (1, 128), (5, 1), 0, 0xC000)) is not None
+        assert calls[-1][8] == 256 and calls[-1][10] == 128
+        n = len(calls)
+        declined = [
+            (_FakeTensor(other, (64, 256), (256, 1), 0, 0xA000), b, out),  # not bf16
+            (_FakeTensor(bf16, (64, 256), (1, 64), 0, 0xA000), b, out),  # K not contiguous
+            (a, _FakeTensor(bf16, (128, 255), (256, 1), 0, 0xB000), out),  # K differs
+            (a, _FakeTensor(bf16, (128, 256), (256, 1), 1, 0xB000), out),  # another device
+            (_FakeTensor(bf16, (64, 256), (256, 1), -1, 0xA000), b, out),  # a CPU tensor
+            (a, b, _FakeTensor(bf16, (64, 127), (128, 1), 0, 0xC000)),  # out of another shape
+            (a, b, _FakeTensor(bf16, (64, 128), (1, 64), 0, 0xC000)),  # out's rows not contiguous
+            (_FakeTensor(bf16, (0, 256), (256, 1), 0, 0xA000), b, out),  # empty: the Python path's
+            (_FakeTensor(bf16, (2, 3, 4), (12, 4, 1), 0, 0xA000), b, out),  # not a matrix
+            ("not a tensor", b, out),
+        ]
+        for args in declined:
+            assert _fastops.gemm(*args) is None
+        streams.clear()  # torch's current stream not wrapped yet: the Python path wraps it
+        assert _fastops.gemm(a, b, out) is None
+        assert len(calls) == n  # nothing declined reached the op
+        streams[0x1234] = type("S", (), {"_h": 0x5000})()
+        status[0] = 3  # the op's error comes back as its status, for the runtime's message
+        assert _fastops.gemm(a, b, out) == 3
+        _fastops.unbind(0, 0x7001)  # another op's unbinding leaves this one
+        status[0] = 0
+        assert _fastops.gemm(a, b, out) is out
+    finally:
+        _fastops.unbind(0, 0x7000)
+    assert _fastops.gemm(a, b, out) is None

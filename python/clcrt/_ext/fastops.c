@@ -1,0 +1,226 @@
+/* clcrt._fastops: the eager path of clcrt.ops.gemm as one CPython call.
+ *
+ * clcrt.ops.gemm(a, b, out) checks its tensors and calls the op library once. Through ctypes
+ * that cost about 3 us of Python and 1 us of argument conversion on an H100 host, on top of
+ * the op itself (python/bench/overhead.py). Here the same checks run in C, through the
+ * tensors' own Python methods (no libtorch headers: only the stable ABI, Py_LIMITED_API 3.10,
+ * so that one build serves every CPython from 3.10 on), and the op is called with the GIL
+ * released, as ctypes calls it.
+ *
+ * gemm(a, b, out) returns:
+ *   - out (or a new tensor when out is None) once the op has been enqueued;
+ *   - an int, the op's nonzero clcrt_status: the caller raises with the runtime's message;
+ *   - None where this path does not apply (a dtype, device, shape or layout the Python path
+ *     must check and explain, or a device whose runtime is not bound yet): the caller takes the
+ *     Python path, which gives the same answer or a clear error.
+ * Nothing here decides anything the Python path does not: it is the same checks in the same
+ * order, and a test compares the two on the same inputs.
+ *
+ * State, set from Python (clcrt/ops.py): setup(bf16, raw_stream, gemm_dense) once; bind(dev,
+ * ops, streams) when a device's default runtime makes its clcrt_ops, and unbind(dev) before the
+ * runtime destroys it (Runtime.close runs that first), so that no call here sees a freed op. */
+#define Py_LIMITED_API 0x030A0000
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stdint.h>
+
+typedef int (*gemm_dense_fn)(void *ops, void *s, uint64_t a, uint64_t b, uint64_t d, unsigned m, unsigned n,
+                             unsigned k, uint64_t lda, uint64_t ldb, uint64_t ldd, unsigned opts);
+
+#define MAX_DEVICES 64
+
+static PyObject *g_bf16;       /* torch.bfloat16 */
+static PyObject *g_raw_stream; /* torch._C._cuda_getCurrentRawStream */
+static gemm_dense_fn g_gemm;   /* clcrt_py_gemm_dense in the package's libclcrt_py.so */
+static void *g_ops[MAX_DEVICES];
+static PyObject *g_streams[MAX_DEVICES]; /* the runtime's dict: raw CUstream -> clcrt.Stream */
+static PyObject *s_dtype, *s_shape, *s_stride, *s_get_device, *s_data_ptr, *s_new_empty, *s_h;
+
+static PyObject *call0(PyObject *o, PyObject *name) {
+  PyObject *f = PyObject_GetAttr(o, name);
+  if (!f) return NULL;
+  PyObject *r = PyObject_CallNoArgs(f);
+  Py_DECREF(f);
+  return r;
+}
+
+/* A 2-tuple of ints (a shape or strides) into x, y; 0 if it is not one. */
+static int pair(PyObject *t, long long *x, long long *y) {
+  if (!t || !PyTuple_Check(t) || PyTuple_Size(t) != 2) return 0;
+  *x = PyLong_AsLongLong(PyTuple_GetItem(t, 0));
+  *y = PyLong_AsLongLong(PyTuple_GetItem(t, 1));
+  return !PyErr_Occurred();
+}
+
+/* An attribute or method result, called `name`, as a long long; 0 with no error set where it
+ * is not an int. */
+static int as_ll(PyObject *v, long long *out) {
+  if (!v || !PyLong_Check(v)) return 0;
+  *out = PyLong_AsLongLong(v);
+  return !PyErr_Occurred();
+}
+
+static int is_bf16(PyObject *t) {
+  PyObject *d = PyObject_GetAttr(t, s_dtype);
+  int ok = d == g_bf16;
+  Py_XDECREF(d);
+  return ok;
+}
+
+/* shape, strides and device of a 2-D tensor; 0 (no error) where any is not as expected. */
+static int meta(PyObject *t, long long *r, long long *c, long long *s0, long long *s1, long long *dev) {
+  PyObject *sh = PyObject_GetAttr(t, s_shape);
+  int ok = pair(sh, r, c);
+  Py_XDECREF(sh);
+  if (!ok) return 0;
+  PyObject *st = call0(t, s_stride);
+  ok = pair(st, s0, s1);
+  Py_XDECREF(st);
+  if (!ok) return 0;
+  PyObject *d = call0(t, s_get_device);
+  ok = as_ll(d, dev);
+  Py_XDECREF(d);
+  return ok;
+}
+
+static int data_ptr(PyObject *t, unsigned long long *p) {
+  PyObject *v = call0(t, s_data_ptr);
+  if (!v) return 0;
+  *p = PyLong_AsUnsignedLongLong(v);
+  Py_DECREF(v);
+  return !PyErr_Occurred();
+}
+
+/* Any exception raised by a tensor method is dropped: the Python path raises its own. */
+#define DECLINE()                                                                                                      \
+  do {                                                                                                                 \
+    PyErr_Clear();                                                                                                     \
+    Py_XDECREF(made);                                                                                                  \
+    Py_RETURN_NONE;                                                                                                    \
+  } while (0)
+
+static PyObject *fast_gemm(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+  (void)self;
+  PyObject *made = NULL;
+  if (nargs != 3 || !g_gemm || !g_bf16) DECLINE();
+  PyObject *a = args[0], *b = args[1], *out = args[2];
+  long long m, k, n, kb, sa0, sa1, sb0, sb1, dev, devb;
+  if (!is_bf16(a) || !is_bf16(b)) DECLINE();
+  if (!meta(a, &m, &k, &sa0, &sa1, &dev) || !meta(b, &n, &kb, &sb0, &sb1, &devb)) DECLINE();
+  /* the checks of clcrt.ops.gemm's fast path, in its order */
+  if (kb != k || dev < 0 || dev >= MAX_DEVICES || devb != dev || (sa1 != 1 && k > 1) || (sb1 != 1 && k > 1))
+    DECLINE();
+  if (m <= 0 || n <= 0 || k <= 0 || m > 0xffffffffll || n > 0xffffffffll || k > 0xffffffffll) DECLINE();
+  if (!g_ops[dev] || !g_streams[dev]) DECLINE();
+  long long ldd;
+  if (out == Py_None) {
+    PyObject *shape = Py_BuildValue("(LL)", m, n);
+    if (!shape) DECLINE();
+    PyObject *f = PyObject_GetAttr(a, s_new_empty);
+    made = f ? PyObject_CallFunctionObjArgs(f, shape, NULL) : NULL;
+    Py_XDECREF(f);
+    Py_DECREF(shape);
+    if (!made) DECLINE();
+    out = made;
+    ldd = n;
+  } else {
+    long long om, on, ld0, ld1, devo;
+    if (!is_bf16(out) || !meta(out, &om, &on, &ld0, &ld1, &devo)) DECLINE();
+    if (devo != dev || om != m || on != n || (ld1 != 1 && n > 1)) DECLINE();
+    ldd = m > 1 ? ld0 : n;
+  }
+  /* torch's current stream on the device, as the runtime has wrapped it */
+  PyObject *devo = PyLong_FromLongLong(dev);
+  PyObject *raw = devo ? PyObject_CallFunctionObjArgs(g_raw_stream, devo, NULL) : NULL;
+  Py_XDECREF(devo);
+  if (!raw) DECLINE();
+  PyObject *stream = PyDict_GetItemWithError(g_streams[dev], raw); /* borrowed */
+  Py_DECREF(raw);
+  if (!stream) DECLINE();
+  PyObject *hv = PyObject_GetAttr(stream, s_h);
+  void *sh = hv && hv != Py_None ? PyLong_AsVoidPtr(hv) : NULL;
+  Py_XDECREF(hv);
+  if (!sh || PyErr_Occurred()) DECLINE();
+  unsigned long long pa, pb, pd;
+  if (!data_ptr(a, &pa) || !data_ptr(b, &pb) || !data_ptr(out, &pd)) DECLINE();
+  void *ops = g_ops[dev];
+  Py_INCREF(stream); /* alive while the GIL is released */
+  const uint64_t lda = m > 1 ? (uint64_t)sa0 : (uint64_t)k, ldb = n > 1 ? (uint64_t)sb0 : (uint64_t)k;
+  int st;
+  Py_BEGIN_ALLOW_THREADS
+  st = g_gemm(ops, sh, pa, pb, pd, (unsigned)m, (unsigned)n, (unsigned)k, lda, ldb, (uint64_t)ldd, 0);
+  Py_END_ALLOW_THREADS
+  Py_DECREF(stream);
+  if (st != 0) {
+    Py_XDECREF(made);
+    return PyLong_FromLong(st);
+  }
+  if (made) return made;
+  Py_INCREF(out);
+  return out;
+}
+
+static PyObject *fast_setup(PyObject *self, PyObject *args) {
+  (void)self;
+  PyObject *bf16, *raw;
+  unsigned long long fn;
+  if (!PyArg_ParseTuple(args, "OOK", &bf16, &raw, &fn)) return NULL;
+  Py_XDECREF(g_bf16);
+  Py_XDECREF(g_raw_stream);
+  Py_INCREF(bf16);
+  Py_INCREF(raw);
+  g_bf16 = bf16, g_raw_stream = raw;
+  g_gemm = (gemm_dense_fn)(uintptr_t)fn;
+  Py_RETURN_NONE;
+}
+
+static PyObject *fast_bind(PyObject *self, PyObject *args) {
+  (void)self;
+  int dev;
+  unsigned long long ops;
+  PyObject *streams;
+  if (!PyArg_ParseTuple(args, "iKO!", &dev, &ops, &PyDict_Type, &streams)) return NULL;
+  if (dev < 0 || dev >= MAX_DEVICES) Py_RETURN_FALSE;
+  Py_INCREF(streams);
+  Py_XDECREF(g_streams[dev]);
+  g_streams[dev] = streams;
+  g_ops[dev] = (void *)(uintptr_t)ops;
+  Py_RETURN_TRUE;
+}
+
+static PyObject *fast_unbind(PyObject *self, PyObject *args) {
+  (void)self;
+  int dev;
+  unsigned long long ops;
+  if (!PyArg_ParseTuple(args, "iK", &dev, &ops)) return NULL;
+  /* only the binding of that op: a later runtime of the device may have bound its own */
+  if (dev >= 0 && dev < MAX_DEVICES && g_ops[dev] == (void *)(uintptr_t)ops) {
+    g_ops[dev] = NULL;
+    Py_CLEAR(g_streams[dev]);
+  }
+  Py_RETURN_NONE;
+}
+
+static PyMethodDef methods[] = {
+    {"gemm", (PyCFunction)(void (*)(void))fast_gemm, METH_FASTCALL,
+     "gemm(a, b, out): clcrt.ops.gemm's eager path; out, a status, or None (take the Python path)"},
+    {"setup", fast_setup, METH_VARARGS, "setup(torch.bfloat16, raw_stream_fn, clcrt_py_gemm_dense address)"},
+    {"bind", fast_bind, METH_VARARGS, "bind(device, ops handle, the runtime's stream dict)"},
+    {"unbind", fast_unbind, METH_VARARGS, "unbind(device, ops handle): before the op is destroyed"},
+    {NULL, NULL, 0, NULL}};
+
+static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_fastops", "clcrt.ops.gemm's eager path in C", -1, methods,
+                                    NULL, NULL, NULL, NULL};
+
+PyMODINIT_FUNC PyInit__fastops(void);
+PyMODINIT_FUNC PyInit__fastops(void) {
+  s_dtype = PyUnicode_InternFromString("dtype");
+  s_shape = PyUnicode_InternFromString("shape");
+  s_stride = PyUnicode_InternFromString("stride");
+  s_get_device = PyUnicode_InternFromString("get_device");
+  s_data_ptr = PyUnicode_InternFromString("data_ptr");
+  s_new_empty = PyUnicode_InternFromString("new_empty");
+  s_h = PyUnicode_InternFromString("_h");
+  if (!s_dtype || !s_shape || !s_stride || !s_get_device || !s_data_ptr || !s_new_empty || !s_h) return NULL;
+  return PyModule_Create(&module);
+}
