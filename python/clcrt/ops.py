@@ -183,7 +183,7 @@ def _fast_setup():
         return
     try:
         fn = ctypes.cast(_native.lib().clcrt_py_gemm_dense, ctypes.c_void_p).value
-    except OSError:  # the library cannot load: the Python path reports it
+    except Exception:  # the library cannot load: the Python path reports it when it runs
         return
     _fastops.setup(_bf16, _raw_stream, fn)
     _fast_gemm = _fastops.gemm
