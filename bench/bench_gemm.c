@@ -498,6 +498,20 @@ static void dcont_setup(dcont *dc, clcrt_ops *ops, const gemm_plan *p, const cha
     snprintf(dc->what, sizeof dc->what, "%s %s %u x %u slices (op)", info->variant, sched_name(info->sched),
              info->shared_tiles, info->splits);
 }
+/* One run of the contender on window 0 into D, poisoned first, against cuBLAS's output R
+ * (relative Frobenius error at most 1e-2, every element written); a wrong one counts as a
+ * failure of the run. Returns dc->ok. */
+static int dcont_check(dcont *dc, CUdeviceptr D, CUdeviceptr R, size_t nd) {
+  CK(cu->cuMemsetD8Async(D, 0xff, nd * 2, cs));
+  dc->c.next = 0;
+  op_launch(&dc->c);
+  dc->c.next = 0;
+  dc->err = dev_rel_error(D, R, nd);
+  dc->ok = dc->err >= 0 && dc->err <= 1e-2;
+  if (!dc->ok) failures++;
+  return dc->ok;
+}
+
 static int same_plan(const gemm_plan *a, const gemm_plan *b) {
   return a->variant == b->variant && a->sched == b->sched && a->sk_tiles == b->sk_tiles && a->sk_units == b->sk_units &&
          a->sk_tail == b->sk_tail;
@@ -539,13 +553,12 @@ static void wide_sweep(const bgemm_shape *sh, lt_gemm *g, const uint64_t *A, con
   lt_launch(g);
   g->next = 0;
   CK(cu->cuStreamSynchronize(cs));
-  /* Candidates the model puts past 4x its best are left out (a 64x16 tile on a large problem
+  /* Candidates the model puts past 4x its plan are left out (a 64x16 tile on a large problem
    * would take most of the sweep's time and teach nothing). */
-  double best_cost = 0;
-  for (int pass = 0; pass < 2; pass++)
+  const double best_cost = gemm_plan_dense(m, n, k, align, sms).cost;
   for (int vi = 0; vi < GEMM_ALL_VARIANTS; vi++) {
-    const gemm_variant *v = gemm_variant_at(vi);
-    if (!v || gemm_variant_find(v->name) != vi || strchr(v->name, 'e') || strchr(v->name, 's')) continue;
+    const gemm_variant *v = gemm_plan_candidate(vi);
+    if (!v) continue;
     for (int share = 0; share < 3; share++) {
       gemm_plan p;
       memset(&p, 0, sizeof p);
@@ -556,22 +569,9 @@ static void wide_sweep(const bgemm_shape *sh, lt_gemm *g, const uint64_t *A, con
       if (share && !p.sk_units) continue;
       /* Every tile in slices: only where the tiles are fewer than two waves. */
       if (share == 2 && gemm_work_tiles(v, m, n) >= 2u * (unsigned)sms / v->cm) continue;
-      if (pass == 0) {
-        if (best_cost == 0 || p.cost < best_cost) best_cost = p.cost;
-        continue;
-      }
       if (p.cost > 4 * best_cost) continue;
       dcont_setup(&dc[nc], ops_orc, &p, v->name, splits[share], CLCRT_SCHED_STEAL, A, B, rot, D, m, n, k);
-      CK(cu->cuMemsetD8Async(D, 0xff, nd * 2, cs));
-      dc[nc].c.next = 0;
-      op_launch(&dc[nc].c);
-      dc[nc].c.next = 0;
-      dc[nc].err = dev_rel_error(D, R, nd);
-      dc[nc].ok = dc[nc].err >= 0 && dc[nc].err <= 1e-2;
-      if (!dc[nc].ok) {
-        failures++;
-        printf("  wide %-34s WRONG: err %.2e\n", dc[nc].what, dc[nc].err);
-      }
+      if (!dcont_check(&dc[nc], D, R, nd)) printf("  wide %-34s WRONG: err %.2e\n", dc[nc].what, dc[nc].err);
       nc++;
     }
   }
@@ -613,8 +613,8 @@ static void *warm_thread(void *p) {
     int vi = j->next++;
     pthread_mutex_unlock(&j->lock);
     if (vi >= GEMM_ALL_VARIANTS) return NULL;
-    const gemm_variant *v = gemm_variant_at(vi);
-    if (!v || gemm_variant_find(v->name) != vi) continue;
+    const gemm_variant *v = gemm_plan_candidate(vi);
+    if (!v) continue;
     const clcrt_kernel *kk;
     if (clcrt_gemm_kernel(ops_orc, v->name, CLCRT_SCHED_STEAL, CLCRT_GEMM_DENSE, &kk) != CLCRT_OK ||
         clcrt_kernel_prepare(kk, CLCRT_USE_SHORT) != CLCRT_OK)
@@ -737,15 +737,7 @@ static void bench_dense_shape(const bgemm_shape *sh, int idx) {
         }
   }
   /* Checks, on window 0. */
-  for (int i = 0; i < nc; i++) {
-    CK(cu->cuMemsetD8Async(D, 0xff, nd * 2, cs));
-    dc[i].c.next = 0;
-    op_launch(&dc[i].c);
-    dc[i].c.next = 0;
-    dc[i].err = dev_rel_error(D, R, nd);
-    dc[i].ok = dc[i].err >= 0 && dc[i].err <= 1e-2;
-    if (!dc[i].ok) failures++;
-  }
+  for (int i = 0; i < nc; i++) dcont_check(&dc[i], D, R, nd);
   /* Timing: cuBLAS and every clcrt contender that passed, in rounds; then cuBLAS and the default
    * back to back, in batches of about BGEMM_B2B_MS. */
   contender ct[25];

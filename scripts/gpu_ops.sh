@@ -28,6 +28,11 @@ wheel() {
   [ -d /tmp/site/clcrt ] && return
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site $G/*.whl
 }
+overhead() {
+  PYTHONPATH=/tmp/site timeout -k 5 120 python3 python/bench/overhead.py --rounds 31 --json "$OUT/overhead.json" \
+    > "$OUT/overhead.log" 2>&1
+  echo "overhead exit $?"; tail -18 "$OUT/overhead.log"
+}
 for step in "$@"; do
   echo "=================== $step ($(date +%T))"
   t0=$(date +%s)
@@ -74,13 +79,10 @@ for step in "$@"; do
         -s test_gpu_ops.py test_ops.py test_gpu_exit.py > "$OUT/pytest-ops.log" 2>&1
       echo "pytest exit $?"; grep -E "differential:|passed|failed|Error|error|exit_stress" "$OUT/pytest-ops.log" | tail -25
       cd ../..
-      PYTHONPATH=/tmp/site timeout -k 5 120 python3 python/bench/overhead.py --rounds 31 > "$OUT/overhead.log" 2>&1
-      echo "overhead exit $?"; tail -16 "$OUT/overhead.log" ;;
+      overhead ;;
     overhead)
       wheel
-      PYTHONPATH=/tmp/site timeout -k 5 120 python3 python/bench/overhead.py --rounds 31 --json "$OUT/overhead.json" \
-        > "$OUT/overhead.log" 2>&1
-      echo "overhead exit $?"; tail -18 "$OUT/overhead.log" ;;
+      overhead ;;
     pyall)
       wheel
       cd python/tests

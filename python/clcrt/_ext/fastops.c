@@ -14,7 +14,8 @@
  *     must check and explain, or a device whose runtime is not bound yet): the caller takes the
  *     Python path, which gives the same answer or a clear error.
  * Nothing here decides anything the Python path does not: it is the same checks in the same
- * order, and a test compares the two on the same inputs.
+ * order (python/tests/test_ops.py drives each one on the CPU through fake tensors; the GPU
+ * differential test runs both paths against torch).
  *
  * State, set from Python (clcrt/ops.py): setup(bf16, raw_stream, gemm_dense) once; bind(dev,
  * ops, streams) when a device's default runtime makes its clcrt_ops, and unbind(dev) before the
