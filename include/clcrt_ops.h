@@ -90,12 +90,21 @@ typedef struct clcrt_gemm_desc {
   clcrt_sched sched;                /* AUTO: the plan's (STEAL on sm_90; the variant the plan keeps) */
   clcrt_gemm_split split;           /* dense only */
   unsigned flags;                   /* CLCRT_GEMM_* */
+  /* dense, optional (0: none): the device address of ceil(m / 64) uint32 counters, one per 64
+   * rows of D, for a consumer on the same GPU that works on D's rows while the GEMM still runs
+   * (on another stream: python/clcrt/tp.py reduces across GPUs this way). Each run adds rows x n
+   * to the counter of every 64-row block (rows: the block's rows below m), in parts, each part
+   * added with a GPU-scope release once the part's outputs are stored. So a reader on this GPU
+   * that loads a counter with acquire semantics and finds it at (runs so far) x rows x n, modulo
+   * 2^32, may read the block (a peer GPU's reader needs this GPU to forward it). The op never resets them: zero them once, keep a running target. n at most
+   * 2^24. CLCRT_GEMM_MEASURED's timing runs add nothing: only the run itself counts. */
+  unsigned long long done;
 } clcrt_gemm_desc;
 
 #define CLCRT_GEMM_DESC_INIT                                                                                   \
   {.size = sizeof(clcrt_gemm_desc), .layout = CLCRT_GEMM_DENSE, .dtype = CLCRT_DTYPE_BF16, .m = 0, .n = 0,     \
    .k = 0, .a = 0, .b = 0, .d = 0, .lda = 0, .ldb = 0, .ldd = 0, .groups = 0, .group_sizes = 0,               \
-   .variant = NULL, .sched = CLCRT_SCHED_AUTO, .split = CLCRT_GEMM_SPLIT_AUTO, .flags = 0}
+   .variant = NULL, .sched = CLCRT_SCHED_AUTO, .split = CLCRT_GEMM_SPLIT_AUTO, .flags = 0, .done = 0}
 
 /* Runs the GEMM on s, asynchronously. m == 0 or n == 0 is a no-op. The first run of a variant
  * compiles it (or loads it from the disk cache); clcrt_gemm_prepare does that ahead. */

@@ -245,6 +245,15 @@ static clcrt_status check_desc(const clcrt_ops *ops, const clcrt_gemm_desc *d, g
       return bad(ops, "grouped gemm: split and CLCRT_GEMM_MEASURED are for dense problems (split %llu, flags 0x%llx)",
                  d->split, d->flags);
   }
+  if (d->done) {
+    if (d->layout != CLCRT_GEMM_DENSE)
+      return bad(ops, "gemm: done (0x%llx) is for dense problems (layout %llu)", d->done, d->layout);
+    if (d->done % 4)
+      return bad(ops, "gemm: done (0x%llx) must be a 4-byte aligned device address of ceil(m / 64) = %llu uint32",
+                 d->done, ((unsigned long long)d->m + 63) / 64);
+    if (d->n > (1u << 24))
+      return bad(ops, "gemm: n = %llu: done's counters take n up to 2^24 = %llu (split the columns)", d->n, 1u << 24);
+  }
   /* Tiles of 64 x 64 at the least: their count must fit the launch's 32 bits. */
   if (((unsigned long long)d->m + 63) / 64 * (((unsigned long long)d->n + 63) / 64) *
           (d->layout == CLCRT_GEMM_MASKED ? d->groups : 1) >
@@ -295,6 +304,7 @@ static clcrt_status plan_call(clcrt_ops *ops, clcrt_stream *s, gemm_ws *w, const
     if (d->split == CLCRT_GEMM_SPLIT_ALL) gemm_plan_share(&c->plan, GEMM_SHARE_ALL, d->m, d->n, d->k, sms);
     if ((st = gemm_dense_args_ld(&enc, rt, &c->plan, &c->args, d->a, d->b, d->d, d->m, d->n, d->k, ld, 0, 0)) != CLCRT_OK)
       return st;
+    c->args.done = d->done;
     const gemm_variant *v = gemm_variant_at(c->plan.variant);
     c->tiles = gemm_dense_tiles(v, &c->args);
     if (c->args.sk_units) c->part_bytes = gemm_ws_bytes(v, &c->args), c->ctr_bytes = gemm_ctr_bytes(v, &c->args);

@@ -435,10 +435,11 @@ constexpr unsigned long long SLOT = (unsigned long long)CM * NCW * REGION;
 
 __device__ __forceinline__ uint2 epi_segment(unsigned stage);
 
-__device__ __forceinline__ void sk_piece(const GemmArgs &a, const clcrt_sk &sk, unsigned pieces, float (&acc)[BN / 2],
+// Returns whether this warp stored the tile's output (it was the last piece to arrive).
+__device__ __forceinline__ bool sk_piece(const GemmArgs &a, const clcrt_sk &sk, unsigned pieces, float (&acc)[BN / 2],
                                          unsigned rank, unsigned warp, unsigned lane, unsigned stage, unsigned row0,
                                          unsigned r0, unsigned row_end, unsigned c_base) {
-  if (row0 >= row_end) return;
+  if (row0 >= row_end) return false;
   const uint2 ts = epi_segment(stage);  // the shared tile (among the shared ones) and this piece's slot
   const unsigned tile = ts.x, slot = ts.y;
   const unsigned long long region = (unsigned long long)(rank * NCW + warp) * REGION + lane * 4;
@@ -448,7 +449,7 @@ __device__ __forceinline__ void sk_piece(const GemmArgs &a, const clcrt_sk &sk, 
   for (unsigned j = 0; j < BN / 8; j++)
     if (live && c_base + 8 * j < a.n) st_f32x4(mine + j * 128, acc[4 * j], acc[4 * j + 1], acc[4 * j + 2], acc[4 * j + 3]);
   unsigned *ctr = a.ctr + ((unsigned long long)tile * CM + rank) * NCW + warp;
-  if (!clcrt::sk_arrive_warp(ctr, pieces)) return;
+  if (!clcrt::sk_arrive_warp(ctr, pieces)) return false;
   // The last piece: the sum in piece order into the accumulators (their partial is in the
   // workspace like the others), 64 columns (8 slices) at a time, then the usual epilogue.
   // Slices (8 columns, one vector each) from N on were not stored; nor was anything of a lane
@@ -456,6 +457,27 @@ __device__ __forceinline__ void sk_piece(const GemmArgs &a, const clcrt_sk &sk, 
   const unsigned slices = live ? min(BN / 8, (a.n - c_base + 7) / 8) : 0u;
   clcrt::sk_sum<BN / 8, SK_G>(sk, tile, clcrt_sk_first_unit(&sk, tile), pieces, a.ws + region, SLOT, 128, slices, acc);
   store_whole(a, acc, stage, row0, r0, row_end, c_base, lane);
+  return true;
+}
+
+// Args.done: the warp has stored its 16 rows from row0 (those below row_end) of the tile's
+// columns from c_base. Its lane 0 adds rows x columns to the counter of the 64 rows they lie
+// in with a GPU-scope release: whoever on this GPU reads the counter with acquire semantics
+// and finds it at rows x n then reads those rows complete. The __syncwarp orders the other
+// lanes' stores before lane 0's release (the pattern of a CTA barrier before thread 0's
+// release). GPU scope, not system scope: a system-scope fence per warp and tile slowed the
+// GEMM down; a consumer on a peer GPU goes through one on this GPU (as clcrt.tp does). Each (tile, warp) stores once per run, so every 64-row block's counter
+// grows by its rows x n per run; the counter is never reset (consumers compare against a
+// running target, modulo 2^32).
+__device__ __forceinline__ void publish(const GemmArgs &a, unsigned row0, unsigned row_end, unsigned c_base) {
+  if (a.done == nullptr || row0 >= row_end) return;
+  __syncwarp();
+  if ((threadIdx.x & 31) == 0) {
+    const unsigned rows = min(16u, row_end - row0), cols = min(BN, a.n - c_base);
+    asm volatile("red.release.gpu.global.add.u32 [%0], %1;" ::"l"(a.done + row0 / 64),
+                 "r"(rows * cols)
+                 : "memory");
+  }
 }
 
 // Where a tile lies in the problem.
@@ -622,10 +644,12 @@ __device__ __forceinline__ void run_dense(const clcrt::Tile &t, const GemmArgs &
     const Epi e = epi_fetch(stage);
     if (e.inside) {
       const unsigned row0 = e.a_row + (wq >> 2) * 64 + (wq & 3) * 16, r0 = row0 + lane / 4;
+      bool stored = true;
       if (e.pieces == 1)
         store_whole(a, acc, stage, row0, r0, e.row_end, e.c_base, lane);
       else
-        sk_piece(a, dense_sk(a), e.pieces, acc, cta_rank(), wq, lane, stage, row0, r0, e.row_end, e.c_base);
+        stored = sk_piece(a, dense_sk(a), e.pieces, acc, cta_rank(), wq, lane, stage, row0, r0, e.row_end, e.c_base);
+      if (stored) publish(a, row0, e.row_end, e.c_base);
     }
     const uint4 l = ld_shared_v4(stage + EPI_LOOP);
     i = l.x, segs = l.y, unit = l.z;

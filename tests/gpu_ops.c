@@ -13,7 +13,10 @@
  * Every output and a guard band around it are poisoned (bf16 NaN) first; a comparison kernel
  * checks each element against cuBLAS's fp32 product (|d - ref| <= 2^-7 |ref| + 1e-3: bf16's
  * rounding and summation order; NaN fails) and the guard still poisoned, counting mismatches
- * per problem on the device. Zero mismatches pass. */
+ * per problem on the device. Zero mismatches pass.
+ *
+ * Half the dense problems also pass clcrt_gemm_desc.done: afterwards every 64-row block's
+ * counter must have grown by exactly (runs) x (the block's rows) x n. */
 #include <check.h>
 #include <cublas_v2.h>
 #include <execinfo.h>
@@ -197,12 +200,14 @@ static void compare(clcrt_stream *s, CUdeviceptr D, CUdeviceptr R, unsigned rows
 
 /* ---- dense, random sequences on threads ------------------------------------------------------ */
 
-enum { THREADS = 4, GUARD = 4 };
+enum { THREADS = 4, GUARD = 4, DONE_PER = 256 /* ceil(16384 / 64) */ };
 typedef struct worker {
   int id, count;
   clcrt_stream *s;
   cublasHandle_t blas;
   CUdeviceptr D, R, bad; /* bad: one counter per problem */
+  CUdeviceptr done;      /* DONE_PER counters per problem, zeroed before the sequence */
+  unsigned *runs;        /* runs of each problem that counted into its done (0: none passed) */
   size_t dcap;
   problem *probs;
   int graphs, replays, own_stream;
@@ -229,6 +234,11 @@ static void *work(void *arg) {
     /* Only a thread with a stream of its own captures: another thread's work enqueued on a
      * stream while it is captured would join (and break) the capture. */
     const int graph = w->own_stream && below(&r, 12) == 0 && !gpu_under_sanitizer();
+    if (below(&r, 2)) {
+      p->g.done = w->done + 4ull * DONE_PER * i;
+      w->runs[i] = graph ? 2 : 1; /* a capture runs nothing; its graph is replayed twice */
+      snprintf(p->what + strlen(p->what), sizeof p->what - strlen(p->what), " done");
+    }
     if (!graph) {
       poison(w, &p->g);
       clcrt_status st = clcrt_gemm(g_ops, w->s, &p->g);
@@ -291,6 +301,9 @@ START_TEST(test_dense_random_sequences) {
     w[i].D = gpu_alloc(w[i].dcap * 2), w[i].R = gpu_alloc(w[i].dcap * 4);
     w[i].bad = gpu_alloc(4ull * per);
     gpu_fill_u8(w[i].bad, 0, 4ull * per);
+    w[i].done = gpu_alloc(4ull * DONE_PER * per);
+    gpu_fill_u8(w[i].done, 0, 4ull * DONE_PER * per);
+    w[i].runs = calloc((size_t)per, sizeof(unsigned));
     w[i].probs = calloc((size_t)per, sizeof(problem));
     ck_assert(cublasCreate(&w[i].blas) == CUBLAS_STATUS_SUCCESS);
     ck_assert(cublasSetStream(w[i].blas, clcrt_stream_cu(w[i].s)) == CUBLAS_STATUS_SUCCESS);
@@ -298,17 +311,28 @@ START_TEST(test_dense_random_sequences) {
   for (int i = 0; i < THREADS; i++) pthread_create(&t[i], NULL, work, &w[i]);
   for (int i = 0; i < THREADS; i++) pthread_join(t[i], NULL);
   for (int i = 0; i < 3; i++) ck_assert_int_eq(clcrt_stream_sync(s[i]), CLCRT_OK);
-  int total = 0, wrong = 0, graphs = 0, replays = 0;
+  int total = 0, wrong = 0, graphs = 0, replays = 0, counted = 0, miscounted = 0;
   for (int i = 0; i < THREADS; i++) {
     ck_assert_msg(!w[i].err[0], "thread %d: %s", i, w[i].err);
-    unsigned *bad = malloc(4ull * per);
+    unsigned *bad = malloc(4ull * per), *done = malloc(4ull * DONE_PER * per);
     gpu_get(bad, w[i].bad, 4ull * per);
+    gpu_get(done, w[i].done, 4ull * DONE_PER * per);
     for (int j = 0; j < per; j++) {
       total++;
       if (bad[j]) {
         if (wrong++ < 10) printf("gpu_ops: WRONG %s: %u elements\n", w[i].probs[j].what, bad[j]);
       }
+      const clcrt_gemm_desc *g = &w[i].probs[j].g;
+      for (unsigned b = 0; b < DONE_PER; b++) {
+        const unsigned rows = 64u * b < g->m ? (g->m - 64u * b < 64u ? g->m - 64u * b : 64u) : 0u;
+        const unsigned want = w[i].runs[j] * rows * g->n, got = done[(size_t)DONE_PER * j + b];
+        if (got != want && miscounted++ < 10)
+          printf("gpu_ops: done[%u] of %s: %u, not %u\n", b, w[i].probs[j].what, got, want);
+      }
+      counted += w[i].runs[j] > 0;
     }
+    free(done), free(w[i].runs);
+    gpu_free(w[i].done);
     graphs += w[i].graphs, replays += w[i].replays;
     free(bad);
     cublasDestroy(w[i].blas);
@@ -316,9 +340,10 @@ START_TEST(test_dense_random_sequences) {
     free(w[i].probs);
   }
   printf("gpu_ops: dense: %d GEMMs on 4 threads and 3 streams (%d captured in graphs, replayed %d times between "
-         "eager runs): %d wrong\n",
-         total, graphs, replays, wrong);
+         "eager runs): %d wrong; %d counted their rows into done: %d counters off\n",
+         total, graphs, replays, wrong, counted, miscounted);
   ck_assert_int_eq(wrong, 0);
+  ck_assert_int_eq(miscounted, 0);
   for (int i = 0; i < 3; i++) clcrt_stream_destroy(s[i]), cu->cuStreamDestroy(raw[i]);
 }
 END_TEST

@@ -186,7 +186,8 @@ START_TEST(test_bad_descs) {
                {"null", "address is 0"},       {"dtype", "BF16"},            {"groups", "groups"},
                {"sizes", "group_sizes"},       {"layout", "layout"},         {"sched", "sched"},
                {"split", "split"},             {"flags", "flags"},           {"huge", "too large"},
-               {"size", "CLCRT_GEMM_DESC_INIT"}, {"dalign", "2-byte"},       {"grouped_split", "dense"}};
+               {"size", "CLCRT_GEMM_DESC_INIT"}, {"dalign", "2-byte"},       {"grouped_split", "dense"},
+               {"done_grouped", "dense problems"}, {"done_align", "4-byte aligned"}, {"done_n", "2^24"}};
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     clcrt_gemm_desc g = CLCRT_GEMM_DESC_INIT;
     g.m = 100, g.n = 200, g.k = 64, g.a = 0x10000, g.b = 0x20000, g.d = 0x30000;
@@ -208,6 +209,10 @@ START_TEST(test_bad_descs) {
     if (!strcmp(w, "huge")) g.m = 0xffffff00u, g.n = 0xffffff00u;
     if (!strcmp(w, "size")) g.size = 8;
     if (!strcmp(w, "dalign")) g.d = 0x30001;
+    if (!strcmp(w, "done_grouped"))
+      g.layout = CLCRT_GEMM_GROUPED, g.groups = 4, g.group_sizes = 0x40000, g.done = 0x50000;
+    if (!strcmp(w, "done_align")) g.done = 0x50002;
+    if (!strcmp(w, "done_n")) g.n = (1u << 24) + 8, g.done = 0x50000;
     if (!strcmp(w, "grouped_split"))
       g.layout = CLCRT_GEMM_GROUPED, g.groups = 4, g.group_sizes = 0x40000, g.split = CLCRT_GEMM_SPLIT_ALL;
     clcrt_status st = clcrt_gemm_plan_get(ops, NULL, &g, &p);

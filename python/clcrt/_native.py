@@ -197,5 +197,5 @@ def _declare(h):
     _fn(h, "clcrt_gemm_source", cp)
     u64, u = c.c_uint64, c.c_uint
     _fn(h, "clcrt_py_gemm", st, vp, vp, c.c_int, u64, u64, u64, u, u, u, u64, u64, u64, u, u64, c.c_int, c.c_int,
-        c.c_int, u)
+        c.c_int, u, u64)
     _fn(h, "clcrt_py_gemm_dense", st, vp, vp, u64, u64, u64, u, u, u, u64, u64, u64, u)

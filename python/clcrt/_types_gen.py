@@ -332,6 +332,7 @@ class GemmDesc(c.Structure):
         ("sched", c.c_int),  # clcrt_sched
         ("split", c.c_int),  # clcrt_gemm_split
         ("flags", c.c_uint),
+        ("done", c.c_ulonglong),
     ]
 
 

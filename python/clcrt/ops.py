@@ -248,17 +248,20 @@ def _out(torch, out, name, rows, n, device):
 # ---- dense ----
 
 
-def gemm(a, b, out=None, *, variant=None, sched=None, stream=None, split=None, measured=False):
+def gemm(a, b, out=None, *, variant=None, sched=None, stream=None, split=None, measured=False, done=None):
     """``out = a @ b.T`` for bf16 a (M x K) and b (N x K), fp32 accumulation; K a multiple of 8.
 
     ``out`` (M x N, bf16, rows contiguous) is made when not given. ``variant`` names one of
     variants(), ``sched`` a scheduler ("steal", "static", "fixed"), ``split`` "none" or "all"
     (stream-K everywhere): each None for the plan's choice. ``measured``: the plan measured once
-    per shape class and kept (synchronises on that first call). Returns out."""
+    per shape class and kept (synchronises on that first call). ``done``: an int32 tensor on the
+    same GPU of at least ceil(M / 64) counters, one per 64 rows of out, to which the run adds
+    rows x N per block as the rows are stored (clcrt_gemm_desc.done: for consumers that start
+    on finished rows while the GEMM runs, as clcrt.tp does). Returns out."""
     # The eager path in C (clcrt/_ext/fastops.c): the checks below, the stream and one call,
     # or None where they do not all pass and the Python path below decides.
     if _fast_gemm is not None and variant is None and sched is None and stream is None and split is None and \
-            not measured and not _is_compiling():
+            not measured and done is None and not _is_compiling():
         r = _fast_gemm(a, b, out)
         if r is not None:
             if type(r) is int:
@@ -268,6 +271,8 @@ def gemm(a, b, out=None, *, variant=None, sched=None, stream=None, split=None, m
     if torch is None:
         torch = _torch_mod()
     if _is_compiling():
+        if done is not None:
+            raise InvalidError("gemm: done= is for eager runs: torch.compile cannot order its counters")
         r = torch.ops.clcrt.gemm(a, b, variant, sched)
         if out is None:
             return r
@@ -314,6 +319,17 @@ def gemm(a, b, out=None, *, variant=None, sched=None, stream=None, split=None, m
     else:
         s = _stream(rt, stream)
     ops = rt.__dict__.get("_ops_h") or _ops(rt)
+    if done is not None:
+        _operand(torch, done, "gemm: done", (1,), torch.int32, a.device)
+        if not done.is_contiguous() or done.numel() < (m + 63) // 64:
+            raise InvalidError("gemm: done must be a contiguous int32 tensor of at least ceil(M / 64) = %d counters, "
+                               "not %s" % ((m + 63) // 64, tuple(done.shape)))
+        st = _py_gemm(ops, s._h, _DENSE, a.data_ptr(), b.data_ptr(), out.data_ptr(), m, n, k, sa0 if m > 1 else k,
+                      sb0 if n > 1 else k, ldd, 0, 0, _variant(variant), _sched(sched), _split(split),
+                      MEASURED if measured else 0, done.data_ptr())
+        if st:
+            rt._check(st)
+        return out
     opts = 0
     if variant is not None or sched is not None or split is not None or measured:
         opts = (_variant(variant) + 1) | _sched(sched) << 8 | _split(split) << 12 | (MEASURED if measured else 0) << 16
@@ -376,7 +392,7 @@ def _grouped_run(layout, name, a, b, group_sizes, out, rows_per_group, variant, 
     st = _py_gemm(_ops(rt), s._h, layout, a.data_ptr(), b.data_ptr(), out.data_ptr(),
                   rows_per_group if layout == _MASKED else rows, n, k, _pitch(a, name + ": a"), ldb,
                   _pitch(out, name + ": out"), groups, sizes.data_ptr(), _variant(variant), _sched(sched), 0,
-                  CHECKED if checked else 0)
+                  CHECKED if checked else 0, 0)
     if st:
         rt._check(st)
     return out

@@ -67,7 +67,7 @@ def test_one_call_into_c_needs_a_device(rt90):
 
     lib = _native.lib()
     ops = clcrt.ops._ops(rt90)
-    st = lib.clcrt_py_gemm(ops, 1, 0, 0x10000, 0x20000, 0x30000, 256, 256, 64, 0, 0, 0, 0, 0, -1, 0, 0, 0)
+    st = lib.clcrt_py_gemm(ops, 1, 0, 0x10000, 0x20000, 0x30000, 256, 256, 64, 0, 0, 0, 0, 0, -1, 0, 0, 0, 0)
     assert st == clcrt.NoDeviceError.status
     assert "compiles" in lib.clcrt_errmsg(rt90._h).decode()
     d = clcrt._types.sized(clcrt._types.GemmDesc)

@@ -6,7 +6,7 @@
 
 clcrt_status clcrt_py_gemm(clcrt_ops *ops, clcrt_stream *s, int layout, uint64_t a, uint64_t b, uint64_t d, unsigned m,
                            unsigned n, unsigned k, uint64_t lda, uint64_t ldb, uint64_t ldd, unsigned groups,
-                           uint64_t sizes, int variant, int sched, int split, unsigned flags) {
+                           uint64_t sizes, int variant, int sched, int split, unsigned flags, uint64_t done) {
   clcrt_gemm_desc g = CLCRT_GEMM_DESC_INIT;
   clcrt_gemm_variant_info vi = CLCRT_GEMM_VARIANT_INFO_INIT;
   if (variant >= 0) {
@@ -22,6 +22,7 @@ clcrt_status clcrt_py_gemm(clcrt_ops *ops, clcrt_stream *s, int layout, uint64_t
   g.sched = (clcrt_sched)sched;
   g.split = (clcrt_gemm_split)split;
   g.flags = flags;
+  g.done = done;
   return clcrt_gemm(ops, s, &g);
 }
 
@@ -31,5 +32,5 @@ clcrt_status clcrt_py_gemm(clcrt_ops *ops, clcrt_stream *s, int layout, uint64_t
 clcrt_status clcrt_py_gemm_dense(clcrt_ops *ops, clcrt_stream *s, uint64_t a, uint64_t b, uint64_t d, unsigned m,
                                  unsigned n, unsigned k, uint64_t lda, uint64_t ldb, uint64_t ldd, unsigned opts) {
   return clcrt_py_gemm(ops, s, CLCRT_GEMM_DENSE, a, b, d, m, n, k, lda, ldb, ldd, 0, 0, (int)(opts & 0xffu) - 1,
-                       (int)(opts >> 8 & 0xfu), (int)(opts >> 12 & 0xfu), opts >> 16 & 0xffu);
+                       (int)(opts >> 8 & 0xfu), (int)(opts >> 12 & 0xfu), opts >> 16 & 0xffu, 0);
 }
