@@ -59,7 +59,7 @@ from ._core import (
 )
 from .trace import Record, Summary, Trace
 from .tool import inspect
-from . import ops, tool
+from . import ops, tool, tp
 
 try:
     from ._version import __version__

@@ -2,8 +2,9 @@
 
 clcrt's C API takes CUstreams from its caller; in C the caller makes them. Python callers
 have no driver bindings, so this module makes what the API's Pythonic counterparts need:
-a stream with a priority, the capture state of a stream, completion events, and the device
-an address belongs to (the CUDA Array Interface does not say). Nothing here schedules work.
+a stream with a priority, the capture state of a stream, completion events, the device an
+address belongs to (the CUDA Array Interface does not say), and CUDA IPC handles of device
+memory for clcrt.tp's peers. Nothing here schedules work.
 """
 
 import contextlib
@@ -20,6 +21,10 @@ CUDA_ERROR_INVALID_VALUE = 1
 
 _cu = None
 _lock = threading.Lock()
+
+
+class _IpcHandle(ctypes.Structure):  # CUipcMemHandle: 64 opaque bytes, passed by value
+    _fields_ = [("reserved", ctypes.c_char * 64)]
 
 
 def _load():
@@ -51,6 +56,10 @@ def _load():
                 "cuEventSynchronize": [vp],
                 "cuEventDestroy_v2": [vp],
                 "cuPointerGetAttribute": [vp, i, ctypes.c_uint64],
+                "cuMemGetAddressRange_v2": [P(ctypes.c_uint64), P(ctypes.c_size_t), ctypes.c_uint64],
+                "cuIpcGetMemHandle": [ctypes.c_char_p, ctypes.c_uint64],
+                "cuIpcOpenMemHandle_v2": [P(ctypes.c_uint64), _IpcHandle, ctypes.c_uint],  # the handle by value
+                "cuIpcCloseMemHandle": [ctypes.c_uint64],
             }
             for name, args in sig.items():
                 f = getattr(cu, name)
@@ -163,3 +172,36 @@ def pointer_device(ptr):
     if r == CUDA_ERROR_INVALID_VALUE or r == 101:  # not a CUDA address (or the CPU's)
         raise InvalidError("address 0x%x is not GPU memory the driver knows" % ptr)
     return ordinal.value if r == 0 else None
+
+
+CU_IPC_HANDLE_SIZE = 64
+CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS = 1
+
+
+def ipc_handle(device, ptr):
+    """(handle, offset): the CUDA IPC handle (64 bytes) of the allocation that holds device
+    address ptr, and ptr's offset in it (an allocator's block may lie inside a larger one)."""
+    base, size = ctypes.c_uint64(), ctypes.c_size_t()
+    h = ctypes.create_string_buffer(CU_IPC_HANDLE_SIZE)
+    with device_context(device):
+        _check(_cu.cuMemGetAddressRange_v2(ctypes.byref(base), ctypes.byref(size), ptr), "cuMemGetAddressRange")
+        _check(_cu.cuIpcGetMemHandle(h, base.value), "cuIpcGetMemHandle")
+    return h.raw, ptr - base.value
+
+
+def ipc_open(device, handle):
+    """The base address, in this process and on `device`, of another process's allocation
+    (its ipc_handle), with peer access enabled as needed; ipc_close unmaps it."""
+    if len(handle) != CU_IPC_HANDLE_SIZE:
+        raise InvalidError("ipc_open: a handle is %d bytes, not %d" % (CU_IPC_HANDLE_SIZE, len(handle)))
+    p, h = ctypes.c_uint64(), _IpcHandle()
+    ctypes.memmove(ctypes.byref(h), handle, CU_IPC_HANDLE_SIZE)
+    with device_context(device):
+        _check(_cu.cuIpcOpenMemHandle_v2(ctypes.byref(p), h, CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS),
+               "cuIpcOpenMemHandle")
+    return p.value
+
+
+def ipc_close(device, base):
+    with device_context(device):
+        _check(_cu.cuIpcCloseMemHandle(base), "cuIpcCloseMemHandle")
