@@ -8,6 +8,9 @@
 #   overhead   python/bench/overhead.py alone (host time per call)
 #   exit       python/tests/exit_stress.py with $EXIT_PER_KIND processes of each kind
 #   tp         python/bench/tp_layer.py on every GPU, every mode, --check
+#   tptiles    python/tests/test_gpu_tp_tiles.py (clcrt.tp against torch on 1, 2 and 4 GPUs)
+#   tpbench    python/bench/tp_layer.py's default layer on each of $TP_WORLDS (default 2 4) GPUs,
+#              $TP_ARGS added (JSON in $OUT/tpbench-N.json)
 #   benchcmp   bench_gemm --quick --no-oracle, before (.gpu/old) and after, one call
 #   bench      bench_gemm --no-oracle on every class ($BENCH_ARGS added)
 #   wide       bench_gemm --wide: every tile shape on the quick shapes and $WIDE_GEN generated
@@ -24,9 +27,12 @@ if [ -f $G/cache.tar.xz ] && [ ! -d /tmp/clcrt-cache ]; then
   mkdir -p /tmp/clcrt-cache && tar xJf $G/cache.tar.xz -C /tmp/clcrt-cache --strip-components=1 &&
     echo "compile cache: $(ls /tmp/clcrt-cache | wc -l) entries unpacked"
 fi
-wheel() {
-  [ -d /tmp/site/clcrt ] && return
-  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site $G/*.whl
+wheel() {  # installed once per wheel: a warm machine keeps /tmp/site from the last call
+  local sum; sum=$(md5sum $G/*.whl | cut -c1-32)
+  [ -d /tmp/site/clcrt ] && [ "$(cat /tmp/site/.wheel-md5 2>/dev/null)" = "$sum" ] && return
+  rm -rf /tmp/site
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site $G/*.whl &&
+    echo "$sum" > /tmp/site/.wheel-md5
 }
 overhead() {
   PYTHONPATH=/tmp/site timeout -k 5 120 python3 python/bench/overhead.py --rounds 31 --json "$OUT/overhead.json" \
@@ -101,6 +107,20 @@ for step in "$@"; do
       PYTHONPATH=/tmp/site timeout -k 10 ${TP_LIMIT:-400} python3 python/bench/tp_layer.py --spawn $n --check \
         --json "$OUT/tp$n.json" > "$OUT/tp$n.log" 2>&1
       echo "tp_layer --spawn $n exit $?"; tail -30 "$OUT/tp$n.log" ;;
+    tptiles)
+      wheel
+      cd python/tests
+      PYTHONPATH=/tmp/site CUDA_HOME=/usr/local/cuda timeout -k 5 ${PY_LIMIT:-420} python3 -m pytest -q -rs -s \
+        -p no:cacheprovider test_gpu_tp_tiles.py test_tp.py > "$OUT/pytest-tptiles.log" 2>&1
+      echo "pytest exit $?"; grep -E "tp tiles:|wrong|passed|failed|Error|error|Timeout" "$OUT/pytest-tptiles.log" | tail -25
+      cd ../.. ;;
+    tpbench)
+      wheel
+      for n in ${TP_WORLDS:-2 4}; do
+        PYTHONPATH=/tmp/site timeout -k 10 ${TP_LIMIT:-300} python3 python/bench/tp_layer.py --spawn $n ${TP_ARGS:-} \
+          --json "$OUT/tpbench-$n.json" > "$OUT/tpbench-$n.log" 2>&1
+        echo "tp_layer --spawn $n exit $?"; tail -22 "$OUT/tpbench-$n.log"
+      done ;;
     bench)
       timeout -k 5 ${BENCH_LIMIT:-400} $G/bench/bench_gemm --no-oracle ${BENCH_ARGS:-} --json "$OUT/bench.json" \
         > "$OUT/bench.log" 2>&1

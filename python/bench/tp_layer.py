@@ -36,10 +36,18 @@ aligned by a barrier before each layer; the median over --reps layers, then the 
               newer launch a collective with async_op=False on the current stream, so the
               bracket is around NCCL's kernel itself; an older torch runs it on a stream of its
               own, ordered inside the bracket by the events it records.
+  tiles       tile-granular overlap, no NCCL (clcrt.tp.RowAllReduce): the down projection's GEMM
+              counts its output rows as it stores them (64 at a time), and on the side stream a
+              reduction of clcrt tile functions on about --tp-ctas CTAs starts at once: each
+              64-row block's chunks are summed over the ranks by their owner as soon as every
+              rank's GEMM has stored the block, through NVLink peer loads and stores on CUDA IPC
+              mappings, and written into every rank's output. The micro-batches still pipeline
+              as in the other modes, and within one, the all-reduce runs under the GEMM.
 
 Also reported, each alone on the main stream: the clcrt GEMMs (on the whole device and on each
 budget), torch's GEMMs, and the all-reduces; the ideal is the longer of the clcrt GEMMs and
-the all-reduces alone.
+the all-reduces alone. "hidden" is the share of the all-reduces' time (alone) that a mode
+hides: (clcrt GEMMs alone + all-reduces alone - the mode's time) / all-reduces alone.
 
 Checks: before timing, every mode runs once into an output poisoned with NaN, and the output
 must match the torch mode's (bf16 tolerance: 1% of the largest value plus 0.01) on every rank;
@@ -64,6 +72,7 @@ import sys
 MULTICAST_OFF = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "NVSHMEM_DISABLE_NVLS": "1"}
 os.environ.update(MULTICAST_OFF)
 
+MODES = ("torch", "serial", "concurrent", "budget", "yield", "tiles")
 CHECK_SHAPE = dict(tokens=512, hidden=1024, ffn_shard=512, micro_batches=4)
 
 
@@ -80,7 +89,10 @@ def parse_args(argv=None):
     ap.add_argument("--budgets", default="104,112,120",
                     help="SM budgets of the budget modes, comma-separated (rounded down to partitions the device "
                          "makes; default 104,112,120)")
-    ap.add_argument("--modes", default="torch,serial,concurrent,budget,yield", help="modes to run (default all)")
+    ap.add_argument("--modes", default=",".join(MODES), help="modes to run (default all)")
+    ap.add_argument("--tp-ctas", type=int, default=32, help="CTAs of the tiles mode's reduction (default 32)")
+    ap.add_argument("--tp-priority", choices=("same", "high"), default="same",
+                    help="the tiles mode's reduction on a stream of the GEMMs' priority or above it (default same)")
     ap.add_argument("--reps", type=int, default=20, help="timed layers per mode (default 20)")
     ap.add_argument("--warmup", type=int, default=3, help="untimed layers per mode first (default 3)")
     ap.add_argument("--check", action="store_true",
@@ -95,9 +107,9 @@ def parse_args(argv=None):
         o.reps, o.warmup = min(o.reps, 2), min(o.warmup, 1)
         o.budgets = "half"
     o.modes = [m.strip() for m in o.modes.split(",") if m.strip()]
-    bad = [m for m in o.modes if m not in ("torch", "serial", "concurrent", "budget", "yield")]
+    bad = [m for m in o.modes if m not in MODES]
     if bad:
-        ap.error("--modes: unknown %s (torch, serial, concurrent, budget, yield)" % ", ".join(bad))
+        ap.error("--modes: unknown %s (%s)" % (", ".join(bad), ", ".join(MODES)))
     if o.budgets != "half":
         try:
             o.budgets = [int(b) for b in o.budgets.split(",") if b.strip()]
@@ -131,15 +143,18 @@ def table(res):
     """The report, as lines, from the gathered results (rank 0)."""
     t, lines = res["times_ms"], []
     serial, base = t.get("serial"), t.get("torch")
-    lines.append("%-44s %9s %9s %9s  %s" % ("mode", "ms/layer", "x serial", "x torch", "check (every rank)"))
+    hidden = res.get("hidden", {})
+    lines.append("%-52s %9s %9s %9s %7s  %s" % ("mode", "ms/layer", "x serial", "x torch", "hidden",
+                                              "check (every rank)"))
     for name, ms in t.items():
         if ms is None:
-            lines.append("%-44s %9s  %s" % (res["labels"][name], "-", res["notes"].get(name, "")))
+            lines.append("%-52s %9s  %s" % (res["labels"][name], "-", res["notes"].get(name, "")))
             continue
         vs = lambda ref: "%9.3f" % (ref / ms) if ref and not name.startswith(("alone", "ideal")) else "%9s" % ""
         r = res["check_ratio"].get(name)
         c = "" if r is None else "%s (%.3g of the tolerance)" % ("ok" if r <= 1.0 else "FAILED", r)
-        lines.append("%-44s %9.3f %s %s  %s" % (res["labels"][name], ms, vs(serial), vs(base), c))
+        h = "%6.0f%%" % (100 * hidden[name]) if name in hidden else "%7s" % ""
+        lines.append("%-52s %9.3f %s %s %s  %s" % (res["labels"][name], ms, vs(serial), vs(base), h, c))
     return lines
 
 
@@ -275,19 +290,22 @@ def measure(o, rank, world, torch, dist, clcrt):
     ref = None
     with torch.cuda.stream(L.main):
 
-        def mode(name, label, fn, check=True):
+        def mode(name, label, fn, check=True, out=None):
             nonlocal ref
             labels[name] = label
             if check:
-                L.y.fill_(float("nan"))
+                y = L.y if out is None else out
+                y.fill_(float("nan"))
                 fn()
                 torch.cuda.synchronize()
                 if ref is None:
-                    ref = L.y.clone()
+                    ref = y.clone()
                     checks[name] = close(ref, L.fp32_reference())
                 else:
-                    checks[name] = close(L.y, ref)
+                    checks[name] = close(y, ref)
             times[name] = time_layer(L, fn, o.warmup, o.reps)
+            if L.rank == 0:
+                print("tp_layer: %s: %.3f ms" % (name, times[name]), file=sys.stderr, flush=True)
 
         # The torch mode always runs, first: its output is every other mode's reference.
         mode("torch", "torch.matmul, NCCL on a side stream", lambda: L.run(L.torch_gemms, None, L.side))
@@ -333,6 +351,26 @@ def measure(o, rank, world, torch, dist, clcrt):
                      lambda: L.run(L.clcrt_gemms, None, L.urgent, bracket=hi.preempt))
             torch.cuda.synchronize()
             L.rt.forget_stream(L.urgent)
+        if "tiles" in o.modes and L.mb % 64:
+            labels["tiles"], times["tiles"] = "clcrt tiles: all-reduce by 64-row blocks", None
+            notes["tiles"] = "micro-batches of %d rows: the mode needs a multiple of 64" % L.mb
+        elif "tiles" in o.modes:
+            ar = clcrt.tp.RowAllReduce(L.T, L.H, ctas=o.tp_ctas)
+
+            comm = L.urgent if o.tp_priority == "high" else L.side
+
+            def tiles_layer():
+                cur = torch.cuda.current_stream()
+                comm.wait_stream(cur)
+                for i in range(L.M):
+                    clcrt.ops.gemm(L.x[L.rows(i)], L.w1, out=L.h)
+                    ar.gemm(L.h, L.w2, row0=i * L.mb, comm=comm)
+                cur.wait_stream(comm)
+
+            mode("tiles", "clcrt tiles: all-reduce by 64-row blocks (%d CTAs%s)"
+                 % (ar.ctas, ", high priority" if o.tp_priority == "high" else ""), tiles_layer, out=ar.out)
+            torch.cuda.synchronize()
+            ar.close()
     torch.cuda.synchronize()
 
     # Every rank's numbers: the slowest rank's time and the largest error (as a fraction of the
@@ -345,6 +383,9 @@ def measure(o, rank, world, torch, dist, clcrt):
     t = t.tolist()
     slowest = {n: (v if v >= 0 else None) for n, v in zip(names, t[: len(names)])}
     slowest["ideal"] = max(slowest["alone-clcrt"], slowest["alone-nccl"])
+    comm = slowest["alone-nccl"]
+    hidden = {n: (slowest["alone-clcrt"] + comm - v) / comm for n, v in slowest.items()
+              if v is not None and comm and not n.startswith("alone") and n not in ("ideal", "serial")}
     labels["ideal"] = "ideal: the longer of clcrt GEMMs and all-reduces alone"
     nccl = torch.cuda.nccl.version()
     return {
@@ -359,6 +400,7 @@ def measure(o, rank, world, torch, dist, clcrt):
         "labels": labels,
         "times_ms": slowest,
         # The largest |error| over the ranks as a fraction of the tolerance: ok where <= 1.
+        "hidden": hidden,
         "check_ratio": {n: r for n, r in zip(names, t[len(names):]) if n in checks},
         "rank0_check": {n: checks[n] for n in checks},  # rank 0's (max |error|, tolerance)
         "notes": notes,

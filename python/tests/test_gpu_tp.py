@@ -32,7 +32,7 @@ def check(world):
     assert p.returncode == 0, out
     assert "tp_layer: check ok (%d ranks" % world in p.stdout, out
     assert "NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1" in p.stdout
-    for mode in ("torch.matmul", "clcrt serial", "clcrt concurrent", "on the rest", "clcrt yielding"):
+    for mode in ("torch.matmul", "clcrt serial", "clcrt concurrent", "on the rest", "clcrt yielding", "clcrt tiles"):
         assert mode in p.stdout, mode
 
 

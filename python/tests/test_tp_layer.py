@@ -46,7 +46,8 @@ def test_options(monkeypatch):
     tp = load(monkeypatch)
     o = tp.parse_args([])
     assert (o.tokens, o.hidden, o.ffn_shard, o.micro_batches, o.spawn) == (8192, 8192, 3584, 4, 0)
-    assert o.budgets == [104, 112, 120] and o.modes == ["torch", "serial", "concurrent", "budget", "yield"]
+    assert o.budgets == [104, 112, 120] and o.modes == ["torch", "serial", "concurrent", "budget", "yield", "tiles"]
+    assert o.tp_ctas == 32
     o = tp.parse_args(["--check", "--spawn", "2", "--modes", "serial, yield"])
     assert (o.tokens, o.hidden, o.ffn_shard, o.micro_batches) == (512, 1024, 512, 4)
     assert (o.reps, o.warmup, o.budgets, o.spawn, o.modes) == (2, 1, "half", 2, ["serial", "yield"])
@@ -311,6 +312,7 @@ def test_measure_schedules_and_checks(monkeypatch, capsys):
     assert all(r <= 1.0 for r in res["check_ratio"].values()), res["check_ratio"]
     assert set(res["times_ms"]) == {"torch", "alone-clcrt", "alone-torch", "alone-nccl", "serial", "concurrent",
                                     "alone-budget-112", "budget-112", "yield", "ideal"}  # 116 rounds to 112: once
+    assert "tp_layer: budget-112: " in capsys.readouterr().err  # measure's progress, one line per mode
     assert tp.report(res, o) == 0 and "budget-112" not in capsys.readouterr().err
     log = env.log
     # The modes' GEMMs and all-reduces, by stream (each mode: a check run, a warm-up, 2 timed layers).
