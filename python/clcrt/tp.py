@@ -46,7 +46,9 @@ reusing the buffer of an in-place all-reduce).
 
 The counters grow by a known amount per run and are never reset; a target per 64-row block
 (its runs so far) tells each wait when to end. So every rank must call gemm() on the same
-row ranges in the same order, and rows must start at a multiple of 64.
+row ranges in the same order, rows must start at a multiple of 64, and a CUDA graph cannot hold
+a call (a replay would wait for the targets of the captured run): gemm() refuses capture.
+Buffers of different shapes on different ranks are refused when the object is made.
 """
 
 import ctypes
@@ -306,9 +308,15 @@ class RowAllReduce:
         if self.world > 1:
             handle, off = _driver.ipc_handle(self.device, base)
             got = [None] * self.world
-            dist.all_gather_object(got, (handle, off), group=group)
+            shape = (rows, cols, self.per_rank, self.chunk)
+            dist.all_gather_object(got, (handle, off, shape), group=group)
+            shapes = [g[2] for g in got]
+            if any(sh != shape for sh in shapes):  # every rank sees the same list: all raise
+                self._buf = None
+                raise InvalidError("RowAllReduce: the ranks asked for different buffers (rows, cols, chunks per "
+                                   "rank, chunk) = %s: every rank must pass the same arguments" % shapes)
             try:
-                for q, (h, qoff) in enumerate(got):
+                for q, (h, qoff, _) in enumerate(got):
                     if q != self.rank:
                         b = _driver.ipc_open(self.device, h)
                         self._opened.append(b)
@@ -319,7 +327,9 @@ class RowAllReduce:
         self._bases = bases
         self._offs = (0, o_out, o_recv, o_done, o_arr, o_sig)
         self._epoch = [0] * self.blocks
-        self._after = {}  # (r0, r1) -> event recorded after the last reduction of those rows
+        self._after = [None] * self.blocks  # per 64-row block: the event after its last reduction
+        self._cover = [0] * self.blocks  # per 64-row block: the rows of it the runs cover
+        self._broken = None
         # At most 64 registers (4 CTAs of 256 threads per SM): one CTA fits beside a GEMM CTA.
         # A persistent grid always: on an AUTO grid clcrt runs kernels whose units it measured
         # as long (these wait) with one CTA per unit, and hundreds of waiting CTAs would take
@@ -375,8 +385,13 @@ class RowAllReduce:
         torch = self._torch
         if self._buf is None:
             raise InvalidError("RowAllReduce.gemm: closed")
+        if self._broken is not None:
+            raise InvalidError("RowAllReduce.gemm: an earlier call failed after its GEMM was enqueued (%s): the "
+                               "ranks' counters no longer agree; make a new RowAllReduce" % self._broken)
         if not isinstance(row0, int) or row0 < 0 or row0 % BLOCK_ROWS:
             raise InvalidError("RowAllReduce.gemm: row0 = %r: a multiple of 64 from 0" % (row0,))
+        if not isinstance(a, torch.Tensor) or not isinstance(b, torch.Tensor):
+            raise InvalidError("RowAllReduce.gemm: a and b must be torch tensors")
         m = a.shape[0] if a.dim() == 2 else -1
         if m < 1 or row0 + m > self.rows or b.dim() != 2 or b.shape[0] != self.cols:
             raise InvalidError("RowAllReduce.gemm: a (%s) and b (%s) must make rows [%d, %d + M) of %d x %d"
@@ -384,25 +399,37 @@ class RowAllReduce:
         r1 = row0 + m
         b0, b1 = row0 // BLOCK_ROWS, -(-r1 // BLOCK_ROWS)
         ep = self._epoch[b0]
-        if any(e != ep for e in self._epoch[b0:b1]):
-            raise InvalidError("RowAllReduce.gemm: rows [%d, %d) overlap rows reduced in other ranges: use the same "
-                               "row ranges every time" % (row0, r1))
+        cover = [min(BLOCK_ROWS, r1 - BLOCK_ROWS * i) for i in range(b0, b1)]  # rows of each block in the range
+        if any(e != ep for e in self._epoch[b0:b1]) or (ep and cover != self._cover[b0:b1]):
+            # The waits' targets are (runs) x (rows of the block) x cols: a block must be run
+            # as often as its neighbours in the range, and always with the same rows.
+            raise InvalidError("RowAllReduce.gemm: rows [%d, %d) cut across 64-row blocks that were reduced in "
+                               "other ranges: keep to the same row ranges every time" % (row0, r1))
         stream = stream or torch.cuda.current_stream()
         comm = comm or stream
-        prev = self._after.get((row0, r1))
-        if prev is not None:
-            stream.wait_event(prev)  # the peers may still read the old partial rows
+        if _driver.is_capturing(stream.cuda_stream) or _driver.is_capturing(comm.cuda_stream):
+            raise InvalidError("RowAllReduce.gemm: not in a CUDA graph: each run waits for counters to reach "
+                               "targets that grow run by run, which a replay would not update")
+        prev = {id(e): e for e in self._after[b0:b1] if e is not None}
+        for e in prev.values():
+            stream.wait_event(e)  # the previous reduction of these blocks may still read the partial rows
         self._ops.gemm(a, b, out=self.partial[row0:r1], stream=stream, done=self.done[b0:])
+        try:
+            for i in range(b0, b1):
+                self._epoch[i] = ep + 1
+            args = self._args(row0, m, ep + 1)
+            cs = self._comm_stream(comm)
+            self._reduce_k.run((b1 - b0) * self.world * self.per_rank, args, stream=cs)
+            if self.world > 1:
+                self._wait_k.run(b1 - b0, args, stream=cs)
+            ev = torch.cuda.Event()
+            ev.record(comm)
+        except Exception as e:
+            self._broken = str(e)
+            raise
         for i in range(b0, b1):
-            self._epoch[i] = ep + 1
-        args = self._args(row0, m, ep + 1)
-        cs = self._comm_stream(comm)
-        self._reduce_k.run((b1 - b0) * self.world * self.per_rank, args, stream=cs)
-        if self.world > 1:
-            self._wait_k.run(b1 - b0, args, stream=cs)
-        ev = torch.cuda.Event()
-        ev.record(comm)
-        self._after[(row0, r1)] = ev
+            self._after[i] = ev
+        self._cover[b0:b1] = cover
         return self.out[row0:r1]
 
     def close(self):

@@ -8,7 +8,8 @@ rows still running), some checked: the range's output poisoned with NaN first, t
 with every rank's bf16 partial (the GEMM's own output) summed in fp32 by NCCL: |out - ref| <=
 2^-8 |ref| (one bf16 rounding of the same fp32 sum); and each partial against torch's fp32
 product (|d - ref| <= 2^-7 |ref| + 1e-2: the GEMM's summation order). A hang fails through
-the subprocess timeout."""
+the subprocess timeout. Then the refusals: buffers of different shapes on different ranks
+(every rank raises) and a call inside graph capture, after which the object still works."""
 
 import os
 import socket
@@ -79,6 +80,32 @@ WORKER = textwrap.dedent(r'''
                                                                                       k, n), flush=True)
             torch.cuda.synchronize()
             ar.close()
+        # Refusals: buffers that differ between ranks (every rank raises), and graph capture.
+        refused = 0
+        try:
+            clcrt.tp.RowAllReduce(128, 64 + 8 * rank).close()
+        except clcrt.InvalidError as e:
+            refused += world > 1 and "different buffers" in str(e)
+        if world == 1:
+            refused += 1
+        ar = clcrt.tp.RowAllReduce(128, 64)
+        g = torch.Generator(device="cuda").manual_seed(5)  # the same operands on every rank: out = world x partial
+        a = torch.randn(128, 32, device="cuda", generator=g).bfloat16()
+        b = torch.randn(64, 32, device="cuda", generator=g).bfloat16()
+        s = torch.cuda.Stream()
+        graph = torch.cuda.CUDAGraph()
+        try:
+            with torch.cuda.graph(graph, stream=s):
+                ar.gemm(a, b)
+        except clcrt.InvalidError as e:
+            refused += "not in a CUDA graph" in str(e)
+        ar.gemm(a, b)  # still usable: the refusal enqueued nothing
+        torch.cuda.synchronize()
+        ok = torch.allclose(ar.out.float(), world * ar.partial.float(), rtol=2.0 ** -7, atol=0)
+        ar.close()
+        if refused != 2 or not ok:
+            print("rank %d: refusals %d of 2, result after them %s" % (rank, refused, ok), flush=True)
+            wrong += 1
         t = torch.tensor([checked, wrong], device="cuda")
         dist.all_reduce(t)
         if rank == 0:
