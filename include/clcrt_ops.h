@@ -96,8 +96,9 @@ typedef struct clcrt_gemm_desc {
    * to the counter of every 64-row block (rows: the block's rows below m), in parts, each part
    * added with a GPU-scope release once the part's outputs are stored. So a reader on this GPU
    * that loads a counter with acquire semantics and finds it at (runs so far) x rows x n, modulo
-   * 2^32, may read the block (a peer GPU's reader needs this GPU to forward it). The op never resets them: zero them once, keep a running target. n at most
-   * 2^24. CLCRT_GEMM_MEASURED's timing runs add nothing: only the run itself counts. */
+   * 2^32, may read the block (a peer GPU's reader needs this GPU to forward it). The op never
+   * resets them: zero them once, keep a running target. n at most 2^24. CLCRT_GEMM_MEASURED's
+   * timing runs add nothing: only the run itself counts. */
   unsigned long long done;
 } clcrt_gemm_desc;
 

@@ -465,18 +465,16 @@ __device__ __forceinline__ bool sk_piece(const GemmArgs &a, const clcrt_sk &sk, 
 // in with a GPU-scope release: whoever on this GPU reads the counter with acquire semantics
 // and finds it at rows x n then reads those rows complete. The __syncwarp orders the other
 // lanes' stores before lane 0's release (the pattern of a CTA barrier before thread 0's
-// release). GPU scope, not system scope: a system-scope fence per warp and tile slowed the
-// GEMM down; a consumer on a peer GPU goes through one on this GPU (as clcrt.tp does). Each (tile, warp) stores once per run, so every 64-row block's counter
-// grows by its rows x n per run; the counter is never reset (consumers compare against a
-// running target, modulo 2^32).
+// release). GPU scope, not system scope: no system-scope fence per warp and tile in the
+// epilogue; a consumer on a peer GPU goes through one on this GPU (as clcrt.tp does). Each
+// (tile, warp) stores once per run, so every 64-row block's counter grows by its rows x n per
+// run; the counter is never reset (consumers compare against a running target, modulo 2^32).
 __device__ __forceinline__ void publish(const GemmArgs &a, unsigned row0, unsigned row_end, unsigned c_base) {
   if (a.done == nullptr || row0 >= row_end) return;
   __syncwarp();
   if ((threadIdx.x & 31) == 0) {
     const unsigned rows = min(16u, row_end - row0), cols = min(BN, a.n - c_base);
-    asm volatile("red.release.gpu.global.add.u32 [%0], %1;" ::"l"(a.done + row0 / 64),
-                 "r"(rows * cols)
-                 : "memory");
+    asm volatile("red.release.gpu.global.add.u32 [%0], %1;" ::"l"(a.done + row0 / 64), "r"(rows * cols) : "memory");
   }
 }
 

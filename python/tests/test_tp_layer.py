@@ -312,6 +312,7 @@ def test_measure_schedules_and_checks(monkeypatch, capsys):
     assert all(r <= 1.0 for r in res["check_ratio"].values()), res["check_ratio"]
     assert set(res["times_ms"]) == {"torch", "alone-clcrt", "alone-torch", "alone-nccl", "serial", "concurrent",
                                     "alone-budget-112", "budget-112", "yield", "ideal"}  # 116 rounds to 112: once
+    assert set(res["hidden"]) == {"torch", "concurrent", "budget-112", "yield"}  # modes with an all-reduce to hide
     assert "tp_layer: budget-112: " in capsys.readouterr().err  # measure's progress, one line per mode
     assert tp.report(res, o) == 0 and "budget-112" not in capsys.readouterr().err
     log = env.log

@@ -26,8 +26,8 @@ CLCRT_PY_API const char *clcrt_py_layout(void);
 /* ---- GEMM (gemm_shim.c) ---- */
 
 typedef struct clcrt_ops clcrt_ops;
-/* clcrt_gemm(ops, s, desc) with desc's fields as arguments (done: clcrt_gemm_desc.done); variant < 0: the plan's, else the
- * index of a variant (clcrt_gemm_variant_get). */
+/* clcrt_gemm(ops, s, desc) with desc's fields as arguments (done: clcrt_gemm_desc.done);
+ * variant < 0: the plan's, else the index of a variant (clcrt_gemm_variant_get). */
 CLCRT_PY_API clcrt_status clcrt_py_gemm(clcrt_ops *ops, clcrt_stream *s, int layout, uint64_t a, uint64_t b,
                                         uint64_t d, unsigned m, unsigned n, unsigned k, uint64_t lda, uint64_t ldb,
                                         uint64_t ldd, unsigned groups, uint64_t sizes, int variant, int sched,
