@@ -10,7 +10,8 @@
 #   tp         python/bench/tp_layer.py on every GPU, every mode, --check
 #   tptiles    python/tests/test_gpu_tp_tiles.py (clcrt.tp against torch on 1, 2 and 4 GPUs)
 #   tpbench    python/bench/tp_layer.py's default layer on each of $TP_WORLDS (default 2 4) GPUs,
-#              $TP_ARGS added (JSON in $OUT/tpbench-N.json)
+#              $TP_ARGS added (JSON in $OUT/tpbench-N.json; TP_ARGS="--modes tiles --tp-trace
+#              $OUT/tptrace" also traces one tiles layer per rank)
 #   benchcmp   bench_gemm --quick --no-oracle, before (.gpu/old) and after, one call
 #   bench      bench_gemm --no-oracle on every class ($BENCH_ARGS added)
 #   wide       bench_gemm --wide: every tile shape on the quick shapes and $WIDE_GEN generated

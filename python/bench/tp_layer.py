@@ -94,6 +94,9 @@ def parse_args(argv=None):
     ap.add_argument("--tp-ctas", type=int, default=32, help="CTAs of the tiles mode's reduction (default 32)")
     ap.add_argument("--tp-priority", choices=("same", "high"), default="same",
                     help="the tiles mode's reduction on a stream of the GEMMs' priority or above it (default same)")
+    ap.add_argument("--tp-trace", metavar="PREFIX",
+                    help="after timing, one more tiles layer with clcrt traces of the GEMMs' and the reduction's "
+                         "streams: PREFIX-rankR.json (Perfetto) per rank, and rank 0 prints each run's span")
     ap.add_argument("--reps", type=int, default=20, help="timed layers per mode (default 20)")
     ap.add_argument("--warmup", type=int, default=3, help="untimed layers per mode first (default 3)")
     ap.add_argument("--check", action="store_true",
@@ -240,6 +243,35 @@ class Layer:
         return y
 
 
+def trace_tiles(o, L, ar, comm, layer, torch, clcrt):
+    """One tiles layer traced: the GEMMs' stream (clcrt.ops' wrapper of the main stream) and the
+    reduction's; saved per rank, and rank 0 prints when each run ran, in microseconds from the
+    layer's first tile, so that the overlap (or its absence) is read off directly."""
+    gs, cs = L.rt.stream(torch.cuda.current_stream()), ar._comm_stream(comm)
+    gs.trace_enable(), cs.trace_enable()
+    try:
+        layer()
+        torch.cuda.synchronize()
+        tg, tc = gs.trace_read(), cs.trace_read()
+    finally:
+        gs.trace_disable(), cs.trace_disable()
+    recs = [("gemm", r) for r in tg.records] + [("comm", r) for r in tc.records]
+    if not recs:
+        return
+    t0 = min(r.start_ns for _, r in recs)
+    spans = {}
+    for who, r in recs:
+        key = (who, r.run)
+        s, e, n = spans.get(key, (r.start_ns, r.end_ns, 0))
+        spans[key] = (min(s, r.start_ns), max(e, r.end_ns), n + 1)
+    merged = [r._replace(run=r.run + (0 if who == "gemm" else 1000)) for who, r in recs]
+    clcrt.Trace.from_records(merged).save("%s-rank%d.json" % (o.tp_trace, L.rank))
+    if L.rank == 0:
+        for (who, run), (s, e, n) in sorted(spans.items(), key=lambda kv: kv[1][0]):
+            print("tp_layer: trace %s run %d: %d tiles, %.1f-%.1f us" % (who, run, n, (s - t0) / 1e3, (e - t0) / 1e3),
+                  file=sys.stderr, flush=True)
+
+
 def time_layer(L, fn, warmup, reps):
     torch, dist = L.torch, L.dist
     for _ in range(warmup):
@@ -371,6 +403,8 @@ def measure(o, rank, world, torch, dist, clcrt):
             mode("tiles", "clcrt tiles: all-reduce by 64-row blocks (%d CTAs%s)"
                  % (ar.ctas, ", high priority" if o.tp_priority == "high" else ""), tiles_layer, out=ar.out)
             torch.cuda.synchronize()
+            if o.tp_trace:
+                trace_tiles(o, L, ar, comm, tiles_layer, torch, clcrt)
             ar.close()
     torch.cuda.synchronize()
 

@@ -26,29 +26,31 @@ When tp_wait's run completes, ``out`` holds the sum in those rows on this rank. 
 of local memory; what crosses NVLink is stores, which do not wait for a round trip.
 
 Why it cannot deadlock. A push waits only for this rank's GEMM, and a GEMM waits for nothing.
-tp_reduce runs on a persistent grid of about ``ctas`` CTAs, never one CTA per tile (clcrt runs
-a kernel of long units so on an AUTO grid), fewer than the GPU's SMs and each small enough to
-sit beside a GEMM CTA (64 registers, no shared memory of its own): its waiting CTAs never take
-all the room the GEMM's CTAs need, and the GEMM's CTAs, however clcrt launches them, finish.
-A persistent grid's CTAs claim units in order, pushes first: when a CTA holds a sum, every push
-of its rank is held by a running CTA and ends, on every rank alike, so every sum's wait ends.
-A tp_wait tile waits only for the peers' sums, and tp_wait is a separate run after tp_reduce
-on the stream: no CTA of it holds an SM that a tile it waits for needs. Across ranks nothing
-waits in a cycle as long as every rank enqueues the same sequence of gemm() calls, as with any
-collective; if they do not, a wait gives up after tens of seconds with a message (printf) and a
-trap rather than hang.
+tp_reduce runs under STEAL on a persistent grid of about ``ctas`` CTAs, never one CTA per tile
+(clcrt runs a kernel of long units so on an AUTO grid, and CLC, AUTO on sm_100+, always
+launches a full grid), fewer than the GPU's SMs and each small enough to sit beside a GEMM CTA
+(64 registers, no shared memory of its own): its waiting CTAs never take all the room the
+GEMM's CTAs need, and the GEMM's CTAs, however clcrt launches them, finish. A persistent grid's
+CTAs claim units in order, pushes first: when a CTA holds a sum, every push of its rank is held
+by a running CTA and ends, on every rank alike, so every sum's wait ends. (A run with no more
+units than CTAs gives each CTA one unit of its own, claiming none: then every unit's CTA is
+resident at the latest once the GEMM's CTAs are done, the grid being so small.) A tp_wait tile waits
+only for the peers' sums, and tp_wait is a separate run after tp_reduce on the stream: no CTA
+of it holds an SM that a tile it waits for needs. Across ranks nothing waits in a cycle as long
+as every rank enqueues the same sequence of gemm() calls, as with any collective; if they do
+not, a wait gives up after tens of seconds with a message (printf) and a trap rather than hang.
 
-Reuse. ``gemm`` on rows whose previous reduction has not finished makes its stream wait for
-it (its pushes may still read the old partial, its sums the receive slots); ``out``'s rows are the result from the
-comm stream's completion of that reduction until the next ``gemm`` on the same rows is
-enqueued (a peer then writes into them: order any reader before that call, as one would before
-reusing the buffer of an in-place all-reduce).
+Reuse. ``gemm`` on rows whose previous reduction has not finished makes its stream wait for it
+(its pushes may still read the old partial, its sums the receive slots); ``out``'s rows are the
+result from the comm stream's completion of that reduction until the next ``gemm`` on the same
+rows is enqueued (a peer then writes into them: order any reader before that call, as one would
+before reusing the buffer of an in-place all-reduce).
 
-The counters grow by a known amount per run and are never reset; a target per 64-row block
-(its runs so far) tells each wait when to end. So every rank must call gemm() on the same
-row ranges in the same order, rows must start at a multiple of 64, and a CUDA graph cannot hold
-a call (a replay would wait for the targets of the captured run): gemm() refuses capture.
-Buffers of different shapes on different ranks are refused when the object is made.
+The counters grow by a known amount per run and are never reset; a target per 64-row block (its
+runs so far) tells each wait when to end. So every rank must call gemm() on the same row ranges
+in the same order, rows must start at a multiple of 64, and a CUDA graph cannot hold a call (a
+replay would wait for the targets of the captured run): gemm() refuses capture. Buffers of
+different shapes on different ranks are refused when the object is made.
 """
 
 import ctypes
@@ -334,13 +336,15 @@ class RowAllReduce:
         # A persistent grid always: on an AUTO grid clcrt runs kernels whose units it measured
         # as long (these wait) with one CTA per unit, and hundreds of waiting CTAs would take
         # the SMs the GEMM they wait for needs. The variants a run may launch (graph capture,
-        # short runs) are built now: until one is built a run launches the fallback of one CTA
-        # per unit.
-        self._reduce_k = self.rt.register(SRC, "tp_reduce", TpArgs, block=256, min_blocks_per_sm=4,
+        # short runs, traced runs) are built now: until one is built a run launches the fallback
+        # of one CTA per unit, as many waiting CTAs as units.
+        # STEAL, not AUTO: on sm_100+ AUTO is CLC, which launches a full grid (as many waiting
+        # CTAs as fit).
+        self._reduce_k = self.rt.register(SRC, "tp_reduce", TpArgs, block=256, min_blocks_per_sm=4, sched="steal",
                                           grid="persistent")
-        self._wait_k = self.rt.register(SRC, "tp_wait", TpArgs, block=32, grid="persistent")
+        self._wait_k = self.rt.register(SRC, "tp_wait", TpArgs, block=32, sched="steal", grid="persistent")
         for k in (self._reduce_k, self._wait_k):
-            k.prepare(_core.Use.GRAPH | _core.Use.SHORT)  # every combination of the two
+            k.prepare(_core.Use.GRAPH | _core.Use.SHORT | _core.Use.TRACE)  # every combination
         self._comm = {}  # torch stream handle -> clcrt Stream whose persistent grids have about `ctas` CTAs
         # clcrt sizes a 1-CTA kernel's persistent grid as (CTAs per SM) x grid_sms: so many SMs'
         # worth that the reduction has about `ctas` CTAs.

@@ -11,8 +11,13 @@ from clcrt import tp
 @pytest.mark.parametrize("arch", ["sm_90a", "sm_100a"])
 def test_tile_functions_compile(arch):
     with clcrt.Runtime(arch=arch, cache_dir="") as rt:
-        red = rt.register(tp.SRC, "tp_reduce", tp.TpArgs, block=256, min_blocks_per_sm=4)
-        wait = rt.register(tp.SRC, "tp_wait", tp.TpArgs, block=32)
+        # As RowAllReduce registers them: STEAL on a persistent grid on every architecture.
+        red = rt.register(tp.SRC, "tp_reduce", tp.TpArgs, block=256, min_blocks_per_sm=4, sched="steal",
+                          grid="persistent")
+        wait = rt.register(tp.SRC, "tp_wait", tp.TpArgs, block=32, sched="steal", grid="persistent")
+        assert red.info.sched == clcrt.Sched.STEAL and red.info.grid == clcrt.Grid.PERSISTENT
+        for k in (red, wait):  # what RowAllReduce builds ahead, so that no run launches one CTA per unit
+            k.prepare(clcrt.Use.GRAPH | clcrt.Use.SHORT | clcrt.Use.TRACE)
         assert red.info.param_bytes == wait.info.param_bytes
         # 288 threads of the 128-row GEMM at its cap of 168 registers, plus one reduction CTA of
         # 256 threads, fit an SM's 65536 registers; no shared memory beyond the scheduler's.

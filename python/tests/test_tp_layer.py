@@ -47,7 +47,7 @@ def test_options(monkeypatch):
     o = tp.parse_args([])
     assert (o.tokens, o.hidden, o.ffn_shard, o.micro_batches, o.spawn) == (8192, 8192, 3584, 4, 0)
     assert o.budgets == [104, 112, 120] and o.modes == ["torch", "serial", "concurrent", "budget", "yield", "tiles"]
-    assert o.tp_ctas == 32
+    assert o.tp_ctas == 32 and o.tp_priority == "same" and o.tp_trace is None
     o = tp.parse_args(["--check", "--spawn", "2", "--modes", "serial, yield"])
     assert (o.tokens, o.hidden, o.ffn_shard, o.micro_batches) == (512, 1024, 512, 4)
     assert (o.reps, o.warmup, o.budgets, o.spawn, o.modes) == (2, 1, "half", 2, ["serial", "yield"])
