@@ -38,10 +38,10 @@ aligned by a barrier before each layer; the median over --reps layers, then the 
               own, ordered inside the bracket by the events it records.
   tiles       tile-granular overlap, no NCCL (clcrt.tp.RowAllReduce): the down projection's GEMM
               counts its output rows as it stores them (64 at a time), and on the side stream a
-              reduction of clcrt tile functions on about --tp-ctas CTAs starts at once: each
-              64-row block's chunks are summed over the ranks by their owner as soon as every
-              rank's GEMM has stored the block, through NVLink peer loads and stores on CUDA IPC
-              mappings, and written into every rank's output. The micro-batches still pipeline
+              reduction of clcrt tile functions on about --tp-ctas CTAs starts at once: as soon
+              as a rank's GEMM has stored a 64-row block, the rank pushes the block's chunks to
+              their owners (NVLink stores on CUDA IPC mappings); each owner sums its chunks over
+              the ranks and stores the sum into every rank's output. The micro-batches still pipeline
               as in the other modes, and within one, the all-reduce runs under the GEMM.
 
 Also reported, each alone on the main stream: the clcrt GEMMs (on the whole device and on each

@@ -101,7 +101,8 @@ __device__ __forceinline__ void tp_wait_for(const unsigned *p, unsigned target, 
     if (++polls == (1ull << 26)) tp_give_up(a, what, q, gb, v, target);
   }
 }
-// Every thread's stores, then thread 0's release: a system-scope fence, then +1 on each counter.
+// +1 on a counter of a rank's block. Its caller is thread 0 after a CTA barrier and a
+// system-scope fence, which make it a release of every thread's stores.
 __device__ __forceinline__ void tp_signal(unsigned long long ctr, unsigned gb) {
   asm volatile("red.relaxed.sys.global.add.u32 [%0], 1;" ::"l"((unsigned *)ctr + gb) : "memory");
 }
