@@ -335,11 +335,14 @@ typedef struct clcrt_trace_record {
   uint32_t run;              /* the run on the stream, counted from 0 since tracing was enabled */
   uint16_t sm;               /* %smid */
   uint8_t cta_rank;          /* the CTA's rank in its cluster */
-  uint8_t flags;             /* CLCRT_TRACE_STOLEN */
+  uint8_t flags;             /* CLCRT_TRACE_STOLEN, CLCRT_TRACE_WAIT */
   uint32_t reserved;
 } clcrt_trace_record;
 #define CLCRT_TRACE_STOLEN 1u /* STEAL and CLC: the unit was claimed, not the cluster's first (never set
                                  by STATIC, whose later units are its own, nor by FIXED) */
+#define CLCRT_TRACE_WAIT 2u   /* a task graph's tile waiting for the tiles it needs (clcrt_ops.h), from its
+                                 ticket to the end of its waits: not a tile; clcrt_trace_summarize leaves it
+                                 out of tiles and busy time, the JSON names it "wait N" */
 #define CLCRT_TRACE_MAX_SMS 1024
 
 typedef struct clcrt_trace clcrt_trace; /* opaque: a set of records, owned by the caller */

@@ -161,6 +161,131 @@ CLCRT_API clcrt_status clcrt_gemm_prepare(clcrt_ops *ops, const clcrt_stream *s,
  * place of its #include), embedded in the library. */
 CLCRT_API const char *clcrt_gemm_source(void);
 
+
+/* ---- Task graphs: several tile functions in one persistent grid ----------------------------------
+ *
+ * A task graph is a chain (or any DAG) of tile functions, written in one source, that runs as
+ * one launch: a decode layer's RMSNorm -> projections -> activation -> projection + residual,
+ * without a launch, a ramp-up and a tail between the steps. Each node is a tile function with
+ * its own Args and its own tile count (given per run); each edge says which of the producer's
+ * tiles one of the consumer's tiles needs. clcrt compiles one kernel whose tile function
+ * dispatches to the nodes, and the kernel runs under any scheduler like any registered kernel.
+ *
+ * Order and waits. Every tile the kernel runs first takes a ticket: one atomic on a counter of
+ * the run, so tickets are handed out in the order tiles start, only to CTAs that are running.
+ * Ticket t runs tile t of the node-major order (node 0's tiles, then node 1's, ...). Edges go
+ * from a lower node to a higher one, so a tile waits only on tiles of lower tickets. Why no
+ * run can hang: take the lowest ticket that never finishes; every tile it waits on has a lower
+ * ticket, was taken by a CTA that is running it (tickets are taken only by running CTAs, which
+ * keep their SM until the tile returns: clcrt yields only between tiles) and so finishes, and
+ * then so does it. This holds for every scheduler, FIXED included (its CTAs take tickets as
+ * they start), under preemption by streams of higher priority, on SM budgets and in graphs.
+ * The wait is thread 0's acquire polls, then a CTA barrier; the release is a CTA barrier, then
+ * thread 0's fence and adds, so a node's stores are visible to the tiles that wait on it (to
+ * TMA reads too with CLCRT_TASKGRAPH_ASYNC_READS, which adds a proxy fence after each wait).
+ * A CTA that has seen an ALL edge complete does not poll it again for its later tiles. Every
+ * thread of the CTA calls the tile function, as without a graph; the dispatcher adds one
+ * barrier per tile (after the ticket) and one per wait and per release.
+ *
+ * Reading what another node wrote: plain loads (or TMA). Not ld.global.nc / __ldg, and not
+ * `const T *__restrict__` pointers to such data: the read-only path may serve stale lines.
+ *
+ * State: the counters live in the op library's stream workspace (invariants 1 to 3 above: one
+ * per stream, one per captured graph); every run leaves them at zero (the CTA of the last
+ * ticket waits for every other tile to finish and zeroes them), so runs on one stream and
+ * replays of one graph need no reset launch. */
+
+typedef enum clcrt_dep_kind {
+  CLCRT_DEP_ALL = 0, /* every consumer tile needs every producer tile */
+  CLCRT_DEP_SAME,    /* consumer tile i needs producer tile i (a run needs as many producer tiles or more) */
+  CLCRT_DEP_ROWS,    /* row blocks: consumer tiles i with i / a == g need producer tiles j with j / b == g (a
+                        row of a tiles needs the producer's row of b tiles; groups past the producer's last
+                        need nothing) */
+  CLCRT_DEP_KSLICES, /* a reduction over a K slices: the producer has a x (the consumer's) tiles, slice-major,
+                        and consumer tile i needs producer tiles i, C + i, 2C + i, ... (C: consumer tiles) */
+  CLCRT_DEP_CUSTOM   /* fn: __device__ uint2 fn(unsigned tile, unsigned tiles, unsigned producer_tiles) in the
+                        source gives [x, y): consumer tile `tile` needs producer tiles x .. y - 1 (clamped
+                        to the producer's tiles) */
+} clcrt_dep_kind;
+
+#define CLCRT_TASKGRAPH_MAX_NODES 32u
+#define CLCRT_TASKGRAPH_MAX_EDGES 128u
+#define CLCRT_TASKGRAPH_MAX_ARGS 4096u /* bytes of every node's Args together, with their alignment */
+
+typedef struct clcrt_task_node {
+  const char *tile_fn;     /* __device__ void f(const clcrt::Tile &t, const Args &a) in the graph's source */
+  const char *args_type;   /* its Args */
+  size_t args_size;        /* sizeof(Args): checked against the compiled struct */
+  const char *prefetch_fn; /* optional (NULL: none): called like tile_fn for the same tile, before its
+                              waits: for loads that need no other node (weights into L2 or shared
+                              memory), so that they overlap the wait. It must not read what another
+                              node writes */
+} clcrt_task_node;
+
+typedef struct clcrt_task_edge {
+  unsigned from, to; /* node indices, from < to */
+  clcrt_dep_kind kind;
+  unsigned a, b;     /* ROWS: consumer and producer tiles per row block; KSLICES: a, the slices */
+  const char *fn;    /* CUSTOM: the function's name */
+} clcrt_task_edge;
+
+typedef struct clcrt_taskgraph_desc {
+  size_t size;
+  const char *source;             /* every node's Args and tile function (and CUSTOM functions) */
+  const clcrt_task_node *nodes;   /* in an order where every edge goes forward */
+  unsigned num_nodes;             /* 1 .. CLCRT_TASKGRAPH_MAX_NODES */
+  const clcrt_task_edge *edges;
+  unsigned num_edges;             /* 0 .. CLCRT_TASKGRAPH_MAX_EDGES */
+  clcrt_dim3 block;               /* threads per CTA, every node's */
+  unsigned smem_bytes;            /* dynamic shared memory: the largest node's */
+  clcrt_sched sched;              /* as for clcrt_register (no clusters: 1-CTA units) */
+  clcrt_grid grid;
+  const char *const *options;     /* extra NVRTC options */
+  int num_options;
+  unsigned min_blocks_per_sm;
+  unsigned flags;                 /* CLCRT_TASKGRAPH_* */
+} clcrt_taskgraph_desc;
+
+/* clcrt_taskgraph_desc.flags */
+#define CLCRT_TASKGRAPH_ASYNC_READS 1u /* a node reads what another node wrote through TMA (the async proxy):
+                                          a proxy fence follows every wait */
+
+#define CLCRT_TASKGRAPH_DESC_INIT                                                                              \
+  {.size = sizeof(clcrt_taskgraph_desc), .source = NULL, .nodes = NULL, .num_nodes = 0, .edges = NULL,         \
+   .num_edges = 0, .block = {0, 0, 0}, .smem_bytes = 0, .sched = CLCRT_SCHED_AUTO, .grid = CLCRT_GRID_AUTO,   \
+   .options = NULL, .num_options = 0, .min_blocks_per_sm = 0, .flags = 0}
+
+typedef struct clcrt_taskgraph clcrt_taskgraph; /* opaque */
+
+/* Checks the graph, generates its dispatching tile function and registers it (a compile, or
+ * the caches). Compile-only runtimes are accepted (clcrt_taskgraph_kernel, for the cubin). */
+CLCRT_API clcrt_status clcrt_taskgraph_create(clcrt_ops *ops, const clcrt_taskgraph_desc *d, clcrt_taskgraph **out);
+/* Runs every node once on s, asynchronously: tiles[i] is node i's tile grid ({0,0,0}: none),
+ * args[i] its Args (args_size bytes, as in the descriptor). A run whose tile counts break an
+ * edge (SAME with fewer producer tiles, KSLICES with a producer count that is not a x the
+ * consumer's) is refused with a message. */
+CLCRT_API clcrt_status clcrt_taskgraph_run(clcrt_taskgraph *g, clcrt_stream *s, const clcrt_dim3 *tiles,
+                                           const void *const *args);
+/* The registered kernel (owned by the runtime): info, cubin, PTX, clcrt_kernel_prepare. */
+CLCRT_API const clcrt_kernel *clcrt_taskgraph_kernel(const clcrt_taskgraph *g);
+/* The generated source, as compiled (valid while g lives). */
+CLCRT_API const char *clcrt_taskgraph_source(const clcrt_taskgraph *g);
+/* Tracing (off by default): every tile the runs of g execute, on any stream, into a device buffer
+ * of `capacity` tiles (48 bytes each, at most 2^26); tiles past it are counted as dropped. 0
+ * turns it off. Call it while no run of g is in flight. A traced tile costs thread 0 a few
+ * timer reads and one atomic. */
+CLCRT_API clcrt_status clcrt_taskgraph_trace_enable(clcrt_taskgraph *g, size_t capacity);
+/* Synchronises s (runs on other streams must have finished too), then takes the records of
+ * every traced run since the last read as a clcrt_trace (destroy it with clcrt_trace_destroy):
+ * per tile, a record of its tile function (tile: its index in its node; unit: the node;
+ * cluster: its ticket; run: the traced run of g, from 0; sm) and, where it waited, one of the
+ * wait before it, from its ticket to the end of its waits (flags CLCRT_TRACE_WAIT). The usual
+ * JSON (clcrt_trace_save_json: Perfetto) and summary (which leaves the waits out) apply. */
+CLCRT_API clcrt_status clcrt_taskgraph_trace_read(clcrt_taskgraph *g, clcrt_stream *s, clcrt_trace **out);
+/* Frees g and its trace buffer; runs already enqueued keep running. NULL is a no-op. Destroy
+ * every task graph of an op library before clcrt_ops_destroy. */
+CLCRT_API void clcrt_taskgraph_destroy(clcrt_taskgraph *g);
+
 #ifdef __cplusplus
 }
 #endif

@@ -12,6 +12,10 @@
 #   tpbench    python/bench/tp_layer.py's default layer on each of $TP_WORLDS (default 2 4) GPUs,
 #              $TP_ARGS added (JSON in $OUT/tpbench-N.json; TP_ARGS="--modes tiles --tp-trace
 #              $OUT/tptrace" also traces one tiles layer per rank)
+#   taskgraph  gpu_taskgraph, then under compute-sanitizer memcheck, racecheck, synccheck
+#   pytg       the wheel's task graphs: python/tests/test_gpu_taskgraph.py, test_taskgraph.py and the
+#              decode MLP example
+#   mlpbench   python/bench/decode_mlp.py ($MLP_ARGS added; JSON in $OUT/decode_mlp.json)
 #   benchcmp   bench_gemm --quick --no-oracle, before (.gpu/old) and after, one call
 #   bench      bench_gemm --no-oracle on every class ($BENCH_ARGS added)
 #   wide       bench_gemm --wide: every tile shape on the quick shapes and $WIDE_GEN generated
@@ -71,6 +75,25 @@ for step in "$@"; do
         echo "$(basename $t) exit $?: $(grep -E 'Checks' "$OUT/$(basename $t).log" | tail -1)"
         grep -E ":[0-9]+:[EF]:" "$OUT/$(basename $t).log" | head -5
       done ;;
+    taskgraph)
+      CK_FORK=yes CK_DEFAULT_TIMEOUT=600 timeout -k 5 200 $G/tests/gpu_taskgraph > "$OUT/gpu_taskgraph.log" 2>&1
+      echo "gpu_taskgraph exit $?"; grep -E "gpu_taskgraph:|Checks|:[0-9]+:[EF]:" "$OUT/gpu_taskgraph.log" | head -20
+      for tool in memcheck racecheck synccheck; do
+        CK_FORK=no CLCRT_TEST_SANITIZER=1 timeout -k 5 ${SAN_LIMIT:-120} compute-sanitizer --tool $tool \
+          --error-exitcode 3 $G/tests/gpu_taskgraph > "$OUT/san-gpu_taskgraph-$tool.log" 2>&1
+        echo "gpu_taskgraph $tool exit $?: $(grep -E 'ERROR SUMMARY|Checks' "$OUT/san-gpu_taskgraph-$tool.log" | tr '\n' ' ')"
+      done ;;
+    pytg)
+      wheel
+      (cd python/tests && PYTHONPATH=/tmp/site CUDA_HOME=/usr/local/cuda timeout -k 5 ${PY_LIMIT:-300} python3 -m pytest \
+        -q -rs -s -p no:cacheprovider test_gpu_taskgraph.py test_taskgraph.py > "$OUT/pytest-tg.log" 2>&1
+       echo "pytest exit $?"; grep -E "decode mlp|passed|failed|Error|error" "$OUT/pytest-tg.log" | tail -15)
+      PYTHONPATH=/tmp/site timeout -k 5 120 python3 python/examples/decode_mlp.py --batch 16 2>&1 | tail -4 ;;
+    mlpbench)
+      wheel
+      PYTHONPATH=/tmp/site timeout -k 5 ${MLP_LIMIT:-400} python3 python/bench/decode_mlp.py ${MLP_ARGS:-} \
+        --json "$OUT/decode_mlp.json" > "$OUT/decode_mlp.log" 2>&1
+      echo "decode_mlp exit $?"; tail -60 "$OUT/decode_mlp.log" ;;
     sanitize)
       for t in ${SAN_SUITES:-gpu_ops gpu_gemm}; do
         for tool in memcheck racecheck synccheck; do

@@ -194,7 +194,6 @@ clcrt_status clcrt_trace_summarize(const clcrt_trace *t, clcrt_trace_summary *ou
     return clcrt__fail_norts(CLCRT_E_NOMEM, "clcrt_trace_summarize: out of memory");
   }
   v->size = out->size;
-  v->tiles = t->count;
   v->runs = t->runs;
   v->dropped = t->dropped;
   if (t->count) {
@@ -202,7 +201,9 @@ clcrt_status clcrt_trace_summarize(const clcrt_trace *t, clcrt_trace_summary *ou
     unsigned hi = 0;
     for (size_t i = 0; i < t->count; i++) {
       const clcrt_trace_record *r = &t->rec[i];
+      if (r->flags & CLCRT_TRACE_WAIT) continue; /* a task graph's wait: no tile, no work */
       sm_acc *a = &acc[r->sm];
+      v->tiles++;
       v->steals += (r->flags & CLCRT_TRACE_STOLEN) != 0;
       if (r->sm > hi) hi = r->sm;
       if (r->end_ns > last) last = r->end_ns;
@@ -221,6 +222,7 @@ clcrt_status clcrt_trace_summarize(const clcrt_trace *t, clcrt_trace_summary *ou
       }
       if (r->end_ns > a->last_end) a->last_end = r->end_ns;
     }
+    if (v->tiles == 0) goto done; /* waits only: nothing ran */
     v->num_sms = hi + 1;
     v->span_ns = (double)(last - first);
     uint64_t first_idle = UINT64_MAX, max_busy = 0;
@@ -238,10 +240,11 @@ clcrt_status clcrt_trace_summarize(const clcrt_trace *t, clcrt_trace_summary *ou
       sum_frac += v->busy_fraction[s];
     }
     v->tail_ns = (double)(last - first_idle);
-    v->busy_mean = sum_frac / ran;
-    double mean_busy = sum_busy / ran;
+    v->busy_mean = ran ? sum_frac / ran : 0.0;
+    double mean_busy = ran ? sum_busy / ran : 0.0;
     v->imbalance = mean_busy > 0 ? (double)max_busy / mean_busy : 0.0;
   }
+done:
   memcpy(out, v, out->size);
   clcrt__free(v);
   clcrt__free(acc);

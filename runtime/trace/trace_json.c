@@ -312,7 +312,10 @@ static void write_trace(wbuf *w, const clcrt_trace *t, const uint32_t *lane, con
     wus(w, r->start_ns - t0);
     WLIT(w, ",\"dur\":");
     wus(w, r->end_ns - r->start_ns);
-    WLIT(w, ",\"name\":\"tile ");
+    if (r->flags & CLCRT_TRACE_WAIT)
+      WLIT(w, ",\"name\":\"wait ");
+    else
+      WLIT(w, ",\"name\":\"tile ");
     wu64(w, r->tile);
     if (stolen) WLIT(w, "\",\"cat\":\"stolen\",\"args\":{\"tile\":");
     else WLIT(w, "\",\"cat\":\"own\",\"args\":{\"tile\":");
