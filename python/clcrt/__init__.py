@@ -60,6 +60,7 @@ from ._core import (
 from .trace import Record, Summary, Trace
 from .tool import inspect
 from . import ops, tool, tp
+from .taskgraph import TaskGraph, TaskNode
 
 try:
     from ._version import __version__
@@ -94,6 +95,6 @@ __all__ = [
     "Args", "ArgsMismatchError", "BusyError", "CacheStats", "CancelledError", "CompileError", "CorruptError", "CudaError", "Error",
     "FileError", "Grid", "InvalidError", "Kernel", "KernelInfo", "Launcher", "LibraryError", "NoDeviceError",
     "NoMemoryError", "NotFoundError", "Record", "Runtime", "Sched", "Stream", "StreamStats", "Summary", "Swizzle",
-    "TensorMap", "Trace", "UnsupportedError", "Use", "array", "bool_", "f32", "f64", "i8", "i16", "i32", "i64",
+    "TaskGraph", "TaskNode", "TensorMap", "Trace", "UnsupportedError", "Use", "array", "bool_", "f32", "f64", "i8", "i16", "i32", "i64",
     "inspect", "nvrtc_path", "ops", "ptr", "runtime", "status_name", "status_str", "tool", "u8", "u16", "u32", "u64",
 ]  # fmt: skip

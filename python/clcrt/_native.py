@@ -195,6 +195,13 @@ def _declare(h):
     _fn(h, "clcrt_gemm_kernel", st, vp, cp, c.c_int, c.c_int, P(vp))
     _fn(h, "clcrt_gemm_prepare", st, vp, vp, P(T.GemmDesc), c.c_uint)
     _fn(h, "clcrt_gemm_source", cp)
+    _fn(h, "clcrt_taskgraph_create", st, vp, P(T.TaskgraphDesc), P(vp))
+    _fn(h, "clcrt_taskgraph_run", st, vp, vp, P(T.Dim3), P(vp))
+    _fn(h, "clcrt_taskgraph_kernel", vp, vp)
+    _fn(h, "clcrt_taskgraph_source", cp, vp)
+    _fn(h, "clcrt_taskgraph_trace_enable", st, vp, sz)
+    _fn(h, "clcrt_taskgraph_trace_read", st, vp, vp, P(vp))
+    _fn(h, "clcrt_taskgraph_destroy", None, vp)
     u64, u = c.c_uint64, c.c_uint
     _fn(h, "clcrt_py_gemm", st, vp, vp, c.c_int, u64, u64, u64, u, u, u, u64, u64, u64, u, u64, c.c_int, c.c_int,
         c.c_int, u, u64)

@@ -20,6 +20,7 @@ USE_GRAPH = 2
 USE_PREEMPT = 4
 USE_SHORT = 8
 TRACE_STOLEN = 1
+TRACE_WAIT = 2
 TRACE_MAX_SMS = 1024
 STREAM_SM_ROUND_UP = 1
 STREAM_SM_ROUND_DOWN = 2
@@ -30,6 +31,10 @@ STORE_MAX_NAME = 255
 # include/clcrt_ops.h
 GEMM_CHECKED = 1
 GEMM_MEASURED = 2
+TASKGRAPH_MAX_NODES = 32
+TASKGRAPH_MAX_EDGES = 128
+TASKGRAPH_MAX_ARGS = 4096
+TASKGRAPH_ASYNC_READS = 1
 
 DEFINES = {
     "VERSION_MAJOR": VERSION_MAJOR,
@@ -41,6 +46,7 @@ DEFINES = {
     "USE_PREEMPT": USE_PREEMPT,
     "USE_SHORT": USE_SHORT,
     "TRACE_STOLEN": TRACE_STOLEN,
+    "TRACE_WAIT": TRACE_WAIT,
     "TRACE_MAX_SMS": TRACE_MAX_SMS,
     "STREAM_SM_ROUND_UP": STREAM_SM_ROUND_UP,
     "STREAM_SM_ROUND_DOWN": STREAM_SM_ROUND_DOWN,
@@ -49,6 +55,10 @@ DEFINES = {
     "STORE_MAX_NAME": STORE_MAX_NAME,
     "GEMM_CHECKED": GEMM_CHECKED,
     "GEMM_MEASURED": GEMM_MEASURED,
+    "TASKGRAPH_MAX_NODES": TASKGRAPH_MAX_NODES,
+    "TASKGRAPH_MAX_EDGES": TASKGRAPH_MAX_EDGES,
+    "TASKGRAPH_MAX_ARGS": TASKGRAPH_MAX_ARGS,
+    "TASKGRAPH_ASYNC_READS": TASKGRAPH_ASYNC_READS,
 }
 
 # ---- enums: each enumerator (CLCRT_ dropped), and ENUMS[c name] without the shared prefix
@@ -107,6 +117,13 @@ GEMM_SPLIT_AUTO = 0
 GEMM_SPLIT_NONE = 1
 GEMM_SPLIT_ALL = 2
 
+# clcrt_dep_kind (include/clcrt_ops.h)
+DEP_ALL = 0
+DEP_SAME = 1
+DEP_ROWS = 2
+DEP_KSLICES = 3
+DEP_CUSTOM = 4
+
 ENUMS = {
     "clcrt_status": (("OK", 0), ("E_INVALID", 1), ("E_COMPILE", 2), ("E_NO_DEVICE", 3), ("E_UNSUPPORTED", 4),
         ("E_CUDA", 5), ("E_NOMEM", 6), ("E_IO", 7), ("E_CORRUPT", 8), ("E_NOT_FOUND", 9), ("E_BUSY", 10),
@@ -118,6 +135,7 @@ ENUMS = {
     "clcrt_swizzle": (("NONE", 0), ("32B", 1), ("64B", 2), ("128B", 3)),
     "clcrt_gemm_layout": (("DENSE", 0), ("GROUPED", 1), ("MASKED", 2)),
     "clcrt_gemm_split": (("AUTO", 0), ("NONE", 1), ("ALL", 2)),
+    "clcrt_dep_kind": (("ALL", 0), ("SAME", 1), ("ROWS", 2), ("KSLICES", 3), ("CUSTOM", 4)),
 }
 
 # CLCRT_STATUS_MAP: (name, message), in the order of the enum's values
@@ -367,6 +385,51 @@ class GemmVariantInfo(c.Structure):
     ]
 
 
+class TaskNode(c.Structure):
+    """clcrt_task_node (include/clcrt_ops.h)."""
+
+    _fields_ = [
+        ("tile_fn", c.c_char_p),
+        ("args_type", c.c_char_p),
+        ("args_size", c.c_size_t),
+        ("prefetch_fn", c.c_char_p),
+    ]
+
+
+class TaskEdge(c.Structure):
+    """clcrt_task_edge (include/clcrt_ops.h)."""
+
+    _fields_ = [
+        ("from", c.c_uint),
+        ("to", c.c_uint),
+        ("kind", c.c_int),  # clcrt_dep_kind
+        ("a", c.c_uint),
+        ("b", c.c_uint),
+        ("fn", c.c_char_p),
+    ]
+
+
+class TaskgraphDesc(c.Structure):
+    """clcrt_taskgraph_desc (include/clcrt_ops.h)."""
+
+    _fields_ = [
+        ("size", c.c_size_t),
+        ("source", c.c_char_p),
+        ("nodes", c.POINTER(TaskNode)),
+        ("num_nodes", c.c_uint),
+        ("edges", c.POINTER(TaskEdge)),
+        ("num_edges", c.c_uint),
+        ("block", Dim3),
+        ("smem_bytes", c.c_uint),
+        ("sched", c.c_int),  # clcrt_sched
+        ("grid", c.c_int),  # clcrt_grid
+        ("options", c.POINTER(c.c_char_p)),
+        ("num_options", c.c_int),
+        ("min_blocks_per_sm", c.c_uint),
+        ("flags", c.c_uint),
+    ]
+
+
 STRUCTS = {
     "clcrt_dim3": Dim3,
     "clcrt_runtime_opts": RuntimeOpts,
@@ -381,6 +444,9 @@ STRUCTS = {
     "clcrt_gemm_desc": GemmDesc,
     "clcrt_gemm_plan_info": GemmPlanInfo,
     "clcrt_gemm_variant_info": GemmVariantInfo,
+    "clcrt_task_node": TaskNode,
+    "clcrt_task_edge": TaskEdge,
+    "clcrt_taskgraph_desc": TaskgraphDesc,
 }
 
 __all__ = sorted(n for n in globals() if not n.startswith("_") and n != "c")

@@ -1,0 +1,90 @@
+"""clcrt.TaskGraph without a GPU: the decode MLP example's graph (four nodes, "all", "rows" and
+"kslices" edges) and a graph with "same" and "custom" edges compile for Hopper and Blackwell
+through the Python face; bad nodes and edges are refused with a message before anything
+compiles. tests/test_gpu_taskgraph.py runs graphs against torch; tests/gpu_taskgraph.c (C)
+runs random graphs against node-by-node launches."""
+
+import importlib.util
+
+import pytest
+
+import clcrt
+
+from conftest import REPO
+
+
+def example():
+    spec = importlib.util.spec_from_file_location("decode_mlp", REPO / "python" / "examples" / "decode_mlp.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+@pytest.mark.parametrize("arch", ["sm_90a", "sm_100a"])
+def test_decode_mlp_graph_compiles(arch):
+    m = example()
+    with clcrt.Runtime(arch=arch, cache_dir="") as rt:
+        s = m.slices_for(2048, 8192, 132)
+        assert s > 1 and (8192 // s) % 256 == 0 and 2048 // m.ROWS_D * s >= 2 * 132
+        g = clcrt.TaskGraph(m.SRC, m.GRAPH_NODES, m.edges(2048, 8192, s), block=m.BLOCK, smem_bytes=m.SMEM, rt=rt)
+        i = g.kernel.info
+        assert i.arch == arch and i.stack_bytes <= 64, (i.arch, i.stack_bytes)
+        assert i.sched == (clcrt.Sched.STEAL if arch == "sm_90a" else clcrt.Sched.CLC)
+        src = g.source
+        assert "gate_up(lt, g.a1)" in src
+        assert "clcrt_tg::wait(c + l, %du)" % s in src  # the K slices' reduction
+        assert "ld.acquire.gpu" in g.kernel.ptx and "prefetch.global.L2" in g.kernel.ptx
+        assert "gate_up_prefetch(lt, g.a1)" in src and "down_prefetch(lt, g.a2)" in src
+        for fn, cls in m.NODES:  # the same tile functions alone, as run_nodes launches them
+            rt.register(m.SRC, fn, cls, block=m.BLOCK, smem_bytes=m.SMEM)
+        g.close()
+        g.close()
+        with pytest.raises(clcrt.InvalidError, match="closed"):
+            g.source
+
+
+SRC = r"""
+struct P { unsigned *x; };
+__device__ uint2 two(unsigned tile, unsigned tiles, unsigned producer_tiles) { return make_uint2(2 * tile, 2 * tile + 2); }
+__device__ void put(const clcrt::Tile &t, const P &a) { if (threadIdx.x == 0) a.x[t.linear] = 1; }
+"""
+
+
+class P(clcrt.Args):
+    x: clcrt.ptr("u32")
+
+
+def test_same_and_custom_edges():
+    with clcrt.Runtime(arch="sm_90a", cache_dir="") as rt:
+        g = clcrt.TaskGraph(SRC, [("put", P)] * 3, [(0, 1, "same"), (0, 2, "custom", "two"), (1, 2, "all")],
+                            block=32, sched="static", rt=rt)
+        assert g.kernel.info.sched == clcrt.Sched.STATIC
+        assert "two(l, tc, tp)" in g.source
+
+
+@pytest.mark.parametrize("nodes,edges,match", [
+    ([], [], "at least one node"),
+    ([("put", int)], [], "not a clcrt.Args class"),
+    (["put"], [], "give \\(tile_fn, ArgsClass\\)"),
+    ([("put", P)] * 2, [(0, 1)], "give \\(from, to, kind"),
+    ([("put", P)] * 2, [(0, 1, "sideways")], "one of all, custom, kslices, rows, same"),
+    ([("put", P)] * 2, [(0, 1, "rows", 2)], "a rows edge is \\(from, to, 'rows', a, b\\)"),
+    ([("put", P)] * 2, [(0, 1, "kslices")], "'kslices', slices"),
+    ([("put", P)] * 2, [(0, 1, "custom", 3)], "must be a str"),
+    ([("put", P)] * 2, [(1, 0, "all")], "edge 0 goes from node 1 to node 0"),
+    ([("put", P)] * 2, [(0, 1, "rows", 0, 1)], "needs a >= 1"),
+    ([("put", P), ("nope", P)], [], "NVRTC|nope"),
+])  # fmt: skip
+def test_refusals(nodes, edges, match):
+    with clcrt.Runtime(arch="sm_90a", cache_dir="") as rt:
+        with pytest.raises(clcrt.Error, match=match):
+            clcrt.TaskGraph(SRC, nodes, edges, block=32, rt=rt)
+
+
+def test_run_refused_without_gpu():
+    with clcrt.Runtime(arch="sm_90a", cache_dir="") as rt:
+        g = clcrt.TaskGraph(SRC, [("put", P)] * 2, [(0, 1, "same")], block=32, rt=rt)
+        with pytest.raises(clcrt.InvalidError, match="2 nodes, but 1 tile counts"):
+            g.run([1], [P(0)])
+        with pytest.raises(clcrt.InvalidError, match="args\\[1\\] is int"):
+            g.run([1, 1], [P(0), 5])
