@@ -280,12 +280,14 @@ START_TEST(test_random_graphs) {
 }
 END_TEST
 
-/* Captured into a CUDA graph, replayed several times (the counters left at zero by each
- * replay), with an eager run of the same task graph on the capturing stream in between. */
+/* Captured into a CUDA graph, replayed several times on two streams in turn (the counters left
+ * at zero by each replay), with an eager run of the same task graph on the capturing stream in
+ * between. */
 START_TEST(test_capture_replay) {
   const clcrt__driver *cu = gpu_cu();
-  clcrt_stream *s;
+  clcrt_stream *s, *s2;
   ck_assert_int_eq(clcrt_stream_create(g_rt, NULL, &s), CLCRT_OK);
+  ck_assert_int_eq(clcrt_stream_create(g_rt, NULL, &s2), CLCRT_OK);
   static unsigned ref[SLOTS];
   for (int n = 0; n < (gpu_under_sanitizer() ? 1 : 4); n++) {
     graph g;
@@ -308,14 +310,17 @@ START_TEST(test_capture_replay) {
         compare(&g, g.cnt, ref, "eager between replays");
         poison(s);
       }
-      ck_assert_int_eq(cu->cuGraphLaunch(ge, clcrt_stream_cu(s)), CUDA_SUCCESS);
-      ck_assert_int_eq(clcrt_stream_sync(s), CLCRT_OK);
-      compare(&g, g.cnt, ref, "replay");
+      /* replays on the capturing stream and on another, in turn */
+      clcrt_stream *on = r % 2 ? s2 : s;
+      ck_assert_int_eq(cu->cuGraphLaunch(ge, clcrt_stream_cu(on)), CUDA_SUCCESS);
+      ck_assert_int_eq(clcrt_stream_sync(on), CLCRT_OK);
+      compare(&g, g.cnt, ref, r % 2 ? "replay on another stream" : "replay");
     }
     ck_assert_int_eq(cu->cuGraphExecDestroy(ge), CUDA_SUCCESS);
     ck_assert_int_eq(cu->cuGraphDestroy(cg), CUDA_SUCCESS);
     clcrt_taskgraph_destroy(tg);
   }
+  clcrt_stream_destroy(s2);
   clcrt_stream_destroy(s);
 }
 END_TEST
