@@ -295,7 +295,7 @@ def gemm(a, b, out=None, *, variant=None, sched=None, stream=None, split=None, m
         m, k, n, sa0, sb0 = _dense_shapes(torch, a, b)
         dev = a.get_device()
     if out is None:
-        out = a.new_empty((m, n))
+        out = a.new_empty(m, n)  # two ints: torch parses them faster than a tuple
         ldd = n
     else:
         try:

@@ -146,7 +146,9 @@ class _FakeTensor:
     def data_ptr(self):
         return self._ptr
 
-    def new_empty(self, shape):
+    def new_empty(self, *shape):
+        if len(shape) == 1:  # torch takes the sizes as one tuple or as ints
+            shape = tuple(shape[0])
         t = _FakeTensor(self.dtype, shape, (shape[1], 1), self._dev, 0xD000)
         self.made.append(t)
         return t
