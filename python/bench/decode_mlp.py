@@ -78,7 +78,7 @@ def contenders(mlp, x, out, norm_w, wgu, wd, eps):
             fn()
         return g.replay
 
-    persistent = mlpmod.DecodeMLP(norm_w, wgu, wd, grid="persistent", rt=mlp.rt)
+    persistent = mlpmod.DecodeMLP(norm_w, wgu, wd, grid="persistent", slices_per_sm=mlp.slices_per_sm, rt=mlp.rt)
     persistent.prepare()
     c = {
         "clcrt task graph": lambda: mlp.run_graph(x, out),
@@ -142,6 +142,8 @@ def main():
     p.add_argument("--rounds", type=int, default=15)
     p.add_argument("--calls", type=int, default=50)
     p.add_argument("--json")
+    p.add_argument("--slices-per-sm", type=float, default=2, help="down-projection tiles per SM, which sets the K "
+                   "slices (default 2)")
     p.add_argument("--trace", metavar="PREFIX", help="also trace one task-graph run per shape: PREFIX-MODEL-bB.json "
                    "(Perfetto) and a line per node: when its tiles ran and how long they waited")
     o = p.parse_args()
@@ -158,7 +160,7 @@ def main():
         hidden, inter = MODELS[model]
         norm_w, wgu, wd = mlpmod.weights(hidden, inter, dev)
         wbytes = 3 * hidden * inter * 2
-        mlp = mlpmod.DecodeMLP(norm_w, wgu, wd, eps=eps)
+        mlp = mlpmod.DecodeMLP(norm_w, wgu, wd, eps=eps, slices_per_sm=o.slices_per_sm)
         mlp.prepare()
         for batch in [int(b) for b in o.batches.split(",")]:
             x = torch.randn(batch, hidden, device=dev).to(torch.bfloat16)

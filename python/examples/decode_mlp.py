@@ -299,16 +299,16 @@ GRAPH_NODES = [clcrt.TaskNode("rmsnorm", NormArgs), clcrt.TaskNode("gate_up", Ga
                clcrt.TaskNode("down", DownArgs, prefetch="down_prefetch"), clcrt.TaskNode("residual", ResidualArgs)]
 
 
-def slices_for(hidden, inter, sms):
-    """K slices of the down projection: enough tiles for about two per SM, each slice a multiple
-    of 256 columns (8 warps of 32: a warp's step) and so of 16 (a gate/up tile's rows)."""
+def slices_for(hidden, inter, sms, per_sm=2):
+    """K slices of the down projection: enough tiles for about per_sm per SM, each slice a
+    multiple of 256 columns (8 warps of 32: a warp's step) and so of 16 (a gate/up tile's rows)."""
     cols = hidden // ROWS_D
     best = 1
     for s in range(1, 65):
         if inter % s or (inter // s) % 256:
             continue
         best = s
-        if cols * s >= 2 * sms:
+        if cols * s >= per_sm * sms:
             break
     return best
 
@@ -323,7 +323,7 @@ class DecodeMLP:
     (gate rows, then up rows), w_down [H, I]."""
 
     def __init__(self, norm_w, w_gate_up, w_down, max_batch=16, eps=1e-5, sched="auto", grid="auto",
-                 rt=None):
+                 slices_per_sm=2, rt=None):
         import torch
 
         self.hidden, self.inter = int(w_down.shape[0]), int(w_down.shape[1])
@@ -336,7 +336,8 @@ class DecodeMLP:
         self.rt = rt or clcrt.runtime(w_down.device.index)
         dev = w_down.device
         self.norm_w, self.wgu, self.wd, self.eps = norm_w, w_gate_up, w_down, eps
-        self.slices = slices_for(H, inter, torch.cuda.get_device_properties(dev).multi_processor_count)
+        self.slices_per_sm = slices_per_sm
+        self.slices = slices_for(H, inter, torch.cuda.get_device_properties(dev).multi_processor_count, slices_per_sm)
         self.xn = torch.empty(max_batch, H, dtype=torch.bfloat16, device=dev)
         self.h = torch.empty(max_batch, inter, dtype=torch.bfloat16, device=dev)
         self.part = torch.empty(self.slices, max_batch, H, dtype=torch.float32, device=dev)
