@@ -187,8 +187,9 @@ CLCRT_API const char *clcrt_gemm_source(void);
  * thread of the CTA calls the tile function, as without a graph; the dispatcher adds one
  * barrier per tile (after the ticket) and one per wait and per release.
  *
- * Reading what another node wrote: plain loads (or TMA). Not ld.global.nc / __ldg, and not
- * `const T *__restrict__` pointers to such data: the read-only path may serve stale lines.
+ * Reading what another node wrote: plain loads (TMA with CLCRT_TASKGRAPH_ASYNC_READS). Not
+ * ld.global.nc / __ldg, and not `const T *__restrict__` pointers to such data: the read-only
+ * path may serve stale lines.
  *
  * State: the counters live in the op library's stream workspace (invariants 1 to 3 above: one
  * per stream, one per captured graph); every run leaves them at zero (the CTA of the last
@@ -210,7 +211,8 @@ typedef enum clcrt_dep_kind {
 
 #define CLCRT_TASKGRAPH_MAX_NODES 32u
 #define CLCRT_TASKGRAPH_MAX_EDGES 128u
-#define CLCRT_TASKGRAPH_MAX_ARGS 4096u /* bytes of every node's Args together, with their alignment */
+#define CLCRT_TASKGRAPH_MAX_ARGS 4096u /* a node's Args at most; the graph's (its words, then every node's
+                                          Args at a 64-byte boundary) at most this + 64 bytes */
 
 typedef struct clcrt_task_node {
   const char *tile_fn;     /* __device__ void f(const clcrt::Tile &t, const Args &a) in the graph's source */
