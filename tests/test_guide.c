@@ -19,9 +19,10 @@
  * blocks (what a program prints) need none. README.md's other blocks (make, pip) are not
  * checked here.
  *
- * The examples examples/ragged_sum.c, stencil2d.c and splitk.c are compiled into this suite,
- * their main renamed, and their own registration functions are called for sm_90a (every
- * scheduler the example runs) and sm_100a; tests/gpu_examples.c runs them. */
+ * The examples examples/ragged_sum.c, stencil2d.c, splitk.c and taskgraph_chain.c are compiled
+ * into this suite, their main renamed, and their own registration functions (taskgraph_chain's
+ * graph) are called for sm_90a (every scheduler the example runs) and sm_100a;
+ * tests/gpu_examples.c runs them. */
 #include <check.h>
 #include <ctype.h>
 #include <limits.h>
@@ -33,10 +34,12 @@
 #include <unistd.h>
 
 #include "clcrt.h"
+#include "clcrt_ops.h"
 
 int ragged_sum_main(void);
 int stencil2d_main(void);
 int splitk_main(void);
+int taskgraph_chain_main(void);
 #define main ragged_sum_main
 #include "../examples/ragged_sum.c"
 #undef main
@@ -45,6 +48,9 @@ int splitk_main(void);
 #undef main
 #define main splitk_main
 #include "../examples/splitk.c"
+#undef main
+#define main taskgraph_chain_main
+#include "../examples/taskgraph_chain.c"
 #undef main
 
 /* ---- the marked blocks ---- */
@@ -377,16 +383,44 @@ START_TEST(example_compiles) {
 }
 END_TEST
 
+/* The task-graph example's graph, as its main makes it, for the same builds. */
+START_TEST(taskgraph_example_compiles) {
+  static const struct {
+    const char *arch;
+    clcrt_sched sched;
+  } builds[] = {{"sm_90a", CLCRT_SCHED_AUTO},
+                {"sm_90a", CLCRT_SCHED_STATIC},
+                {"sm_90a", CLCRT_SCHED_FIXED},
+                {"sm_100a", CLCRT_SCHED_AUTO}};
+  for (size_t i = 0; i < sizeof builds / sizeof builds[0]; i++) {
+    clcrt_runtime *rt = rt_for(builds[i].arch);
+    clcrt_ops *ops = NULL;
+    ck_assert_int_eq(clcrt_ops_create(rt, &ops), CLCRT_OK);
+    clcrt_taskgraph *g = NULL;
+    clcrt_status st = chain_create(ops, builds[i].sched, &g);
+    ck_assert_msg(st == CLCRT_OK, "taskgraph_chain for %s, %s: %s", builds[i].arch,
+                  clcrt_sched_name(builds[i].sched), clcrt_errmsg(rt));
+    clcrt_kernel_info info = CLCRT_KERNEL_INFO_INIT;
+    ck_assert_int_eq(clcrt_kernel_info_get(clcrt_taskgraph_kernel(g), &info), CLCRT_OK);
+    ck_assert_int_eq(info.stack_bytes, 0);
+    clcrt_taskgraph_destroy(g);
+    clcrt_ops_destroy(ops);
+    clcrt_runtime_destroy(rt);
+  }
+}
+END_TEST
+
 /* Without a GPU each example says why and exits 2, as its comment promises. */
 START_TEST(example_without_gpu) {
   clcrt_runtime *rt = NULL;
   clcrt_status st = clcrt_runtime_create(&rt, NULL);
   clcrt_runtime_destroy(rt);
   if (st == CLCRT_OK) {
-    printf("test_guide: SKIP %s without a GPU: this machine has one\n", g_examples[_i].name);
+    static const char *const names[] = {"ragged_sum", "stencil2d", "splitk", "taskgraph_chain"};
+    printf("test_guide: SKIP %s without a GPU: this machine has one\n", names[_i]);
     return;
   }
-  int (*mains[])(void) = {ragged_sum_main, stencil2d_main, splitk_main};
+  int (*mains[])(void) = {ragged_sum_main, stencil2d_main, splitk_main, taskgraph_chain_main};
   ck_assert_int_eq(mains[_i](), 2);
 }
 END_TEST
@@ -404,7 +438,8 @@ int main(void) {
   tcase_set_timeout(tc, 120);
   int n = (int)(sizeof g_examples / sizeof g_examples[0]);
   tcase_add_loop_test(tc, example_compiles, 0, n);
-  tcase_add_loop_test(tc, example_without_gpu, 0, n);
+  tcase_add_loop_test(tc, example_without_gpu, 0, n + 1); /* and taskgraph_chain */
+  tcase_add_test(tc, taskgraph_example_compiles);
   suite_add_tcase(s, tc);
   SRunner *sr = srunner_create(s);
   srunner_run_all(sr, CK_NORMAL);
