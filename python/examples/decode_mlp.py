@@ -17,9 +17,10 @@ Four tile functions of one source, four nodes, three kinds of edge (docs/taskgra
                                first slices start while later gate/up tiles still run
     2 -> 3  "kslices", S       output tile c needs the S slices (s, c)
 
-The same tile functions also run one launch per node (DecodeMLP.run_nodes), which is what the
-task graph saves: a launch, a ramp-up and a tail per step. python/bench/decode_mlp.py times
-both against torch. Exit status: 0 right, 2 no GPU (or no PyTorch), 1 wrong.
+The same tile functions also run one launch per node (DecodeMLP.run_nodes). The task graph saves
+a launch, a ramp-up and a tail per step and pays a ticket, a wait and a release per tile;
+python/bench/decode_mlp.py times both against torch (docs/results.md). Exit status: 0 right,
+2 no GPU (or no PyTorch), 1 wrong.
 """
 
 import argparse
