@@ -215,7 +215,8 @@ typedef enum clcrt_dep_kind {
                                           Args at a 64-byte boundary) at most this + 64 bytes */
 
 typedef struct clcrt_task_node {
-  const char *tile_fn;     /* __device__ void f(const clcrt::Tile &t, const Args &a) in the graph's source */
+  const char *tile_fn;     /* __device__ void f(const clcrt::Tile &t, const Args &a) in the graph's source;
+                              t: the tile in the node's grid (coord, linear), unit its ticket */
   const char *args_type;   /* its Args */
   size_t args_size;        /* sizeof(Args): checked against the compiled struct */
   const char *prefetch_fn; /* optional (NULL: none): called like tile_fn for the same tile, before its

@@ -345,23 +345,12 @@ clcrt_status clcrt_gemm_plan_get(clcrt_ops *ops, const clcrt_stream *s, const cl
 
 /* ---- running ---------------------------------------------------------------------------------- */
 
-/* Whether w's stream is being captured into a graph. Asked only where the answer changes what a
- * run does (a workspace, a misuse word, a flag that synchronises): a dense run with whole tiles
- * needs none, and clcrt_run asks the driver itself. */
-static clcrt_status capturing_get(clcrt_ops *ops, gemm_ws *w, int *capturing) {
-  CUstreamCaptureStatus cs = CU_STREAM_CAPTURE_STATUS_NONE;
-  CUresult r = ops->cu->cuStreamIsCapturing(w->cu, &cs);
-  if (r != CUDA_SUCCESS) return clcrt_errmsg_set(ops->rt, CLCRT_E_CUDA, "gemm: cuStreamIsCapturing failed (%d)", r);
-  *capturing = cs != CU_STREAM_CAPTURE_STATUS_NONE;
-  return CLCRT_OK;
-}
-
 static clcrt_status run_locked(clcrt_ops *ops, clcrt_stream *s, gemm_ws *w, const clcrt_gemm_desc *d, gemm_ld ld,
                                int vi) {
   clcrt_status st;
   int capturing = -1; /* not asked yet */
   if ((d->flags & (CLCRT_GEMM_CHECKED | CLCRT_GEMM_MEASURED)) || d->layout == CLCRT_GEMM_GROUPED) {
-    if ((st = capturing_get(ops, w, &capturing)) != CLCRT_OK) return st;
+    if ((st = gemm__ws_capturing(ops, w, "gemm", &capturing)) != CLCRT_OK) return st;
     if (capturing && (d->flags & (CLCRT_GEMM_CHECKED | CLCRT_GEMM_MEASURED)))
       return clcrt_errmsg_set(ops->rt, CLCRT_E_INVALID,
                               "gemm: CLCRT_GEMM_CHECKED and CLCRT_GEMM_MEASURED synchronise the stream: not while it "
@@ -375,7 +364,7 @@ static clcrt_status run_locked(clcrt_ops *ops, clcrt_stream *s, gemm_ws *w, cons
   if (d->layout == CLCRT_GEMM_GROUPED && !capturing) c.args.misuse = w->misuse_dev;
   if (c.part_bytes) {
     CUdeviceptr part, ctr;
-    if (capturing < 0 && (st = capturing_get(ops, w, &capturing)) != CLCRT_OK) return st;
+    if (capturing < 0 && (st = gemm__ws_capturing(ops, w, "gemm", &capturing)) != CLCRT_OK) return st;
     if ((st = gemm__ws_reserve(ops, w, capturing, c.part_bytes, c.ctr_bytes, &part, &ctr)) != CLCRT_OK) return st;
     c.args.ws = part, c.args.ctr = ctr;
   }

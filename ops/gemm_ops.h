@@ -88,6 +88,10 @@ clcrt_status gemm__kernel_get(clcrt_ops *ops, int v, clcrt_sched sched, int grou
  * gemm_ws_unlock after the launch. */
 clcrt_status gemm__ws_stream(clcrt_ops *ops, clcrt_stream *s, gemm_ws **out);
 void gemm__ws_unlock(gemm_ws *w);
+/* Whether w's stream is being captured into a graph (who: the caller, for the message). Asked
+ * only where the answer changes what a run does (a workspace, a misuse word, a flag that
+ * synchronises): a dense GEMM with whole tiles needs none, and clcrt_run asks the driver itself. */
+clcrt_status gemm__ws_capturing(clcrt_ops *ops, gemm_ws *w, const char *who, int *capturing);
 /* Partials of part_bytes and counters of ctr_bytes, valid on w's stream (grown as needed,
  * counters zero). With the stream capturing: a graph's workspace instead (invariant 3). */
 clcrt_status gemm__ws_reserve(clcrt_ops *ops, gemm_ws *w, int capturing, size_t part_bytes, size_t ctr_bytes,

@@ -73,6 +73,14 @@ clcrt_status gemm__ws_stream(clcrt_ops *ops, clcrt_stream *s, gemm_ws **out) {
   return CLCRT_OK;
 }
 
+clcrt_status gemm__ws_capturing(clcrt_ops *ops, gemm_ws *w, const char *who, int *capturing) {
+  CUstreamCaptureStatus cs = CU_STREAM_CAPTURE_STATUS_NONE;
+  CUresult r = ops->cu->cuStreamIsCapturing(w->cu, &cs);
+  if (r != CUDA_SUCCESS) return clcrt_errmsg_set(ops->rt, CLCRT_E_CUDA, "%s: cuStreamIsCapturing failed (%d)", who, r);
+  *capturing = cs != CU_STREAM_CAPTURE_STATUS_NONE;
+  return CLCRT_OK;
+}
+
 void gemm__ws_unlock(gemm_ws *w) {
   if (w) pthread_mutex_unlock(&w->lock);
 }

@@ -33,7 +33,6 @@ struct clcrt_taskgraph {
   unsigned nn, ne;
   clcrt_task_node nodes[CLCRT_TASKGRAPH_MAX_NODES];
   clcrt_task_edge edges[CLCRT_TASKGRAPH_MAX_EDGES];
-  size_t hdr_end;                            /* bytes of the header words */
   size_t off[CLCRT_TASKGRAPH_MAX_NODES];     /* each node's Args in clcrt_tg_args */
   size_t args_bytes;                         /* sizeof(clcrt_tg_args) */
   CUdeviceptr trace;                         /* 0: not tracing */
@@ -377,8 +376,7 @@ clcrt_status clcrt_taskgraph_create(clcrt_ops *ops, const clcrt_taskgraph_desc *
   g->async_reads = (d->flags & CLCRT_TASKGRAPH_ASYNC_READS) != 0;
   memcpy(g->nodes, d->nodes, d->num_nodes * sizeof *d->nodes);
   if (d->num_edges) memcpy(g->edges, d->edges, d->num_edges * sizeof *d->edges);
-  g->hdr_end = TG_HDR_BYTES(g->nn, g->ne);
-  size_t at = g->hdr_end;
+  size_t at = TG_HDR_BYTES(g->nn, g->ne);
   for (unsigned i = 0; i < g->nn; i++) {
     g->off[i] = round64(at);
     at = g->off[i] + g->nodes[i].args_size;
@@ -431,17 +429,10 @@ void clcrt_taskgraph_destroy(clcrt_taskgraph *g) {
   free(g);
 }
 
-static clcrt_status capturing_get(clcrt_ops *ops, gemm_ws *w, int *capturing) {
-  CUstreamCaptureStatus cs = CU_STREAM_CAPTURE_STATUS_NONE;
-  CUresult r = ops->cu->cuStreamIsCapturing(w->cu, &cs);
-  if (r != CUDA_SUCCESS)
-    return clcrt_errmsg_set(ops->rt, CLCRT_E_CUDA, "clcrt_taskgraph_run: cuStreamIsCapturing failed (%d)", r);
-  *capturing = cs != CU_STREAM_CAPTURE_STATUS_NONE;
-  return CLCRT_OK;
-}
-
-/* The run's header words into hdr (g->hdr_end bytes): tickets, counter offsets. */
-static clcrt_status layout_run(clcrt_taskgraph *g, const clcrt_dim3 *tiles, unsigned char *hdr, unsigned *words_out) {
+/* The run's header words into hdr (TG_HDR_BYTES): tickets, counter offsets; its tiles into
+ * *total and its counter words into *words. */
+static clcrt_status layout_run(clcrt_taskgraph *g, const clcrt_dim3 *tiles, unsigned char *hdr, unsigned *total_out,
+                               unsigned *words_out) {
   clcrt_ops *ops = g->ops;
   const unsigned nn = g->nn, ne = g->ne;
   unsigned long long cnt[CLCRT_TASKGRAPH_MAX_NODES], total = 0;
@@ -501,7 +492,7 @@ static clcrt_status layout_run(clcrt_taskgraph *g, const clcrt_dim3 *tiles, unsi
   memcpy(p, tx, 4u * nn), p += 4u * nn;
   memcpy(p, ty, 4u * nn), p += 4u * nn;
   memcpy(p, eoff, 4u * (ne ? ne : 1u));
-  *words_out = w32;
+  *total_out = tot, *words_out = w32;
   return CLCRT_OK;
 }
 
@@ -517,18 +508,16 @@ clcrt_status clcrt_taskgraph_run(clcrt_taskgraph *g, clcrt_stream *s, const clcr
     if (!args[i]) return bad(ops, "clcrt_taskgraph_run: args[%u] is NULL; every node needs its Args", i);
   _Alignas(64) unsigned char buf[CLCRT_TASKGRAPH_MAX_ARGS + 64u];
   memset(buf, 0, g->args_bytes);
-  unsigned words = 0;
-  clcrt_status st = layout_run(g, tiles, buf, &words);
+  unsigned total = 0, words = 0;
+  clcrt_status st = layout_run(g, tiles, buf, &total, &words);
   if (st != CLCRT_OK) return st;
-  unsigned total;
-  memcpy(&total, buf + 16, 4);
   if (total == 0) return CLCRT_OK;
   for (unsigned i = 0; i < g->nn; i++) memcpy(buf + g->off[i], args[i], g->nodes[i].args_size);
   gemm_ws *w;
   if ((st = gemm__ws_stream(ops, s, &w)) != CLCRT_OK) return st;
   int capturing = 0;
   CUdeviceptr part = 0, ctr = 0;
-  if ((st = capturing_get(ops, w, &capturing)) == CLCRT_OK &&
+  if ((st = gemm__ws_capturing(ops, w, "clcrt_taskgraph_run", &capturing)) == CLCRT_OK &&
       (st = gemm__ws_reserve(ops, w, capturing, 0, (size_t)words * 4u, &part, &ctr)) == CLCRT_OK) {
     unsigned long long c = (unsigned long long)ctr;
     memcpy(buf, &c, 8);

@@ -359,16 +359,18 @@ static const struct {
   example_register reg;
 } g_examples[] = {{"ragged_sum", ragged_register}, {"stencil2d", stencil_register}, {"splitk", splitk_register}};
 
-/* Each example's tile function for sm_90a under every scheduler it runs, and for sm_100a
- * under AUTO (CLC there). */
+/* What each example is compiled for: sm_90a under every scheduler it runs, and sm_100a under
+ * AUTO (CLC there). */
+static const struct {
+  const char *arch;
+  clcrt_sched sched;
+} builds[] = {{"sm_90a", CLCRT_SCHED_AUTO},
+              {"sm_90a", CLCRT_SCHED_STATIC},
+              {"sm_90a", CLCRT_SCHED_FIXED},
+              {"sm_100a", CLCRT_SCHED_AUTO}};
+
+/* Each example's tile function for those builds. */
 START_TEST(example_compiles) {
-  static const struct {
-    const char *arch;
-    clcrt_sched sched;
-  } builds[] = {{"sm_90a", CLCRT_SCHED_AUTO},
-                {"sm_90a", CLCRT_SCHED_STATIC},
-                {"sm_90a", CLCRT_SCHED_FIXED},
-                {"sm_100a", CLCRT_SCHED_AUTO}};
   for (size_t i = 0; i < sizeof builds / sizeof builds[0]; i++) {
     clcrt_runtime *rt = rt_for(builds[i].arch);
     clcrt_kernel *k = NULL;
@@ -385,13 +387,6 @@ END_TEST
 
 /* The task-graph example's graph, as its main makes it, for the same builds. */
 START_TEST(taskgraph_example_compiles) {
-  static const struct {
-    const char *arch;
-    clcrt_sched sched;
-  } builds[] = {{"sm_90a", CLCRT_SCHED_AUTO},
-                {"sm_90a", CLCRT_SCHED_STATIC},
-                {"sm_90a", CLCRT_SCHED_FIXED},
-                {"sm_100a", CLCRT_SCHED_AUTO}};
   for (size_t i = 0; i < sizeof builds / sizeof builds[0]; i++) {
     clcrt_runtime *rt = rt_for(builds[i].arch);
     clcrt_ops *ops = NULL;

@@ -28,10 +28,11 @@ import ctypes
 import weakref
 
 from . import _types as T
-from ._core import Grid, Sched, Stream, _enum, _tiles, runtime, stream_handle
-from ._errors import InvalidError, error_for
+from ._core import Grid, Kernel, Sched, _dim3, _enum, _text, runtime
+from ._errors import InvalidError
 from ._native import lib as _lib_fn
 from .args import Args
+from .ops import _ops, _stream  # the runtime's op library: the counters live in its workspaces
 
 _KINDS = {"all": 0, "same": 1, "rows": 2, "kslices": 3, "custom": 4}
 
@@ -49,10 +50,6 @@ class TaskNode:
     def __repr__(self):
         return "TaskNode(%r, %s%s)" % (self.tile_fn, getattr(self.args, "__name__", self.args),
                                        ", prefetch=%r" % self.prefetch if self.prefetch else "")
-
-
-def _text(b):
-    return b.decode("utf-8", "replace") if b else ""
 
 
 def _edge(i, e):
@@ -87,8 +84,6 @@ class TaskGraph:
 
     def __init__(self, source, nodes, edges=(), *, block=128, smem_bytes=0, sched=Sched.AUTO, grid=Grid.AUTO,
                  options=(), min_blocks_per_sm=0, async_reads=False, rt=None):
-        from .ops import _ops  # the runtime's op library: the counters live in its workspaces
-
         self._rt = rt = rt or runtime()
         rt._live()
         self._h = None
@@ -127,8 +122,7 @@ class TaskGraph:
         d.source = src
         d.nodes, d.num_nodes = ctypes.cast(tn, ctypes.POINTER(T.TaskNode)), len(nodes)
         d.edges, d.num_edges = ctypes.cast(te, ctypes.POINTER(T.TaskEdge)), len(edges)
-        bx = _tiles(block)
-        d.block = T.Dim3(*bx)
+        d.block = T.Dim3(*_dim3(block, "TaskGraph: block"))
         d.smem_bytes = int(smem_bytes)
         d.sched = _enum(Sched, sched, "sched")
         d.grid = _enum(Grid, grid, "grid")
@@ -139,9 +133,7 @@ class TaskGraph:
         d.flags = T.TASKGRAPH_ASYNC_READS if async_reads else 0
         lib = _lib_fn()
         h = ctypes.c_void_p()
-        st = lib.clcrt_taskgraph_create(_ops(rt), ctypes.byref(d), ctypes.byref(h))
-        if st:
-            raise error_for(st, _text(lib.clcrt_errmsg(rt._h)))
+        rt._check(lib.clcrt_taskgraph_create(_ops(rt), ctypes.byref(d), ctypes.byref(h)))
         self._h, self._lib, self._n = h.value, lib, len(nodes)
         self._tiles_t = T.Dim3 * self._n
         self._ptrs_t = ctypes.c_void_p * self._n
@@ -153,8 +145,6 @@ class TaskGraph:
     @property
     def kernel(self):
         """The registered kernel (clcrt.Kernel): info, cubin, PTX, prepare()."""
-        from ._core import Kernel
-
         self._live()
         k = self.__dict__.get("_kernel")
         if k is None:
@@ -182,7 +172,7 @@ class TaskGraph:
         t = self._tiles_t()
         p = self._ptrs_t()
         for i in range(self._n):
-            t[i] = T.Dim3(*_tiles(tiles[i])) if not (type(tiles[i]) is int and tiles[i] >= 0) else T.Dim3(tiles[i], 1, 1)
+            t[i] = T.Dim3(*_dim3(tiles[i], "TaskGraph.run: tiles[%d]" % i, allow_zero=True))
             a = args[i]
             if type(a) is not self._args[i]:
                 raise InvalidError("TaskGraph.run: args[%d] is %s, not the node's %s" % (i, type(a).__name__,
@@ -192,12 +182,7 @@ class TaskGraph:
                 raise InvalidError("TaskGraph.run: args[%d] holds tensors of device %d, the graph runs on %d" %
                                    (i, dev, rt.device))
             p[i] = a._clcrt_ptr
-        if stream is None:
-            s = rt.current_stream()
-        elif type(stream) is Stream:
-            s = stream
-        else:
-            s = rt._wrap(stream_handle(stream))
+        s = _stream(rt, stream)
         st = self._lib.clcrt_taskgraph_run(self._h, s._hp, t, p)
         if st:
             s._fail(st)
@@ -206,9 +191,7 @@ class TaskGraph:
         """Records every tile of the graph's runs, on any stream, into a device buffer of
         ``capacity`` tiles (0: off). Call it while no run of the graph is in flight."""
         self._live()
-        st = self._lib.clcrt_taskgraph_trace_enable(self._h, int(capacity))
-        if st:
-            raise error_for(st, _text(self._lib.clcrt_errmsg(self._rt._h)))
+        self._rt._check(self._lib.clcrt_taskgraph_trace_enable(self._h, int(capacity)))
 
     def trace_read(self, stream=None):
         """Synchronises ``stream`` (default: the current one) and takes the records of the traced
@@ -219,12 +202,9 @@ class TaskGraph:
 
         self._live()
         rt = self._rt
-        s = rt.current_stream() if stream is None else (stream if type(stream) is Stream else
-                                                         rt._wrap(stream_handle(stream)))
+        s = _stream(rt, stream)
         t = ctypes.c_void_p()
-        st = self._lib.clcrt_taskgraph_trace_read(self._h, s._hp, ctypes.byref(t))
-        if st:
-            raise error_for(st, _text(self._lib.clcrt_errmsg(rt._h)))
+        rt._check(self._lib.clcrt_taskgraph_trace_read(self._h, s._hp, ctypes.byref(t)))
         return Trace._own(t.value)
 
     def close(self):

@@ -179,16 +179,38 @@ struct WarpSum {
   }
 };
 
-// Rows 16 t.linear .. + 15 of the intermediate, every token: h = silu(gate) * up.
+// A warp's share of a projection tile: two blocks of 16 weight rows (row pitch ldw) over k in
+// [k0, k1), what the tile function multiplies and what its prefetch function asks L2 for.
+struct WarpPart {
+  const unsigned short *w[2];
+  unsigned ldw, k0, k1;
+};
+
+// Gate/up tile: rows 16 t.linear .. + 15 of the intermediate, of the gate and of the up weights.
+__device__ __forceinline__ WarpPart gate_up_part(const clcrt::Tile &t, const GateUpArgs &a) {
+  const unsigned warp = threadIdx.x / 32, row = (unsigned)t.linear * 16, per = a.hidden / 8;
+  return WarpPart{{a.wgu + (size_t)row * a.hidden, a.wgu + (size_t)(a.inter + row) * a.hidden}, a.hidden, warp * per,
+                  (warp + 1) * per};
+}
+
+// Down tile s * C + c (C = hidden / 32): output columns col = 32 c .. + 31 over K slice s.
+__device__ __forceinline__ WarpPart down_part(const clcrt::Tile &t, const DownArgs &a, unsigned &s, unsigned &col) {
+  const unsigned warp = threadIdx.x / 32, cols = a.hidden / 32;
+  s = (unsigned)t.linear / cols, col = (unsigned)t.linear % cols * 32;
+  const unsigned len = a.inter / a.slices, per = len / 8, k0 = s * len + warp * per;
+  return WarpPart{{a.wd + (size_t)col * a.inter, a.wd + (size_t)(col + 16) * a.inter}, a.inter, k0, k0 + per};
+}
+
+// Every token of the gate/up tile: h = silu(gate) * up.
 template <int NT>
 __device__ __forceinline__ void gate_up_nt(const clcrt::Tile &t, const GateUpArgs &a, void *smem) {
   WarpSum<2, NT> &red = *(WarpSum<2, NT> *)smem;  // the tile's SMEM bytes of dynamic shared memory
-  const unsigned warp = threadIdx.x / 32, row = (unsigned)t.linear * 16, per = a.hidden / 8;
-  const unsigned short *const w[2] = {a.wgu + (size_t)row * a.hidden, a.wgu + (size_t)(a.inter + row) * a.hidden};
+  const WarpPart p = gate_up_part(t, a);
   float acc[2][NT][4];
-  mma_rows<2, NT>(w, a.hidden, a.xn, a.hidden, a.batch, warp * per, (warp + 1) * per, acc);
+  mma_rows<2, NT>(p.w, p.ldw, a.xn, a.hidden, a.batch, p.k0, p.k1, acc);
   red.put(acc);
   __syncthreads();
+  const unsigned row = (unsigned)t.linear * 16;
   for (unsigned i = threadIdx.x; i < 16 * a.batch; i += blockDim.x) {
     const unsigned r = i % 16, b = i / 16;
     const float g = red.get(r, b), u = red.get(16 + r, b);
@@ -201,16 +223,14 @@ __device__ void gate_up(const clcrt::Tile &t, const GateUpArgs &a) {
   else gate_up_nt<2>(t, a, clcrt::smem());
 }
 
-// Tile s * C + c (C = hidden / 32): output columns 32 c .. + 31 over K slice s of the intermediate.
+// Every token of the down tile: its slice's partial sums into part[s].
 template <int NT>
 __device__ __forceinline__ void down_nt(const clcrt::Tile &t, const DownArgs &a, void *smem) {
   WarpSum<2, NT> &red = *(WarpSum<2, NT> *)smem;
-  const unsigned warp = threadIdx.x / 32;
-  const unsigned cols = a.hidden / 32, s = (unsigned)t.linear / cols, col = (unsigned)t.linear % cols * 32;
-  const unsigned len = a.inter / a.slices, per = len / 8, k0 = s * len + warp * per;
-  const unsigned short *const w[2] = {a.wd + (size_t)col * a.inter, a.wd + (size_t)(col + 16) * a.inter};
+  unsigned s, col;
+  const WarpPart p = down_part(t, a, s, col);
   float acc[2][NT][4];
-  mma_rows<2, NT>(w, a.inter, a.h, a.inter, a.batch, k0, k0 + per, acc);
+  mma_rows<2, NT>(p.w, p.ldw, a.h, a.inter, a.batch, p.k0, p.k1, acc);
   red.put(acc);
   __syncthreads();
   for (unsigned i = threadIdx.x; i < 32 * a.batch; i += blockDim.x) {
@@ -227,23 +247,16 @@ __device__ void down(const clcrt::Tile &t, const DownArgs &a) {
 // Prefetch functions: called before the tile waits on the nodes it needs (the norm, the slice's
 // gate/up tiles), they ask L2 for the weights this warp's first four steps will load (32 rows x
 // 256 bytes), which depend on no other node. Loads issued now overlap the wait.
-__device__ __forceinline__ void prefetch_rows(const unsigned short *const (&w)[2], unsigned ldw, unsigned k0) {
+__device__ __forceinline__ void prefetch_rows(const WarpPart &p) {
   const unsigned lane = threadIdx.x % 32;
-  const unsigned short *p = w[lane / 16] + (size_t)(lane % 16) * ldw + k0;
-  asm volatile("prefetch.global.L2 [%0];" ::"l"(p));
-  asm volatile("prefetch.global.L2 [%0];" ::"l"(p + 64));
+  const unsigned short *q = p.w[lane / 16] + (size_t)(lane % 16) * p.ldw + p.k0;
+  asm volatile("prefetch.global.L2 [%0];" ::"l"(q));
+  asm volatile("prefetch.global.L2 [%0];" ::"l"(q + 64));
 }
-__device__ void gate_up_prefetch(const clcrt::Tile &t, const GateUpArgs &a) {
-  const unsigned warp = threadIdx.x / 32, row = (unsigned)t.linear * 16;
-  const unsigned short *const w[2] = {a.wgu + (size_t)row * a.hidden, a.wgu + (size_t)(a.inter + row) * a.hidden};
-  prefetch_rows(w, a.hidden, warp * (a.hidden / 8));
-}
+__device__ void gate_up_prefetch(const clcrt::Tile &t, const GateUpArgs &a) { prefetch_rows(gate_up_part(t, a)); }
 __device__ void down_prefetch(const clcrt::Tile &t, const DownArgs &a) {
-  const unsigned warp = threadIdx.x / 32;
-  const unsigned cols = a.hidden / 32, s = (unsigned)t.linear / cols, col = (unsigned)t.linear % cols * 32;
-  const unsigned len = a.inter / a.slices;
-  const unsigned short *const w[2] = {a.wd + (size_t)col * a.inter, a.wd + (size_t)(col + 16) * a.inter};
-  prefetch_rows(w, a.inter, s * len + warp * (len / 8));
+  unsigned s, col;
+  prefetch_rows(down_part(t, a, s, col));
 }
 
 // Output columns 32 t.linear .. + 31: out = the slices' sum + x.
