@@ -116,9 +116,14 @@ __device__ __forceinline__ void work(S &s, Body &body) {
   if (S::USE_TRACE && s.p.stats && s.thread0()) record_stats(s, tiles_here);
 }
 
+// The stream's next grid may start launching once this CTA has run its units: what is left
+// (finish) waits only on CTAs of this grid, all resident by then, so the next grid's CTAs,
+// which hold their SMs at their own grid_dep_wait (the generated entry's first statement,
+// runtime/compile/compile.c), cannot starve anything this grid still needs.
 template <class S, class Body>
 __device__ __forceinline__ void tile_loop(S &s, Body &body) {
   if (s.init()) work(s, body);
+  ptx::grid_dep_launch();
   s.finish();  // one call site: each inlined copy costs NVRTC time
 }
 

@@ -214,6 +214,23 @@ __device__ __forceinline__ unsigned umulhi(unsigned a, unsigned b) {
   return r;
 }
 
+// Programmatic dependent launch (sm_90+; runtime/launch/launch.c says when a run is launched
+// with it). grid_dep_wait: returns once every grid this one depends on has completed and its
+// memory operations are visible; a grid launched without the attribute has nothing to wait for
+// and passes at once. grid_dep_launch: this CTA lets the stream's next grid start launching
+// (once every CTA of this grid has said so or exited); it orders nothing, so where it stands
+// decides only when the next grid's CTAs take SM resources, never what they read.
+__device__ __forceinline__ void grid_dep_wait() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void grid_dep_launch() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 1000
 // Cancels a cluster that has not started; the 16-byte response lands in the same slot of
 // every CTA of the cluster and completes each CTA's own mbarrier.

@@ -47,6 +47,7 @@ static size_t g_args_size = 16;       /* the Args parameter's size cuFuncGetPara
 static CUstreamCaptureStatus g_capture = CU_STREAM_CAPTURE_STATUS_NONE;
 static CUresult g_launch_result = CUDA_SUCCESS;
 static int g_launches;
+static int g_pdl = -1; /* the last launch's programmatic-serialization attribute; -1: none */
 static CUlaunchConfig g_cfg;           /* the last launch's */
 static CUfunction g_fn;
 static clcrt__params g_p;
@@ -88,6 +89,10 @@ static CUresult CUDAAPI f_launch(const CUlaunchConfig *c, CUfunction f, void **k
   (void)extra;
   if (g_launch_result != CUDA_SUCCESS) return g_launch_result;
   g_cfg = *c, g_fn = f;
+  g_pdl = -1; /* the attributes live only during the call: what they asked for is kept here */
+  for (unsigned i = 0; i < c->numAttrs; i++)
+    if (c->attrs[i].id == CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION)
+      g_pdl = (int)c->attrs[i].value.programmaticStreamSerializationAllowed;
   memcpy(g_args, kp[0], g_args_size);
   memcpy(&g_p, kp[1], sizeof g_p);
   g_launches++;
@@ -844,6 +849,35 @@ START_TEST(bad_arguments_launch_nothing) {
 }
 END_TEST
 
+/* clcrt_run_ex: CLCRT_RUN_PDL adds the programmatic-serialization launch attribute on sm_90
+ * and nothing else does (clcrt_run, flags 0); an unknown flag launches nothing. The kernels
+ * wait for the grid before them first thing (the entry's griddepcontrol.wait): checked in the
+ * generated source and in the PTX. */
+START_TEST(run_ex_pdl) {
+  ck_assert_int_eq(clcrt_run_ex(g_s, g_steal, (clcrt_dim3){4, 1, 1}, &g_a, sizeof g_a, CLCRT_RUN_PDL), CLCRT_OK);
+  ck_assert_int_eq(g_launches, 1);
+  ck_assert_int_eq(g_pdl, 1);
+  ck_assert_int_eq(clcrt_run_ex(g_s, g_steal, (clcrt_dim3){4, 1, 1}, &g_a, sizeof g_a, 0), CLCRT_OK);
+  ck_assert_int_eq(g_launches, 2);
+  ck_assert_int_eq(g_pdl, -1);
+  ck_assert_int_eq(run(g_steal, 4, 1, 1), CLCRT_OK);
+  ck_assert_int_eq(g_pdl, -1);
+  ck_assert_int_eq(clcrt_run_ex(g_s, g_steal, (clcrt_dim3){4, 1, 1}, &g_a, sizeof g_a, 2u), CLCRT_E_INVALID);
+  ck_assert_msg(strstr(clcrt_errmsg(g_rt), "only CLCRT_RUN_PDL") != NULL, "%s", clcrt_errmsg(g_rt));
+  ck_assert_int_eq(g_launches, 3);
+  const char *ptx = NULL;
+  ck_assert_int_eq(clcrt_kernel_ptx(g_steal, &ptx), CLCRT_OK);
+  const char *wait = strstr(ptx, "griddepcontrol.wait"), *go = strstr(ptx, "griddepcontrol.launch_dependents");
+  ck_assert_msg(wait && go, "the kernel's PTX lacks griddepcontrol");
+  /* The wait comes before the first global access of the kernel's code. */
+  const char *entry = strstr(ptx, ".entry");
+  ck_assert_ptr_nonnull(entry);
+  ck_assert_msg(wait > entry, "griddepcontrol.wait outside the entry");
+  const char *first_global = strstr(entry, ".global.");
+  ck_assert_msg(!first_global || wait < first_global, "a global access before griddepcontrol.wait");
+}
+END_TEST
+
 /* The context is asked for on every run and made current when someone changed it (the
  * function launched is the runtime context's). */
 START_TEST(run_restores_the_context) {
@@ -1387,6 +1421,7 @@ int main(void) {
   tcase_add_test(tc, fixed_grids);
   tcase_add_test(tc, static_persistent_grid);
   tcase_add_test(tc, bad_arguments_launch_nothing);
+  tcase_add_test(tc, run_ex_pdl);
   tcase_add_test(tc, run_restores_the_context);
   tcase_add_test(tc, steal_long_units_go_one_cluster_per_unit);
   tcase_add_test(tc, host_cost_printed);

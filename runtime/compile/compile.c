@@ -179,6 +179,12 @@ static void write_entry(sbuf *entry, const clcrt__build *b, const clcrt_tile_des
   sb_printf(entry,
             "%s(const __grid_constant__ %s clcrt_args_, const __grid_constant__ clcrt::Params clcrt_params_) {\n",
             name, d->args_type);
+  /* First, before the prologue and the scheduler touch global memory: a run launched with
+   * programmatic dependent launch (launch.c) starts while the grid before it on the stream
+   * finishes, and that grid may still write what this one reads (the tile function's inputs,
+   * the stream's claim line, which a STEAL run zeroes for the next). What overlaps is the
+   * launch itself. Without the launch attribute the wait passes at once. */
+  sb_puts(entry, "  clcrt::ptx::grid_dep_wait();\n");
   if (d->state_type)
     sb_printf(entry, "  %s clcrt_state_;\n  %s(clcrt_args_, clcrt_state_);\n", d->state_type, d->prologue_fn);
   /* The same text, and so the same cache entry, for bits that name no code of the scheduler's. */

@@ -85,6 +85,8 @@ static void read_env(void) {
   const char *lc = nonempty(getenv("CLCRT_STEAL_LONG_CYCLES"));
   if (lc && !clcrt__parse_count(lc, 0, CLCRT__LONG_CYCLES_MAX, &g_env.long_cycles)) g_env.long_cycles_bad = lc;
   g_env.long_cycles_set = lc && !g_env.long_cycles_bad;
+  const char *pdl = nonempty(getenv("CLCRT_PDL"));
+  g_env.pdl = !(pdl && strcmp(pdl, "0") == 0);
 }
 
 const clcrt__env *clcrt__env_get(void) {

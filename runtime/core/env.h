@@ -23,6 +23,7 @@ typedef struct clcrt__env {
   unsigned long_cycles;        /* CLCRT_STEAL_LONG_CYCLES: per CTA of a cluster, cycles per unit from which a
                                   STEAL run goes one cluster per unit (launch.c); 0: never */
   const char *long_cycles_bad; /* its text when it is not a count in range (then the default) */
+  int pdl;                     /* CLCRT_PDL: 0 launches runs without programmatic dependent launch (launch.c) */
   /* Which of the runtime's tunables the environment sets (present and valid): those override
    * clcrt_runtime_opts (clcrt__tunables_get). */
   int chunk_cycles_set, long_cycles_set, preempt_waves_set, cache_max_bytes_set, warmup_set;

@@ -104,6 +104,7 @@ struct clcrt_runtime {
   unsigned preempt_waves;      /* plan.c */
   unsigned long long cache_max_bytes; /* the disk cache's cap; 0 none */
   int warmup;
+  int pdl;                     /* launch.c: runs go with programmatic dependent launch (sm_90+, CLCRT_PDL) */
   /* Mapped host memory for kernels' measured unit times (CLCRT__HINT_*), a page at a time;
    * guarded by lock. */
   struct clcrt__hint_page *hint_pages;

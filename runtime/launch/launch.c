@@ -195,7 +195,7 @@ static void add_stream_params(const clcrt_stream *s, const clcrt_kernel *k0, con
  * where the stream is above the lowest priority, and under the stream's launch lock where the
  * run claims outside a graph (it takes a sequence number). */
 static clcrt_status launch_run(clcrt_stream *s, const clcrt_kernel *k0, const clcrt_kernel *kl,
-                               clcrt__plan_out *pl, const void *args, int claims, int graph) {
+                               clcrt__plan_out *pl, const void *args, int claims, int graph, unsigned flags) {
   clcrt_runtime *rt = s->rt;
   clcrt__params *p = &pl->p;
   CUlaunchConfig cfg;
@@ -209,7 +209,22 @@ static clcrt_status launch_run(clcrt_stream *s, const clcrt_kernel *k0, const cl
   cfg.sharedMemBytes = pl->smem;
   cfg.hStream = s->cu;
   /* A cluster shape of more than one CTA is compiled into the kernel (__cluster_dims__);
-   * 1-CTA kernels are plain grids. Either way no launch attribute is needed. */
+   * 1-CTA kernels are plain grids. Either way no launch attribute is needed for it.
+   * Programmatic dependent launch (sm_90+): the run's grid may start launching while the grid
+   * before it on the stream finishes; every clcrt kernel's first statement waits for that grid
+   * to complete (griddepcontrol.wait, runtime/compile/compile.c), and each CTA lets the next
+   * grid launch once its units are done (nvrtc_src/clcrt_loop.cuh). Only the launch latency
+   * overlaps, never a memory access. In a captured graph the edge becomes a programmatic one.
+   * Asked for per run (CLCRT_RUN_PDL: it pays on short runs only, include/clcrt.h); CLCRT_PDL=0
+   * turns it off. */
+  CUlaunchAttribute attr[1];
+  if ((flags & CLCRT_RUN_PDL) && rt->pdl && rt->sm >= 90) {
+    memset(attr, 0, sizeof attr);
+    attr[0].id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
+    attr[0].value.programmaticStreamSerializationAllowed = 1;
+    cfg.attrs = attr;
+    cfg.numAttrs = 1;
+  }
   void *kp[2] = {(void *)args, p};
 
   /* A run on a stream above the lowest priority preempts lower-priority STEAL runs while
@@ -244,8 +259,16 @@ static clcrt_status launch_run(clcrt_stream *s, const clcrt_kernel *k0, const cl
 
 clcrt_status clcrt_run(clcrt_stream *s, const clcrt_kernel *k, clcrt_dim3 tiles, const void *args,
                        size_t args_size) {
+  return clcrt_run_ex(s, k, tiles, args, args_size, 0);
+}
+
+clcrt_status clcrt_run_ex(clcrt_stream *s, const clcrt_kernel *k, clcrt_dim3 tiles, const void *args,
+                          size_t args_size, unsigned flags) {
   clcrt_status st = check_args(s, k, args, args_size);
   if (st != CLCRT_OK) return st;
+  if (flags & ~CLCRT_RUN_PDL)
+    return clcrt__fail(s->rt, CLCRT_E_INVALID, "clcrt_run_ex: flags 0x%x: only CLCRT_RUN_PDL (0x%x) exists", flags,
+                       CLCRT_RUN_PDL);
   if (tiles.x == 0 || tiles.y == 0 || tiles.z == 0) return CLCRT_OK; /* an empty tile grid is a no-op */
   clcrt_runtime *rt = s->rt;
   /* Launching the context-independent CUkernel instead (which runs in the stream's context,
@@ -265,7 +288,7 @@ clcrt_status clcrt_run(clcrt_stream *s, const clcrt_kernel *k, clcrt_dim3 tiles,
   const clcrt_kernel *kl = pl.variant ? __atomic_load_n(&k0->vars->var[pl.variant], __ATOMIC_ACQUIRE) : k0;
   const int claims = k0->sched == CLCRT_SCHED_STEAL && pl.p.claim_base < pl.p.num_units;
   add_stream_params(s, k0, kl, claims, in.graph, &pl.p);
-  if ((st = launch_run(s, k0, kl, &pl, args, claims, in.graph)) != CLCRT_OK) return st;
+  if ((st = launch_run(s, k0, kl, &pl, args, claims, in.graph, flags)) != CLCRT_OK) return st;
   s->runs++;
   if (s->trace) s->trace_runs++;
   return CLCRT_OK;
