@@ -370,7 +370,11 @@ static clcrt_status run_locked(clcrt_ops *ops, clcrt_stream *s, gemm_ws *w, cons
   }
   const clcrt_kernel *k;
   if ((st = gemm__kernel_get(ops, c.plan.variant, c.sched, d->layout != CLCRT_GEMM_DENSE, &k)) != CLCRT_OK) return st;
-  if ((st = clcrt_run(s, k, c.tiles, &c.args, sizeof c.args)) != CLCRT_OK) return st;
+  /* Programmatic dependent launch on short runs only (include/clcrt.h, CLCRT_RUN_PDL). */
+  const unsigned run_flags = d->layout == CLCRT_GEMM_DENSE && c.plan.cost > 0 && c.plan.cost <= GEMM_PDL_MAX_US
+                                 ? CLCRT_RUN_PDL
+                                 : 0u;
+  if ((st = clcrt_run_ex(s, k, c.tiles, &c.args, sizeof c.args, run_flags)) != CLCRT_OK) return st;
   if ((d->flags & CLCRT_GEMM_CHECKED) && d->layout == CLCRT_GEMM_GROUPED) {
     CUresult r = ops->cu->cuStreamSynchronize(w->cu);
     if (r != CUDA_SUCCESS)

@@ -184,14 +184,28 @@ static inline gemm_ld gemm_ld_packed(unsigned n, unsigned k) { return (gemm_ld){
 
 /* How many zero columns to start the k-blocks with (gemm.cu, kshift) so that the loads of A
  * and B cover whole 128-byte lines: with rows a multiple of 128 bytes apart, the offset of the
- * operands in their line, B's when A's differs (B's box has the more rows in 128x256). Rows
- * at other pitches have no one offset: 0. */
+ * operands in their line, B's when A's differs. Rows at other pitches have no one offset: 0.
+ * The plan's key is made with it (gemm_load_align); a run's shift depends on its tile shape
+ * as well (gemm_kshift_v). */
 static inline unsigned gemm_kshift_ld(uint64_t A, uint64_t B, uint64_t lda, uint64_t ldb) {
   if ((lda * 2u) % 128u || (ldb * 2u) % 128u) return 0;
   (void)A; /* A's offset is B's, or B wins: one shift serves both operands only when they agree */
   return (unsigned)(B % 128u) / 2u;
 }
 static inline unsigned gemm_kshift(uint64_t A, uint64_t B, unsigned k) { return gemm_kshift_ld(A, B, k, k); }
+
+/* Which operand a run of variant v shifts to whole lines when A's offset and B's differ: the
+ * one whose box has the more rows, A's bm against B's bn / cm (each CTA of a cluster loads its
+ * share of B and multicasts it), B on a tie. A misaligned box row costs two 128-byte lines
+ * where one would do, so the operand with the more rows is the one to align: in the 2-CTA
+ * shapes 128x144c2 to 128x240c2, which large problems run in, that is A (measured on the H100,
+ * 2026-11-27: 4096x10240x8192 at A +80, B +96 bytes ran 27% below its aligned time with B
+ * aligned in 128x176c2). The plan's key (gemm_load_align) is not affected: it names the
+ * offsets, not the choice. */
+static inline unsigned gemm_kshift_v(const gemm_variant *v, uint64_t A, uint64_t B, uint64_t lda, uint64_t ldb) {
+  if ((lda * 2u) % 128u || (ldb * 2u) % 128u) return 0;
+  return (unsigned)((v->bm > v->bn / v->cm ? A : B) % 128u) / 2u;
+}
 
 /* The alignment, in bytes up to 128, of the loads of A and B after the shift: what the plan
  * asks for (128: whole lines). */
@@ -247,7 +261,7 @@ static inline clcrt_status gemm_dense_args_ld(const gemm_enc *enc, clcrt_runtime
   a->m = m, a->n = n, a->k = k;
   a->tm = gemm_cdiv(m, v->bm), a->tn = gemm_cdiv(n, v->bn);
   gemm_order(a->tm, a->tn, &a->swizzle, &a->along_n);
-  a->kshift = p->shift ? gemm_kshift_ld(A, B, ld.a, ld.b) : 0;
+  a->kshift = p->shift ? gemm_kshift_v(v, A, B, ld.a, ld.b) : 0;
   a->nk = gemm_cdiv(k + a->kshift, GEMM_BK);
   clcrt_sk sk = clcrt_sk_make(gemm_cdiv(a->tm, v->cm) * a->tn, a->nk, p->sk_tiles, p->sk_units, p->sk_tail);
   a->sk_tiles = sk.sk_tiles, a->sk_units = sk.sk_units, a->sk_tail = sk.tail;
@@ -289,7 +303,7 @@ static inline clcrt_status gemm_grouped_args_ld(const gemm_enc *enc, clcrt_runti
   /* Inside a group the m-tiles are few: raster along N in bands of 8 m-tiles, so the tiles
    * running together share a group's rows of A while they sweep its weights. */
   a->swizzle = 8, a->along_n = 1;
-  a->kshift = gemm_kshift_ld(A, B, ld.a, ld.b);
+  a->kshift = gemm_kshift_v(v, A, B, ld.a, ld.b);
   a->nk = gemm_cdiv(k + a->kshift, GEMM_BK);
   a->group_sizes = sizes, a->groups = groups, a->group_rows = group_rows;
   return CLCRT_OK;

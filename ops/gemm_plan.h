@@ -50,6 +50,13 @@ typedef enum gemm_share {
 #define GEMM_SK_MIN_KB 4u     /* the fewest k-blocks a slice gets */
 #define GEMM_SK_MAX_SLICES 4u /* 7 and 9 slices lost to 2 (0.47x against 0.94x cuBLAS) */
 
+/* Runs the model puts at or under this many microseconds go with programmatic dependent launch
+ * (CLCRT_RUN_PDL). Measured on the H100, 2026-11-27 (the same 14 shapes back to back, launch
+ * attribute off and on, twice, in one call): runs of 13-22 us gained 0.5-1.7 us, the model's cost
+ * for them 22-47 us; runs of 37-92 us lost 2-8 us, their cost 51-109 us. The model's cost is
+ * above the time for such short runs (its fixed terms), hence a threshold in its units. */
+#define GEMM_PDL_MAX_US 45.0
+
 typedef struct gemm_plan {
   int variant;                 /* index of gemm_variant_at */
   clcrt_sched sched;           /* the scheduler to register the variant with */

@@ -17,6 +17,7 @@
 #              decode MLP example
 #   mlpbench   python/bench/decode_mlp.py ($MLP_ARGS added; JSON in $OUT/decode_mlp.json)
 #   benchcmp   bench_gemm --quick --no-oracle, before (.gpu/old) and after, one call
+#   pdlcmp     bench_gemm --quick --no-oracle with CLCRT_PDL=0, then with the default, one call
 #   bench      bench_gemm --no-oracle on every class ($BENCH_ARGS added)
 #   wide       bench_gemm --wide: every tile shape on the quick shapes and $WIDE_GEN generated
 #              ones of seed $WIDE_SEED (the cost model's data; JSON in $OUT/wide.json)
@@ -156,6 +157,14 @@ for step in "$@"; do
       timeout -k 5 ${WIDE_LIMIT:-400} $G/bench/bench_gemm --wide --no-oracle --class gen --gen ${WIDE_GEN:-16} \
         --seed ${WIDE_SEED:-1001} --json "$OUT/wide-gen.json" > "$OUT/wide-gen.log" 2>&1
       echo "bench_gemm --wide gen exit $?"; grep -E "wide|WRONG" "$OUT/wide-gen.log" | tail -20 ;;
+    pdlcmp)
+      for v in nopdl pdl; do
+        pdl=1; [ $v = nopdl ] && pdl=0
+        CLCRT_PDL=$pdl timeout -k 5 ${BENCH_LIMIT:-200} $G/bench/bench_gemm --quick --no-oracle \
+          --json "$OUT/bench-$v.json" > "$OUT/bench-$v.log" 2>&1
+        echo "bench_gemm CLCRT_PDL=$pdl exit $?"
+      done
+      python3 scripts/bench_gemm_compare.py "$OUT/bench-nopdl.json" "$OUT/bench-pdl.json" 2>&1 | tail -20 ;;
     benchcmp)
       for v in old new; do
         b=$G/bench/bench_gemm; [ $v = old ] && b=$G/old/bench_gemm

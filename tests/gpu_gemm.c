@@ -332,9 +332,10 @@ START_TEST(test_streamk_determinism) {
 END_TEST
 
 /* Operands at 16-byte offsets (tensor views): A, B and D placed that many bytes into larger
- * buffers. With rows a multiple of 128 bytes apart the k-blocks are shifted to align B (and A
- * with it when the offsets agree); otherwise nothing is shifted. Checked against cuBLAS on the
- * same operands. */
+ * buffers. With rows a multiple of 128 bytes apart the k-blocks are shifted to align the
+ * operand whose box has the more rows (B in 128x256 and, on the tie, 128x256c2; A in
+ * 128x192c2), and the other with it when the offsets agree; otherwise nothing is shifted.
+ * Checked against cuBLAS on the same operands. */
 START_TEST(test_dense_offsets) {
   static const struct {
     unsigned m, n, k, oa, ob, od;
@@ -346,12 +347,16 @@ START_TEST(test_dense_offsets) {
       {64, 600, 1000, 32, 64, 2},    /* rows 2000 bytes apart: no shift; D at 2 bytes (the element path) */
       {2000, 1024, 192, 16, 112, 0}, /* the shift adds a k-block */
   };
-  const int vi = _i % 2;
+  const int vi = _i < 2 ? _i : gemm_variant_find("128x192c2"); /* 128x256, 128x256c2, then one that aligns A */
+  ck_assert_int_ge(vi, 0);
+  const gemm_variant *v = gemm_variant_at(vi);
+  const int shift_a = v->bm > v->bn / v->cm;
+  ck_assert_int_eq(shift_a, _i == 2);
   rng = 0x0ff5e7ull + (uint64_t)_i;
   ctx c;
   ctx_open(&c);
   clcrt_kernel *k = NULL;
-  ck_assert_msg(gemm_register(c.rt, clcrt_gemm_source(), &GEMM_VARIANTS[vi], CLCRT_SCHED_STEAL, 0, &k) == CLCRT_OK, "%s",
+  ck_assert_msg(gemm_register(c.rt, clcrt_gemm_source(), v, CLCRT_SCHED_STEAL, 0, &k) == CLCRT_OK, "%s",
                 clcrt_errmsg(c.rt));
   for (unsigned ci = 0; ci < sizeof cases / sizeof cases[0]; ci++) {
     const unsigned m = cases[ci].m, n = cases[ci].n, kk = cases[ci].k;
@@ -369,7 +374,6 @@ START_TEST(test_dense_offsets) {
     gemm_plan_share(&p, GEMM_SHARE_TAIL, m, n, kk, c.rt->num_sms);
     gemm_args a;
     ck_assert_int_eq(gemm_dense_args(c.rt, &p, &a, A, B, D, m, n, kk, 0, 0), CLCRT_OK);
-    const gemm_variant *v = &GEMM_VARIANTS[vi];
     CUdeviceptr ws = 0, ctr = 0;
     if (a.sk_units) {
       ws = gpu_alloc(gemm_ws_bytes(v, &a)), ctr = gpu_alloc(gemm_ctr_bytes(v, &a));
@@ -381,7 +385,7 @@ START_TEST(test_dense_offsets) {
              v->name, m, n, kk, cases[ci].oa, cases[ci].ob, cases[ci].od, a.kshift, align);
     progress(what);
     if ((kk * 2) % 128 == 0) {
-      ck_assert_msg(a.kshift == (cases[ci].ob % 128) / 2, "%s: shift", what);
+      ck_assert_msg(a.kshift == ((shift_a ? cases[ci].oa : cases[ci].ob) % 128) / 2, "%s: shift", what);
       ck_assert_msg((align == 128) == (cases[ci].oa % 128 == cases[ci].ob % 128), "%s", what);
     } else {
       ck_assert_msg(a.kshift == 0, "%s: shifted rows of no common offset", what);
@@ -769,7 +773,7 @@ static Suite *gemm_gpu_suite(void) {
   tcase_set_timeout(tc, 120);
   tcase_add_loop_test(tc, test_dense, 0, DENSE_VARIANTS * NUM_SCHEDS);
   tcase_add_loop_test(tc, test_streamk_determinism, 0, 2 * NUM_DETERMINISM);
-  tcase_add_loop_test(tc, test_dense_offsets, 0, 2);
+  tcase_add_loop_test(tc, test_dense_offsets, 0, 3);
   tcase_add_test(tc, test_dense_back_to_back);
   tcase_add_loop_test(tc, test_grouped, 0, GROUPED_VARIANTS * NUM_SCHEDS);
   tcase_add_loop_test(tc, test_grouped_masked, 0, GROUPED_VARIANTS * NUM_SCHEDS);

@@ -503,6 +503,36 @@ START_TEST(test_plan) {
 }
 END_TEST
 
+/* The shift aligns the operand whose box has the more rows (A's bm, B's bn / cm; B on a tie),
+ * for every tile shape; the args carry it and count the k-block it may add; rows at pitches that
+ * are not a multiple of 128 bytes are never shifted. */
+START_TEST(test_kshift_choice) {
+  const uint64_t A = 0x7f0000000000ull + 80, B = 0x7f0000100000ull + 96; /* A +80, B +96 bytes */
+  int a_wins = 0, b_wins = 0;
+  for (int vi = 0; vi < GEMM_ALL_VARIANTS; vi++) {
+    const gemm_variant *v = gemm_variant_at(vi);
+    if (!v) continue;
+    const int aligns_a = v->bm > v->bn / v->cm;
+    a_wins += aligns_a, b_wins += !aligns_a;
+    ck_assert_uint_eq(gemm_kshift_v(v, A, B, 4096, 4096), aligns_a ? 40u : 48u);
+    ck_assert_uint_eq(gemm_kshift_v(v, A, B, 4104, 4096), 0u); /* A's rows 8208 bytes apart */
+    ck_assert_uint_eq(gemm_kshift_v(v, A, B, 4096, 4100), 0u);
+    ck_assert_uint_eq(gemm_kshift_v(v, A - 80, B - 96, 4096, 4096), 0u);
+    gemm_plan p = {0};
+    p.variant = vi, p.shift = 1, p.sched = CLCRT_SCHED_STEAL;
+    gemm_args a;
+    ck_assert_int_eq(gemm_dense_args(NULL, &p, &a, A, B, 0x1000, 300, 3000, 4096, 0, 0), CLCRT_OK);
+    ck_assert_uint_eq(a.kshift, aligns_a ? 40u : 48u);
+    ck_assert_uint_eq(a.nk, gemm_cdiv(4096 + a.kshift, GEMM_BK));
+  }
+  ck_assert_int_eq(gemm_kshift_v(gemm_variant_at(gemm_variant_find("128x192c2")), A, B, 4096, 4096), 40);
+  ck_assert_int_eq(gemm_kshift_v(gemm_variant_at(gemm_variant_find("128x256c2")), A, B, 4096, 4096), 48); /* tie */
+  ck_assert_int_eq(gemm_kshift_v(gemm_variant_at(gemm_variant_find("64x176c2")), A, B, 4096, 4096), 48);
+  ck_assert_int_gt(a_wins, 0);
+  ck_assert_int_gt(b_wins, 0);
+}
+END_TEST
+
 /* The model as scripts/gemm_fit.py computes it (its copy of gemm_plan_cost, with the constants
  * of gemm_plan.h): the two agree, so that the script's report is about the plan the op makes. */
 START_TEST(test_plan_model) {
@@ -875,6 +905,7 @@ static Suite *gemm_suite(void) {
   tcase_add_test(tc, test_streamk_map);
   tcase_add_test(tc, test_streamk_fixup_order);
   tcase_add_test(tc, test_plan);
+  tcase_add_test(tc, test_kshift_choice);
   tcase_add_test(tc, test_plan_model);
   tcase_add_test(tc, test_measured);
   suite_add_tcase(s, tc);
