@@ -103,8 +103,18 @@ def parse_args(argv=None):
                     help="a quick correctness run: small shapes (T %(tokens)d, H %(hidden)d, F/N %(ffn_shard)d, "
                          "%(micro_batches)d micro-batches), one budget of half the device, 2 timed layers; prints "
                          "'tp_layer: check ok' or exits 1" % CHECK_SHAPE)
+    ap.add_argument("--nccl-ctas", default="", metavar="LIST",
+                    help="also run torch, concurrent and budget modes with NCCL communicators capped at each of these "
+                         "CTA counts (ncclConfig_t.maxCTAs), the budget then the SMs left by NCCL's CTAs "
+                         "(e.g. 8,16; default none)")
     ap.add_argument("--json", metavar="FILE", help="rank 0 writes the results there")
     o = ap.parse_args(argv)
+    try:
+        o.nccl_ctas = [int(c) for c in o.nccl_ctas.split(",") if c.strip()]
+    except ValueError:
+        ap.error("--nccl-ctas: %r is not a list of CTA counts" % o.nccl_ctas)
+    if any(c < 1 for c in o.nccl_ctas):
+        ap.error("--nccl-ctas: CTA counts are positive")
     if o.check:
         for k, v in CHECK_SHAPE.items():
             setattr(o, k, v)
@@ -200,7 +210,7 @@ class Layer:
         mm(self.x[self.rows(i)], self.w1.T, out=self.h)
         mm(self.h, self.w2.T, out=self.y[self.rows(i)])
 
-    def run(self, gemms, gemm_stream, comm, bracket=None, gemm_only=False, comm_only=False):
+    def run(self, gemms, gemm_stream, comm, bracket=None, gemm_only=False, comm_only=False, group=None):
         """One layer, enqueued from torch's current stream (the main stream): gemms(i) enqueues
         micro-batch i's GEMMs on gemm_stream (None: the main stream; else the torch view of the
         clcrt stream gemms passes to clcrt.ops.gemm), each micro-batch's all-reduce goes to comm
@@ -226,10 +236,10 @@ class Layer:
                 cs.wait_event(self.events[i])
             with torch.cuda.stream(cs):
                 if bracket is None:
-                    dist.all_reduce(self.y[self.rows(i)])
+                    dist.all_reduce(self.y[self.rows(i)], group=group)
                 else:
                     with bracket():
-                        dist.all_reduce(self.y[self.rows(i)])
+                        dist.all_reduce(self.y[self.rows(i)], group=group)
         for s in {gs, cs} - {cur}:
             cur.wait_stream(s)
 
@@ -372,6 +382,44 @@ def measure(o, rank, world, torch, dist, clcrt):
                 mode(name, "clcrt GEMMs on %d SMs, NCCL on the rest" % b.sms, lambda: L.run(gemms, ext, L.side))
                 torch.cuda.synchronize()
                 b.close()
+        # NCCL capped at C CTAs (a communicator of its own per cap): torch's mode, clcrt's
+        # concurrent mode, and clcrt's GEMMs on the SMs NCCL's CTAs leave (the budget rounded
+        # down to what a green context can have). Every rank makes the same groups in the same
+        # order, as new_group requires.
+        for c in o.nccl_ctas:
+            opts = dist.ProcessGroupNCCL.Options()
+            if not hasattr(getattr(opts, "config", None), "max_ctas"):
+                name = "torch-c%d" % c
+                labels[name], times[name] = "torch.matmul, NCCL (%d CTAs)" % c, None
+                notes[name] = "this torch's ProcessGroupNCCL.Options has no config.max_ctas"
+                continue
+            opts.config.max_ctas = c
+            g = dist.new_group(backend="nccl", pg_options=opts)
+            dist.barrier(group=g)
+            L.y.zero_()
+            mode("alone-nccl-c%d" % c, "alone: NCCL all-reduces, at most %d CTAs" % c,
+                 lambda g=g: L.run(None, None, None, comm_only=True, group=g), check=False)
+            mode("torch-c%d" % c, "torch.matmul, NCCL (%d CTAs) on a side stream" % c,
+                 lambda g=g: L.run(L.torch_gemms, None, L.side, group=g))
+            if "concurrent" in o.modes:
+                mode("concurrent-c%d" % c, "clcrt concurrent, NCCL at most %d CTAs" % c,
+                     lambda g=g: L.run(L.clcrt_gemms, None, L.side, group=g))
+            if "budget" in o.modes:
+                try:
+                    b = L.rt.stream(sm_budget=sms - c, round="down")
+                except clcrt.Error as e:
+                    name = "budget-c%d" % c
+                    labels[name], times[name], notes[name] = "clcrt GEMMs beside NCCL's %d CTAs" % c, None, str(e)
+                    b = None
+                if b is not None:
+                    ext = torch.cuda.ExternalStream(b.handle)
+                    gemms = lambda i, b=b: L.clcrt_gemms(i, stream=b)
+                    mode("budget-%d-c%d" % (b.sms, c), "clcrt GEMMs on %d SMs, NCCL (%d CTAs) on the rest" % (b.sms, c),
+                         lambda g=g, gemms=gemms, ext=ext: L.run(gemms, ext, L.side, group=g))
+                    torch.cuda.synchronize()
+                    b.close()
+            torch.cuda.synchronize()
+            dist.destroy_process_group(g)
         if "yield" in o.modes:
             # The wrapper of the urgent stream arms the GEMMs' yielding; forgotten afterwards,
             # so that nothing measured after it runs armed.
@@ -420,9 +468,13 @@ def measure(o, rank, world, torch, dist, clcrt):
     slowest["ideal"] = max(slowest["alone-clcrt"], slowest["alone-nccl"])
     comm = slowest["alone-nccl"]
     # The torch mode against torch's GEMMs alone, every clcrt mode against clcrt's on the whole GPU.
-    hidden = {n: (slowest["alone-torch" if n == "torch" else "alone-clcrt"] + comm - v) / comm
+    def comm_of(n):  # the all-reduces alone, by the communicator the mode used
+        cap = n.rsplit("-c", 1)[1] if "-c" in n and n.rsplit("-c", 1)[1].isdigit() else None
+        return slowest.get("alone-nccl-c" + cap) if cap else comm
+
+    hidden = {n: (slowest["alone-torch" if n.startswith("torch") else "alone-clcrt"] + comm_of(n) - v) / comm_of(n)
               for n, v in slowest.items()
-              if v is not None and comm and not n.startswith("alone") and n not in ("ideal", "serial")}
+              if v is not None and comm_of(n) and not n.startswith("alone") and n not in ("ideal", "serial")}
     labels["ideal"] = "ideal: the longer of clcrt GEMMs and all-reduces alone"
     nccl = torch.cuda.nccl.version()
     return {

@@ -244,12 +244,25 @@ class FakeEnv:
             empty=lambda *shape, device=None, dtype=None: FT([[0.0] * shape[1] for _ in range(shape[0])]),
             tensor=lambda vals, dtype=None, device=None: types.SimpleNamespace(tolist=lambda: list(vals)))
 
-        def all_reduce(t, op=None):  # one rank: the sum is the tensor itself
+        def all_reduce(t, op=None, group=None):  # one rank: the sum is the tensor itself
             # The results' own gather (op MAX, after the modes) is logged apart from the layer's sums.
             env.log.append(("all_reduce" if op is None else "gather", env.current.name, env.depth))
+            if group is not None:
+                env.log.append(("group", group.max_ctas))
 
-        self.dist = types.SimpleNamespace(all_reduce=all_reduce, barrier=lambda: None,
-                                          ReduceOp=types.SimpleNamespace(MAX="max"))
+        class Options:  # ProcessGroupNCCL.Options: its ncclConfig_t as .config
+            def __init__(s):
+                s.config = types.SimpleNamespace(max_ctas=-1)
+
+        def new_group(backend=None, pg_options=None):
+            assert backend == "nccl"
+            env.log.append(("new_group", pg_options.config.max_ctas))
+            return types.SimpleNamespace(max_ctas=pg_options.config.max_ctas)
+
+        self.dist = types.SimpleNamespace(all_reduce=all_reduce, barrier=lambda group=None: None,
+                                          ReduceOp=types.SimpleNamespace(MAX="max"),
+                                          ProcessGroupNCCL=types.SimpleNamespace(Options=Options), new_group=new_group,
+                                          destroy_process_group=lambda g=None: env.log.append(("destroy", g.max_ctas)))
 
         class Budget:
             def __init__(s, n):
@@ -341,6 +354,32 @@ def test_measure_schedules_and_checks(monkeypatch, capsys):
     # The budget stream waits for the main stream before its GEMMs; the main stream for it after.
     assert ("wait_stream", "budget112", "main") in log and ("wait_stream", "main", "budget112") in log
     assert ("close", "budget112") in log
+
+
+def test_measure_nccl_ctas(monkeypatch):
+    """--nccl-ctas C: a communicator capped at C CTAs per cap, made and destroyed once; the
+    all-reduces alone, torch's mode, clcrt's concurrent mode and a budget of the SMs NCCL leaves
+    (132 - C, rounded down) all reduce through it, each checked, and "hidden" is measured against
+    that communicator's all-reduces alone."""
+    env = FakeEnv()
+    tp = load(monkeypatch)
+    o = tp.parse_args(["--tokens", "8", "--hidden", "8", "--ffn-shard", "8", "--micro-batches", "2", "--reps", "2",
+                       "--warmup", "1", "--modes", "torch,concurrent,budget", "--budgets", "120",
+                       "--nccl-ctas", "8,16"])
+    assert o.nccl_ctas == [8, 16]
+    res = tp.measure(o, 0, 1, env.torch, env.dist, env.clcrt)
+    for c, b in ((8, 120), (16, 112)):
+        assert ("new_group", c) in env.log and ("destroy", c) in env.log
+        for name in ("alone-nccl-c%d" % c, "torch-c%d" % c, "concurrent-c%d" % c, "budget-%d-c%d" % (b, c)):
+            assert res["times_ms"][name] is not None, name
+        for name in ("torch-c%d" % c, "concurrent-c%d" % c, "budget-%d-c%d" % (b, c)):
+            assert res["check_ratio"][name] <= 1.0 and name in res["hidden"], name
+    assert env.log.count(("new_group", 8)) == 1
+    assert tp.report(res, o) == 0
+    with pytest.raises(SystemExit):
+        tp.parse_args(["--nccl-ctas", "8,x"])
+    with pytest.raises(SystemExit):
+        tp.parse_args(["--nccl-ctas", "0"])
 
 
 def test_measure_catches_an_unwritten_output(monkeypatch):
