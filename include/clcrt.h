@@ -284,9 +284,9 @@ CLCRT_API clcrt_status clcrt_run(clcrt_stream *s, const clcrt_kernel *k, clcrt_d
  * the environment): programmatic dependent launch. The run's grid starts launching while the
  * grid before it on the stream finishes; every clcrt kernel waits for that grid to complete
  * before its first access to memory (griddepcontrol.wait, the first statement of its entry), so
- * results are the same either way. What overlaps is the launch: measured on the H100 it saves
- * about 1 us per run back to back, which pays on runs under about 25 us and was measured to
- * cost runs of 35 to 90 us 2 to 8 us (docs/results.md, GEMM): ask for it on short runs only. */
+ * results are the same either way. What overlaps is the launch: measured on the H100 (GEMMs back
+ * to back) it saved 0.5 to 1.9 us per run on runs of 13 to 22 us, and cost runs of 37 to 92 us
+ * 2 to 8 us (docs/results.md, GEMM): ask for it on short runs only. */
 #define CLCRT_RUN_PDL 1u
 CLCRT_API clcrt_status clcrt_run_ex(clcrt_stream *s, const clcrt_kernel *k, clcrt_dim3 tiles, const void *args,
                                     size_t args_size, unsigned flags);
