@@ -159,6 +159,7 @@ def _declare(h):
     _fn(h, "clcrt_stream_destroy", None, vp)
     _fn(h, "clcrt_stream_cu", vp, vp)
     _fn(h, "clcrt_run", st, vp, vp, T.Dim3, vp, sz)
+    _fn(h, "clcrt_run_ex", st, vp, vp, T.Dim3, vp, sz, c.c_uint)
     _fn(h, "clcrt_stream_sync", st, vp)
     _fn(h, "clcrt_stream_stats_enable", st, vp, c.c_int)
     _fn(h, "clcrt_stream_stats_read", st, vp, P(T.StreamStats))

@@ -119,6 +119,44 @@ def test_graph_capture_and_replay(rt, kernels):
         assert torch.all(x == v), key
 
 
+def test_pdl_runs_see_what_came_before(rt, kernels):
+    """pdl=True (programmatic dependent launch): each run still sees every write of the kernel
+    before it on the stream, torch's or its own previous run's, under every scheduler and
+    cluster shape, eagerly and in a captured graph replayed three times."""
+    for key, k in kernels.items():
+        x = torch.full((N,), 1.0, device="cuda")
+        args = ScaleArgs(x, N, 2.0)
+        v = 1.0
+        for i in range(6):
+            k.run(tiles(N), args, pdl=True)      # after torch's fill or add
+            k.run(tiles(N), args, pdl=True)      # after a clcrt run launched early itself
+            x.add_(1.0)
+            v = v * 4.0 + 1.0
+        torch.cuda.synchronize()
+        assert torch.all(x == v), key
+    k = kernels[("steal", "auto", 1)]
+    x = torch.ones(N, device="cuda")
+    args = ScaleArgs(x, N, 2.0)
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        k.run(tiles(N), args, pdl=True)
+    torch.cuda.current_stream().wait_stream(side)
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        k.run(tiles(N), args, pdl=True)
+        k.run(tiles(N), args, pdl=True)
+        x.add_(1.0)
+    x.fill_(1.0)
+    for _ in range(3):
+        g.replay()
+    torch.cuda.synchronize()
+    v = 1.0
+    for _ in range(3):
+        v = v * 4.0 + 1.0
+    assert torch.all(x == v)
+
+
 def test_first_run_inside_a_capture(rt):
     """A kernel never run before and a stream never seen before, both first met inside the
     capture: the graph variant is built and the stream wrapped during the capture."""
