@@ -203,8 +203,7 @@ static inline unsigned gemm_kshift(uint64_t A, uint64_t B, unsigned k) { return 
  * aligned in 128x176c2). The plan's key (gemm_load_align) is not affected: it names the
  * offsets, not the choice. */
 static inline unsigned gemm_kshift_v(const gemm_variant *v, uint64_t A, uint64_t B, uint64_t lda, uint64_t ldb) {
-  if ((lda * 2u) % 128u || (ldb * 2u) % 128u) return 0;
-  return (unsigned)((v->bm > v->bn / v->cm ? A : B) % 128u) / 2u;
+  return v->bm > v->bn / v->cm ? gemm_kshift_ld(B, A, ldb, lda) : gemm_kshift_ld(A, B, lda, ldb);
 }
 
 /* The alignment, in bytes up to 128, of the loads of A and B after the shift: what the plan

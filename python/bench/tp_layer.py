@@ -330,6 +330,7 @@ def measure(o, rank, world, torch, dist, clcrt):
     sms = torch.cuda.get_device_properties(torch.cuda.current_device()).multi_processor_count
     budgets = [max(8, sms // 2 // 8 * 8)] if o.budgets == "half" else o.budgets
     labels, times, checks, notes = {}, {}, {}, {}
+    comm_alone = {}  # a mode whose all-reduces went through a capped communicator: that one's time alone
     ref = None
     with torch.cuda.stream(L.main):
 
@@ -401,9 +402,11 @@ def measure(o, rank, world, torch, dist, clcrt):
                  lambda g=g: L.run(None, None, None, comm_only=True, group=g), check=False)
             mode("torch-c%d" % c, "torch.matmul, NCCL (%d CTAs) on a side stream" % c,
                  lambda g=g: L.run(L.torch_gemms, None, L.side, group=g))
+            comm_alone["torch-c%d" % c] = "alone-nccl-c%d" % c
             if "concurrent" in o.modes:
                 mode("concurrent-c%d" % c, "clcrt concurrent, NCCL at most %d CTAs" % c,
                      lambda g=g: L.run(L.clcrt_gemms, None, L.side, group=g))
+                comm_alone["concurrent-c%d" % c] = "alone-nccl-c%d" % c
             if "budget" in o.modes:
                 try:
                     b = L.rt.stream(sm_budget=sms - c, round="down")
@@ -416,6 +419,7 @@ def measure(o, rank, world, torch, dist, clcrt):
                     gemms = lambda i, b=b: L.clcrt_gemms(i, stream=b)
                     mode("budget-%d-c%d" % (b.sms, c), "clcrt GEMMs on %d SMs, NCCL (%d CTAs) on the rest" % (b.sms, c),
                          lambda g=g, gemms=gemms, ext=ext: L.run(gemms, ext, L.side, group=g))
+                    comm_alone["budget-%d-c%d" % (b.sms, c)] = "alone-nccl-c%d" % c
                     torch.cuda.synchronize()
                     b.close()
             torch.cuda.synchronize()
@@ -468,9 +472,8 @@ def measure(o, rank, world, torch, dist, clcrt):
     slowest["ideal"] = max(slowest["alone-clcrt"], slowest["alone-nccl"])
     comm = slowest["alone-nccl"]
     # The torch mode against torch's GEMMs alone, every clcrt mode against clcrt's on the whole GPU.
-    def comm_of(n):  # the all-reduces alone, by the communicator the mode used
-        cap = n.rsplit("-c", 1)[1] if "-c" in n and n.rsplit("-c", 1)[1].isdigit() else None
-        return slowest.get("alone-nccl-c" + cap) if cap else comm
+    def comm_of(n):  # the all-reduces alone, through the communicator the mode used
+        return slowest.get(comm_alone[n]) if n in comm_alone else comm
 
     hidden = {n: (slowest["alone-torch" if n.startswith("torch") else "alone-clcrt"] + comm_of(n) - v) / comm_of(n)
               for n, v in slowest.items()

@@ -94,7 +94,10 @@ def test_stream_arguments(rt, kernels):
     assert z.sum().item() == 8
 
 
-def test_graph_capture_and_replay(rt, kernels):
+@pytest.mark.parametrize("pdl", [False, True])
+def test_graph_capture_and_replay(rt, kernels, pdl):
+    """Runs captured between torch ops, one right after another too, replayed three times; with
+    pdl=True the captured edges into the runs are programmatic ones."""
     for key in (("steal", "auto", 1), ("steal", "persistent", 2), ("fixed", "auto", 1)):
         k = kernels[key]
         x = torch.ones(N, device="cuda")
@@ -102,27 +105,28 @@ def test_graph_capture_and_replay(rt, kernels):
         side = torch.cuda.Stream()
         side.wait_stream(torch.cuda.current_stream())
         with torch.cuda.stream(side):  # warm-up outside the capture, as torch recommends
-            k.run(tiles(N), args)
+            k.run(tiles(N), args, pdl=pdl)
         torch.cuda.current_stream().wait_stream(side)
         g = torch.cuda.CUDAGraph()
         with torch.cuda.graph(g):
-            k.run(tiles(N), args)
+            k.run(tiles(N), args, pdl=pdl)
             x.add_(1.0)
-            k.run(tiles(N), args)
+            k.run(tiles(N), args, pdl=pdl)
+            k.run(tiles(N), args, pdl=pdl)
         x.fill_(1.0)
         for _ in range(3):
             g.replay()
         torch.cuda.synchronize()
         v = 1.0
         for _ in range(3):
-            v = (v * 2.0 + 1.0) * 2.0
+            v = (v * 2.0 + 1.0) * 4.0
         assert torch.all(x == v), key
 
 
 def test_pdl_runs_see_what_came_before(rt, kernels):
     """pdl=True (programmatic dependent launch): each run still sees every write of the kernel
     before it on the stream, torch's or its own previous run's, under every scheduler and
-    cluster shape, eagerly and in a captured graph replayed three times."""
+    cluster shape (captured graphs: test_graph_capture_and_replay)."""
     for key, k in kernels.items():
         x = torch.full((N,), 1.0, device="cuda")
         args = ScaleArgs(x, N, 2.0)
@@ -134,27 +138,6 @@ def test_pdl_runs_see_what_came_before(rt, kernels):
             v = v * 4.0 + 1.0
         torch.cuda.synchronize()
         assert torch.all(x == v), key
-    k = kernels[("steal", "auto", 1)]
-    x = torch.ones(N, device="cuda")
-    args = ScaleArgs(x, N, 2.0)
-    side = torch.cuda.Stream()
-    side.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(side):
-        k.run(tiles(N), args, pdl=True)
-    torch.cuda.current_stream().wait_stream(side)
-    g = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(g):
-        k.run(tiles(N), args, pdl=True)
-        k.run(tiles(N), args, pdl=True)
-        x.add_(1.0)
-    x.fill_(1.0)
-    for _ in range(3):
-        g.replay()
-    torch.cuda.synchronize()
-    v = 1.0
-    for _ in range(3):
-        v = v * 4.0 + 1.0
-    assert torch.all(x == v)
 
 
 def test_first_run_inside_a_capture(rt):

@@ -303,7 +303,7 @@ clcrt_status clcrt_runtime_create(clcrt_runtime **out, const clcrt_runtime_opts 
   rt->preempt_waves = tun.preempt_waves;
   rt->cache_max_bytes = tun.cache_max_bytes;
   rt->warmup = tun.warmup;
-  rt->pdl = clcrt__env_get()->pdl; /* and sm_90+: launch.c tests rt->sm, known once the device is */
+  rt->pdl = clcrt__env_get()->pdl; /* launch.c also asks for sm_90+ (rt->sm is set below) */
 
   nvrtcVersion(&rt->nvrtc_major, &rt->nvrtc_minor);
   clcrt_status st = check_cuda_home(rt, home_from);
