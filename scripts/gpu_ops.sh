@@ -42,8 +42,8 @@ wheel() {  # installed once per wheel: a warm machine keeps /tmp/site from the l
 }
 overhead() {
   PYTHONPATH=/tmp/site timeout -k 5 120 python3 python/bench/overhead.py --rounds 31 --json "$OUT/overhead.json" \
-    > "$OUT/overhead.log" 2>&1
-  echo "overhead exit $?"; tail -18 "$OUT/overhead.log"
+    $OVERHEAD_ARGS > "$OUT/overhead.log" 2>&1
+  echo "overhead exit $?"; tail -32 "$OUT/overhead.log"
 }
 for step in "$@"; do
   echo "=================== $step ($(date +%T))"

@@ -24,6 +24,10 @@ Contenders:
                              without a given output; torch.ops.clcrt.gemm, the same through the
                              dispatcher (what torch.compile records); F.linear, torch's own
 
+--parts also times, one at a time, the queries the op's eager path makes of a tensor (dtype,
+shape, stride(), get_device(), data_ptr()), the current stream's lookup, and the ways torch
+offers to allocate the output (new_empty with ints or a tuple, new, empty_like, new_empty_strided).
+
 --leak N runs the launcher N times (default 10^6) and prints the RSS before and after.
 """
 
@@ -59,7 +63,7 @@ def rss():
         return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
 
 
-def contenders(sched):
+def contenders(sched, parts=False):
     rt = clcrt.runtime(torch.cuda.current_device())
     k = rt.register(SRC, "count_tile", CountArgs, block=32, sched=sched)
     k.prepare(clcrt.Use.SHORT | clcrt.Use.GRAPH)
@@ -109,6 +113,17 @@ def contenders(sched):
     c["clcrt.ops.gemm(a, w)"] = lambda: clcrt.ops.gemm(ga, gw)
     c["torch.ops.clcrt.gemm(a, w)"] = lambda: torch.ops.clcrt.gemm(ga, gw)
     c["F.linear(a, w)"] = lambda: torch.nn.functional.linear(ga, gw)
+    if parts:  # what the eager path asks of each tensor, one query at a time
+        rawst, dev = torch._C._cuda_getCurrentRawStream, ga.get_device()
+        c.update({"part a.dtype": lambda: ga.dtype, "part a.shape": lambda: ga.shape,
+                  "part a.stride()": lambda: ga.stride(), "part a.get_device()": lambda: ga.get_device(),
+                  "part a.data_ptr()": lambda: ga.data_ptr(), "part a.new_empty(1, 256)": lambda: ga.new_empty(1, 256),
+                  "part raw current stream": lambda: rawst(dev), "part a.size()": lambda: ga.size(),
+                  "part a.is_contiguous()": lambda: ga.is_contiguous(), "part a.device": lambda: ga.device,
+                  "part lambda: None": lambda: None, "alloc a.new(1, 256)": lambda: ga.new(1, 256),
+                  "alloc a.new_empty((1, 256))": lambda: ga.new_empty((1, 256)),
+                  "alloc torch.empty_like(o)": lambda: torch.empty_like(go_),
+                  "alloc a.new_empty_strided": lambda: ga.new_empty_strided((1, 256), (256, 1))})
     return c, go
 
 
@@ -136,8 +151,9 @@ def main():
     ap.add_argument("--sched", default="auto")
     ap.add_argument("--leak", type=int, nargs="?", const=10**6, default=None)
     ap.add_argument("--json")
+    ap.add_argument("--parts", action="store_true", help="also time each tensor query the eager path makes")
     o = ap.parse_args()
-    c, go = contenders(o.sched)
+    c, go = contenders(o.sched, o.parts)
     for f in c.values():  # warm-up: every path compiled, loaded and wrapped
         for _ in range(100):
             f()
