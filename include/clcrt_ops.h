@@ -86,7 +86,9 @@ typedef struct clcrt_gemm_desc {
   unsigned long long lda, ldb, ldd; /* elements between rows; 0: packed (k, k, n) */
   unsigned groups;                  /* grouped, masked: G (1..clcrt_gemm_max_groups()) */
   unsigned long long group_sizes;   /* grouped, masked: G int32 in device memory */
-  const char *variant;              /* NULL: the plan's; else a name from clcrt_gemm_variant_get */
+  const char *variant;              /* NULL: the plan's; else a name from clcrt_gemm_variant_get, or
+                                       one with "t" after it: the same tile shape transposed (A and B
+                                       swapped, D^T computed; dense, without done; not 128x256c2) */
   clcrt_sched sched;                /* AUTO: the plan's (STEAL on sm_90; the variant the plan keeps) */
   clcrt_gemm_split split;           /* dense only */
   unsigned flags;                   /* CLCRT_GEMM_* */
@@ -114,7 +116,7 @@ CLCRT_API clcrt_status clcrt_gemm(clcrt_ops *ops, clcrt_stream *s, const clcrt_g
 /* What clcrt_gemm would run for d on s (s NULL: the whole device), without running it. */
 typedef struct clcrt_gemm_plan_info {
   size_t size;
-  const char *variant;    /* static name, e.g. "128x256" */
+  const char *variant;    /* static name, e.g. "128x256", or "128x160c2t" for a transposed plan */
   clcrt_sched sched;      /* as registered */
   unsigned bm, bn, cluster_m;
   unsigned splits;        /* k-slices of a shared tile (1: every tile whole) */

@@ -77,7 +77,20 @@ clcrt_status clcrt_gemm_variant_get(int i, clcrt_gemm_variant_info *out) {
   return CLCRT_OK;
 }
 
-static int variant_index(const char *name) { return gemm_variant_find(name); }
+/* A variant's index by name; "BMxBN...t" names the same tile shape transposed (A and B swapped,
+ * D^T computed: gemm_plan_dense_t), returned with GEMM_VI_TRANS set. -1: none. */
+#define GEMM_VI_TRANS (1 << 20)
+static int variant_index(const char *name) {
+  int i = gemm_variant_find(name);
+  const size_t len = strlen(name);
+  if (i < 0 && len > 1 && len < 16 && name[len - 1] == 't') {
+    char base[16];
+    memcpy(base, name, len - 1);
+    base[len - 1] = 0;
+    if ((i = gemm_variant_find(base)) >= 0) i = gemm_trans_ok(gemm_variant_at(i)) ? i | GEMM_VI_TRANS : -1;
+  }
+  return i;
+}
 int clcrt_gemm_variant_find(const char *name) { return name ? gemm_variant_find(name) : -1; }
 
 static clcrt_status bad_variant(const clcrt_ops *ops, const char *name) {
@@ -132,7 +145,7 @@ void clcrt_ops_destroy(clcrt_ops *ops) {
   free(ops);
 }
 
-clcrt_status gemm__kernel_get(clcrt_ops *ops, int v, clcrt_sched sched, int grouped, const clcrt_kernel **out) {
+clcrt_status gemm__kernel_get(clcrt_ops *ops, int v, clcrt_sched sched, int kind, const clcrt_kernel **out) {
   const char *arch = clcrt_runtime_arch(ops->rt);
   if (!arch || strncmp(arch, "sm_90", 5))
     return clcrt_errmsg_set(ops->rt, CLCRT_E_UNSUPPORTED,
@@ -140,17 +153,18 @@ clcrt_status gemm__kernel_get(clcrt_ops *ops, int v, clcrt_sched sched, int grou
                             "compiles for %s, where they do not exist yet",
                             arch ? arch : "no architecture");
   pthread_mutex_lock(&ops->lock);
-  const clcrt_kernel *k = ops->kernels[v][sched][grouped];
+  const clcrt_kernel *k = ops->kernels[v][sched][kind];
   pthread_mutex_unlock(&ops->lock);
   if (!k) {
     /* Compiled outside the lock: the runtime compiles one key once however many threads ask,
      * and gives each the same kernel. */
     clcrt_kernel *nk = NULL;
-    clcrt_status st = gemm_register(ops->rt, ops->src, gemm_variant_at(v), sched, grouped, &nk);
+    clcrt_status st = gemm_register_opt(ops->rt, ops->src, gemm_variant_at(v), sched, kind == 1,
+                                        kind == 2 ? "-DGEMM_TRANS=1" : NULL, &nk);
     if (st != CLCRT_OK) return st;
     pthread_mutex_lock(&ops->lock);
-    if (!ops->kernels[v][sched][grouped]) ops->kernels[v][sched][grouped] = nk;
-    k = ops->kernels[v][sched][grouped];
+    if (!ops->kernels[v][sched][kind]) ops->kernels[v][sched][kind] = nk;
+    k = ops->kernels[v][sched][kind];
     pthread_mutex_unlock(&ops->lock);
   }
   *out = k;
@@ -261,6 +275,11 @@ static clcrt_status check_desc(const clcrt_ops *ops, const clcrt_gemm_desc *d, g
     return bad(ops, "gemm: %llu x %llu is too large a problem for one launch: split it", d->m, d->n);
   *vi = -1;
   if (d->variant && (*vi = variant_index(d->variant)) < 0) return bad_variant(ops, d->variant);
+  if (*vi >= 0 && (*vi & GEMM_VI_TRANS) && (d->done || d->layout != CLCRT_GEMM_DENSE))
+    return clcrt_errmsg_set(ops->rt, CLCRT_E_INVALID,
+                            "gemm: variant \"%.32s\" is transposed (its tiles hold columns of D): not for grouped "
+                            "problems or with done; name the shape without the t",
+                            d->variant);
   return CLCRT_OK;
 }
 
@@ -295,13 +314,19 @@ static clcrt_status plan_call(clcrt_ops *ops, clcrt_stream *s, gemm_ws *w, const
                                 "CLCRT_GEMM_MEASURED makes it");
     } else {
       c->plan = plan_cached(ops, d->m, d->n, d->k, align, sms);
+      /* done counts D's rows by 64-row blocks as tiles store them: the tiles must hold rows */
+      if (d->done && c->plan.trans) c->plan = gemm_plan_dense_t(d->m, d->n, d->k, align, sms, 0);
     }
-    if (vi >= 0 && vi != c->plan.variant) {
-      c->plan.variant = vi; /* a variant asked for keeps the plan's rule for its decomposition */
-      gemm_plan_share(&c->plan, GEMM_SHARE_TAIL, d->m, d->n, d->k, sms);
+    const int vt = vi >= 0 && (vi & GEMM_VI_TRANS);
+    if (vi >= 0 && ((vi & ~GEMM_VI_TRANS) != c->plan.variant || vt != c->plan.trans)) {
+      c->plan.variant = vi & ~GEMM_VI_TRANS; /* a variant asked for keeps the plan's rule for its decomposition */
+      c->plan.trans = vt;
+      c->plan.cost = 0;
+      gemm_plan_share(&c->plan, GEMM_SHARE_TAIL, vt ? d->n : d->m, vt ? d->m : d->n, d->k, sms);
     }
-    if (d->split == CLCRT_GEMM_SPLIT_NONE) gemm_plan_share(&c->plan, GEMM_SHARE_WHOLE, d->m, d->n, d->k, sms);
-    if (d->split == CLCRT_GEMM_SPLIT_ALL) gemm_plan_share(&c->plan, GEMM_SHARE_ALL, d->m, d->n, d->k, sms);
+    const unsigned pm = c->plan.trans ? d->n : d->m, pn = c->plan.trans ? d->m : d->n; /* the tiles' view */
+    if (d->split == CLCRT_GEMM_SPLIT_NONE) gemm_plan_share(&c->plan, GEMM_SHARE_WHOLE, pm, pn, d->k, sms);
+    if (d->split == CLCRT_GEMM_SPLIT_ALL) gemm_plan_share(&c->plan, GEMM_SHARE_ALL, pm, pn, d->k, sms);
     if ((st = gemm_dense_args_ld(&enc, rt, &c->plan, &c->args, d->a, d->b, d->d, d->m, d->n, d->k, ld, 0, 0)) != CLCRT_OK)
       return st;
     c->args.done = d->done;
@@ -335,7 +360,7 @@ clcrt_status clcrt_gemm_plan_get(clcrt_ops *ops, const clcrt_stream *s, const cl
   clcrt_status st = check_desc(ops, d, &ld, &vi);
   if (st != CLCRT_OK || (st = plan_call(ops, (clcrt_stream *)s, NULL, d, ld, vi, 0, &c)) != CLCRT_OK) return st;
   const gemm_variant *v = gemm_variant_at(c.plan.variant);
-  out->variant = v->name, out->sched = c.sched, out->bm = v->bm, out->bn = v->bn, out->cluster_m = v->cm;
+  out->variant = c.plan.trans ? gemm_variant_name_t(c.plan.variant) : v->name, out->sched = c.sched, out->bm = v->bm, out->bn = v->bn, out->cluster_m = v->cm;
   out->shared_tiles = c.args.sk_tiles;
   out->splits = c.args.sk_tiles ? c.args.sk_units / c.args.sk_tiles : 1;
   out->tiles = c.tiles;
@@ -369,7 +394,9 @@ static clcrt_status run_locked(clcrt_ops *ops, clcrt_stream *s, gemm_ws *w, cons
     c.args.ws = part, c.args.ctr = ctr;
   }
   const clcrt_kernel *k;
-  if ((st = gemm__kernel_get(ops, c.plan.variant, c.sched, d->layout != CLCRT_GEMM_DENSE, &k)) != CLCRT_OK) return st;
+  if ((st = gemm__kernel_get(ops, c.plan.variant, c.sched, d->layout != CLCRT_GEMM_DENSE ? 1 : c.plan.trans ? 2 : 0,
+                             &k)) != CLCRT_OK)
+    return st;
   /* Programmatic dependent launch on short runs only (include/clcrt.h, CLCRT_RUN_PDL). */
   const unsigned run_flags = d->layout == CLCRT_GEMM_DENSE && c.plan.cost > 0 && c.plan.cost <= GEMM_PDL_MAX_US
                                  ? CLCRT_RUN_PDL
@@ -407,9 +434,14 @@ clcrt_status clcrt_gemm_kernel(clcrt_ops *ops, const char *variant, clcrt_sched 
   *out = NULL;
   int vi = variant ? variant_index(variant) : 0;
   if (vi < 0) return bad_variant(ops, variant);
+  const int trans = (vi & GEMM_VI_TRANS) != 0;
+  vi &= ~GEMM_VI_TRANS;
+  if (trans && layout != CLCRT_GEMM_DENSE)
+    return bad(ops, "clcrt_gemm_kernel: a transposed variant is for dense problems (layout %llu)%.0llu", layout, 0);
   if ((unsigned)sched > CLCRT_SCHED_FIXED || (unsigned)layout > CLCRT_GEMM_MASKED)
     return bad(ops, "clcrt_gemm_kernel: sched %llu or layout %llu is out of range", sched, layout);
-  return gemm__kernel_get(ops, vi, sched == CLCRT_SCHED_AUTO ? CLCRT_SCHED_STEAL : sched, layout != CLCRT_GEMM_DENSE, out);
+  return gemm__kernel_get(ops, vi, sched == CLCRT_SCHED_AUTO ? CLCRT_SCHED_STEAL : sched,
+                          layout != CLCRT_GEMM_DENSE ? 1 : trans ? 2 : 0, out);
 }
 
 clcrt_status clcrt_gemm_prepare(clcrt_ops *ops, const clcrt_stream *s, const clcrt_gemm_desc *d, unsigned uses) {
@@ -423,6 +455,8 @@ clcrt_status clcrt_gemm_prepare(clcrt_ops *ops, const clcrt_stream *s, const clc
   plain.flags &= ~CLCRT_GEMM_MEASURED; /* the measured plan is made by running */
   if ((st = plan_call(ops, (clcrt_stream *)s, NULL, &plain, ld, vi, 0, &c)) != CLCRT_OK) return st;
   const clcrt_kernel *k;
-  if ((st = gemm__kernel_get(ops, c.plan.variant, c.sched, d->layout != CLCRT_GEMM_DENSE, &k)) != CLCRT_OK) return st;
+  if ((st = gemm__kernel_get(ops, c.plan.variant, c.sched, d->layout != CLCRT_GEMM_DENSE ? 1 : c.plan.trans ? 2 : 0,
+                             &k)) != CLCRT_OK)
+    return st;
   return uses ? clcrt_kernel_prepare(k, uses) : CLCRT_OK;
 }

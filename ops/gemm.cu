@@ -67,6 +67,9 @@
 #ifndef GEMM_MAX_GROUPS
 #define GEMM_MAX_GROUPS 1024
 #endif
+#ifndef GEMM_TRANS  // 1: the op swapped A and B; the epilogue writes the tiles into D transposed (store_tile_t)
+#define GEMM_TRANS 0
+#endif
 #ifndef GEMM_EPI  // 1: staged epilogue (stmatrix, 16-byte coalesced stores); 0: 4-byte stores from registers
 #define GEMM_EPI 1
 #endif
@@ -411,10 +414,39 @@ __device__ __forceinline__ void store_tile_staged(const GemmArgs &a, const float
                                               lane);
 }
 
+// The warp's 16 x BN part of the tile into D transposed (GemmArgs.trans: the op swapped A and
+// B, so the tile's row r and column c are D's column r and row c). A lane holds, per 8-column
+// slice j, tile rows r0 and r0 + 8 at tile columns c and c + 1: four D elements, on two rows of
+// D, 16 bytes apart. 2-byte stores: the eight lanes with the same lane % 4 write 8 consecutive
+// bf16 of one D row, so each store instruction writes 16-byte runs of 4 rows (8 with r0 + 8).
+// Rows of the tile at or past row_end and columns at or past n are not written.
+__device__ __forceinline__ void store_tile_t(const GemmArgs &a, const float *acc, unsigned r0, unsigned row_end,
+                                             unsigned c_base, unsigned lane) {
+  const unsigned c0 = c_base + 2 * (lane & 3);
+  const bool ok0 = r0 < row_end, ok1 = r0 + 8 < row_end;
+  const unsigned long long ld = a.ldd;
+  unsigned short *q = a.d + (unsigned long long)c0 * ld + r0;  // one pointer, stepped: the accumulators are live
+#pragma unroll
+  for (unsigned j = 0; j < BN / 8; j++, q += 8 * ld) {
+    const unsigned c = c0 + 8 * j;
+    const unsigned lo = pack_bf16(acc[4 * j], acc[4 * j + 2]), hi = pack_bf16(acc[4 * j + 1], acc[4 * j + 3]);
+    if (c < a.n) {
+      if (ok0) st_u16(q, (unsigned short)lo);
+      if (ok1) st_u16(q + 8, (unsigned short)(lo >> 16));
+    }
+    if (c + 1 < a.n) {
+      if (ok0) st_u16(q + ld, (unsigned short)hi);
+      if (ok1) st_u16(q + ld + 8, (unsigned short)(hi >> 16));
+    }
+  }
+}
+
 // The epilogue of a whole tile: the bf16 output from the accumulators.
 __device__ __forceinline__ void store_whole(const GemmArgs &a, const float *acc, unsigned stage, unsigned row0,
                                            unsigned r0, unsigned row_end, unsigned c_base, unsigned lane) {
-  if (staged_ok(a))
+  if (GEMM_TRANS)
+    store_tile_t(a, acc, r0, row_end, c_base, lane);
+  else if (staged_ok(a))
     store_tile_staged(a, acc, stage, row0, row_end, c_base, lane);
   else
     store_tile(a, acc, r0, row_end, c_base, lane);
@@ -656,6 +688,7 @@ __device__ __forceinline__ void run_dense(const clcrt::Tile &t, const GemmArgs &
 
 __device__ __forceinline__ void prologue(const GemmArgs &a, GemmState &s) {
   if (blockDim.x * blockDim.y * blockDim.z != THREADS) __trap();  // desc.block must be THREADS
+  if (a.trans != GEMM_TRANS) __trap();  // Args of the other orientation: the output would be D's transpose
   const unsigned raw = smem_u32(clcrt::smem());
   s.base = (raw + 1023u) & ~1023u;  // 128B-swizzled TMA tiles and wgmma want 1024-byte atoms
   s.stage = 0;

@@ -55,6 +55,8 @@ typedef struct GemmArgs {
   GEMM__DPTR(unsigned) done;        /* dense: one counter per 64 rows of D, or 0: each consumer warp adds
                                        (rows stored) x (columns stored) to its rows' counter once they
                                        are stored, a release at GPU scope (clcrt_gemm_desc.done) */
+  unsigned trans;                   /* dense: 1 when A and B came swapped, so that the tiles compute D
+                                       transposed: their rows are D's columns (m, n: the tiles' view) */
 } GemmArgs;
 
 /* The misuse words (GemmArgs.misuse): set by a grouped run whose sizes did not fit. */
@@ -66,7 +68,7 @@ typedef struct GemmArgs {
   X(a, 0) X(b, 128) X(d, 256) X(ldd, 264) X(ws, 272) X(ctr, 280) X(group_sizes, 288) X(misuse, 296) \
   X(m, 304) X(n, 308) X(k, 312) X(tm, 316) X(tn, 320) X(swizzle, 324) X(along_n, 328) X(nk, 332)   \
   X(kshift, 336) X(sk_tiles, 340) X(sk_units, 344) X(sk_tail, 348) X(groups, 352) X(group_rows, 356) \
-  X(done, 360)
+  X(done, 360) X(trans, 368)
 #define GEMM__ARGS_CHECK(f, off) GEMM__ASSERT(GEMM__OFFSETOF(GemmArgs, f) == off, "GemmArgs." #f " is not at " #off);
 GEMM__ARGS_LAYOUT(GEMM__ARGS_CHECK)
 #undef GEMM__ARGS_CHECK

@@ -103,6 +103,24 @@ static inline const gemm_variant *gemm_variant_at(int i) {
   pthread_once(&gemm__gen_once, gemm__gen_make);
   return gemm__gen[i - GEMM_NUM_VARIANTS].name ? &gemm__gen[i - GEMM_NUM_VARIANTS] : NULL;
 }
+/* Whether variant v has a transposed kernel (GEMM_TRANS): every shape but 128x256c2, whose
+ * transposed epilogue does not fit its 168 registers (16 bytes of stack, test_compile_trans). */
+static inline int gemm_trans_ok(const gemm_variant *v) { return !(v->bm == 128 && v->bn == 256 && v->cm == 2); }
+
+/* Variant i's name with a "t" after it: the same shape transposed (gemm_plan.trans). */
+static char gemm__tnames[GEMM_ALL_VARIANTS][20];
+static pthread_once_t gemm__tnames_once = PTHREAD_ONCE_INIT;
+static void gemm__tnames_make(void) {
+  for (int i = 0; i < GEMM_ALL_VARIANTS; i++) {
+    const gemm_variant *v = gemm_variant_at(i);
+    if (v && gemm_trans_ok(v)) snprintf(gemm__tnames[i], sizeof gemm__tnames[i], "%st", v->name);
+  }
+}
+static inline const char *gemm_variant_name_t(int i) {
+  if (i < 0 || i >= GEMM_ALL_VARIANTS) return NULL;
+  pthread_once(&gemm__tnames_once, gemm__tnames_make);
+  return gemm__tnames[i][0] ? gemm__tnames[i] : NULL;
+}
 /* The index of a variant by name: a measured one, or "BMxBN" / "BMxBNc2" of a generated
  * shape; -1 for none. */
 static inline int gemm_variant_find(const char *name) {
@@ -246,7 +264,8 @@ static inline clcrt_status gemm_maps(const gemm_enc *enc, clcrt_runtime *rt, con
 }
 
 /* Args of a dense problem for plan p (gemm_plan_dense, or one made by hand: variant p->variant,
- * stream-K p->sk_tiles over p->sk_units in order p->sk_tail, p->shift), with row pitches ld.
+ * stream-K p->sk_tiles over p->sk_units in order p->sk_tail, p->shift, p->trans: A and B
+ * swapped, the Args' m and n the tiles' view, D written transposed), with row pitches ld.
  * ws/ctr: the stream-K workspace when the decomposition shares tiles (gemm_ws_bytes,
  * gemm_ctr_bytes of these args; counters zero before a run), else 0. */
 static inline clcrt_status gemm_dense_args_ld(const gemm_enc *enc, clcrt_runtime *rt, const gemm_plan *p, gemm_args *a,
@@ -254,6 +273,13 @@ static inline clcrt_status gemm_dense_args_ld(const gemm_enc *enc, clcrt_runtime
                                               gemm_ld ld, uint64_t ws, uint64_t ctr) {
   const gemm_variant *v = gemm_variant_at(p->variant);
   memset(a, 0, sizeof *a);
+  if (p->trans) { /* D^T = B A^T: the tiles see B as their A, n rows by m columns */
+    const uint64_t t = A;
+    const unsigned tn = m;
+    const uint64_t tl = ld.a;
+    A = B, B = t, m = n, n = tn, ld.a = ld.b, ld.b = tl;
+    a->trans = 1;
+  }
   clcrt_status st = gemm_maps(enc, rt, v, a, A, m, ld.a, B, n, ld.b, k);
   if (st != CLCRT_OK) return st;
   a->d = D, a->ldd = ld.d;

@@ -101,7 +101,8 @@ static inline int gemm_measure_shapes(unsigned m, unsigned n, int sms, int *out,
 static inline int gemm_measure_candidates(unsigned m, unsigned n, unsigned k, unsigned align, int sms,
                                           gemm_plan *c) {
   int nc = 0;
-  gemm_plan def = gemm_plan_dense(m, n, k, align, sms);
+  /* Not transposed: a stored rule names a tile shape and slices of the normal orientation. */
+  gemm_plan def = gemm_plan_dense_t(m, n, k, align, sms, 0);
   gemm_measure_rule rules[GEMM_MEASURE_MAX];
   rules[nc] = gemm_measure_rule_of(&def), c[nc++] = def;
   static const char *const vars[] = {"128x256", "128x128"};

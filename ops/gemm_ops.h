@@ -68,7 +68,7 @@ struct clcrt_ops {
   CUcontext ctx;
   const char *src;
   pthread_mutex_t lock; /* kernels, the lists, the rule cache */
-  const clcrt_kernel *kernels[GEMM_ALL_VARIANTS][GEMM_NUM_SCHEDS][2];
+  const clcrt_kernel *kernels[GEMM_ALL_VARIANTS][GEMM_NUM_SCHEDS][3]; /* dense, grouped, dense transposed */
   gemm_ws *ws;
   gemm_cap_ws *caps;
   CUstream zero; /* private stream that zeroes graph workspaces' counters, made when first needed */
@@ -82,7 +82,8 @@ struct clcrt_ops {
 
 /* The kernel of variant v, scheduler sched, dense or grouped: registered on first use, then
  * kept in ops->kernels (gemm.c). */
-clcrt_status gemm__kernel_get(clcrt_ops *ops, int v, clcrt_sched sched, int grouped, const clcrt_kernel **out);
+/* kind: 0 dense, 1 grouped, 2 dense transposed (GEMM_TRANS: gemm_plan.trans) */
+clcrt_status gemm__kernel_get(clcrt_ops *ops, int v, clcrt_sched sched, int kind, const clcrt_kernel **out);
 
 /* Workspaces (gemm_ws.c). The lock of the returned stream workspace is held: release it with
  * gemm_ws_unlock after the launch. */

@@ -57,12 +57,30 @@ typedef enum gemm_share {
  * above the time for such short runs (its fixed terms), hence a threshold in its units. */
 #define GEMM_PDL_MAX_US 45.0
 
+/* The transposed plan (gemm_plan_dense_t): its epilogue's extra cost in epilogues of the
+ * normal kind per wave, and the factor by which its modelled time must beat the normal plan's. */
+#ifndef GEMM_TRANS_EPI
+#define GEMM_TRANS_EPI 2.0
+#endif
+#ifndef GEMM_TRANS_GAIN
+#define GEMM_TRANS_GAIN 1.05
+#endif
+/* ... and only for problems of at least this many rows. With fewer, the transposed tiles have
+ * one or two blocks of columns, so they stream the weights (their A) from memory, which the
+ * model does not describe: it takes operands from memory only where there are few row blocks,
+ * which a transposed problem never has. It put M = 128 layers (128x8192x8192, 128x32064x5120)
+ * 5-30% cheaper transposed, untested; at 300 rows and more its picks were measured. */
+#ifndef GEMM_TRANS_MIN_M
+#define GEMM_TRANS_MIN_M 256u
+#endif
+
 typedef struct gemm_plan {
   int variant;                 /* index of gemm_variant_at */
   clcrt_sched sched;           /* the scheduler to register the variant with */
   unsigned sk_tiles, sk_units; /* stream-K (clcrt_sk_make); 0, 0: every tile whole */
   unsigned sk_tail;            /* 1: the shared tiles last (clcrt_streamk.cuh, order 1) */
   int shift;                   /* 1: shift the k-blocks to align the loads (gemm_kshift) */
+  int trans;                   /* 1: A and B swapped, the tiles compute D transposed (GemmArgs.trans) */
   double cost;                 /* the model's estimate, in microseconds */
 } gemm_plan;
 
@@ -209,22 +227,48 @@ static inline const gemm_variant *gemm_plan_candidate(int i) {
  * with its best decomposition. A tie keeps the earlier shape (the measured table's first,
  * then the generated ones in order). About 300 costings: the op keeps its plans per shape
  * (gemm.c), so a shape pays for them once. */
-static inline gemm_plan gemm_plan_dense(unsigned m, unsigned n, unsigned k, unsigned align, int sms) {
-  (void)align;
+static inline gemm_plan gemm_plan_dense_as(unsigned m, unsigned n, unsigned k, int sms, int trans) {
   gemm_plan best;
   memset(&best, 0, sizeof best);
   int have = 0;
   for (int i = 0; i < GEMM_ALL_VARIANTS; i++) {
     const gemm_variant *v = gemm_plan_candidate(i);
-    if (!v || (unsigned)sms / v->cm == 0) continue;
+    if (!v || (unsigned)sms / v->cm == 0 || (trans && !gemm_trans_ok(v))) continue;
     gemm_plan p;
     memset(&p, 0, sizeof p);
     p.variant = i;
     p.sched = CLCRT_SCHED_STEAL;
     p.shift = 1;
-    gemm_plan_share(&p, GEMM_SHARE_TAIL, m, n, k, sms);
+    p.trans = trans;
+    if (trans) {
+      gemm_plan_share(&p, GEMM_SHARE_TAIL, n, m, k, sms);
+      p.cost += GEMM_TRANS_EPI * GEMM_MODEL_H100.epi * v->bm * v->bn / 32768.0 * gemm_cdiv(gemm_work_tiles(v, n, m),
+                                                                                           (unsigned)sms / v->cm);
+    } else {
+      gemm_plan_share(&p, GEMM_SHARE_TAIL, m, n, k, sms);
+    }
     if (!have || p.cost < best.cost) best = p, have = 1;
   }
   return best;
+}
+
+/* The plan of a dense problem; trans_ok 0: not transposed (a caller that needs D's rows written
+ * by row blocks, as clcrt_gemm_desc.done does). Transposed, the op swaps A and B and the tiles
+ * compute D^T: a problem of few rows and many columns (a vocabulary head at a few hundred
+ * tokens) then runs 128-row tiles along N, with block N fitted to M. Its epilogue's stores are
+ * 2-byte and scattered over BN rows of D; the model charges GEMM_TRANS_EPI more epilogues per
+ * wave for it, and takes the transposed plan only where it wins by GEMM_TRANS_GAIN, on
+ * problems of GEMM_TRANS_MIN_M rows or more. */
+static inline gemm_plan gemm_plan_dense_t(unsigned m, unsigned n, unsigned k, unsigned align, int sms, int trans_ok) {
+  (void)align;
+  gemm_plan p = gemm_plan_dense_as(m, n, k, sms, 0);
+  if (trans_ok && m >= GEMM_TRANS_MIN_M) {
+    gemm_plan t = gemm_plan_dense_as(m, n, k, sms, 1);
+    if (t.cost * GEMM_TRANS_GAIN < p.cost) p = t;
+  }
+  return p;
+}
+static inline gemm_plan gemm_plan_dense(unsigned m, unsigned n, unsigned k, unsigned align, int sms) {
+  return gemm_plan_dense_t(m, n, k, align, sms, 1);
 }
 #endif

@@ -157,7 +157,7 @@ static const shape SHAPES[] = {
 /* The plan for variant vi of a shape (loads aligned). */
 static gemm_plan shape_plan(const shape *sh, int vi, int sms) {
   gemm_plan p = gemm_plan_dense(sh->m, sh->n, sh->k, 128, sms);
-  p.variant = vi;
+  p.variant = vi, p.trans = 0;
   gemm_share share = sh->mode == WHOLE ? GEMM_SHARE_WHOLE : sh->mode == ALL ? GEMM_SHARE_ALL : GEMM_SHARE_TAIL;
   gemm_plan_share(&p, share, sh->m, sh->n, sh->k, sms);
   if (sh->mode == EXPLICIT || sh->mode == EXPLICIT_TAIL)
@@ -244,6 +244,50 @@ START_TEST(test_dense) {
     gemm_plan p = shape_plan(sh, vi, c.rt->num_sms);
     dense d;
     dense_open(&c, &d, &p, sh->m, sh->n, sh->k, tag);
+    for (int rep = 0; rep < 2; rep++) {
+      dense_run(&c, &d, c.s, k);
+      compare(d.hd, d.hr, d.m, d.n, d.what);
+      sample_fp64(d.hd, d.n, d.ha, d.hb, 0, 0, d.m, d.n, d.k, d.what);
+    }
+    dense_check_counters(&d);
+    dense_close(&d);
+  }
+  ctx_close(&c);
+}
+END_TEST
+
+/* The transposed kernels (A and B swapped, D^T computed; what the plan takes for a vocabulary
+ * head at a few hundred rows): shapes with rows and columns past the tiles (odd M, M under 16,
+ * M past one tile of columns), whole tiles, the model's tail and every tile in slices, twice
+ * each on one stream, against cuBLAS and fp64 samples; outputs poisoned first. */
+static const shape TRANS_SHAPES[] = {
+    {300, 1000, 1032, WHOLE, 0, 0}, {300, 1000, 1032, ALL, 0, 0},  {1, 700, 512, PLAN_RULE, 0, 0},
+    {7, 129, 64, WHOLE, 0, 0},      {259, 3584, 256, PLAN_RULE, 0, 0}, {445, 520, 2056, ALL, 0, 0},
+    {130, 4100, 320, PLAN_RULE, 0, 0},   {61, 2000, 4104, ALL, 0, 0},
+};
+START_TEST(test_dense_trans) {
+  static const char *const names[] = {"128x160c2", "128x256", "64x16c2", "128x48", "64x96"};
+  const int vi = gemm_variant_find(names[_i]);
+  ck_assert_int_ge(vi, 0);
+  rng = 0x7a115ull + (uint64_t)_i;
+  ctx c;
+  ctx_open(&c);
+  clcrt_kernel *k = NULL;
+  ck_assert_msg(gemm_register_opt(c.rt, clcrt_gemm_source(), gemm_variant_at(vi), CLCRT_SCHED_STEAL, 0,
+                                  "-DGEMM_TRANS=1", &k) == CLCRT_OK,
+                "%s", clcrt_errmsg(c.rt));
+  char tag[64];
+  snprintf(tag, sizeof tag, "%st steal", names[_i]);
+  const int n = gpu_under_sanitizer() ? 3 : (int)(sizeof TRANS_SHAPES / sizeof TRANS_SHAPES[0]);
+  for (int i = 0; i < n; i++) {
+    const shape *sh = &TRANS_SHAPES[gpu_under_sanitizer() ? i * 3 : i];
+    gemm_plan p = shape_plan(sh, vi, c.rt->num_sms);
+    p.trans = 1; /* the decomposition of the swapped problem */
+    gemm_plan_share(&p, sh->mode == WHOLE ? GEMM_SHARE_WHOLE : sh->mode == ALL ? GEMM_SHARE_ALL : GEMM_SHARE_TAIL, sh->n,
+                    sh->m, sh->k, c.rt->num_sms);
+    dense d;
+    dense_open(&c, &d, &p, sh->m, sh->n, sh->k, tag);
+    ck_assert_uint_eq(d.a.trans, 1);
     for (int rep = 0; rep < 2; rep++) {
       dense_run(&c, &d, c.s, k);
       compare(d.hd, d.hr, d.m, d.n, d.what);
@@ -370,7 +414,7 @@ START_TEST(test_dense_offsets) {
     gpu_put(B, hb, nb * 2);
     unsigned align = gemm_load_align(A, B, kk);
     gemm_plan p = gemm_plan_dense(m, n, kk, align, c.rt->num_sms);
-    p.variant = vi;
+    p.variant = vi, p.trans = 0;
     gemm_plan_share(&p, GEMM_SHARE_TAIL, m, n, kk, c.rt->num_sms);
     gemm_args a;
     ck_assert_int_eq(gemm_dense_args(c.rt, &p, &a, A, B, D, m, n, kk, 0, 0), CLCRT_OK);
@@ -774,6 +818,7 @@ static Suite *gemm_gpu_suite(void) {
   tcase_add_loop_test(tc, test_dense, 0, DENSE_VARIANTS * NUM_SCHEDS);
   tcase_add_loop_test(tc, test_streamk_determinism, 0, 2 * NUM_DETERMINISM);
   tcase_add_loop_test(tc, test_dense_offsets, 0, 3);
+  tcase_add_loop_test(tc, test_dense_trans, 0, 5);
   tcase_add_test(tc, test_dense_back_to_back);
   tcase_add_loop_test(tc, test_grouped, 0, GROUPED_VARIANTS * NUM_SCHEDS);
   tcase_add_loop_test(tc, test_grouped_masked, 0, GROUPED_VARIANTS * NUM_SCHEDS);

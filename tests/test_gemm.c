@@ -464,10 +464,11 @@ START_TEST(test_plan) {
   const int sms = 132;
   for (unsigned i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
     const unsigned m = shapes[i][0], n = shapes[i][1], k = shapes[i][2];
-    gemm_plan p = gemm_plan_dense(m, n, k, 128, sms);
+    gemm_plan p = gemm_plan_dense_t(m, n, k, 128, sms, 0); /* the normal orientation (test_plan_trans: the other) */
     const gemm_variant *v = gemm_variant_at(p.variant);
     ck_assert_ptr_nonnull(v);
     ck_assert_int_eq(p.sched, CLCRT_SCHED_STEAL);
+    ck_assert_int_eq(p.trans, 0);
     ck_assert_int_eq(gemm_variant_find(v->name), p.variant); /* one index per shape */
     ck_assert_msg(p.cost > 0 && p.cost == gemm_plan_cost(&GEMM_MODEL_H100, v, m, n, k, p.sk_tiles, p.sk_units, sms),
                   "%ux%ux%u: the plan's cost is the model's", m, n, k);
@@ -500,6 +501,53 @@ START_TEST(test_plan) {
     if (m <= 64) ck_assert_msg(v->bm == 64, "%ux%ux%u: %s for M <= 64", m, n, k, v->name);
     if (m >= 2048) ck_assert_msg(v->bm == 128, "%ux%ux%u: %s for a large M", m, n, k, v->name);
   }
+}
+END_TEST
+
+/* The transposed plan (A and B swapped, D^T computed): taken only on problems of
+ * GEMM_TRANS_MIN_M rows or more, only where the model puts it GEMM_TRANS_GAIN below the normal
+ * plan, never where the caller needs D's rows by row blocks; its decomposition is that of the
+ * swapped problem, and its Args are the swapped problem's with trans set. */
+START_TEST(test_plan_trans) {
+  static const unsigned shapes[][3] = {
+      {300, 151936, 5120}, {300, 3584, 18944}, {777, 152064, 3584}, {445, 5120, 17152}, {4096, 4096, 4096},
+      {20, 3584, 3584}, {1, 5120, 4096}, {128, 8192, 8192}, {128, 32064, 5120}, {255, 40000, 4096}, {256, 40000, 4096}, {2999, 5003, 4104}, {259, 3584, 2560},
+  };
+  const int sms = 132;
+  int taken = 0;
+  for (unsigned i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
+    const unsigned m = shapes[i][0], n = shapes[i][1], k = shapes[i][2];
+    const gemm_plan p = gemm_plan_dense(m, n, k, 128, sms), nt = gemm_plan_dense_t(m, n, k, 128, sms, 0),
+                    t = gemm_plan_dense_as(m, n, k, sms, 1);
+    ck_assert_int_eq(nt.trans, 0);
+    ck_assert_int_eq(t.trans, 1);
+    if (m < GEMM_TRANS_MIN_M) ck_assert_msg(!p.trans, "%ux%ux%u: transposed below the row minimum", m, n, k);
+    ck_assert_int_eq(p.trans, m >= GEMM_TRANS_MIN_M && t.cost * GEMM_TRANS_GAIN < nt.cost);
+    if (!p.trans) continue;
+    taken++;
+    ck_assert(p.variant == t.variant && p.sk_tiles == t.sk_tiles && p.sk_units == t.sk_units);
+    const gemm_variant *v = gemm_variant_at(p.variant);
+    gemm_plan q = p; /* the decomposition is the swapped problem's */
+    gemm_plan_share(&q, GEMM_SHARE_TAIL, n, m, k, sms);
+    ck_assert(q.sk_tiles == p.sk_tiles && q.sk_units == p.sk_units);
+    gemm_args a;
+    const uint64_t A = 0x100000, B = 0x40000000, D = 0x80000000;
+    ck_assert_int_eq(gemm_dense_args(NULL, &p, &a, A, B, D, m, n, k, 0, 0), CLCRT_OK);
+    ck_assert_uint_eq(a.trans, 1);
+    ck_assert_uint_eq(a.m, n);
+    ck_assert_uint_eq(a.n, m);
+    ck_assert_uint_eq(a.ldd, n); /* D keeps its row pitch: the epilogue writes it transposed */
+    ck_assert_uint_eq(a.tm, gemm_cdiv(n, v->bm));
+    ck_assert_uint_eq(a.tn, gemm_cdiv(m, v->bn));
+    ck_assert_uint_eq(a.sk_tiles, p.sk_tiles);
+    const char *tn = gemm_variant_name_t(p.variant);
+    ck_assert_ptr_nonnull(tn);
+    ck_assert_uint_eq(strlen(tn), strlen(v->name) + 1);
+    ck_assert_int_eq(tn[strlen(v->name)], 't');
+  }
+  ck_assert_int_ge(taken, 1); /* a vocabulary head at a few hundred rows goes transposed */
+  ck_assert_int_eq(gemm_plan_dense(300, 151936, 5120, 128, sms).trans, 1);
+  ck_assert_int_eq(gemm_plan_dense(4096, 4096, 4096, 128, sms).trans, 0);
 }
 END_TEST
 
@@ -683,6 +731,41 @@ END_TEST
 static const clcrt_sched SCHEDS[] = {CLCRT_SCHED_STEAL, CLCRT_SCHED_STATIC, CLCRT_SCHED_FIXED};
 
 /* One test per (variant, dense or grouped, scheduler). */
+/* The transposed kernels (GEMM_TRANS: the op swapped A and B and the epilogue writes D^T) of
+ * the shapes with the most accumulators and of the narrowest: within the register cap with no
+ * stack or spills, the transposed stores in the PTX and the staged epilogue gone. */
+START_TEST(test_compile_trans) {
+  static const char *const names[] = {"128x256", "128x240c2", "128x160c2", "64x256", "64x16c2"};
+  const int vi = gemm_variant_find(names[_i]);
+  ck_assert_int_ge(vi, 0);
+  const gemm_variant *v = gemm_variant_at(vi);
+  clcrt_runtime *rt = rt_sm90();
+  clcrt_kernel *k = NULL;
+  ck_assert_msg(gemm_register_opt(rt, clcrt_gemm_source(), v, CLCRT_SCHED_STEAL, 0, "-DGEMM_TRANS=1", &k) == CLCRT_OK,
+                "%s: %s", v->name, clcrt_errmsg(rt));
+  clcrt_kernel_info info = CLCRT_KERNEL_INFO_INIT;
+  ck_assert_int_eq(clcrt_kernel_info_get(k, &info), CLCRT_OK);
+  ck_assert_msg(info.stack_bytes == 0, "%s transposed: %d bytes of stack", v->name, info.stack_bytes);
+  /* 168 where 9+ warps share the SM (test_compile); a 64-row CTA has 5 */
+  ck_assert_msg(info.registers > 0 && info.registers <= (v->bm == 128 ? 168 : 255), "%s transposed: %d registers",
+                v->name, info.registers);
+  const void *cubin;
+  size_t size;
+  ck_assert_int_eq(clcrt_kernel_cubin(k, &cubin, &size), CLCRT_OK);
+  clcrt__cubin c;
+  char err[256];
+  ck_assert_int_eq(clcrt__cubin_parse(cubin, size, &c, err, sizeof err), 0);
+  ck_assert_msg(c.kernels[0].spill_stores <= 0 && c.kernels[0].spill_loads <= 0, "%s transposed: spills", v->name);
+  clcrt__cubin_free(&c);
+  const char *ptx = NULL;
+  ck_assert_int_eq(clcrt_kernel_ptx(k, &ptx), CLCRT_OK);
+  ck_assert_msg(strstr(ptx, "st.global.u16") || strstr(ptx, "st.global.b16"), "%s transposed: no 2-byte stores",
+                v->name);
+  ck_assert_msg(!strstr(ptx, "stmatrix"), "%s transposed: the staged epilogue is still there", v->name);
+  clcrt_runtime_destroy(rt);
+}
+END_TEST
+
 START_TEST(test_compile) {
   const gemm_variant *v = &GEMM_VARIANTS[_i / 6];
   int grouped = (_i / 3) % 2;
@@ -905,6 +988,7 @@ static Suite *gemm_suite(void) {
   tcase_add_test(tc, test_streamk_map);
   tcase_add_test(tc, test_streamk_fixup_order);
   tcase_add_test(tc, test_plan);
+  tcase_add_test(tc, test_plan_trans);
   tcase_add_test(tc, test_kshift_choice);
   tcase_add_test(tc, test_plan_model);
   tcase_add_test(tc, test_measured);
@@ -912,6 +996,7 @@ static Suite *gemm_suite(void) {
   TCase *tk = tcase_create("kernels");
   tcase_set_timeout(tk, 240);
   tcase_add_loop_test(tk, test_compile, 0, GEMM_NUM_VARIANTS * 6);
+  tcase_add_loop_test(tk, test_compile_trans, 0, 5);
   tcase_add_loop_test(tk, test_compile_shapes, 0, (int)(sizeof SHAPES / sizeof SHAPES[0]));
   tcase_add_test(tk, test_args_layout);
   tcase_add_test(tk, test_tool_inspect);

@@ -161,8 +161,28 @@ START_TEST(test_plan_get) {
   g.variant = "128x176c2", g.split = CLCRT_GEMM_SPLIT_AUTO;
   ck_assert_int_eq(clcrt_gemm_plan_get(ops, NULL, &g, &p), CLCRT_OK);
   ck_assert_uint_eq(p.cluster_m, 2);
-  static const char *const bad_names[] = {"no-such", "64x100", "192x64", "128x272", "128x64c3"};
-  for (int i = 0; i < 5; i++) {
+  /* A shape transposed, by name: A and B swapped, its tiles along N (the grid of the swapped
+   * problem); not for 128x256c2 (no transposed kernel), not with done, not grouped. */
+  g.m = 300, g.n = 151936, g.k = 5120, g.variant = "128x160t", g.split = CLCRT_GEMM_SPLIT_NONE;
+  ck_assert_msg(clcrt_gemm_plan_get(ops, NULL, &g, &p) == CLCRT_OK, "%s", clcrt_errmsg(rt));
+  ck_assert_str_eq(p.variant, "128x160t");
+  ck_assert_uint_eq(p.tiles.x, 1187u * 2u); /* ceil(151936 / 128) x ceil(300 / 160) */
+  g.variant = NULL, g.split = CLCRT_GEMM_SPLIT_AUTO; /* the default plan of a vocabulary head is transposed */
+  ck_assert_int_eq(clcrt_gemm_plan_get(ops, NULL, &g, &p), CLCRT_OK);
+  ck_assert_int_eq(p.variant[strlen(p.variant) - 1], 't');
+  g.done = 0x200000; /* done counts rows by 64-row blocks: the plan keeps rows */
+  ck_assert_int_eq(clcrt_gemm_plan_get(ops, NULL, &g, &p), CLCRT_OK);
+  ck_assert_int_ne(p.variant[strlen(p.variant) - 1], 't');
+  g.variant = "128x160t";
+  ck_assert_int_eq(clcrt_gemm_plan_get(ops, NULL, &g, &p), CLCRT_E_INVALID);
+  ck_assert_ptr_nonnull(strstr(clcrt_errmsg(rt), "transposed"));
+  g.done = 0;
+  clcrt_gemm_desc gg = g;
+  gg.layout = CLCRT_GEMM_GROUPED, gg.groups = 2, gg.group_sizes = 0x300000;
+  ck_assert_int_eq(clcrt_gemm_plan_get(ops, NULL, &gg, &p), CLCRT_E_INVALID);
+  g.m = g.n = g.k = 8192;
+  static const char *const bad_names[] = {"no-such", "64x100", "192x64", "128x272", "128x64c3", "128x256c2t", "128x64tt"};
+  for (int i = 0; i < 7; i++) {
     g.variant = bad_names[i];
     ck_assert_msg(clcrt_gemm_plan_get(ops, NULL, &g, &p) == CLCRT_E_INVALID, "%s was accepted", bad_names[i]);
     ck_assert_ptr_nonnull(strstr(clcrt_errmsg(rt), "128x256"));
@@ -486,7 +506,10 @@ START_TEST(test_ws_sequences) {
     ck_assert_ptr_nonnull(cw);
     ck_assert_ptr_nonnull(pw);
     ck_assert_msg(cw != pw, "counters and partials share an allocation");
-    const gemm_variant *v = gemm_variant_at(gemm_variant_find(g_last_plan.variant));
+    char name[32]; /* a transposed plan's name ends in t: the tile shape is the name without it */
+    snprintf(name, sizeof name, "%s", g_last_plan.variant);
+    if (gemm_variant_find(name) < 0 && name[0]) name[strlen(name) - 1] = 0;
+    const gemm_variant *v = gemm_variant_at(gemm_variant_find(name));
     ck_assert_ptr_nonnull(v);
     const size_t nctr = gemm_ctr_bytes(v, &a) / sizeof(unsigned); /* a word per shared tile, CTA and warp */
     for (size_t i = 0; i < nctr; i++) ck_assert_uint_eq(((unsigned *)(uintptr_t)a.ctr)[i], 0);
@@ -632,6 +655,7 @@ static Suite *ops_suite(void) {
   tcase_add_test(tc, test_bad_descs);
   suite_add_tcase(s, tc);
   tc = tcase_create("workspaces");
+  tcase_set_timeout(tc, 120); /* 300 plans of random shapes: beyond Check's 4 s on a loaded 2-core machine */
   tcase_add_unchecked_fixture(tc, setup_once, NULL);
   tcase_add_test(tc, test_ws_sequences);
   tcase_add_test(tc, test_ws_per_stream);
