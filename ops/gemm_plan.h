@@ -155,12 +155,15 @@ static inline double gemm_plan_kb(const gemm_model *md, const gemm_variant *v, u
 
 /* The model's time of variant v on an m x n x k problem, sk_tiles of its tiles cut into
  * sk_units / sk_tiles slices after the whole ones (0, 0: every tile whole). */
-static inline double gemm_plan_cost(const gemm_model *md, const gemm_variant *v, unsigned m, unsigned n, unsigned k,
-                                    unsigned sk_tiles, unsigned sk_units, int sms) {
+static inline double gemm_plan_cost_t(const gemm_model *md, const gemm_variant *v, unsigned m, unsigned n, unsigned k,
+                                      unsigned sk_tiles, unsigned sk_units, int sms, int trans) {
   const unsigned P = (unsigned)sms / v->cm, tm = gemm_cdiv(m, v->bm), T = gemm_cdiv(tm, v->cm) * gemm_cdiv(n, v->bn);
   const unsigned nk = gemm_cdiv(k, GEMM_BK);
   if (P == 0 || T == 0) return 0;
-  const int stream = gemm_cdiv(tm, v->cm) <= md->stream_rows;
+  /* The large operand streams from memory where few tiles share its rows: B (the weights) when
+   * the row clusters are few; transposed (m x n the tiles' view, A the weights), when the column
+   * tiles are. */
+  const int stream = trans ? gemm_cdiv(n, v->bn) <= md->stream_rows : gemm_cdiv(tm, v->cm) <= md->stream_rows;
   const double E = md->epi * v->bm * v->bn / 32768.0;
   const unsigned whole = T - sk_tiles, full = whole / P, rest = whole % P;
   double t = full * (nk * gemm_plan_kb(md, v, P * v->cm, m, stream) + E);
@@ -175,6 +178,10 @@ static inline double gemm_plan_cost(const gemm_model *md, const gemm_variant *v,
   }
   return md->t0 + t + md->first * gemm_cdiv(T, P);
 }
+static inline double gemm_plan_cost(const gemm_model *md, const gemm_variant *v, unsigned m, unsigned n, unsigned k,
+                                    unsigned sk_tiles, unsigned sk_units, int sms) {
+  return gemm_plan_cost_t(md, v, m, n, k, sk_tiles, sk_units, sms, 0);
+}
 
 /* The decomposition `share` of an m x n x k problem for p->variant on `sms` SMs, into p. */
 static inline void gemm_plan_share(gemm_plan *p, gemm_share share, unsigned m, unsigned n, unsigned k, int sms) {
@@ -183,20 +190,20 @@ static inline void gemm_plan_share(gemm_plan *p, gemm_share share, unsigned m, u
   const unsigned P = (unsigned)sms / v->cm, T = gemm_work_tiles(v, m, n), nk = gemm_cdiv(k, GEMM_BK);
   p->sk_tiles = p->sk_units = p->sk_tail = 0;
   if (P == 0 || T == 0) return;
-  p->cost = gemm_plan_cost(md, v, m, n, k, 0, 0, sms);
+  p->cost = gemm_plan_cost_t(md, v, m, n, k, 0, 0, sms, p->trans);
   if (share == GEMM_SHARE_WHOLE) return;
   if (share == GEMM_SHARE_ALL) {
     unsigned sl = P / T < 2 ? 2 : P / T;
     if (sl > nk) sl = nk;
     p->sk_tiles = T, p->sk_units = T * sl;
-    p->cost = gemm_plan_cost(md, v, m, n, k, T, T * sl, sms);
+    p->cost = gemm_plan_cost_t(md, v, m, n, k, T, T * sl, sms, p->trans);
     return;
   }
   /* The tail's tiles in s slices, all at once (s * tail <= P), each slice at least
    * GEMM_SK_MIN_KB k-blocks. */
   const unsigned rest = T % P;
   for (unsigned sl = 2; sl <= GEMM_SK_MAX_SLICES && rest && rest * sl <= P && nk / sl >= GEMM_SK_MIN_KB; sl++) {
-    const double c = gemm_plan_cost(md, v, m, n, k, rest, rest * sl, sms);
+    const double c = gemm_plan_cost_t(md, v, m, n, k, rest, rest * sl, sms, p->trans);
     if (c < p->cost) p->cost = c, p->sk_tiles = rest, p->sk_units = rest * sl, p->sk_tail = 1;
   }
 }

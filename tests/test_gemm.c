@@ -545,6 +545,12 @@ START_TEST(test_plan_trans) {
     ck_assert_uint_eq(strlen(tn), strlen(v->name) + 1);
     ck_assert_int_eq(tn[strlen(v->name)], 't');
   }
+  /* Transposed with one block of columns, the tiles stream the weights from memory: costed so,
+   * not at L2's rate (8192 x 128 in 128x128c2 tiles, 32 row clusters: L2 as a normal problem,
+   * memory as a transposed one). */
+  const gemm_variant *w = gemm_variant_at(gemm_variant_find("128x128c2"));
+  ck_assert_double_gt(gemm_plan_cost_t(&GEMM_MODEL_H100, w, 8192, 128, 8192, 0, 0, sms, 1),
+                      gemm_plan_cost_t(&GEMM_MODEL_H100, w, 8192, 128, 8192, 0, 0, sms, 0));
   ck_assert_int_ge(taken, 1); /* a vocabulary head at a few hundred rows goes transposed */
   ck_assert_int_eq(gemm_plan_dense(300, 151936, 5120, 128, sms).trans, 1);
   ck_assert_int_eq(gemm_plan_dense(4096, 4096, 4096, 128, sms).trans, 0);
