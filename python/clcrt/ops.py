@@ -72,6 +72,9 @@ def _variants():
     return _variant_index
 
 
+_TRANS = 0x100  # in a variant index: the shape transposed (a name ending in "t"; the shim's flag)
+
+
 def _variant(variant):
     if variant is None:
         return -1
@@ -82,17 +85,22 @@ def _variant(variant):
         i = _native.lib().clcrt_gemm_variant_find(variant.encode())  # a generated tile shape, "64x96"
         if i >= 0:
             return i
+        if variant.endswith("t") and len(variant) > 1:  # transposed: A and B swapped, D^T computed
+            i = _variant(variant[:-1])
+            if i >= 0 and not i & _TRANS:
+                return i | _TRANS
     if isinstance(variant, int) and not isinstance(variant, bool) and 0 <= variant < len(idx):
         return variant
     raise InvalidError("variant=%r: one of %s, a tile shape \"BMxBN\" or \"BMxBNc2\" (BM 64 or 128, BN a multiple "
-                       "of 16 up to 256), or None for the plan's" % (variant, ", ".join(idx)))
+                       "of 16 up to 256) with \"t\" after it for the shape transposed, or None for the plan's"
+                       % (variant, ", ".join(idx)))
 
 
 def _variant_name(i):
     v = T.sized(T.GemmVariantInfo)
-    if _native.lib().clcrt_gemm_variant_get(i, ctypes.byref(v)):
+    if _native.lib().clcrt_gemm_variant_get(i & ~_TRANS, ctypes.byref(v)):
         raise InvalidError("variant %d does not exist" % i)
-    return v.name
+    return v.name + b"t" if i & _TRANS else v.name
 
 
 def _sched(sched):
@@ -332,7 +340,9 @@ def gemm(a, b, out=None, *, variant=None, sched=None, stream=None, split=None, m
         return out
     opts = 0
     if variant is not None or sched is not None or split is not None or measured:
-        opts = (_variant(variant) + 1) | _sched(sched) << 8 | _split(split) << 12 | (MEASURED if measured else 0) << 16
+        vi = _variant(variant)
+        opts = ((vi & 0xFF) + 1 if vi >= 0 else 0) | _sched(sched) << 8 | _split(split) << 12 | \
+            (MEASURED if measured else 0) << 16 | (1 << 24 if vi >= 0 and vi & _TRANS else 0)
     st = _py_gemm_dense(ops, s._h, a.data_ptr(), b.data_ptr(), out.data_ptr(), m, n, k, sa0 if m > 1 else k,
                         sb0 if n > 1 else k, ldd, opts)
     if st:

@@ -56,6 +56,26 @@ def test_gemm_every_variant():
         assert ok, (v["name"], err)
 
 
+def test_gemm_transposed():
+    """A problem the plan runs transposed (260 rows: A and B swapped, D^T written by the tiles),
+    and transposed shapes by name, into poisoned outputs, row slices included."""
+    a, b = operands(260, 4096, 4096, seed=7)
+    ref = torch.matmul(a.float(), b.float().T)
+    assert clcrt.ops.plan(a, b)["variant"].endswith("t")
+    for v in [None, "128x160c2t", "64x16c2t", "128x256t", "64x96t"]:
+        out = torch.full((260, 4096), float("nan"), dtype=torch.bfloat16, device="cuda")
+        clcrt.ops.gemm(a, b, out=out, variant=v)
+        ok, err = close(out, ref)
+        assert ok and not torch.isnan(out).any(), (v, err)
+    wide = torch.full((260, 4200), float("nan"), dtype=torch.bfloat16, device="cuda")  # D's rows 4200 apart
+    clcrt.ops.gemm(a[:, :4000], b[:3000, :4000], out=wide[:, 8:3008])
+    ok, err = close(wide[:, 8:3008], torch.matmul(a[:, :4000].float(), b[:3000, :4000].float().T))
+    assert ok, err
+    assert torch.isnan(wide[:, :8]).all() and torch.isnan(wide[:, 3008:]).all()  # nothing written outside
+    with pytest.raises(clcrt.InvalidError, match="128x256"):
+        clcrt.ops.gemm(a, b, variant="128x256c2t")
+
+
 def test_gemm_streams_and_graphs():
     a, b = operands(64, 2048, 4096, seed=3)  # few tiles: stream-K slices, with its workspace
     ref = torch.matmul(a.float(), b.float().T)
@@ -139,7 +159,8 @@ def _random_problem(rng, big=16384):
             break
     return dict(m=max(m, 1), n=max(n, 1), k=k, pad_a=8 * rng.randint(0, 3) if rng.random() < 0.3 else 0,
                 pad_b=8 * rng.randint(0, 3) if rng.random() < 0.3 else 0, off=8 * rng.randint(0, 7),
-                variant=rng.choice([None, None] + [v["name"] for v in clcrt.ops.variants()]),
+                variant=rng.choice([None, None] + [v["name"] for v in clcrt.ops.variants()] +
+                                   ["128x160c2t", "64x48t", "128x256t"]),
                 sched=rng.choice([None, "steal", "static", "fixed"]), split=rng.choice([None, "none", "all"]))
 
 

@@ -45,6 +45,23 @@ def test_generated_tile_shape_by_name(rt90):
     assert k.info.block[0] == 160  # one consumer warpgroup and the producer warp
 
 
+def test_transposed_shape_by_name(rt90):
+    """ "BMxBN...t": the shape transposed (A and B swapped, D^T computed), its own kernel; not
+    for 128x256c2, whose transposed epilogue does not fit its registers."""
+    ops = clcrt.ops
+    assert ops._variant("128x160c2t") == ops._variant("128x160c2") | ops._TRANS
+    assert ops._variant_name(ops._variant("64x96t")) == b"64x96t"
+    k = ops.kernel(variant="64x96t", rt=rt90)
+    assert k is not ops.kernel(variant="64x96", rt=rt90) and k.info.block[0] == 160
+    assert "stmatrix" not in k.ptx  # the transposed epilogue stores from the accumulators
+    with pytest.raises(clcrt.InvalidError, match="BMxBN"):
+        ops._variant("64x96tt")
+    with pytest.raises(clcrt.InvalidError, match="128x256"):
+        ops.kernel(variant="128x256c2t", rt=rt90)
+    with pytest.raises(clcrt.InvalidError, match="dense"):
+        ops.kernel(variant="64x96t", grouped=True, rt=rt90)
+
+
 def test_unknown_variant_and_sched(rt90):
     with pytest.raises(clcrt.InvalidError, match="128x256"):
         clcrt.ops.kernel(variant="huge", rt=rt90)
