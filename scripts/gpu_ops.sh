@@ -42,7 +42,7 @@ wheel() {  # installed once per wheel: a warm machine keeps /tmp/site from the l
 }
 overhead() {
   PYTHONPATH=/tmp/site timeout -k 5 120 python3 python/bench/overhead.py --rounds 31 --json "$OUT/overhead.json" \
-    ${OVERHEAD_ARGS:-} > "$OUT/overhead.log" 2>    $OVERHEAD_ARGS > "$OUT/overhead.log" 2>&11
+    ${OVERHEAD_ARGS:-} > "$OUT/overhead.log" 2>&1
   echo "overhead exit $?"; tail -32 "$OUT/overhead.log"
 }
 for step in "$@"; do
