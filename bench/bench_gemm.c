@@ -490,7 +490,8 @@ static void dcont_setup(dcont *dc, clcrt_ops *ops, const gemm_plan *p, const cha
    * fallback's. */
   CKC(clcrt_gemm_prepare(ops, st, &c->d, CLCRT_USE_SHORT));
   const gemm_variant *v = gemm_variant_at(p->variant);
-  dc->as_meant = !strcmp(info->variant, p->trans ? gemm_variant_name_t(p->variant) : v->name) && info->sched == p->sched && info->shared_tiles == dc->a.sk_tiles &&
+  dc->as_meant = !strcmp(info->variant, p->trans ? gemm_variant_name_t(p->variant) : v->name) &&
+                 info->sched == p->sched && info->shared_tiles == dc->a.sk_tiles &&
                  info->splits == (dc->a.sk_tiles ? dc->a.sk_units / dc->a.sk_tiles : 1u) &&
                  info->tiles.x == gemm_dense_tiles(v, &dc->a).x;
   if (dc->as_meant)
@@ -514,8 +515,8 @@ static int dcont_check(dcont *dc, CUdeviceptr D, CUdeviceptr R, size_t nd) {
 }
 
 static int same_plan(const gemm_plan *a, const gemm_plan *b) {
-  return a->variant == b->variant && a->trans == b->trans && a->sched == b->sched && a->sk_tiles == b->sk_tiles && a->sk_units == b->sk_units &&
-         a->sk_tail == b->sk_tail;
+  return a->variant == b->variant && a->trans == b->trans && a->sched == b->sched && a->sk_tiles == b->sk_tiles &&
+         a->sk_units == b->sk_units && a->sk_tail == b->sk_tail;
 }
 
 static int try_alloc(CUdeviceptr *p, size_t bytes) {

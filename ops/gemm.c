@@ -321,7 +321,6 @@ static clcrt_status plan_call(clcrt_ops *ops, clcrt_stream *s, gemm_ws *w, const
     if (vi >= 0 && ((vi & ~GEMM_VI_TRANS) != c->plan.variant || vt != c->plan.trans)) {
       c->plan.variant = vi & ~GEMM_VI_TRANS; /* a variant asked for keeps the plan's rule for its decomposition */
       c->plan.trans = vt;
-      c->plan.cost = 0;
       gemm_plan_share(&c->plan, GEMM_SHARE_TAIL, vt ? d->n : d->m, vt ? d->m : d->n, d->k, sms);
     }
     const unsigned pm = c->plan.trans ? d->n : d->m, pn = c->plan.trans ? d->m : d->n; /* the tiles' view */
@@ -360,7 +359,8 @@ clcrt_status clcrt_gemm_plan_get(clcrt_ops *ops, const clcrt_stream *s, const cl
   clcrt_status st = check_desc(ops, d, &ld, &vi);
   if (st != CLCRT_OK || (st = plan_call(ops, (clcrt_stream *)s, NULL, d, ld, vi, 0, &c)) != CLCRT_OK) return st;
   const gemm_variant *v = gemm_variant_at(c.plan.variant);
-  out->variant = c.plan.trans ? gemm_variant_name_t(c.plan.variant) : v->name, out->sched = c.sched, out->bm = v->bm, out->bn = v->bn, out->cluster_m = v->cm;
+  out->variant = c.plan.trans ? gemm_variant_name_t(c.plan.variant) : v->name;
+  out->sched = c.sched, out->bm = v->bm, out->bn = v->bn, out->cluster_m = v->cm;
   out->shared_tiles = c.args.sk_tiles;
   out->splits = c.args.sk_tiles ? c.args.sk_units / c.args.sk_tiles : 1;
   out->tiles = c.tiles;

@@ -414,10 +414,10 @@ __device__ __forceinline__ void store_tile_staged(const GemmArgs &a, const float
                                               lane);
 }
 
-// The warp's 16 x BN part of the tile into D transposed (GemmArgs.trans: the op swapped A and
-// B, so the tile's row r and column c are D's column r and row c). A lane holds, per 8-column
-// slice j, tile rows r0 and r0 + 8 at tile columns c and c + 1: four D elements, on two rows of
-// D, 16 bytes apart. 2-byte stores: the eight lanes with the same lane % 4 write 8 consecutive
+// The warp's 16 x BN part of the tile into D transposed (GEMM_TRANS, Args.trans: the op swapped
+// A and B, so the tile's row r and column c are D's column r and row c). A lane holds, per
+// 8-column slice j, tile rows r0 and r0 + 8 at tile columns c and c + 1: four D elements, two
+// on each of D's rows c and c + 1, 16 bytes apart. 2-byte stores: the eight lanes with the same lane % 4 write 8 consecutive
 // bf16 of one D row, so each store instruction writes 16-byte runs of 4 rows (8 with r0 + 8).
 // Rows of the tile at or past row_end and columns at or past n are not written.
 __device__ __forceinline__ void store_tile_t(const GemmArgs &a, const float *acc, unsigned r0, unsigned row_end,

@@ -66,10 +66,11 @@ typedef enum gemm_share {
 #define GEMM_TRANS_GAIN 1.05
 #endif
 /* ... and only for problems of at least this many rows. With fewer, the transposed tiles have
- * one or two blocks of columns, so they stream the weights (their A) from memory, which the
- * model does not describe: it takes operands from memory only where there are few row blocks,
- * which a transposed problem never has. It put M = 128 layers (128x8192x8192, 128x32064x5120)
- * 5-30% cheaper transposed, untested; at 300 rows and more its picks were measured. */
+ * one to four blocks of columns and stream the weights (their A) from memory, partly or wholly;
+ * the model's k-block times were measured on normal tiles only, and its transposed picks there
+ * did not hold up: decode layers of 20 to 64 rows, up to 2x cheaper by its count, measured no
+ * faster (H100: 20x3584x3584 0.990 against 0.981 of cuBLAS, 64x5120x5120 1.035 against 1.050).
+ * At 256 rows and more its picks measured faster or level (ops/NOTES.md). */
 #ifndef GEMM_TRANS_MIN_M
 #define GEMM_TRANS_MIN_M 256u
 #endif
