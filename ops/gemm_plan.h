@@ -74,6 +74,13 @@ typedef enum gemm_share {
 #ifndef GEMM_TRANS_MIN_M
 #define GEMM_TRANS_MIN_M 256u
 #endif
+/* Problems of at most this many rows whose normal plan cuts tiles into stream-K slices run in
+ * 64x16 tiles transposed instead, by measurement, not by the model (which does not know the
+ * transposed tiles' streaming rate): H100, 2026-11-27, the benchmark's decode and GEMV shapes
+ * of M <= 16 forced so, back to back, against the plan's (ops/NOTES.md). */
+#ifndef GEMM_TRANS_GEMV_M
+#define GEMM_TRANS_GEMV_M 16u
+#endif
 
 typedef struct gemm_plan {
   int variant;                 /* index of gemm_variant_at */
@@ -273,6 +280,18 @@ static inline gemm_plan gemm_plan_dense_t(unsigned m, unsigned n, unsigned k, un
   if (trans_ok && m >= GEMM_TRANS_MIN_M) {
     gemm_plan t = gemm_plan_dense_as(m, n, k, sms, 1);
     if (t.cost * GEMM_TRANS_GAIN < p.cost) p = t;
+  }
+  if (trans_ok && m <= GEMM_TRANS_GEMV_M && p.sk_units && !p.trans) {
+    /* A GEMV-like problem whose normal plan slices its tiles for stream-K: 64x16 tiles
+     * transposed instead, with the model's decomposition of the swapped problem. */
+    const int i = gemm_variant_find("64x16");
+    if (i >= 0) {
+      gemm_plan t;
+      memset(&t, 0, sizeof t);
+      t.variant = i, t.sched = CLCRT_SCHED_STEAL, t.shift = 1, t.trans = 1;
+      gemm_plan_share(&t, GEMM_SHARE_TAIL, n, m, k, sms);
+      p = t;
+    }
   }
   return p;
 }

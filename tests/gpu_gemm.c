@@ -257,7 +257,7 @@ START_TEST(test_dense) {
 END_TEST
 
 /* The transposed kernels (A and B swapped, D^T computed; what the plan takes for a vocabulary
- * head at a few hundred rows): shapes with rows and columns past the tiles (odd M, M under 16,
+ * head at a few hundred rows, and 64x16 for GEMVs): shapes with rows and columns past the tiles (odd M, M under 16,
  * M past one tile of columns), whole tiles, the model's tail and every tile in slices, twice
  * each on one stream, against cuBLAS and fp64 samples; outputs poisoned first. */
 static const shape TRANS_SHAPES[] = {
@@ -266,7 +266,7 @@ static const shape TRANS_SHAPES[] = {
     {130, 4100, 320, PLAN_RULE, 0, 0},   {61, 2000, 4104, ALL, 0, 0},
 };
 START_TEST(test_dense_trans) {
-  static const char *const names[] = {"128x160c2", "128x256", "64x16c2", "128x48", "64x96"};
+  static const char *const names[] = {"128x160c2", "128x256", "64x16c2", "128x48", "64x96", "64x16"};
   const int vi = gemm_variant_find(names[_i]);
   ck_assert_int_ge(vi, 0);
   rng = 0x7a115ull + (uint64_t)_i;
@@ -818,7 +818,7 @@ static Suite *gemm_gpu_suite(void) {
   tcase_add_loop_test(tc, test_dense, 0, DENSE_VARIANTS * NUM_SCHEDS);
   tcase_add_loop_test(tc, test_streamk_determinism, 0, 2 * NUM_DETERMINISM);
   tcase_add_loop_test(tc, test_dense_offsets, 0, 3);
-  tcase_add_loop_test(tc, test_dense_trans, 0, 5);
+  tcase_add_loop_test(tc, test_dense_trans, 0, 6);
   tcase_add_test(tc, test_dense_back_to_back);
   tcase_add_loop_test(tc, test_grouped, 0, GROUPED_VARIANTS * NUM_SCHEDS);
   tcase_add_loop_test(tc, test_grouped_masked, 0, GROUPED_VARIANTS * NUM_SCHEDS);

@@ -511,7 +511,9 @@ END_TEST
 START_TEST(test_plan_trans) {
   static const unsigned shapes[][3] = {
       {300, 151936, 5120}, {300, 3584, 18944}, {777, 152064, 3584}, {445, 5120, 17152}, {4096, 4096, 4096},
-      {20, 3584, 3584}, {1, 5120, 4096}, {128, 8192, 8192}, {128, 32064, 5120}, {255, 40000, 4096}, {256, 40000, 4096}, {2999, 5003, 4104}, {259, 3584, 2560},
+      {20, 3584, 3584},    {1, 5120, 4096},    {128, 8192, 8192},   {128, 32064, 5120},  {255, 40000, 4096},
+      {256, 40000, 4096},  {2999, 5003, 4104}, {259, 3584, 2560},   {16, 4096, 4096},    {8, 28672, 3584},
+      {17, 4096, 4096},    {4, 8192, 28672},
   };
   const int sms = 132;
   int taken = 0;
@@ -521,11 +523,19 @@ START_TEST(test_plan_trans) {
                     t = gemm_plan_dense_as(m, n, k, sms, 1);
     ck_assert_int_eq(nt.trans, 0);
     ck_assert_int_eq(t.trans, 1);
-    if (m < GEMM_TRANS_MIN_M) ck_assert_msg(!p.trans, "%ux%ux%u: transposed below the row minimum", m, n, k);
-    ck_assert_int_eq(p.trans, m >= GEMM_TRANS_MIN_M && t.cost * GEMM_TRANS_GAIN < nt.cost);
-    if (!p.trans) continue;
+    /* The model's choice from GEMM_TRANS_MIN_M rows; the GEMV rule up to GEMM_TRANS_GEMV_M rows,
+     * where the normal plan slices its tiles: 64x16 transposed. Nothing between. */
+    const int gemv = m <= GEMM_TRANS_GEMV_M && nt.sk_units;
+    ck_assert_int_eq(p.trans, (m >= GEMM_TRANS_MIN_M && t.cost * GEMM_TRANS_GAIN < nt.cost) || gemv);
+    if (!p.trans) {
+      ck_assert(p.variant == nt.variant && p.sk_units == nt.sk_units);
+      continue;
+    }
     taken++;
-    ck_assert(p.variant == t.variant && p.sk_tiles == t.sk_tiles && p.sk_units == t.sk_units);
+    if (gemv)
+      ck_assert_str_eq(gemm_variant_at(p.variant)->name, "64x16");
+    else
+      ck_assert(p.variant == t.variant && p.sk_tiles == t.sk_tiles && p.sk_units == t.sk_units);
     const gemm_variant *v = gemm_variant_at(p.variant);
     gemm_plan q = p; /* the decomposition is the swapped problem's */
     gemm_plan_share(&q, GEMM_SHARE_TAIL, n, m, k, sms);
@@ -551,7 +561,10 @@ START_TEST(test_plan_trans) {
   const gemm_variant *w = gemm_variant_at(gemm_variant_find("128x128c2"));
   ck_assert_double_gt(gemm_plan_cost_t(&GEMM_MODEL_H100, w, 8192, 128, 8192, 0, 0, sms, 1),
                       gemm_plan_cost_t(&GEMM_MODEL_H100, w, 8192, 128, 8192, 0, 0, sms, 0));
-  ck_assert_int_ge(taken, 1); /* a vocabulary head at a few hundred rows goes transposed */
+  ck_assert_int_ge(taken, 3);
+  ck_assert_int_eq(gemm_plan_dense(16, 4096, 4096, 128, sms).trans, 1);   /* a GEMV in slices: 64x16t */
+  ck_assert_int_eq(gemm_plan_dense(8, 28672, 3584, 128, sms).trans, 0);   /* whole 64x256 tiles: kept */
+  ck_assert_int_eq(gemm_plan_dense(17, 4096, 4096, 128, sms).trans, 0);   /* past the GEMV rule */
   ck_assert_int_eq(gemm_plan_dense(300, 151936, 5120, 128, sms).trans, 1);
   ck_assert_int_eq(gemm_plan_dense(4096, 4096, 4096, 128, sms).trans, 0);
 }
