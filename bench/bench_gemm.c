@@ -461,8 +461,7 @@ typedef struct dcont {
 static void plan_name(const gemm_plan *p, const gemm_args *a, char *out, size_t n) {
   char sk[32] = "whole";
   if (a->sk_units) snprintf(sk, sizeof sk, "sk %u/%u%s", a->sk_tiles, a->sk_units, a->sk_tail ? " last" : "");
-  snprintf(out, n, "%s %s %s", p->trans ? gemm_variant_name_t(p->variant) : gemm_variant_at(p->variant)->name,
-           sched_name(p->sched), sk);
+  snprintf(out, n, "%s %s %s", gemm_plan_variant_name(p), sched_name(p->sched), sk);
 }
 
 /* A contender through the public op: the default (variant NULL, split AUTO, sched AUTO, as a
@@ -490,7 +489,7 @@ static void dcont_setup(dcont *dc, clcrt_ops *ops, const gemm_plan *p, const cha
    * fallback's. */
   CKC(clcrt_gemm_prepare(ops, st, &c->d, CLCRT_USE_SHORT));
   const gemm_variant *v = gemm_variant_at(p->variant);
-  dc->as_meant = !strcmp(info->variant, p->trans ? gemm_variant_name_t(p->variant) : v->name) &&
+  dc->as_meant = !strcmp(info->variant, gemm_plan_variant_name(p)) &&
                  info->sched == p->sched && info->shared_tiles == dc->a.sk_tiles &&
                  info->splits == (dc->a.sk_tiles ? dc->a.sk_units / dc->a.sk_tiles : 1u) &&
                  info->tiles.x == gemm_dense_tiles(v, &dc->a).x;
@@ -743,7 +742,7 @@ static void bench_dense_shape(const bgemm_shape *sh, int idx) {
     /* The model's best plan of the other orientation (transposed where the default is not, and
      * the reverse), forced by its name: what the choice between them gained or lost. */
     gemm_plan o = gemm_plan_dense_as(m, n, k, sms, !def.trans);
-    const char *tname = o.trans ? gemm_variant_name_t(o.variant) : gemm_variant_at(o.variant)->name;
+    const char *tname = gemm_plan_variant_name(&o);
     int dup = !tname;
     for (int q = 0; q < nc; q++) dup |= same_plan(&dc[q].p, &o);
     if (!dup && nc < 24) dcont_setup(&dc[nc++], ops_orc, &o, tname, CLCRT_GEMM_SPLIT_AUTO, CLCRT_SCHED_STEAL, A, B, rot,

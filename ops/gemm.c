@@ -197,20 +197,22 @@ static clcrt_status map_cached(void *user, clcrt_runtime *rt, clcrt_tensor_map *
 
 /* ---- default plans, cached ----------------------------------------------------------------- */
 
-static gemm_plan plan_cached(clcrt_ops *ops, unsigned m, unsigned n, unsigned k, unsigned align, int sms) {
+/* trans_ok 0: a plan that keeps D's rows in tiles (done counts them by 64-row blocks). */
+static gemm_plan plan_cached(clcrt_ops *ops, unsigned m, unsigned n, unsigned k, unsigned align, int sms,
+                             int trans_ok) {
   const uint64_t h = (m * 0x9E3779B97F4A7C15ull) ^ (n * 0xBF58476D1CE4E5B9ull) ^ (k * 0x94D049BB133111EBull) ^
-                     ((uint64_t)align << 20) ^ (uint64_t)(unsigned)sms;
+                     ((uint64_t)align << 20) ^ (uint64_t)(unsigned)sms ^ ((uint64_t)trans_ok << 40);
   gemm_plan_entry *e = &ops->plans[(h ^ h >> 29) % GEMM_PLAN_CACHE];
   pthread_mutex_lock(&ops->plan_lock);
-  if (e->sms == sms && e->m == m && e->n == n && e->k == k && e->align == align) {
+  if (e->sms == sms && e->m == m && e->n == n && e->k == k && e->align == align && e->trans_ok == trans_ok) {
     gemm_plan p = e->plan;
     pthread_mutex_unlock(&ops->plan_lock);
     return p;
   }
   pthread_mutex_unlock(&ops->plan_lock);
-  gemm_plan p = gemm_plan_dense(m, n, k, align, sms); /* outside the lock: the same answer however often */
+  gemm_plan p = gemm_plan_dense_t(m, n, k, align, sms, trans_ok); /* outside the lock: the same answer however often */
   pthread_mutex_lock(&ops->plan_lock);
-  e->m = m, e->n = n, e->k = k, e->align = align, e->sms = sms, e->plan = p;
+  e->m = m, e->n = n, e->k = k, e->align = align, e->sms = sms, e->trans_ok = trans_ok, e->plan = p;
   pthread_mutex_unlock(&ops->plan_lock);
   return p;
 }
@@ -313,9 +315,7 @@ static clcrt_status plan_call(clcrt_ops *ops, clcrt_stream *s, gemm_ws *w, const
                                 "gemm: no measured plan for this shape class yet: the first clcrt_gemm with "
                                 "CLCRT_GEMM_MEASURED makes it");
     } else {
-      c->plan = plan_cached(ops, d->m, d->n, d->k, align, sms);
-      /* done counts D's rows by 64-row blocks as tiles store them: the tiles must hold rows */
-      if (d->done && c->plan.trans) c->plan = gemm_plan_dense_t(d->m, d->n, d->k, align, sms, 0);
+      c->plan = plan_cached(ops, d->m, d->n, d->k, align, sms, !d->done);
     }
     const int vt = vi >= 0 && (vi & GEMM_VI_TRANS);
     if (vi >= 0 && ((vi & ~GEMM_VI_TRANS) != c->plan.variant || vt != c->plan.trans)) {
@@ -359,7 +359,7 @@ clcrt_status clcrt_gemm_plan_get(clcrt_ops *ops, const clcrt_stream *s, const cl
   clcrt_status st = check_desc(ops, d, &ld, &vi);
   if (st != CLCRT_OK || (st = plan_call(ops, (clcrt_stream *)s, NULL, d, ld, vi, 0, &c)) != CLCRT_OK) return st;
   const gemm_variant *v = gemm_variant_at(c.plan.variant);
-  out->variant = c.plan.trans ? gemm_variant_name_t(c.plan.variant) : v->name;
+  out->variant = gemm_plan_variant_name(&c.plan);
   out->sched = c.sched, out->bm = v->bm, out->bn = v->bn, out->cluster_m = v->cm;
   out->shared_tiles = c.args.sk_tiles;
   out->splits = c.args.sk_tiles ? c.args.sk_units / c.args.sk_tiles : 1;

@@ -57,7 +57,8 @@ typedef struct gemm_map_entry {
  * what they depend on: a layer's shape pays for its plan once. */
 typedef struct gemm_plan_entry {
   unsigned m, n, k, align;
-  int sms; /* 0: empty */
+  int sms;      /* 0: empty */
+  int trans_ok; /* the plan may be transposed (no done counters: gemm_plan_dense_t) */
   gemm_plan plan;
 } gemm_plan_entry;
 #define GEMM_PLAN_CACHE 256

@@ -92,6 +92,12 @@ typedef struct gemm_plan {
   double cost;                 /* the model's estimate, in microseconds */
 } gemm_plan;
 
+/* The name of the plan's tile shape as a descriptor names it: with a "t" after it when
+ * transposed (NULL for a shape that has no transposed kernel). */
+static inline const char *gemm_plan_variant_name(const gemm_plan *p) {
+  return p->trans ? gemm_variant_name_t(p->variant) : gemm_variant_at(p->variant)->name;
+}
+
 static inline int gemm_variant_index(const char *name) {
   int i = gemm_variant_find(name);
   return i < 0 ? 0 : i;

@@ -226,6 +226,18 @@ static void dense_close(dense *d) {
   free(d->ha), free(d->hb), free(d->hd), free(d->hr);
 }
 
+/* Two runs on the same stream into poisoned outputs, each against cuBLAS and fp64 samples; then
+ * the stream-K counters back at zero, and the problem closed. */
+static void dense_check_close(ctx *c, dense *d, clcrt_kernel *k) {
+  for (int rep = 0; rep < 2; rep++) {
+    dense_run(c, d, c->s, k);
+    compare(d->hd, d->hr, d->m, d->n, d->what);
+    sample_fp64(d->hd, d->n, d->ha, d->hb, 0, 0, d->m, d->n, d->k, d->what);
+  }
+  dense_check_counters(d);
+  dense_close(d);
+}
+
 /* One test per (variant, scheduler): every shape, twice on the same stream (the ring state
  * and the stream-K counters carry over from run to run). */
 START_TEST(test_dense) {
@@ -244,21 +256,15 @@ START_TEST(test_dense) {
     gemm_plan p = shape_plan(sh, vi, c.rt->num_sms);
     dense d;
     dense_open(&c, &d, &p, sh->m, sh->n, sh->k, tag);
-    for (int rep = 0; rep < 2; rep++) {
-      dense_run(&c, &d, c.s, k);
-      compare(d.hd, d.hr, d.m, d.n, d.what);
-      sample_fp64(d.hd, d.n, d.ha, d.hb, 0, 0, d.m, d.n, d.k, d.what);
-    }
-    dense_check_counters(&d);
-    dense_close(&d);
+    dense_check_close(&c, &d, k);
   }
   ctx_close(&c);
 }
 END_TEST
 
 /* The transposed kernels (A and B swapped, D^T computed; what the plan takes for a vocabulary
- * head at a few hundred rows, and 64x16 for GEMVs): shapes with rows and columns past the tiles (odd M, M under 16,
- * M past one tile of columns), whole tiles, the model's tail and every tile in slices, twice
+ * head at a few hundred rows, and 64x16 for GEMVs): shapes with rows and columns past the
+ * tiles (odd M, M under 16, M past one tile of columns), whole tiles, the model's tail and every tile in slices, twice
  * each on one stream, against cuBLAS and fp64 samples; outputs poisoned first. */
 static const shape TRANS_SHAPES[] = {
     {300, 1000, 1032, WHOLE, 0, 0}, {300, 1000, 1032, ALL, 0, 0},  {1, 700, 512, PLAN_RULE, 0, 0},
@@ -288,13 +294,7 @@ START_TEST(test_dense_trans) {
     dense d;
     dense_open(&c, &d, &p, sh->m, sh->n, sh->k, tag);
     ck_assert_uint_eq(d.a.trans, 1);
-    for (int rep = 0; rep < 2; rep++) {
-      dense_run(&c, &d, c.s, k);
-      compare(d.hd, d.hr, d.m, d.n, d.what);
-      sample_fp64(d.hd, d.n, d.ha, d.hb, 0, 0, d.m, d.n, d.k, d.what);
-    }
-    dense_check_counters(&d);
-    dense_close(&d);
+    dense_check_close(&c, &d, k);
   }
   ctx_close(&c);
 }

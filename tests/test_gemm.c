@@ -750,6 +750,24 @@ END_TEST
 static const clcrt_sched SCHEDS[] = {CLCRT_SCHED_STEAL, CLCRT_SCHED_STATIC, CLCRT_SCHED_FIXED};
 
 /* One test per (variant, dense or grouped, scheduler). */
+/* A compiled GEMM kernel keeps everything in registers: no stack, and its cubin (one kernel)
+ * records no spill. Returns whether the kernel reconfigures its registers (setmaxnreg). */
+static int assert_no_spills(const clcrt_kernel *k, const clcrt_kernel_info *info, const char *what) {
+  ck_assert_msg(info->stack_bytes == 0, "%s: %d bytes of stack", what, info->stack_bytes);
+  const void *cubin;
+  size_t size;
+  ck_assert_int_eq(clcrt_kernel_cubin(k, &cubin, &size), CLCRT_OK);
+  clcrt__cubin c;
+  char err[256];
+  ck_assert_int_eq(clcrt__cubin_parse(cubin, size, &c, err, sizeof err), 0);
+  ck_assert_uint_eq(c.num_kernels, 1);
+  ck_assert_msg(c.kernels[0].spill_stores <= 0 && c.kernels[0].spill_loads <= 0, "%s: %d spill stores, %d loads", what,
+                c.kernels[0].spill_stores, c.kernels[0].spill_loads);
+  const int reconfig = c.kernels[0].reg_reconfig;
+  clcrt__cubin_free(&c);
+  return reconfig;
+}
+
 /* The transposed kernels (GEMM_TRANS: the op swapped A and B and the epilogue writes D^T) of
  * the shapes with the most accumulators and of the narrowest: within the register cap with no
  * stack or spills, the transposed stores in the PTX and the staged epilogue gone. */
@@ -764,18 +782,12 @@ START_TEST(test_compile_trans) {
                 "%s: %s", v->name, clcrt_errmsg(rt));
   clcrt_kernel_info info = CLCRT_KERNEL_INFO_INIT;
   ck_assert_int_eq(clcrt_kernel_info_get(k, &info), CLCRT_OK);
-  ck_assert_msg(info.stack_bytes == 0, "%s transposed: %d bytes of stack", v->name, info.stack_bytes);
+  char what[32];
+  snprintf(what, sizeof what, "%s transposed", v->name);
+  assert_no_spills(k, &info, what);
   /* 168 where 9+ warps share the SM (test_compile); a 64-row CTA has 5 */
-  ck_assert_msg(info.registers > 0 && info.registers <= (v->bm == 128 ? 168 : 255), "%s transposed: %d registers",
-                v->name, info.registers);
-  const void *cubin;
-  size_t size;
-  ck_assert_int_eq(clcrt_kernel_cubin(k, &cubin, &size), CLCRT_OK);
-  clcrt__cubin c;
-  char err[256];
-  ck_assert_int_eq(clcrt__cubin_parse(cubin, size, &c, err, sizeof err), 0);
-  ck_assert_msg(c.kernels[0].spill_stores <= 0 && c.kernels[0].spill_loads <= 0, "%s transposed: spills", v->name);
-  clcrt__cubin_free(&c);
+  ck_assert_msg(info.registers > 0 && info.registers <= (v->bm == 128 ? 168 : 255), "%s: %d registers", what,
+                info.registers);
   const char *ptx = NULL;
   ck_assert_int_eq(clcrt_kernel_ptx(k, &ptx), CLCRT_OK);
   ck_assert_msg(strstr(ptx, "st.global.u16") || strstr(ptx, "st.global.b16"), "%s transposed: no 2-byte stores",
@@ -799,25 +811,15 @@ START_TEST(test_compile) {
   clcrt_kernel_info info = CLCRT_KERNEL_INFO_INIT;
   ck_assert_int_eq(clcrt_kernel_info_get(k, &info), CLCRT_OK);
   const char *what = info.name;
-  ck_assert_msg(info.stack_bytes == 0, "%s %s: %d bytes of stack", what, v->name, info.stack_bytes);
+  char named[96];
+  snprintf(named, sizeof named, "%s %s", what, v->name);
+  ck_assert_msg(!assert_no_spills(k, &info, named), "%s: setmaxnreg is not used by design", what);
   /* 9+ warps put three on one SM sub-partition: 16384 / (3 * 32) registers each at most. */
   ck_assert_msg(info.registers > 0 && info.registers <= 168, "%s %s: %d registers", what, v->name, info.registers);
   ck_assert_uint_eq(info.block.x, gemm_threads(v));
   ck_assert_uint_eq(info.cluster.x, v->cm);
   ck_assert_msg(info.static_smem + info.dynamic_smem <= 227 * 1024, "%s: %u + %u bytes of shared memory", what,
                 info.static_smem, info.dynamic_smem);
-
-  const void *cubin;
-  size_t size;
-  ck_assert_int_eq(clcrt_kernel_cubin(k, &cubin, &size), CLCRT_OK);
-  clcrt__cubin c;
-  char err[256];
-  ck_assert_int_eq(clcrt__cubin_parse(cubin, size, &c, err, sizeof err), 0);
-  ck_assert_uint_eq(c.num_kernels, 1);
-  ck_assert_msg(c.kernels[0].spill_stores <= 0 && c.kernels[0].spill_loads <= 0, "%s: %d spill stores, %d loads", what,
-                c.kernels[0].spill_stores, c.kernels[0].spill_loads);
-  ck_assert_msg(!c.kernels[0].reg_reconfig, "%s: setmaxnreg is not used by design", what);
-  clcrt__cubin_free(&c);
 
   const char *ptx = NULL;
   ck_assert_int_eq(clcrt_kernel_ptx(k, &ptx), CLCRT_OK);
@@ -860,18 +862,9 @@ START_TEST(test_compile_shapes) {
   ck_assert_msg(st == CLCRT_OK, "%s: %s", name, clcrt_errmsg(rt));
   clcrt_kernel_info info = CLCRT_KERNEL_INFO_INIT;
   ck_assert_int_eq(clcrt_kernel_info_get(k, &info), CLCRT_OK);
-  ck_assert_msg(info.stack_bytes == 0, "%s: %d bytes of stack", name, info.stack_bytes);
+  assert_no_spills(k, &info, name);
   ck_assert_msg(info.static_smem + info.dynamic_smem <= 227 * 1024, "%s: %u + %u bytes of shared memory", name,
                 info.static_smem, info.dynamic_smem);
-  const void *cubin;
-  size_t size;
-  ck_assert_int_eq(clcrt_kernel_cubin(k, &cubin, &size), CLCRT_OK);
-  clcrt__cubin c;
-  char err[256];
-  ck_assert_int_eq(clcrt__cubin_parse(cubin, size, &c, err, sizeof err), 0);
-  ck_assert_msg(c.kernels[0].spill_stores <= 0 && c.kernels[0].spill_loads <= 0, "%s: %d spill stores, %d loads", name,
-                c.kernels[0].spill_stores, c.kernels[0].spill_loads);
-  clcrt__cubin_free(&c);
   const char *ptx = NULL;
   ck_assert_int_eq(clcrt_kernel_ptx(k, &ptx), CLCRT_OK);
   char want[96];
