@@ -556,7 +556,7 @@ static void wide_sweep(const bgemm_shape *sh, lt_gemm *g, const uint64_t *A, con
   CK(cu->cuStreamSynchronize(cs));
   /* Candidates the model puts past 4x its plan are left out (a 64x16 tile on a large problem
    * would take most of the sweep's time and teach nothing). */
-  const double best_cost = gemm_plan_dense(m, n, k, align, sms).cost;
+  const double best_cost = gemm_plan_dense(m, n, k, align, sms, clcrt_runtime_mem_bandwidth(rt)).cost;
   for (int vi = 0; vi < GEMM_ALL_VARIANTS; vi++) {
     const gemm_variant *v = gemm_plan_candidate(vi);
     if (!v) continue;
@@ -566,7 +566,7 @@ static void wide_sweep(const bgemm_shape *sh, lt_gemm *g, const uint64_t *A, con
       p.variant = vi, p.sched = CLCRT_SCHED_STEAL, p.shift = 1;
       static const gemm_share shares[3] = {GEMM_SHARE_WHOLE, GEMM_SHARE_TAIL, GEMM_SHARE_ALL};
       static const clcrt_gemm_split splits[3] = {CLCRT_GEMM_SPLIT_NONE, CLCRT_GEMM_SPLIT_AUTO, CLCRT_GEMM_SPLIT_ALL};
-      gemm_plan_share(&p, shares[share], m, n, k, sms);
+      gemm_plan_share(&p, shares[share], m, n, k, sms, clcrt_runtime_mem_bandwidth(rt));
       if (share && !p.sk_units) continue;
       /* Every tile in slices: only where the tiles are fewer than two waves. */
       if (share == 2 && gemm_work_tiles(v, m, n) >= 2u * (unsigned)sms / v->cm) continue;
@@ -710,7 +710,7 @@ static void bench_dense_shape(const bgemm_shape *sh, int idx) {
   dcont *dc = calloc(24, sizeof *dc);
   int nc = 0;
   const int sms = clcrt_stream_grid_sms(st);
-  gemm_plan def = gemm_plan_dense(m, n, k, align, sms);
+  gemm_plan def = gemm_plan_dense(m, n, k, align, sms, clcrt_runtime_mem_bandwidth(rt));
   dcont_setup(&dc[nc++], ops_def, &def, NULL, CLCRT_GEMM_SPLIT_AUTO, CLCRT_SCHED_AUTO, A, B, rot, D, m, n, k);
   if (oracle) {
     const char *vars[5] = {"128x256", "128x256c2", "128x128", NULL, NULL};
@@ -731,7 +731,7 @@ static void bench_dense_shape(const bgemm_shape *sh, int idx) {
               gemm_work_tiles(gemm_variant_at(p.variant), m, n) >= 2u * (unsigned)sms / gemm_variant_at(p.variant)->cm)
             continue;
           p.sched = si ? CLCRT_SCHED_STATIC : CLCRT_SCHED_STEAL;
-          gemm_plan_share(&p, (gemm_share)share, m, n, k, sms);
+          gemm_plan_share(&p, (gemm_share)share, m, n, k, sms, clcrt_runtime_mem_bandwidth(rt));
           int dup = 0;
           for (int q = 0; q < nc; q++) dup |= same_plan(&dc[q].p, &p);
           if (!dup && nc < 24)
@@ -741,7 +741,7 @@ static void bench_dense_shape(const bgemm_shape *sh, int idx) {
   if (oracle) {
     /* The model's best plan of the other orientation (transposed where the default is not, and
      * the reverse), forced by its name: what the choice between them gained or lost. */
-    gemm_plan o = gemm_plan_dense_as(m, n, k, sms, !def.trans);
+    gemm_plan o = gemm_plan_dense_as(m, n, k, sms, clcrt_runtime_mem_bandwidth(rt), !def.trans);
     const char *tname = gemm_plan_variant_name(&o);
     int dup = !tname;
     for (int q = 0; q < nc; q++) dup |= same_plan(&dc[q].p, &o);

@@ -201,6 +201,11 @@ CLCRT_API const char *clcrt_runtime_arch(const clcrt_runtime *rt);
 CLCRT_API int clcrt_runtime_compile_only(const clcrt_runtime *rt);
 /* Streaming multiprocessors of the runtime's device; 0 in compile-only mode. */
 CLCRT_API int clcrt_runtime_num_sms(const clcrt_runtime *rt);
+/* The device's peak memory bandwidth in bytes per second, from the memory clock and bus width
+ * its driver reports (double data rate): 4.81e12 on an H200 (and 3.35e12 by an H100 SXM's
+ * datasheet clock and bus). 0 in compile-only mode or where the driver reports neither. A cost
+ * model's input (the GEMM plan's), not a measurement: a copy moved 87% of it on that H200. */
+CLCRT_API double clcrt_runtime_mem_bandwidth(const clcrt_runtime *rt);
 /* The runtime's CUDA driver table and context: see the end of this header (needs <cuda.h>). */
 
 /* Kernels. Registration compiles (or finds in the cache) and, with a device, loads. */

@@ -69,7 +69,7 @@ int gemm__rule_lookup(clcrt_ops *ops, const clcrt_gemm_desc *d, unsigned align, 
   gemm_measure_key(d->m, d->n, d->k, align, key, sizeof key);
   pthread_mutex_lock(&ops->lock);
   for (unsigned i = 0; i < ops->nrules; i++)
-    if (!strcmp(ops->rules[i].key, key) && gemm_measure_apply(&ops->rules[i].rule, d->m, d->n, d->k, sms, out)) {
+    if (!strcmp(ops->rules[i].key, key) && gemm_measure_apply(&ops->rules[i].rule, d->m, d->n, d->k, sms, ops->mem_bw, out)) {
       pthread_mutex_unlock(&ops->lock);
       return 1;
     }
@@ -77,7 +77,7 @@ int gemm__rule_lookup(clcrt_ops *ops, const clcrt_gemm_desc *d, unsigned align, 
   gemm_measure_rule r;
   size_t size = 0;
   if (clcrt_store_get(ops->rt, GEMM_MEASURE_NS, key, &r, sizeof r, &size) == CLCRT_OK && size == sizeof r &&
-      gemm_measure_apply(&r, d->m, d->n, d->k, sms, out)) {
+      gemm_measure_apply(&r, d->m, d->n, d->k, sms, ops->mem_bw, out)) {
     remember(ops, key, out);
     return 1;
   }

@@ -41,9 +41,10 @@ static inline void gemm_measure_key(unsigned m, unsigned n, unsigned k, unsigned
   snprintf(key, cap, "dense-m%u-n%u-k%u-%s", mc, n, k, align >= 128 ? "lines" : "offset");
 }
 
-/* The plan a rule gives an m x n x k problem on `sms` SMs; 0 when the rule is not one this
+/* The plan a rule gives an m x n x k problem on `sms` SMs (of peak memory bandwidth mem_bw,
+ * gemm_model_for: the plan's cost); 0 when the rule is not one this
  * version makes (a damaged or foreign entry). */
-static inline int gemm_measure_apply(const gemm_measure_rule *r, unsigned m, unsigned n, unsigned k, int sms,
+static inline int gemm_measure_apply(const gemm_measure_rule *r, unsigned m, unsigned n, unsigned k, int sms, double mem_bw,
                                      gemm_plan *out) {
   if (r->magic != GEMM_MEASURE_MAGIC || r->variant >= (uint32_t)GEMM_ALL_VARIANTS ||
       !gemm_variant_at((int)r->variant) || r->slices > GEMM_SK_MAX_SLICES ||
@@ -54,7 +55,7 @@ static inline int gemm_measure_apply(const gemm_measure_rule *r, unsigned m, uns
   p.variant = (int)r->variant;
   p.sched = (clcrt_sched)r->sched;
   p.shift = 1;
-  gemm_plan_share(&p, GEMM_SHARE_WHOLE, m, n, k, sms);
+  gemm_plan_share(&p, GEMM_SHARE_WHOLE, m, n, k, sms, mem_bw);
   const gemm_variant *v = gemm_variant_at(p.variant);
   const unsigned P = (unsigned)sms / v->cm, T = gemm_work_tiles(v, m, n), rest = P ? T % P : 0;
   if (r->slices >= 2 && rest && rest * r->slices <= P && gemm_cdiv(k, GEMM_BK) / r->slices >= 1)
@@ -98,11 +99,11 @@ static inline int gemm_measure_shapes(unsigned m, unsigned n, int sms, int *out,
 }
 
 /* The candidates for an m x n x k problem (the model's plan first); returns how many. */
-static inline int gemm_measure_candidates(unsigned m, unsigned n, unsigned k, unsigned align, int sms,
+static inline int gemm_measure_candidates(unsigned m, unsigned n, unsigned k, unsigned align, int sms, double mem_bw,
                                           gemm_plan *c) {
   int nc = 0;
   /* Not transposed: a stored rule names a tile shape and slices of the normal orientation. */
-  gemm_plan def = gemm_plan_dense_t(m, n, k, align, sms, 0);
+  gemm_plan def = gemm_plan_dense_t(m, n, k, align, sms, mem_bw, 0);
   gemm_measure_rule rules[GEMM_MEASURE_MAX];
   rules[nc] = gemm_measure_rule_of(&def), c[nc++] = def;
   static const char *const vars[] = {"128x256", "128x128"};
@@ -111,7 +112,7 @@ static inline int gemm_measure_candidates(unsigned m, unsigned n, unsigned k, un
       if (s == 1) continue;
       gemm_measure_rule r = {GEMM_MEASURE_MAGIC, (uint32_t)gemm_variant_index(vars[vi]), CLCRT_SCHED_STEAL, s};
       gemm_plan p;
-      if (!gemm_measure_apply(&r, m, n, k, sms, &p) || (s && !p.sk_units)) continue; /* no such slices here */
+      if (!gemm_measure_apply(&r, m, n, k, sms, mem_bw, &p) || (s && !p.sk_units)) continue; /* no such slices here */
       int dup = 0;
       for (int i = 0; i < nc; i++)
         dup |= rules[i].variant == r.variant && rules[i].sched == r.sched && rules[i].slices == r.slices;
@@ -122,7 +123,7 @@ static inline int gemm_measure_candidates(unsigned m, unsigned n, unsigned k, un
   for (int i = 0; i < ns && nc < GEMM_MEASURE_MAX - 1; i++) {
     gemm_measure_rule r = {GEMM_MEASURE_MAGIC, (uint32_t)shapes[i], CLCRT_SCHED_STEAL, 0};
     gemm_plan p;
-    if (gemm_measure_apply(&r, m, n, k, sms, &p)) rules[nc] = r, c[nc++] = p;
+    if (gemm_measure_apply(&r, m, n, k, sms, mem_bw, &p)) rules[nc] = r, c[nc++] = p;
   }
   gemm_plan st = def;
   st.sched = CLCRT_SCHED_STATIC;
@@ -145,12 +146,13 @@ static inline clcrt_status gemm_plan_measured(clcrt_runtime *rt, unsigned m, uns
   size_t size = 0;
   *timed = 0, *stored = 0;
   clcrt_status st = clcrt_store_get(rt, GEMM_MEASURE_NS, key, &r, sizeof r, &size);
-  if (st == CLCRT_OK && size == sizeof r && gemm_measure_apply(&r, m, n, k, sms, out)) {
+  const double mem_bw = clcrt_runtime_mem_bandwidth(rt);
+  if (st == CLCRT_OK && size == sizeof r && gemm_measure_apply(&r, m, n, k, sms, mem_bw, out)) {
     *stored = 1;
     return CLCRT_OK;
   }
   gemm_plan c[GEMM_MEASURE_MAX];
-  const int nc = gemm_measure_candidates(m, n, k, align, sms, c);
+  const int nc = gemm_measure_candidates(m, n, k, align, sms, mem_bw, c);
   int best = -1;
   double best_ms = 0;
   for (int i = 0; i < nc; i++) {

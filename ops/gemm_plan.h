@@ -18,6 +18,9 @@
  *    the sweep's 115 shapes (every class but the random offsets, the generated class drawn with
  *    another seed than the benchmark's) against the fastest of its ~140 measured candidates.
  *
+ * On another device the memory streaming rate follows its peak memory bandwidth
+ * (gemm_model_for); the rest is the H100's.
+ *
  * The model of one run of T work tiles of nk k-blocks on P = SMs / cluster units at once:
  *   - a phase of u units each doing kbs k-blocks costs kbs x kb + E, the k-block time kb
  *     the largest of three limits:
@@ -150,6 +153,25 @@ static const gemm_model GEMM_MODEL_H100 = {
     .rowk = GEMM_FIT_ROWK,      .fx = GEMM_FIT_FX,           .fx0 = GEMM_FIT_FX0,    .fs = GEMM_FIT_FS,
 };
 
+/* The H100 SXM's peak memory bandwidth (a 2619 MHz double-data-rate clock on a 5120-bit bus),
+ * the device bw_mem was fitted on. */
+#define GEMM_H100_PEAK_BW (2.0 * 2619e6 * (5120 / 8))
+/* The model for a device whose peak memory bandwidth is mem_bw bytes per second
+ * (clcrt_runtime_mem_bandwidth; 0: unknown, taken as the H100's): the H100's with the rate at
+ * which operands stream from memory scaled by the two peaks' ratio (kept within 0.25 to 4). The
+ * other terms stay: an H200 is an H100's processor with HBM3e, and the k-block times, L2 and
+ * latencies are the processor's. Measured on an H200 (its driver reports 4.81e12; ops/NOTES.md):
+ * of the decode, GEMV, vocabulary and generated shapes, the 26 of 88 whose plans change ran
+ * 1.029x faster in geo-mean (18 faster, up to 1.20x; 8 slower, to 0.93x), the other 62 1.000x. */
+static inline gemm_model gemm_model_for(double mem_bw) {
+  gemm_model md = GEMM_MODEL_H100;
+  if (mem_bw > 0) {
+    const double s = mem_bw / GEMM_H100_PEAK_BW;
+    md.bw_mem *= s < 0.25 ? 0.25 : s > 4.0 ? 4.0 : s;
+  }
+  return md;
+}
+
 static inline double gemm_plan_kb_full(const gemm_variant *v) {
   return GEMM_KB_US[v->bm == 128][v->cm == 2][(v->bn / 16u - 1u) & 15u];
 }
@@ -197,9 +219,11 @@ static inline double gemm_plan_cost(const gemm_model *md, const gemm_variant *v,
   return gemm_plan_cost_t(md, v, m, n, k, sk_tiles, sk_units, sms, 0);
 }
 
-/* The decomposition `share` of an m x n x k problem for p->variant on `sms` SMs, into p. */
-static inline void gemm_plan_share(gemm_plan *p, gemm_share share, unsigned m, unsigned n, unsigned k, int sms) {
-  const gemm_model *md = &GEMM_MODEL_H100;
+/* The decomposition `share` of an m x n x k problem for p->variant on `sms` SMs of a device of
+ * peak memory bandwidth mem_bw (gemm_model_for), into p. */
+static inline void gemm_plan_share(gemm_plan *p, gemm_share share, unsigned m, unsigned n, unsigned k, int sms,
+                                   double mem_bw) {
+  const gemm_model model = gemm_model_for(mem_bw), *md = &model;
   const gemm_variant *v = gemm_variant_at(p->variant);
   const unsigned P = (unsigned)sms / v->cm, T = gemm_work_tiles(v, m, n), nk = gemm_cdiv(k, GEMM_BK);
   p->sk_tiles = p->sk_units = p->sk_tail = 0;
@@ -248,7 +272,7 @@ static inline const gemm_variant *gemm_plan_candidate(int i) {
  * with its best decomposition. A tie keeps the earlier shape (the measured table's first,
  * then the generated ones in order). About 300 costings: the op keeps its plans per shape
  * (gemm.c), so a shape pays for them once. */
-static inline gemm_plan gemm_plan_dense_as(unsigned m, unsigned n, unsigned k, int sms, int trans) {
+static inline gemm_plan gemm_plan_dense_as(unsigned m, unsigned n, unsigned k, int sms, double mem_bw, int trans) {
   gemm_plan best;
   memset(&best, 0, sizeof best);
   int have = 0;
@@ -262,11 +286,11 @@ static inline gemm_plan gemm_plan_dense_as(unsigned m, unsigned n, unsigned k, i
     p.shift = 1;
     p.trans = trans;
     if (trans) {
-      gemm_plan_share(&p, GEMM_SHARE_TAIL, n, m, k, sms);
+      gemm_plan_share(&p, GEMM_SHARE_TAIL, n, m, k, sms, mem_bw);
       p.cost += GEMM_TRANS_EPI * GEMM_MODEL_H100.epi * v->bm * v->bn / 32768.0 * gemm_cdiv(gemm_work_tiles(v, n, m),
                                                                                            (unsigned)sms / v->cm);
     } else {
-      gemm_plan_share(&p, GEMM_SHARE_TAIL, m, n, k, sms);
+      gemm_plan_share(&p, GEMM_SHARE_TAIL, m, n, k, sms, mem_bw);
     }
     if (!have || p.cost < best.cost) best = p, have = 1;
   }
@@ -280,11 +304,12 @@ static inline gemm_plan gemm_plan_dense_as(unsigned m, unsigned n, unsigned k, i
  * 2-byte and scattered over BN rows of D; the model charges GEMM_TRANS_EPI more epilogues per
  * wave for it, and takes the transposed plan only where it wins by GEMM_TRANS_GAIN, on
  * problems of GEMM_TRANS_MIN_M rows or more. */
-static inline gemm_plan gemm_plan_dense_t(unsigned m, unsigned n, unsigned k, unsigned align, int sms, int trans_ok) {
+static inline gemm_plan gemm_plan_dense_t(unsigned m, unsigned n, unsigned k, unsigned align, int sms, double mem_bw,
+                                          int trans_ok) {
   (void)align;
-  gemm_plan p = gemm_plan_dense_as(m, n, k, sms, 0);
+  gemm_plan p = gemm_plan_dense_as(m, n, k, sms, mem_bw, 0);
   if (trans_ok && m >= GEMM_TRANS_MIN_M) {
-    gemm_plan t = gemm_plan_dense_as(m, n, k, sms, 1);
+    gemm_plan t = gemm_plan_dense_as(m, n, k, sms, mem_bw, 1);
     if (t.cost * GEMM_TRANS_GAIN < p.cost) p = t;
   }
   if (trans_ok && m <= GEMM_TRANS_GEMV_M && p.sk_units && !p.trans) {
@@ -295,13 +320,13 @@ static inline gemm_plan gemm_plan_dense_t(unsigned m, unsigned n, unsigned k, un
       gemm_plan t;
       memset(&t, 0, sizeof t);
       t.variant = i, t.sched = CLCRT_SCHED_STEAL, t.shift = 1, t.trans = 1;
-      gemm_plan_share(&t, GEMM_SHARE_TAIL, n, m, k, sms);
+      gemm_plan_share(&t, GEMM_SHARE_TAIL, n, m, k, sms, mem_bw);
       p = t;
     }
   }
   return p;
 }
-static inline gemm_plan gemm_plan_dense(unsigned m, unsigned n, unsigned k, unsigned align, int sms) {
-  return gemm_plan_dense_t(m, n, k, align, sms, 1);
+static inline gemm_plan gemm_plan_dense(unsigned m, unsigned n, unsigned k, unsigned align, int sms, double mem_bw) {
+  return gemm_plan_dense_t(m, n, k, align, sms, mem_bw, 1);
 }
 #endif

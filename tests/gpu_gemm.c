@@ -156,10 +156,10 @@ static const shape SHAPES[] = {
 
 /* The plan for variant vi of a shape (loads aligned). */
 static gemm_plan shape_plan(const shape *sh, int vi, int sms) {
-  gemm_plan p = gemm_plan_dense(sh->m, sh->n, sh->k, 128, sms);
+  gemm_plan p = gemm_plan_dense(sh->m, sh->n, sh->k, 128, sms, 0);
   p.variant = vi, p.trans = 0;
   gemm_share share = sh->mode == WHOLE ? GEMM_SHARE_WHOLE : sh->mode == ALL ? GEMM_SHARE_ALL : GEMM_SHARE_TAIL;
-  gemm_plan_share(&p, share, sh->m, sh->n, sh->k, sms);
+  gemm_plan_share(&p, share, sh->m, sh->n, sh->k, sms, 0);
   if (sh->mode == EXPLICIT || sh->mode == EXPLICIT_TAIL)
     p.sk_tiles = sh->sk_tiles, p.sk_units = sh->sk_units, p.sk_tail = sh->mode == EXPLICIT_TAIL;
   return p;
@@ -290,7 +290,7 @@ START_TEST(test_dense_trans) {
     gemm_plan p = shape_plan(sh, vi, c.rt->num_sms);
     p.trans = 1; /* the decomposition of the swapped problem */
     gemm_plan_share(&p, sh->mode == WHOLE ? GEMM_SHARE_WHOLE : sh->mode == ALL ? GEMM_SHARE_ALL : GEMM_SHARE_TAIL, sh->n,
-                    sh->m, sh->k, c.rt->num_sms);
+                    sh->m, sh->k, c.rt->num_sms, 0);
     dense d;
     dense_open(&c, &d, &p, sh->m, sh->n, sh->k, tag);
     ck_assert_uint_eq(d.a.trans, 1);
@@ -413,9 +413,9 @@ START_TEST(test_dense_offsets) {
     gpu_put(A, ha, na * 2);
     gpu_put(B, hb, nb * 2);
     unsigned align = gemm_load_align(A, B, kk);
-    gemm_plan p = gemm_plan_dense(m, n, kk, align, c.rt->num_sms);
+    gemm_plan p = gemm_plan_dense(m, n, kk, align, c.rt->num_sms, 0);
     p.variant = vi, p.trans = 0;
-    gemm_plan_share(&p, GEMM_SHARE_TAIL, m, n, kk, c.rt->num_sms);
+    gemm_plan_share(&p, GEMM_SHARE_TAIL, m, n, kk, c.rt->num_sms, 0);
     gemm_args a;
     ck_assert_int_eq(gemm_dense_args(c.rt, &p, &a, A, B, D, m, n, kk, 0, 0), CLCRT_OK);
     CUdeviceptr ws = 0, ctr = 0;

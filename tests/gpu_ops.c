@@ -283,6 +283,11 @@ static void *work(void *arg) {
 
 START_TEST(test_dense_random_sequences) {
   const clcrt__driver *cu = gpu_cu();
+  /* The default plans follow the device's peak memory bandwidth (gemm_model_for), which a real
+   * device reports. */
+  const double bw = clcrt_runtime_mem_bandwidth(g_rt);
+  printf("gpu_ops: the plans are the model's for a peak memory bandwidth of %.0f GB/s\n", bw * 1e-9);
+  ck_assert_msg(bw > 5e11 && bw < 5e13, "peak memory bandwidth %g bytes/s", bw);
   const int per = gpu_under_sanitizer() ? 12 : 600;
   CUstream raw[3];
   clcrt_stream *s[3];

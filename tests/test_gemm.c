@@ -464,7 +464,7 @@ START_TEST(test_plan) {
   const int sms = 132;
   for (unsigned i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
     const unsigned m = shapes[i][0], n = shapes[i][1], k = shapes[i][2];
-    gemm_plan p = gemm_plan_dense_t(m, n, k, 128, sms, 0); /* the normal orientation (test_plan_trans: the other) */
+    gemm_plan p = gemm_plan_dense_t(m, n, k, 128, sms, 0, 0); /* the normal orientation (test_plan_trans: the other) */
     const gemm_variant *v = gemm_variant_at(p.variant);
     ck_assert_ptr_nonnull(v);
     ck_assert_int_eq(p.sched, CLCRT_SCHED_STEAL);
@@ -477,7 +477,7 @@ START_TEST(test_plan) {
       if (!w) continue;
       gemm_plan q = p;
       q.variant = vi;
-      gemm_plan_share(&q, GEMM_SHARE_TAIL, m, n, k, sms);
+      gemm_plan_share(&q, GEMM_SHARE_TAIL, m, n, k, sms, 0);
       ck_assert_msg(p.cost <= q.cost + 1e-9, "%ux%ux%u: plan %s %.2f us above %s %.2f us", m, n, k, v->name, p.cost,
                     w->name, q.cost);
     }
@@ -519,8 +519,8 @@ START_TEST(test_plan_trans) {
   int taken = 0;
   for (unsigned i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
     const unsigned m = shapes[i][0], n = shapes[i][1], k = shapes[i][2];
-    const gemm_plan p = gemm_plan_dense(m, n, k, 128, sms), nt = gemm_plan_dense_t(m, n, k, 128, sms, 0),
-                    t = gemm_plan_dense_as(m, n, k, sms, 1);
+    const gemm_plan p = gemm_plan_dense(m, n, k, 128, sms, 0), nt = gemm_plan_dense_t(m, n, k, 128, sms, 0, 0),
+                    t = gemm_plan_dense_as(m, n, k, sms, 0, 1);
     ck_assert_int_eq(nt.trans, 0);
     ck_assert_int_eq(t.trans, 1);
     /* The model's choice from GEMM_TRANS_MIN_M rows; the GEMV rule up to GEMM_TRANS_GEMV_M rows,
@@ -538,7 +538,7 @@ START_TEST(test_plan_trans) {
       ck_assert(p.variant == t.variant && p.sk_tiles == t.sk_tiles && p.sk_units == t.sk_units);
     const gemm_variant *v = gemm_variant_at(p.variant);
     gemm_plan q = p; /* the decomposition is the swapped problem's */
-    gemm_plan_share(&q, GEMM_SHARE_TAIL, n, m, k, sms);
+    gemm_plan_share(&q, GEMM_SHARE_TAIL, n, m, k, sms, 0);
     ck_assert(q.sk_tiles == p.sk_tiles && q.sk_units == p.sk_units);
     gemm_args a;
     const uint64_t A = 0x100000, B = 0x40000000, D = 0x80000000;
@@ -562,11 +562,40 @@ START_TEST(test_plan_trans) {
   ck_assert_double_gt(gemm_plan_cost_t(&GEMM_MODEL_H100, w, 8192, 128, 8192, 0, 0, sms, 1),
                       gemm_plan_cost_t(&GEMM_MODEL_H100, w, 8192, 128, 8192, 0, 0, sms, 0));
   ck_assert_int_ge(taken, 3);
-  ck_assert_int_eq(gemm_plan_dense(16, 4096, 4096, 128, sms).trans, 1);   /* a GEMV in slices: 64x16t */
-  ck_assert_int_eq(gemm_plan_dense(8, 28672, 3584, 128, sms).trans, 0);   /* whole 64x256 tiles: kept */
-  ck_assert_int_eq(gemm_plan_dense(17, 4096, 4096, 128, sms).trans, 0);   /* past the GEMV rule */
-  ck_assert_int_eq(gemm_plan_dense(300, 151936, 5120, 128, sms).trans, 1);
-  ck_assert_int_eq(gemm_plan_dense(4096, 4096, 4096, 128, sms).trans, 0);
+  ck_assert_int_eq(gemm_plan_dense(16, 4096, 4096, 128, sms, 0).trans, 1);   /* a GEMV in slices: 64x16t */
+  ck_assert_int_eq(gemm_plan_dense(8, 28672, 3584, 128, sms, 0).trans, 0);   /* whole 64x256 tiles: kept */
+  ck_assert_int_eq(gemm_plan_dense(17, 4096, 4096, 128, sms, 0).trans, 0);   /* past the GEMV rule */
+  ck_assert_int_eq(gemm_plan_dense(300, 151936, 5120, 128, sms, 0).trans, 1);
+  ck_assert_int_eq(gemm_plan_dense(4096, 4096, 4096, 128, sms, 0).trans, 0);
+}
+END_TEST
+
+/* The model follows the device's memory: its streaming rate scaled by the peak bandwidth against
+ * the H100's it was fitted on; unknown (0) is the H100's, and the scale is bounded. The peak an
+ * H200's driver reports (4814 GB/s, 2026-11-28) moves the plans of memory-bound shapes and of no
+ * compute-bound one: the 16-row projection 16x24576x1536 goes from 64x256 to 64x192 tiles
+ * (measured on that H200: 0.84 -> 1.01 of cuBLAS back to back), the square 4096^3 keeps its
+ * plan. */
+START_TEST(test_plan_mem_bw) {
+  const int sms = 132;
+  const double h100 = 2.0 * 2619e6 * (5120 / 8), h200 = 4.814e12;
+  ck_assert_double_eq(gemm_model_for(0).bw_mem, GEMM_MODEL_H100.bw_mem);
+  ck_assert_double_eq_tol(gemm_model_for(h100).bw_mem, GEMM_MODEL_H100.bw_mem, GEMM_MODEL_H100.bw_mem * 1e-3);
+  ck_assert_double_eq_tol(gemm_model_for(h200).bw_mem, GEMM_MODEL_H100.bw_mem * h200 / GEMM_H100_PEAK_BW, 1.0);
+  ck_assert_double_eq(gemm_model_for(1e9).bw_mem, GEMM_MODEL_H100.bw_mem * 0.25);
+  ck_assert_double_eq(gemm_model_for(1e15).bw_mem, GEMM_MODEL_H100.bw_mem * 4.0);
+  ck_assert_double_eq(gemm_model_for(h200).bw_l2, GEMM_MODEL_H100.bw_l2);
+  ck_assert_double_eq(gemm_model_for(h200).lat_mem, GEMM_MODEL_H100.lat_mem);
+  const gemm_plan a = gemm_plan_dense(16, 24576, 1536, 128, sms, h100), b = gemm_plan_dense(16, 24576, 1536, 128, sms, h200);
+  ck_assert_str_eq(gemm_plan_variant_name(&a), "64x256");
+  ck_assert_str_eq(gemm_plan_variant_name(&b), "64x192");
+  ck_assert_double_lt(b.cost, a.cost);
+  const gemm_plan c = gemm_plan_dense(4096, 4096, 4096, 128, sms, h100), d = gemm_plan_dense(4096, 4096, 4096, 128, sms, h200);
+  ck_assert_int_eq(c.variant, d.variant);
+  ck_assert_uint_eq(c.sk_units, d.sk_units);
+  /* The same answer as the H100's where the device's peak is unknown. */
+  const gemm_plan e = gemm_plan_dense(16, 24576, 1536, 128, sms, 0);
+  ck_assert_int_eq(e.variant, a.variant);
 }
 END_TEST
 
@@ -669,7 +698,7 @@ START_TEST(test_measured) {
   int stored = 0;
   ck_assert_int_eq(gemm_plan_measured(rt, m, n, k, 128, sms, fake_time, &t, &p, &timed, &stored), CLCRT_OK);
   gemm_plan cand[GEMM_MEASURE_MAX];
-  const int nc = gemm_measure_candidates(m, n, k, 128, sms, cand);
+  const int nc = gemm_measure_candidates(m, n, k, 128, sms, 0, cand);
   ck_assert_msg(nc >= 4 && timed == (unsigned)nc && t.calls == timed && stored, "%d candidates, %u timed, stored %d",
                 nc, timed, stored);
   ck_assert_str_eq(gemm_variant_at(p.variant)->name, "128x128");
@@ -685,7 +714,7 @@ START_TEST(test_measured) {
   /* 16 x 4096 on 132 SMs: BN 32 gives 128 tiles in one wave, the fullest; BN 16 two waves. */
   ck_assert_uint_eq(gemm_variant_at(sh[0])->bn, 32);
   /* The model's own plan is the first candidate. */
-  gemm_plan def = gemm_plan_dense(m, n, k, 128, sms);
+  gemm_plan def = gemm_plan_dense(m, n, k, 128, sms, 0);
   ck_assert(cand[0].variant == def.variant && cand[0].sk_units == def.sk_units);
   clcrt_runtime_destroy(rt);
 
@@ -702,7 +731,7 @@ START_TEST(test_measured) {
     ck_assert_msg(timed == 0 && t2.calls == 0 && stored, "second process: %u timed", timed);
     gemm_plan want = p;
     gemm_measure_rule r = gemm_measure_rule_of(&p);
-    ck_assert(gemm_measure_apply(&r, 200, n, k, sms, &want));
+    ck_assert(gemm_measure_apply(&r, 200, n, k, sms, 0, &want));
     ck_assert_msg(q.variant == want.variant && q.sk_tiles == want.sk_tiles && q.sk_units == want.sk_units &&
                       q.sched == want.sched,
                   "M = 200: %u/%u, want %u/%u", q.sk_tiles, q.sk_units, want.sk_tiles, want.sk_units);
@@ -1001,6 +1030,7 @@ static Suite *gemm_suite(void) {
   tcase_add_test(tc, test_streamk_fixup_order);
   tcase_add_test(tc, test_plan);
   tcase_add_test(tc, test_plan_trans);
+  tcase_add_test(tc, test_plan_mem_bw);
   tcase_add_test(tc, test_kshift_choice);
   tcase_add_test(tc, test_plan_model);
   tcase_add_test(tc, test_measured);

@@ -134,7 +134,10 @@ START_TEST(test_plan_get) {
   clcrt_gemm_plan_info p = CLCRT_GEMM_PLAN_INFO_INIT;
   g.m = 8192, g.n = 8192, g.k = 8192, g.a = g.b = g.d = 0x100000;
   ck_assert_msg(clcrt_gemm_plan_get(ops, NULL, &g, &p) == CLCRT_OK, "%s", clcrt_errmsg(rt));
-  const gemm_plan model = gemm_plan_dense(8192, 8192, 8192, 128, clcrt_runtime_num_sms(rt) > 0 ? clcrt_runtime_num_sms(rt) : 132);
+  const gemm_plan model = gemm_plan_dense(8192, 8192, 8192, 128, clcrt_runtime_num_sms(rt) > 0 ? clcrt_runtime_num_sms(rt) : 132,
+                                           clcrt_runtime_mem_bandwidth(rt));
+  ck_assert_double_eq(clcrt_runtime_mem_bandwidth(rt), 0); /* compile-only: unknown, the H100's model */
+  ck_assert_double_eq(clcrt_runtime_mem_bandwidth(NULL), 0);
   const gemm_variant *mv = gemm_variant_at(model.variant);
   ck_assert_str_eq(p.variant, mv->name);
   ck_assert_uint_eq(p.bm, mv->bm);
@@ -607,6 +610,55 @@ END_TEST
 
 /* A grouped run reports sizes that do not fit through mapped host memory; the next grouped call
  * on the stream fails with a message, once. */
+/* The op plans for its device's memory: the fake H100's peak (its memory clock and bus) plans as
+ * the model was fitted, and a device that reports an H200's peak gets the plans measured faster
+ * there (ops/NOTES.md): a 16-row projection in narrower tiles. */
+static CUresult(CUDAAPI *g_base_attr)(int *, CUdevice_attribute, CUdevice);
+static CUresult CUDAAPI f_attr_h200(int *v, CUdevice_attribute a, CUdevice d) {
+  if (a == CU_DEVICE_ATTRIBUTE_MEMORY_CLOCK_RATE) return *v = 3134000, CUDA_SUCCESS; /* 4814 GB/s on 6144 bits */
+  if (a == CU_DEVICE_ATTRIBUTE_GLOBAL_MEMORY_BUS_WIDTH) return *v = 6144, CUDA_SUCCESS;
+  return g_base_attr(v, a, d);
+}
+static CUresult CUDAAPI f_attr_none(int *v, CUdevice_attribute a, CUdevice d) {
+  if (a == CU_DEVICE_ATTRIBUTE_MEMORY_CLOCK_RATE) return CUDA_ERROR_INVALID_VALUE; /* a driver that does not say */
+  return g_base_attr(v, a, d);
+}
+static const char *plan_variant(clcrt_ops *ops, unsigned m, unsigned n, unsigned k) {
+  static clcrt_gemm_plan_info p;
+  clcrt_gemm_desc g = CLCRT_GEMM_DESC_INIT;
+  g.m = m, g.n = n, g.k = k, g.a = 0x1000000, g.b = 0x2000000, g.d = 0x3000000;
+  p = (clcrt_gemm_plan_info)CLCRT_GEMM_PLAN_INFO_INIT;
+  ck_assert_int_eq(clcrt_gemm_plan_get(ops, NULL, &g, &p), CLCRT_OK);
+  return p.variant;
+}
+START_TEST(test_plan_follows_memory) {
+  ck_assert_double_eq(clcrt_runtime_mem_bandwidth(g_rt), 2.0 * 2619e6 * 640);
+  ck_assert_str_eq(plan_variant(g_ops, 16, 24576, 1536), "64x256");
+  g_base_attr = g_fake.cuDeviceGetAttribute;
+  static clcrt__driver other[2];
+  CUresult(CUDAAPI *const attr[2])(int *, CUdevice_attribute, CUdevice) = {f_attr_h200, f_attr_none};
+  const double bw[2] = {2.0 * 3134e6 * 768, 0};
+  const char *want[2] = {"64x192", "64x256"};
+  for (int i = 0; i < 2; i++) {
+    other[i] = g_fake;
+    other[i].cuDeviceGetAttribute = attr[i];
+    clcrt__driver_override(&other[i]);
+    clcrt_runtime_opts o = CLCRT_RUNTIME_OPTS_INIT;
+    o.cache_dir = "";
+    clcrt_runtime *rt = NULL;
+    clcrt_ops *ops = NULL;
+    ck_assert_int_eq(clcrt_runtime_create(&rt, &o), CLCRT_OK); /* an unknown peak is no error */
+    ck_assert_int_eq(clcrt_ops_create(rt, &ops), CLCRT_OK);
+    ck_assert_double_eq(clcrt_runtime_mem_bandwidth(rt), bw[i]);
+    ck_assert_str_eq(plan_variant(ops, 16, 24576, 1536), want[i]);
+    ck_assert_str_eq(plan_variant(ops, 4096, 4096, 4096), plan_variant(g_ops, 4096, 4096, 4096));
+    clcrt_ops_destroy(ops);
+    clcrt_runtime_destroy(rt);
+  }
+  clcrt__driver_override(&g_fake);
+}
+END_TEST
+
 START_TEST(test_grouped_misuse_reported) {
   clcrt_stream *s;
   ck_assert_int_eq(clcrt_stream_create(g_rt, NULL, &s), CLCRT_OK);
@@ -662,6 +714,7 @@ static Suite *ops_suite(void) {
   tcase_add_test(tc, test_ws_capture);
   tcase_add_test(tc, test_ws_per_thread_stream);
   tcase_add_test(tc, test_grouped_misuse_reported);
+  tcase_add_test(tc, test_plan_follows_memory);
   suite_add_tcase(s, tc);
   return s;
 }

@@ -97,6 +97,7 @@ struct clcrt_runtime {
   CUdevice dev;
   CUcontext ctx;               /* the device's primary context, retained */
   int num_sms;
+  double mem_bw;               /* peak memory bytes per second (clcrt_runtime_mem_bandwidth); 0 unknown */
   int max_smem_optin;          /* bytes of dynamic shared memory a CTA may opt in to */
   /* Tunables (env.c: clcrt__tunables_get, options and environment), read once here. */
   unsigned chunk_cycles;       /* clcrt_run copies it into every STEAL run */

@@ -69,6 +69,7 @@ const char *clcrt__cu_name(const clcrt_runtime *rt, CUresult r) {
 const char *clcrt_runtime_arch(const clcrt_runtime *rt) { return rt ? rt->arch : NULL; }
 int clcrt_runtime_compile_only(const clcrt_runtime *rt) { return rt ? rt->compile_only : 0; }
 int clcrt_runtime_num_sms(const clcrt_runtime *rt) { return rt && !rt->compile_only ? rt->num_sms : 0; }
+double clcrt_runtime_mem_bandwidth(const clcrt_runtime *rt) { return rt && !rt->compile_only ? rt->mem_bw : 0.0; }
 /* A copy of the table's public part, made when the device was opened: the library's table
  * has more entries (driver.h), and programs get exactly the struct the header declares. */
 const clcrt_driver *clcrt_runtime_driver(const clcrt_runtime *rt) { return rt && rt->cu ? &rt->cu_pub : NULL; }
@@ -168,6 +169,14 @@ static clcrt_status open_device(clcrt_runtime *rt) {
   CU_CHECK(rt, cuDeviceGetAttribute(&rt->max_smem_optin, CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN,
                                     rt->dev));
   CU_CHECK(rt, cuDeviceGetAttribute(&cluster_ok, CU_DEVICE_ATTRIBUTE_CLUSTER_LAUNCH, rt->dev));
+  /* Peak memory bandwidth: twice the memory clock (kHz) times the bus (bits) in bytes. Not every
+   * driver reports both: a failure or a zero leaves it unknown, which is no error. */
+  int mem_khz = 0, bus_bits = 0;
+  rt->mem_bw = 0;
+  if (rt->cu->cuDeviceGetAttribute(&mem_khz, CU_DEVICE_ATTRIBUTE_MEMORY_CLOCK_RATE, rt->dev) == CUDA_SUCCESS &&
+      rt->cu->cuDeviceGetAttribute(&bus_bits, CU_DEVICE_ATTRIBUTE_GLOBAL_MEMORY_BUS_WIDTH, rt->dev) == CUDA_SUCCESS &&
+      mem_khz > 0 && bus_bits > 0)
+    rt->mem_bw = 2.0 * mem_khz * 1e3 * (bus_bits / 8.0);
   int sm = major * 10 + minor;
   if (!cluster_ok || sm < 90)
     return clcrt__fail(rt, CLCRT_E_UNSUPPORTED,

@@ -19,6 +19,8 @@ static CUresult CUDAAPI f_attr(int *v, CUdevice_attribute a, CUdevice d) {
   case CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT: *v = FAKE_SMS; break;
   case CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN: *v = 232448; break;
   case CU_DEVICE_ATTRIBUTE_CLUSTER_LAUNCH: *v = 1; break;
+  case CU_DEVICE_ATTRIBUTE_MEMORY_CLOCK_RATE: *v = 2619000; break; /* an H100 SXM's HBM3: kHz */
+  case CU_DEVICE_ATTRIBUTE_GLOBAL_MEMORY_BUS_WIDTH: *v = 5120; break;
   default: *v = 0;
   }
   return CUDA_SUCCESS;

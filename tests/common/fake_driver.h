@@ -14,7 +14,8 @@ enum { FAKE_SMS = 132 };
 extern CUcontext fake_current;
 
 /* Zeroes t and sets the shared entries: cuInit, cuDeviceGetCount/Get/GetAttribute/GetName
- * (compute capability 9.0, FAKE_SMS SMs, 227 KiB of opt-in shared memory, clusters),
+ * (compute capability 9.0, FAKE_SMS SMs, 227 KiB of opt-in shared memory, clusters, an H100
+ * SXM's memory clock and bus),
  * cuDevicePrimaryCtxRetain/Release, cuCtxSetCurrent/GetCurrent, cuCtxGetStreamPriorityRange
  * (0 to -5), cuLibraryUnload, cuLibraryGetKernel and cuKernelGetFunction (the handle passed on),
  * cuFuncGetAttribute (0) and cuFuncSetAttribute, cuStreamSynchronize, cuMemAlloc/Free,
