@@ -624,12 +624,11 @@ static CUresult CUDAAPI f_attr_none(int *v, CUdevice_attribute a, CUdevice d) {
   return g_base_attr(v, a, d);
 }
 static const char *plan_variant(clcrt_ops *ops, unsigned m, unsigned n, unsigned k) {
-  static clcrt_gemm_plan_info p;
+  clcrt_gemm_plan_info p = CLCRT_GEMM_PLAN_INFO_INIT;
   clcrt_gemm_desc g = CLCRT_GEMM_DESC_INIT;
   g.m = m, g.n = n, g.k = k, g.a = 0x1000000, g.b = 0x2000000, g.d = 0x3000000;
-  p = (clcrt_gemm_plan_info)CLCRT_GEMM_PLAN_INFO_INIT;
   ck_assert_int_eq(clcrt_gemm_plan_get(ops, NULL, &g, &p), CLCRT_OK);
-  return p.variant;
+  return p.variant; /* a static name */
 }
 START_TEST(test_plan_follows_memory) {
   ck_assert_double_eq(clcrt_runtime_mem_bandwidth(g_rt), 2.0 * 2619e6 * 640);
