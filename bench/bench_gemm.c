@@ -589,10 +589,10 @@ static void wide_sweep(const bgemm_shape *sh, lt_gemm *g, const uint64_t *A, con
     const gemm_variant *v = gemm_variant_at(d->p.variant);
     if (bi < 0 || ct[t].b2b_ms < ct[bi].b2b_ms) bi = t;
     json_row("{\"section\":\"dense-wide\",\"class\":\"%s\",\"shape\":\"%ux%ux%u\",\"m\":%u,\"n\":%u,\"k\":%u,"
-             "\"align\":%u,\"sms\":%d,\"variant\":\"%s\",\"bm\":%u,\"bn\":%u,\"cm\":%u,\"stages\":%u,\"sk_tiles\":%u,"
-             "\"sk_units\":%u,\"model_cost\":%.2f,\"b2b_ms\":%.5f,\"b2b_min_ms\":%.5f,\"cublas_b2b_ms\":%.5f,"
-             "\"ratio\":%.4f}",
-             sh->cls, m, n, k, m, n, k, align, sms, v->name, v->bm, v->bn, v->cm, v->stages, d->a.sk_tiles,
+             "\"align\":%u,\"sms\":%d,\"mem_bw\":%.6g,\"variant\":\"%s\",\"bm\":%u,\"bn\":%u,\"cm\":%u,\"stages\":%u,"
+             "\"sk_tiles\":%u,\"sk_units\":%u,\"model_cost\":%.2f,\"b2b_ms\":%.5f,\"b2b_min_ms\":%.5f,"
+             "\"cublas_b2b_ms\":%.5f,\"ratio\":%.4f}",
+             sh->cls, m, n, k, m, n, k, align, sms, clcrt_runtime_mem_bandwidth(rt), v->name, v->bm, v->bn, v->cm, v->stages, d->a.sk_tiles,
              d->a.sk_units, d->p.cost, ct[t].b2b_ms, ct[t].b2b_min, tr, tr / ct[t].b2b_ms);
   }
   if (bi > 0)
@@ -1398,9 +1398,10 @@ int main(int argc, char **argv) {
     return 1;
   }
   if (json)
-    fprintf(json, "{\"bench\":\"gemm\",\"device\":\"%s\",\"arch\":\"%s\",\"sms\":%d,\"date\":\"%s\",\"cublasLt\":%zu,"
-                  "\"reps\":%d,\"align\":%zu,\"seed\":%llu,\"gen\":%u,\"b2b_ms\":%.2f,\"short_ms\":%.3f,\"results\":[",
-            name, clcrt_runtime_arch(rt), clcrt_runtime_num_sms(rt), date, cublasLtGetVersion(), reps, window_align,
+    fprintf(json, "{\"bench\":\"gemm\",\"device\":\"%s\",\"arch\":\"%s\",\"sms\":%d,\"mem_bw\":%.6g,\"date\":\"%s\","
+                  "\"cublasLt\":%zu,\"reps\":%d,\"align\":%zu,\"seed\":%llu,\"gen\":%u,\"b2b_ms\":%.2f,\"short_ms\":%.3f,"
+                  "\"results\":[",
+            name, clcrt_runtime_arch(rt), clcrt_runtime_num_sms(rt), clcrt_runtime_mem_bandwidth(rt), date, cublasLtGetVersion(), reps, window_align,
             (unsigned long long)run_seed, gen, BGEMM_B2B_MS, BGEMM_SHORT_MS);
   printf("clcrt bench-gemm on %s (%s, %d SMs), %s, cuBLASLt %zu: bf16 in/out, fp32 accumulation; median of %d rounds "
          "after %d, and of %d back-to-back batches of about %.0f ms; operands %zu-byte aligned (align16: each at a "

@@ -15,7 +15,10 @@ tail, timed back to back beside cuBLAS), or a CSV this script wrote. Prints:
     best candidate's, for the constants in ops/gemm_plan.h (or the fitted ones).
 --check evaluates the constants on another sweep (shapes the fit did not see).
 The model below is gemm_plan.h's, line for line; the test suite keeps the two in step
-(tests/test_gemm.c, test_plan_model). Needs numpy and scipy (python3-scipy) for --fit only.
+(tests/test_gemm.c, test_plan_model). As there (gemm_model_for), each row is costed with bw_mem
+scaled by its device's peak memory bandwidth (the sweep row's mem_bw) over the H100's, so bw_mem,
+fitted or not, stays the H100's whichever device swept; rows without mem_bw (sweeps before it
+was recorded, all on H100s) scale by 1. Needs numpy and scipy (python3-scipy) for --fit only.
 """
 
 import argparse
@@ -29,7 +32,8 @@ import statistics
 import sys
 
 FIELDS = ["class", "m", "n", "k", "variant", "bm", "bn", "cm", "stages", "sk_tiles", "sk_units", "b2b_ms",
-          "cublas_b2b_ms"]
+          "cublas_b2b_ms", "mem_bw"]
+H100_PEAK_BW = 2.0 * 2619e6 * (5120 / 8)  # gemm_plan.h's GEMM_H100_PEAK_BW
 KEYS = ["t0", "first", "epi", "lat_mem", "lat_l2", "bw_mem", "bw_l2", "stream_rows", "rowk", "fx", "fx0", "fs"]
 BOUNDS = [(0, 12), (0, 4), (0, 6), (0.5, 6), (0.05, 2), (1.5e6, 4e6), (3e6, 2e7), (1, 4), (0.3, 1.0), (0, 8),
           (0, 8), (0, 4)]
@@ -39,6 +43,11 @@ def cdiv(a, b):
     return (a + b - 1) // b
 
 
+def bw_scale(mem_bw):
+    """gemm_model_for's factor on bw_mem for a device of peak mem_bw bytes/s (0: the H100's)."""
+    return min(max(mem_bw / H100_PEAK_BW, 0.25), 4.0) if mem_bw > 0 else 1.0
+
+
 def load(paths):
     rows = []
     for p in paths:
@@ -46,7 +55,7 @@ def load(paths):
         with op(p, "rt") as f:
             if ".csv" in p:
                 for r in csv.DictReader(f):
-                    rows.append({k: (r[k] if k in ("class", "variant") else float(r[k])) for k in FIELDS})
+                    rows.append({k: (r[k] if k in ("class", "variant") else float(r.get(k) or 0)) for k in FIELDS})
                 continue
             for line in f:
                 line = line.strip().rstrip(",")
@@ -56,6 +65,7 @@ def load(paths):
     for r in rows:
         for k in ("m", "n", "k", "bm", "bn", "cm", "stages", "sk_tiles", "sk_units"):
             r[k] = int(r[k])
+        r["mem_bw"] = float(r.get("mem_bw") or 0)
         by[(r["m"], r["n"], r["k"])].append(r)
     return by
 
@@ -81,17 +91,17 @@ class Model:
     def __init__(self, p, kb, stages):
         self.p, self.kb, self.stages = p, kb, stages
 
-    def kbt(self, v, u, rows, stream):
+    def kbt(self, v, u, rows, stream, scale=1.0):
         p = self.p
         bm, bn, cm = v
         ra = min(rows, bm)
         per_sm = (ra * cm + bn) * 128.0 / cm
         t = self.kb[v] * (p["rowk"] + (1 - p["rowk"]) * ra / bm)
         lat = (p["lat_mem"] if stream else p["lat_l2"]) / self.stages[v]
-        by = min(u, 132) * per_sm / (p["bw_mem"] if stream else p["bw_l2"])
+        by = min(u, 132) * per_sm / (p["bw_mem"] * scale if stream else p["bw_l2"])
         return max(t, lat, by)
 
-    def cost(self, v, m, n, k, skt, sku, sms=132):
+    def cost(self, v, m, n, k, skt, sku, sms=132, scale=1.0):
         p = self.p
         bm, bn, cm = v
         P = sms // cm
@@ -102,22 +112,23 @@ class Model:
         E = p["epi"] * bm * bn / 32768.0
         whole = T - skt
         full, rest = divmod(whole, P)
-        t = full * (nk * self.kbt(v, P * cm, m, stream) + E)
+        t = full * (nk * self.kbt(v, P * cm, m, stream, scale) + E)
         if sku and skt:
             sl = sku // skt
             ks = cdiv(nk, sl)
             units = rest + sku
             w, uu = cdiv(units, P), min(units, P)
             kbs = nk if rest and nk > ks else ks
-            t += w * (kbs * self.kbt(v, uu * cm, m, stream) + E)
+            t += w * (kbs * self.kbt(v, uu * cm, m, stream, scale) + E)
             t += p["fx"] * sl * min(m, bm) / 128.0 + p["fx0"] + p["fs"] * sl
         elif rest:
-            t += nk * self.kbt(v, rest * cm, m, stream) + E
+            t += nk * self.kbt(v, rest * cm, m, stream, scale) + E
         return p["t0"] + t + p["first"] * cdiv(T, P)
 
     def pick(self, key, rs):
         m, n, k = key
-        return min(rs, key=lambda r: self.cost((r["bm"], r["bn"], r["cm"]), m, n, k, r["sk_tiles"], r["sk_units"]))
+        return min(rs, key=lambda r: self.cost((r["bm"], r["bn"], r["cm"]), m, n, k, r["sk_tiles"], r["sk_units"],
+                                               scale=bw_scale(r["mem_bw"])))
 
 
 def header_constants(path):
