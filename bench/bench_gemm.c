@@ -100,6 +100,7 @@ static int reps = 20;
 
 static const clcrt_driver *cu;
 static clcrt_runtime *rt;
+static double peak_bw; /* clcrt_runtime_mem_bandwidth(rt): the plan's model (gemm_model_for) */
 static clcrt_stream *st;
 static CUstream cs;
 static FILE *json;
@@ -556,7 +557,7 @@ static void wide_sweep(const bgemm_shape *sh, lt_gemm *g, const uint64_t *A, con
   CK(cu->cuStreamSynchronize(cs));
   /* Candidates the model puts past 4x its plan are left out (a 64x16 tile on a large problem
    * would take most of the sweep's time and teach nothing). */
-  const double best_cost = gemm_plan_dense(m, n, k, align, sms, clcrt_runtime_mem_bandwidth(rt)).cost;
+  const double best_cost = gemm_plan_dense(m, n, k, align, sms, peak_bw).cost;
   for (int vi = 0; vi < GEMM_ALL_VARIANTS; vi++) {
     const gemm_variant *v = gemm_plan_candidate(vi);
     if (!v) continue;
@@ -566,7 +567,7 @@ static void wide_sweep(const bgemm_shape *sh, lt_gemm *g, const uint64_t *A, con
       p.variant = vi, p.sched = CLCRT_SCHED_STEAL, p.shift = 1;
       static const gemm_share shares[3] = {GEMM_SHARE_WHOLE, GEMM_SHARE_TAIL, GEMM_SHARE_ALL};
       static const clcrt_gemm_split splits[3] = {CLCRT_GEMM_SPLIT_NONE, CLCRT_GEMM_SPLIT_AUTO, CLCRT_GEMM_SPLIT_ALL};
-      gemm_plan_share(&p, shares[share], m, n, k, sms, clcrt_runtime_mem_bandwidth(rt));
+      gemm_plan_share(&p, shares[share], m, n, k, sms, peak_bw);
       if (share && !p.sk_units) continue;
       /* Every tile in slices: only where the tiles are fewer than two waves. */
       if (share == 2 && gemm_work_tiles(v, m, n) >= 2u * (unsigned)sms / v->cm) continue;
@@ -592,8 +593,8 @@ static void wide_sweep(const bgemm_shape *sh, lt_gemm *g, const uint64_t *A, con
              "\"align\":%u,\"sms\":%d,\"mem_bw\":%.6g,\"variant\":\"%s\",\"bm\":%u,\"bn\":%u,\"cm\":%u,\"stages\":%u,"
              "\"sk_tiles\":%u,\"sk_units\":%u,\"model_cost\":%.2f,\"b2b_ms\":%.5f,\"b2b_min_ms\":%.5f,"
              "\"cublas_b2b_ms\":%.5f,\"ratio\":%.4f}",
-             sh->cls, m, n, k, m, n, k, align, sms, clcrt_runtime_mem_bandwidth(rt), v->name, v->bm, v->bn, v->cm, v->stages, d->a.sk_tiles,
-             d->a.sk_units, d->p.cost, ct[t].b2b_ms, ct[t].b2b_min, tr, tr / ct[t].b2b_ms);
+             sh->cls, m, n, k, m, n, k, align, sms, peak_bw, v->name, v->bm, v->bn, v->cm, v->stages,
+             d->a.sk_tiles, d->a.sk_units, d->p.cost, ct[t].b2b_ms, ct[t].b2b_min, tr, tr / ct[t].b2b_ms);
   }
   if (bi > 0)
     printf("  wide: %d candidates back to back; best %s %.4f ms = %.3fx cuBLAS (%.4f ms)\n", nt - 1,
@@ -710,7 +711,7 @@ static void bench_dense_shape(const bgemm_shape *sh, int idx) {
   dcont *dc = calloc(24, sizeof *dc);
   int nc = 0;
   const int sms = clcrt_stream_grid_sms(st);
-  gemm_plan def = gemm_plan_dense(m, n, k, align, sms, clcrt_runtime_mem_bandwidth(rt));
+  gemm_plan def = gemm_plan_dense(m, n, k, align, sms, peak_bw);
   dcont_setup(&dc[nc++], ops_def, &def, NULL, CLCRT_GEMM_SPLIT_AUTO, CLCRT_SCHED_AUTO, A, B, rot, D, m, n, k);
   if (oracle) {
     const char *vars[5] = {"128x256", "128x256c2", "128x128", NULL, NULL};
@@ -731,7 +732,7 @@ static void bench_dense_shape(const bgemm_shape *sh, int idx) {
               gemm_work_tiles(gemm_variant_at(p.variant), m, n) >= 2u * (unsigned)sms / gemm_variant_at(p.variant)->cm)
             continue;
           p.sched = si ? CLCRT_SCHED_STATIC : CLCRT_SCHED_STEAL;
-          gemm_plan_share(&p, (gemm_share)share, m, n, k, sms, clcrt_runtime_mem_bandwidth(rt));
+          gemm_plan_share(&p, (gemm_share)share, m, n, k, sms, peak_bw);
           int dup = 0;
           for (int q = 0; q < nc; q++) dup |= same_plan(&dc[q].p, &p);
           if (!dup && nc < 24)
@@ -741,7 +742,7 @@ static void bench_dense_shape(const bgemm_shape *sh, int idx) {
   if (oracle) {
     /* The model's best plan of the other orientation (transposed where the default is not, and
      * the reverse), forced by its name: what the choice between them gained or lost. */
-    gemm_plan o = gemm_plan_dense_as(m, n, k, sms, clcrt_runtime_mem_bandwidth(rt), !def.trans);
+    gemm_plan o = gemm_plan_dense_as(m, n, k, sms, peak_bw, !def.trans);
     const char *tname = gemm_plan_variant_name(&o);
     int dup = !tname;
     for (int q = 0; q < nc; q++) dup |= same_plan(&dc[q].p, &o);
@@ -1378,6 +1379,7 @@ int main(int argc, char **argv) {
     clcrt_runtime_destroy(rt);
     return 0;
   }
+  peak_bw = clcrt_runtime_mem_bandwidth(rt);
   cu = clcrt_runtime_driver(rt);
   CK(cu->cuCtxSetCurrent(clcrt_runtime_context(rt)));
   CKC(clcrt_stream_create(rt, NULL, &st));
@@ -1401,8 +1403,8 @@ int main(int argc, char **argv) {
     fprintf(json, "{\"bench\":\"gemm\",\"device\":\"%s\",\"arch\":\"%s\",\"sms\":%d,\"mem_bw\":%.6g,\"date\":\"%s\","
                   "\"cublasLt\":%zu,\"reps\":%d,\"align\":%zu,\"seed\":%llu,\"gen\":%u,\"b2b_ms\":%.2f,\"short_ms\":%.3f,"
                   "\"results\":[",
-            name, clcrt_runtime_arch(rt), clcrt_runtime_num_sms(rt), clcrt_runtime_mem_bandwidth(rt), date, cublasLtGetVersion(), reps, window_align,
-            (unsigned long long)run_seed, gen, BGEMM_B2B_MS, BGEMM_SHORT_MS);
+            name, clcrt_runtime_arch(rt), clcrt_runtime_num_sms(rt), peak_bw, date, cublasLtGetVersion(), reps,
+            window_align, (unsigned long long)run_seed, gen, BGEMM_B2B_MS, BGEMM_SHORT_MS);
   printf("clcrt bench-gemm on %s (%s, %d SMs), %s, cuBLASLt %zu: bf16 in/out, fp32 accumulation; median of %d rounds "
          "after %d, and of %d back-to-back batches of about %.0f ms; operands %zu-byte aligned (align16: each at a "
          "random 16-byte offset past a 128-byte line)\n",

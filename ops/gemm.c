@@ -119,7 +119,6 @@ clcrt_status clcrt_ops_create(clcrt_runtime *rt, clcrt_ops **out) {
     return clcrt_errmsg_set(rt, CLCRT_E_NOMEM, "clcrt_ops_create: out of memory");
   memset(ops, 0, sizeof *ops);
   ops->rt = rt;
-  ops->mem_bw = clcrt_runtime_mem_bandwidth(rt);
   ops->src = src;
   if (!clcrt_runtime_compile_only(rt)) {
     ops->cu = clcrt_runtime_driver(rt);
@@ -211,7 +210,8 @@ static gemm_plan plan_cached(clcrt_ops *ops, unsigned m, unsigned n, unsigned k,
     return p;
   }
   pthread_mutex_unlock(&ops->plan_lock);
-  gemm_plan p = gemm_plan_dense_t(m, n, k, align, sms, ops->mem_bw, trans_ok); /* outside the lock: the same answer however often */
+  /* Outside the lock: the same answer however often. */
+  gemm_plan p = gemm_plan_dense_t(m, n, k, align, sms, clcrt_runtime_mem_bandwidth(ops->rt), trans_ok);
   pthread_mutex_lock(&ops->plan_lock);
   e->m = m, e->n = n, e->k = k, e->align = align, e->sms = sms, e->trans_ok = trans_ok, e->plan = p;
   pthread_mutex_unlock(&ops->plan_lock);
@@ -304,6 +304,7 @@ static clcrt_status plan_call(clcrt_ops *ops, clcrt_stream *s, gemm_ws *w, const
   const gemm_enc enc = {map_cached, ops};
   const int sms = s ? clcrt_stream_grid_sms(s) : clcrt_runtime_num_sms(ops->rt) > 0 ? clcrt_runtime_num_sms(ops->rt)
                                                                                     : 132;
+  const double bw = clcrt_runtime_mem_bandwidth(ops->rt); /* the plan's model (gemm_model_for) */
   clcrt_status st;
   memset(c, 0, sizeof *c);
   if (d->layout == CLCRT_GEMM_DENSE) {
@@ -322,11 +323,11 @@ static clcrt_status plan_call(clcrt_ops *ops, clcrt_stream *s, gemm_ws *w, const
     if (vi >= 0 && ((vi & ~GEMM_VI_TRANS) != c->plan.variant || vt != c->plan.trans)) {
       c->plan.variant = vi & ~GEMM_VI_TRANS; /* a variant asked for keeps the plan's rule for its decomposition */
       c->plan.trans = vt;
-      gemm_plan_share(&c->plan, GEMM_SHARE_TAIL, vt ? d->n : d->m, vt ? d->m : d->n, d->k, sms, ops->mem_bw);
+      gemm_plan_share(&c->plan, GEMM_SHARE_TAIL, vt ? d->n : d->m, vt ? d->m : d->n, d->k, sms, bw);
     }
     const unsigned pm = c->plan.trans ? d->n : d->m, pn = c->plan.trans ? d->m : d->n; /* the tiles' view */
-    if (d->split == CLCRT_GEMM_SPLIT_NONE) gemm_plan_share(&c->plan, GEMM_SHARE_WHOLE, pm, pn, d->k, sms, ops->mem_bw);
-    if (d->split == CLCRT_GEMM_SPLIT_ALL) gemm_plan_share(&c->plan, GEMM_SHARE_ALL, pm, pn, d->k, sms, ops->mem_bw);
+    if (d->split == CLCRT_GEMM_SPLIT_NONE) gemm_plan_share(&c->plan, GEMM_SHARE_WHOLE, pm, pn, d->k, sms, bw);
+    if (d->split == CLCRT_GEMM_SPLIT_ALL) gemm_plan_share(&c->plan, GEMM_SHARE_ALL, pm, pn, d->k, sms, bw);
     if ((st = gemm_dense_args_ld(&enc, rt, &c->plan, &c->args, d->a, d->b, d->d, d->m, d->n, d->k, ld, 0, 0)) != CLCRT_OK)
       return st;
     c->args.done = d->done;

@@ -67,9 +67,10 @@ static void remember(clcrt_ops *ops, const char *key, const gemm_plan *p) {
 int gemm__rule_lookup(clcrt_ops *ops, const clcrt_gemm_desc *d, unsigned align, int sms, gemm_plan *out) {
   char key[96];
   gemm_measure_key(d->m, d->n, d->k, align, key, sizeof key);
+  const double bw = clcrt_runtime_mem_bandwidth(ops->rt);
   pthread_mutex_lock(&ops->lock);
   for (unsigned i = 0; i < ops->nrules; i++)
-    if (!strcmp(ops->rules[i].key, key) && gemm_measure_apply(&ops->rules[i].rule, d->m, d->n, d->k, sms, ops->mem_bw, out)) {
+    if (!strcmp(ops->rules[i].key, key) && gemm_measure_apply(&ops->rules[i].rule, d->m, d->n, d->k, sms, bw, out)) {
       pthread_mutex_unlock(&ops->lock);
       return 1;
     }
@@ -77,7 +78,7 @@ int gemm__rule_lookup(clcrt_ops *ops, const clcrt_gemm_desc *d, unsigned align, 
   gemm_measure_rule r;
   size_t size = 0;
   if (clcrt_store_get(ops->rt, GEMM_MEASURE_NS, key, &r, sizeof r, &size) == CLCRT_OK && size == sizeof r &&
-      gemm_measure_apply(&r, d->m, d->n, d->k, sms, ops->mem_bw, out)) {
+      gemm_measure_apply(&r, d->m, d->n, d->k, sms, bw, out)) {
     remember(ops, key, out);
     return 1;
   }

@@ -42,10 +42,10 @@ static inline void gemm_measure_key(unsigned m, unsigned n, unsigned k, unsigned
 }
 
 /* The plan a rule gives an m x n x k problem on `sms` SMs (of peak memory bandwidth mem_bw,
- * gemm_model_for: the plan's cost); 0 when the rule is not one this
- * version makes (a damaged or foreign entry). */
-static inline int gemm_measure_apply(const gemm_measure_rule *r, unsigned m, unsigned n, unsigned k, int sms, double mem_bw,
-                                     gemm_plan *out) {
+ * gemm_model_for: the plan's cost); 0 when the rule is not one this version makes (a damaged or
+ * foreign entry). */
+static inline int gemm_measure_apply(const gemm_measure_rule *r, unsigned m, unsigned n, unsigned k, int sms,
+                                     double mem_bw, gemm_plan *out) {
   if (r->magic != GEMM_MEASURE_MAGIC || r->variant >= (uint32_t)GEMM_ALL_VARIANTS ||
       !gemm_variant_at((int)r->variant) || r->slices > GEMM_SK_MAX_SLICES ||
       (r->sched != CLCRT_SCHED_STEAL && r->sched != CLCRT_SCHED_STATIC))

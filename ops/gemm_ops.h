@@ -67,7 +67,6 @@ struct clcrt_ops {
   clcrt_runtime *rt;
   const clcrt_driver *cu; /* NULL in compile-only mode */
   CUcontext ctx;
-  double mem_bw; /* the device's peak memory bandwidth, the plan's (gemm_model_for); 0 compile-only */
   const char *src;
   pthread_mutex_t lock; /* kernels, the lists, the rule cache */
   const clcrt_kernel *kernels[GEMM_ALL_VARIANTS][GEMM_NUM_SCHEDS][3]; /* dense, grouped, dense transposed */
