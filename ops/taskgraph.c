@@ -306,6 +306,9 @@ static char *generate(clcrt_taskgraph *g, const char *user) {
       "  __shared__ unsigned s_all[%u];  // thread 0's: the ALL edges this CTA saw complete\n"
       "  const unsigned tid = threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z);\n"
       "  const bool t0 = tid == 0;\n"
+      "  // The releases are another warp's (warp 1's first thread), so that its fence and adds\n"
+      "  // overlap thread 0's next ticket instead of delaying it.\n"
+      "  const bool rel = blockDim.x * blockDim.y * blockDim.z > 32u ? tid == 32u : t0;\n"
       "  if (t0 && t.iteration == 0)\n"
       "    for (unsigned i = 0; i < %uu; i++) s_all[i] = 0u;\n"
       "  if (t0) s_ticket[t.iteration & 1u] = atomicAdd(g.ctr, 1u);\n"
@@ -336,7 +339,7 @@ static char *generate(clcrt_taskgraph *g, const char *user) {
     put(&b, "    %s(lt, g.a%u);\n", g->nodes[i].tile_fn, i);
     put(&b, "    if (traced) clcrt_tg::record(g.trace, g.trace_cap, g.run, %uu, l, k, taken, ready);\n", i);
     if (out) {
-      put(&b, "    __syncthreads();\n    if (t0) {\n      clcrt_tg::fence();\n");
+      put(&b, "    __syncthreads();\n    if (rel) {\n      clcrt_tg::fence();\n");
       for (unsigned e = 0; e < ne; e++)
         if (g->edges[e].from == i) gen_release(&b, &g->edges[e], e);
       put(&b, "    }\n");
@@ -352,7 +355,7 @@ static char *generate(clcrt_taskgraph *g, const char *user) {
       "    __syncthreads();\n"
       "    const unsigned n = blockDim.x * blockDim.y * blockDim.z;\n"
       "    for (unsigned i = tid; i < g.words; i += n) g.ctr[i] = 0u;\n"
-      "  } else if (t0) {\n"
+      "  } else if (rel) {\n"
       "    clcrt_tg::release_add(g.ctr + 1);\n"
       "  }\n"
       "}\n");

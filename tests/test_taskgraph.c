@@ -86,6 +86,10 @@ static void compiles_for(const char *arch, const clcrt_sched *scheds, int n) {
     const char *src = clcrt_taskgraph_source(g);
     ck_assert_ptr_nonnull(strstr(src, "clcrt_tg::wait(c + l, 2u)")); /* KSLICES: the slices */
     ck_assert_ptr_nonnull(strstr(src, "span3(l, tc, tp)"));          /* CUSTOM */
+    /* the releases are the second warp's first thread's (thread 0 takes the next ticket meanwhile) */
+    ck_assert_ptr_nonnull(strstr(src, "const bool rel = blockDim.x * blockDim.y * blockDim.z > 32u ? tid == 32u : t0;"));
+    ck_assert_ptr_nonnull(strstr(src, "if (rel) {\n      clcrt_tg::fence();"));
+    ck_assert_ptr_nonnull(strstr(src, "} else if (rel) {\n    clcrt_tg::release_add(g.ctr + 1);"));
     ck_assert_ptr_nonnull(strstr(src, "warm(lt, g.a1);  // before the waits"));
     ck_assert_msg(cubin_has(k, "prefetch.global.L2"), "%s: the prefetch function was not called", arch);
     clcrt_dim3 tiles[4] = {{8, 1, 1}, {8, 1, 1}, {8, 1, 1}, {4, 1, 1}};

@@ -55,7 +55,7 @@ def read_bandwidth(dev, rounds):
     return (2 << 30) / statistics.median(ts)
 
 
-def contenders(mlp, x, out, norm_w, wgu, wd, eps):
+def contenders(mlp, x, out, norm_w, wgu, wd, eps, min_blocks=(), scheds=()):
     inter = wd.shape[1]
 
     def torch_eager():
@@ -80,6 +80,7 @@ def contenders(mlp, x, out, norm_w, wgu, wd, eps):
 
     persistent = mlpmod.DecodeMLP(norm_w, wgu, wd, grid="persistent", slices_per_sm=mlp.slices_per_sm, rt=mlp.rt)
     persistent.prepare()
+    keep = [persistent]
     c = {
         "clcrt task graph": lambda: mlp.run_graph(x, out),
         "clcrt task graph, persistent grid": lambda: persistent.run_graph(x, out),
@@ -89,7 +90,18 @@ def contenders(mlp, x, out, norm_w, wgu, wd, eps):
         "torch eager": torch_eager,
         "torch in a CUDA graph": captured(torch_eager),
     }
-    return c, persistent
+    for n in min_blocks:  # the kernels compiled for n CTAs per SM (fewer registers), graph and nodes
+        m = mlpmod.DecodeMLP(norm_w, wgu, wd, slices_per_sm=mlp.slices_per_sm, min_blocks_per_sm=n, rt=mlp.rt)
+        m.prepare()
+        keep.append(m)
+        c["clcrt task graph, %d CTAs per SM" % n] = (lambda m: lambda: m.run_graph(x, out))(m)
+        c["clcrt nodes in a CUDA graph, %d CTAs per SM" % n] = captured((lambda m: lambda: m.run_nodes(x, out))(m))
+    for n in scheds:  # the task graph under other schedulers
+        m = mlpmod.DecodeMLP(norm_w, wgu, wd, slices_per_sm=mlp.slices_per_sm, sched=n, rt=mlp.rt)
+        m.prepare()
+        keep.append(m)
+        c["clcrt task graph, %s" % n] = (lambda m: lambda: m.run_graph(x, out))(m)
+    return c, keep
 
 
 def measure(fns, rounds, calls):
@@ -144,6 +156,10 @@ def main():
     p.add_argument("--json")
     p.add_argument("--slices-per-sm", type=float, default=2, help="down-projection tiles per SM, which sets the K "
                    "slices (default 2)")
+    p.add_argument("--min-blocks", default="", help="comma-separated CTAs per SM to compile the tile functions "
+                   "for (min_blocks_per_sm, which caps their registers), beside the default")
+    p.add_argument("--scheds", default="", help="comma-separated schedulers (fixed, static, steal) to run the task "
+                   "graph under, beside the default (auto)")
     p.add_argument("--trace", metavar="PREFIX", help="also trace one task-graph run per shape: PREFIX-MODEL-bB.json "
                    "(Perfetto) and a line per node: when its tiles ran and how long they waited")
     o = p.parse_args()
@@ -166,7 +182,9 @@ def main():
             x = torch.randn(batch, hidden, device=dev).to(torch.bfloat16)
             out = torch.empty_like(x)
             ref = mlpmod.reference(x, norm_w, wgu, wd, eps)
-            fns, keep = contenders(mlp, x, out, norm_w, wgu, wd, eps)
+            fns, keep = contenders(mlp, x, out, norm_w, wgu, wd, eps,
+                                   min_blocks=[int(a) for a in o.min_blocks.split(",") if a],
+                                   scheds=[a for a in o.scheds.split(",") if a])
             errs = {}
             for n, fn in fns.items():
                 out.fill_(float("nan"))
@@ -188,7 +206,8 @@ def main():
                                                                        100 * gbs * 1e9 / bw, errs[n]))
                 rows.append({"model": model, "hidden": hidden, "inter": inter, "batch": batch, "contender": n,
                              "us": us[n], "x_torch_graph": base / us[n], "weights_gbs": gbs,
-                             "of_read_bw": gbs * 1e9 / bw, "max_rel_err": errs[n], "slices": mlp.slices})
+                             "of_read_bw": gbs * 1e9 / bw, "max_rel_err": errs[n], "slices": mlp.slices,
+                             "min_blocks_per_sm": mlp.min_blocks_per_sm})
             if o.trace:
                 trace_once(mlp, x, out, "%s-%s-b%d.json" % (o.trace, model, batch))
             del keep

@@ -337,7 +337,7 @@ class DecodeMLP:
     (gate rows, then up rows), w_down [H, I]."""
 
     def __init__(self, norm_w, w_gate_up, w_down, max_batch=16, eps=1e-5, sched="auto", grid="auto",
-                 slices_per_sm=2, rt=None):
+                 slices_per_sm=2, min_blocks_per_sm=0, rt=None):
         import torch
 
         self.hidden, self.inter = int(w_down.shape[0]), int(w_down.shape[1])
@@ -356,10 +356,11 @@ class DecodeMLP:
         self.h = torch.empty(max_batch, inter, dtype=torch.bfloat16, device=dev)
         self.part = torch.empty(self.slices, max_batch, H, dtype=torch.float32, device=dev)
         self.max_batch = max_batch
+        self.min_blocks_per_sm = min_blocks_per_sm
         self.graph = clcrt.TaskGraph(SRC, GRAPH_NODES, edges(H, inter, self.slices), block=BLOCK, smem_bytes=SMEM,
-                                     sched=sched, grid=grid, rt=self.rt)
+                                     sched=sched, grid=grid, min_blocks_per_sm=min_blocks_per_sm, rt=self.rt)
         self.kernels = [self.rt.register(SRC, fn, cls, block=BLOCK, smem_bytes=SMEM if fn in ("gate_up", "down") else 0,
-                                         sched=sched) for fn, cls in NODES]
+                                         sched=sched, min_blocks_per_sm=min_blocks_per_sm) for fn, cls in NODES]
         self._cached = {}
 
     def tiles(self, batch):
