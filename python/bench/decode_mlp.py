@@ -55,7 +55,7 @@ def read_bandwidth(dev, rounds):
     return (2 << 30) / statistics.median(ts)
 
 
-def contenders(mlp, x, out, norm_w, wgu, wd, eps, min_blocks=(), scheds=()):
+def contenders(mlp, x, out, norm_w, wgu, wd, eps, variants=()):
     inter = wd.shape[1]
 
     def torch_eager():
@@ -90,17 +90,16 @@ def contenders(mlp, x, out, norm_w, wgu, wd, eps, min_blocks=(), scheds=()):
         "torch eager": torch_eager,
         "torch in a CUDA graph": captured(torch_eager),
     }
-    for n in min_blocks:  # the kernels compiled for n CTAs per SM (fewer registers), graph and nodes
-        m = mlpmod.DecodeMLP(norm_w, wgu, wd, slices_per_sm=mlp.slices_per_sm, min_blocks_per_sm=n, rt=mlp.rt)
+    for spec in variants:  # DecodeMLP built otherwise ("min_blocks_per_sm=3"): graph and nodes
+        kw = {}
+        for item in spec.split(","):
+            key, val = item.split("=")
+            kw[key] = val if key in ("sched", "grid") else int(val)
+        m = mlpmod.DecodeMLP(norm_w, wgu, wd, slices_per_sm=mlp.slices_per_sm, rt=mlp.rt, **kw)
         m.prepare()
         keep.append(m)
-        c["clcrt task graph, %d CTAs per SM" % n] = (lambda m: lambda: m.run_graph(x, out))(m)
-        c["clcrt nodes in a CUDA graph, %d CTAs per SM" % n] = captured((lambda m: lambda: m.run_nodes(x, out))(m))
-    for n in scheds:  # the task graph under other schedulers
-        m = mlpmod.DecodeMLP(norm_w, wgu, wd, slices_per_sm=mlp.slices_per_sm, sched=n, rt=mlp.rt)
-        m.prepare()
-        keep.append(m)
-        c["clcrt task graph, %s" % n] = (lambda m: lambda: m.run_graph(x, out))(m)
+        c["clcrt task graph, %s" % spec] = (lambda m: lambda: m.run_graph(x, out))(m)
+        c["clcrt nodes in a CUDA graph, %s" % spec] = captured((lambda m: lambda: m.run_nodes(x, out))(m))
     return c, keep
 
 
@@ -156,10 +155,8 @@ def main():
     p.add_argument("--json")
     p.add_argument("--slices-per-sm", type=float, default=2, help="down-projection tiles per SM, which sets the K "
                    "slices (default 2)")
-    p.add_argument("--min-blocks", default="", help="comma-separated CTAs per SM to compile the tile functions "
-                   "for (min_blocks_per_sm, which caps their registers), beside the default")
-    p.add_argument("--scheds", default="", help="comma-separated schedulers (fixed, static, steal) to run the task "
-                   "graph under, beside the default (auto)")
+    p.add_argument("--variant", action="append", default=[], help="also the graph and the nodes of a DecodeMLP "
+                   "built with these keywords, e.g. min_blocks_per_sm=3 or sched=static,grid=persistent (repeatable)")
     p.add_argument("--trace", metavar="PREFIX", help="also trace one task-graph run per shape: PREFIX-MODEL-bB.json "
                    "(Perfetto) and a line per node: when its tiles ran and how long they waited")
     o = p.parse_args()
@@ -182,9 +179,7 @@ def main():
             x = torch.randn(batch, hidden, device=dev).to(torch.bfloat16)
             out = torch.empty_like(x)
             ref = mlpmod.reference(x, norm_w, wgu, wd, eps)
-            fns, keep = contenders(mlp, x, out, norm_w, wgu, wd, eps,
-                                   min_blocks=[int(a) for a in o.min_blocks.split(",") if a],
-                                   scheds=[a for a in o.scheds.split(",") if a])
+            fns, keep = contenders(mlp, x, out, norm_w, wgu, wd, eps, o.variant)
             errs = {}
             for n, fn in fns.items():
                 out.fill_(float("nan"))
