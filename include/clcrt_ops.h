@@ -185,8 +185,8 @@ CLCRT_API const char *clcrt_gemm_source(void);
  * The wait is thread 0's acquire polls, then a CTA barrier; the release is a CTA barrier, then
  * the fence and adds of the second warp's first thread, whose round trips then overlap thread
  * 0's next ticket (thread 0's own in a one-warp CTA), so a node's stores are visible to the
- * tiles that wait on it (to TMA reads too with CLCRT_TASKGRAPH_ASYNC_READS, which adds a proxy fence after each
- * wait).
+ * tiles that wait on it (to TMA reads too with CLCRT_TASKGRAPH_ASYNC_READS, which adds a proxy
+ * fence after each wait).
  * A CTA that has seen an ALL edge complete does not poll it again for its later tiles. Every
  * thread of the CTA calls the tile function, as without a graph; the dispatcher adds one
  * barrier per tile (after the ticket) and one per wait and per release.
