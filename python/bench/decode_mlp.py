@@ -86,6 +86,7 @@ def contenders(mlp, x, out, norm_w, wgu, wd, eps, variants=()):
         "clcrt task graph, persistent grid": lambda: persistent.run_graph(x, out),
         "clcrt nodes one by one": lambda: mlp.run_nodes(x, out),
         "clcrt nodes in a CUDA graph": captured(lambda: mlp.run_nodes(x, out)),
+        "clcrt nodes in a CUDA graph, PDL": captured(lambda: mlp.run_nodes(x, out, pdl=True)),
         "clcrt task graph in a CUDA graph": captured(lambda: mlp.run_graph(x, out)),
         "torch eager": torch_eager,
         "torch in a CUDA graph": captured(torch_eager),

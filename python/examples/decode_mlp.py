@@ -389,10 +389,11 @@ class DecodeMLP:
         """One launch: the task graph."""
         self.graph.run(self.tiles(x.shape[0]), self.args(x, out))
 
-    def run_nodes(self, x, out):
-        """The same tile functions, one launch per node."""
-        for k, t, a in zip(self.kernels, self.tiles(x.shape[0]), self.args(x, out)):
-            k.run(t, a)
+    def run_nodes(self, x, out, pdl=False):
+        """The same tile functions, one launch per node (``pdl``: each after the first with
+        programmatic dependent launch, its grid launching while the one before finishes)."""
+        for i, (k, t, a) in enumerate(zip(self.kernels, self.tiles(x.shape[0]), self.args(x, out))):
+            k.run(t, a, pdl=pdl and i > 0)
 
     def prepare(self):
         """Builds ahead what captured runs launch (clcrt_kernel_prepare)."""
