@@ -608,8 +608,6 @@ START_TEST(test_ws_per_thread_stream) {
 }
 END_TEST
 
-/* A grouped run reports sizes that do not fit through mapped host memory; the next grouped call
- * on the stream fails with a message, once. */
 /* The op plans for its device's memory: the fake H100's peak (its memory clock and bus) plans as
  * the model was fitted, and a device that reports an H200's peak gets the plans measured faster
  * there (ops/NOTES.md): a 16-row projection in narrower tiles. */
@@ -658,6 +656,8 @@ START_TEST(test_plan_follows_memory) {
 }
 END_TEST
 
+/* A grouped run reports sizes that do not fit through mapped host memory; the next grouped call
+ * on the stream fails with a message, once. */
 START_TEST(test_grouped_misuse_reported) {
   clcrt_stream *s;
   ck_assert_int_eq(clcrt_stream_create(g_rt, NULL, &s), CLCRT_OK);
