@@ -68,17 +68,39 @@ static inline unsigned gemm_smem_bytes(const gemm_variant *v, int grouped) {
  * compiler take statically (gemm.cu's static_assert reserves the same 2 KiB). */
 #define GEMM_SMEM_CAP (227u * 1024u - 2048u)
 
+/* CTAs of variant v that one SM's shared memory holds (228 KiB on sm_90; per CTA its dynamic
+ * bytes with the grouped map, the 2 KiB static reserve of GEMM_SMEM_CAP and the 1 KiB the
+ * hardware keeps per CTA). */
+#define GEMM_SM_SMEM (228u * 1024u)
+static inline unsigned gemm_ctas_per_sm(const gemm_variant *v) {
+  return GEMM_SM_SMEM / (gemm_smem_bytes(v, 1) + 3072u);
+}
+
+/* The deepest ring a generated shape gets. Where the operands stream from memory a CTA's loads
+ * in flight are its ring, and a loaded memory system answers in microseconds (the model's
+ * lat_mem); cuBLAS's kernels for decode layers run 64-row tiles of 8 to 64 columns in 13 to 16
+ * stages (Nsight Compute on an H200, ops/NOTES.md). */
+#define GEMM_MAX_STAGES 16u
+
 /* A variant of any tile shape the tile function is written for: bm 64 or 128 (one consumer
  * warpgroup per 64 rows), bn a multiple of 16 from 16 to 256, cm 1 or 2 CTAs sharing B, the
- * staged epilogue, and as many stages (up to 8) as fit in a CTA's shared memory with the
- * grouped map (so that one stage count serves dense and grouped). name: at least 16 bytes,
- * "BMxBN" or "BMxBNc2". Returns 0 for a shape the tile function does not have. */
+ * staged epilogue, and as many stages as fit in a CTA's shared memory with the grouped map
+ * (so that one stage count serves dense and grouped): up to GEMM_MAX_STAGES, but none that
+ * would cost an SM a CTA that 8 stages leave room for (64x16 keeps two CTAs per SM). name: at
+ * least 16 bytes, "BMxBN" or "BMxBNc2". Returns 0 for a shape the tile function does not have. */
 static inline int gemm_variant_make(gemm_variant *v, char *name, unsigned bm, unsigned bn, unsigned cm) {
   if ((bm != 64 && bm != 128) || bn < 16 || bn > 256 || bn % 16 || (cm != 1 && cm != 2)) return 0;
   snprintf(name, 16, cm > 1 ? "%ux%uc%u" : "%ux%u", bm, bn, cm);
   *v = (gemm_variant){name, bm, bn, cm, 8, 1};
   while (v->stages > 2 && gemm_smem_bytes(v, 1) > GEMM_SMEM_CAP) v->stages--;
-  return gemm_smem_bytes(v, 1) <= GEMM_SMEM_CAP;
+  if (gemm_smem_bytes(v, 1) > GEMM_SMEM_CAP) return 0;
+  const unsigned ctas = gemm_ctas_per_sm(v);
+  gemm_variant d = *v;
+  for (d.stages = v->stages + 1; d.stages <= GEMM_MAX_STAGES; d.stages++) {
+    if (gemm_smem_bytes(&d, 1) > GEMM_SMEM_CAP || gemm_ctas_per_sm(&d) < ctas) break;
+    v->stages = d.stages;
+  }
+  return 1;
 }
 
 /* Every shape gemm_variant_make has, after the measured variants: variant index

@@ -26,7 +26,8 @@
  *     the largest of three limits:
  *       compute: GEMM_KB_US of the shape (times rowk + (1 - rowk) x rows / bm where the
  *                problem has fewer rows than the tile: the wgmma still runs, the A loads shrink);
- *       latency: lat / stages, the ring refilled once per load latency (Little's law); lat is
+ *       latency: lat / stages, the ring refilled once per load latency (Little's law; the
+ *                stages counted: gemm_plan_stages); lat is
  *                that of memory where the operands stream (at most `stream_rows` clusters of
  *                rows, so every byte of B is read about once), else of L2;
  *       bytes:   u x (bytes an SM loads per k-block) / bandwidth, of memory or of L2 as above.
@@ -176,13 +177,35 @@ static inline double gemm_plan_kb_full(const gemm_variant *v) {
   return GEMM_KB_US[v->bm == 128][v->cm == 2][(v->bn / 16u - 1u) & 15u];
 }
 
+/* The stages the latency term counts. The k-block times and the constants were measured and
+ * fitted on rings of at most 8 stages; gemm_variant_make now gives narrow tiles deeper ones (up
+ * to 16). Counted in full, they drew the plans of decode layers onto the narrowest tiles (64x32
+ * in 16 stages), slower than before, and the GEMVs off 64x16 transposed; not counted, no plan
+ * changes and the deeper rings alone measured level. So problems of more than
+ * GEMM_DEEP_MIN_ROWS rows count up to GEMM_MODEL_DEEP_STAGES, the others up to 8: on an H200
+ * (ops/NOTES.md) 8 of 72 decode, generated and offset shapes changed plan, each as fast or
+ * faster (up to 1.23x: 53x4608x4096 in 64x48 tiles whole, 0.71 -> 0.88 of cuBLAS). */
+#ifndef GEMM_MODEL_STAGES
+#define GEMM_MODEL_STAGES 8u
+#endif
+#ifndef GEMM_DEEP_MIN_ROWS
+#define GEMM_DEEP_MIN_ROWS 32u
+#endif
+#ifndef GEMM_MODEL_DEEP_STAGES
+#define GEMM_MODEL_DEEP_STAGES 12u
+#endif
+static inline unsigned gemm_plan_stages(const gemm_variant *v, unsigned rows) {
+  const unsigned cap = rows > GEMM_DEEP_MIN_ROWS ? GEMM_MODEL_DEEP_STAGES : GEMM_MODEL_STAGES;
+  return v->stages < cap ? v->stages : cap;
+}
+
 /* The time of one k-block of variant v with u CTAs loading at once, for a problem of `rows` rows. */
 static inline double gemm_plan_kb(const gemm_model *md, const gemm_variant *v, unsigned u, unsigned rows,
                                   int stream) {
   const double ra = rows < v->bm ? rows : v->bm;
   const double per_sm = (ra * v->cm + v->bn) * 128.0 / v->cm; /* bytes per CTA: B shared by the cluster */
   double kb = gemm_plan_kb_full(v) * (md->rowk + (1.0 - md->rowk) * ra / v->bm);
-  const double lat = (stream ? md->lat_mem : md->lat_l2) / v->stages;
+  const double lat = (stream ? md->lat_mem : md->lat_l2) / gemm_plan_stages(v, rows);
   const double bytes = (u < 132u ? u : 132u) * per_sm / (stream ? md->bw_mem : md->bw_l2);
   if (lat > kb) kb = lat;
   if (bytes > kb) kb = bytes;

@@ -85,6 +85,15 @@ def kb_table(by):
     return {v: statistics.median(x) for v, x in est.items()}
 
 
+# gemm_plan.h's GEMM_MODEL_STAGES, GEMM_DEEP_MIN_ROWS, GEMM_MODEL_DEEP_STAGES
+MODEL_STAGES, DEEP_MIN_ROWS, MODEL_DEEP_STAGES = 8, 32, 12
+
+
+def plan_stages(stages, rows):
+    """gemm_plan_stages: the stages the latency term counts."""
+    return min(stages, MODEL_DEEP_STAGES if rows > DEEP_MIN_ROWS else MODEL_STAGES)
+
+
 class Model:
     """gemm_plan.h's gemm_plan_kb and gemm_plan_cost."""
 
@@ -97,7 +106,7 @@ class Model:
         ra = min(rows, bm)
         per_sm = (ra * cm + bn) * 128.0 / cm
         t = self.kb[v] * (p["rowk"] + (1 - p["rowk"]) * ra / bm)
-        lat = (p["lat_mem"] if stream else p["lat_l2"]) / self.stages[v]
+        lat = (p["lat_mem"] if stream else p["lat_l2"]) / plan_stages(self.stages[v], rows)
         by = min(u, 132) * per_sm / (p["bw_mem"] * scale if stream else p["bw_l2"])
         return max(t, lat, by)
 

@@ -641,6 +641,9 @@ START_TEST(test_plan_model) {
       {"64x96", 24, 6144, 4096, 0, 0, 46.502812},        {"64x64", 20, 3584, 16512, 56, 112, 96.504188},
       {"128x128", 300, 3584, 18944, 28, 84, 344.396161}, {"64x224", 1, 28672, 4096, 0, 0, 83.378777},
       {"64x128c2", 1, 7, 40, 0, 0, 8.680125},
+      /* deeper rings: 14 and 12 stages counted as 12 past 32 rows, 16 as 8 at 20 rows */
+      {"64x48", 64, 5120, 5120, 0, 0, 46.473037},        {"64x64", 48, 8192, 4608, 0, 0, 49.546915},
+      {"64x32", 20, 3584, 3584, 0, 0, 41.295938},
   };
   for (unsigned i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     const gemm_variant *v = gemm_variant_at(gemm_variant_find(cases[i].v));
@@ -906,6 +909,40 @@ START_TEST(test_compile_shapes) {
 }
 END_TEST
 
+/* Stage counts (gemm_variant_make): as many as fit, up to GEMM_MAX_STAGES, never at the cost of
+ * a CTA per SM that 8 stages leave room for; and the stages the model counts. */
+START_TEST(test_stage_counts) {
+  static const struct {
+    unsigned bm, bn, cm, stages, ctas;
+  } want[] = {{64, 16, 1, 9, 2},  {64, 32, 1, 16, 1}, {64, 48, 2, 14, 1}, {64, 64, 1, 12, 1},
+              {64, 128, 1, 8, 1}, {64, 256, 1, 5, 1}, {128, 16, 1, 11, 1}, {128, 64, 1, 8, 1},
+              {128, 128, 2, 6, 1}, {128, 256, 1, 4, 1}};
+  for (unsigned i = 0; i < sizeof want / sizeof want[0]; i++) {
+    gemm_variant v;
+    char name[16];
+    ck_assert(gemm_variant_make(&v, name, want[i].bm, want[i].bn, want[i].cm));
+    ck_assert_msg(v.stages == want[i].stages && gemm_ctas_per_sm(&v) == want[i].ctas, "%s: %u stages, %u a SM", name,
+                  v.stages, gemm_ctas_per_sm(&v));
+  }
+  for (int i = GEMM_NUM_VARIANTS; i < GEMM_ALL_VARIANTS; i++) {
+    const gemm_variant *v = gemm_variant_at(i);
+    if (!v) continue;
+    ck_assert_uint_le(v->stages, GEMM_MAX_STAGES);
+    ck_assert_uint_le(gemm_smem_bytes(v, 1), GEMM_SMEM_CAP);
+    gemm_variant d = *v;
+    d.stages = v->stages < 8 ? v->stages : 8;
+    ck_assert_uint_eq(gemm_ctas_per_sm(v), gemm_ctas_per_sm(&d));
+    d.stages = v->stages + 1; /* one more would not fit, or would cost a CTA per SM */
+    ck_assert(v->stages == GEMM_MAX_STAGES || gemm_smem_bytes(&d, 1) > GEMM_SMEM_CAP ||
+              gemm_ctas_per_sm(&d) < gemm_ctas_per_sm(v));
+  }
+  const gemm_variant *v = gemm_variant_at(gemm_variant_find("64x32"));
+  ck_assert_uint_eq(gemm_plan_stages(v, 32), 8);
+  ck_assert_uint_eq(gemm_plan_stages(v, 33), 12);
+  ck_assert_uint_eq(gemm_plan_stages(gemm_variant_at(gemm_variant_find("64x112")), 64), 9);
+}
+END_TEST
+
 /* The host mirror of Args against the device struct. NVRTC has no constant offsetof, so a
  * probe kernel compiled with the tile function stores every offset as a constant, each
  * encoded as value * 1000 + index so that the PTX's immediates name themselves. */
@@ -1033,6 +1070,7 @@ static Suite *gemm_suite(void) {
   tcase_add_test(tc, test_plan_mem_bw);
   tcase_add_test(tc, test_kshift_choice);
   tcase_add_test(tc, test_plan_model);
+  tcase_add_test(tc, test_stage_counts);
   tcase_add_test(tc, test_measured);
   suite_add_tcase(s, tc);
   TCase *tk = tcase_create("kernels");
