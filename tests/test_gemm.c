@@ -881,7 +881,8 @@ END_TEST
  * with no ptxas warning, no stack and no spills, and its PTX has the wgmma of its width. */
 static const unsigned SHAPES[][3] = {{128, 16, 1},  {128, 48, 1}, {128, 80, 1},  {128, 96, 2},  {128, 112, 1},
                                      {128, 144, 1}, {128, 176, 2}, {128, 208, 1}, {128, 240, 1}, {64, 16, 1},
-                                     {64, 64, 1},   {64, 128, 2},  {64, 192, 1},  {64, 256, 1}};
+                                     {64, 64, 1},   {64, 128, 2},  {64, 192, 1},  {64, 256, 1}, {64, 32, 1},
+                                     {64, 48, 2},   {64, 80, 1},   {128, 32, 1}}; /* the last four: deep rings */
 START_TEST(test_compile_shapes) {
   gemm_variant v;
   char name[16];
