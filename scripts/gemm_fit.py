@@ -85,20 +85,16 @@ def kb_table(by):
     return {v: statistics.median(x) for v, x in est.items()}
 
 
-# gemm_plan.h's GEMM_MODEL_STAGES, GEMM_DEEP_MIN_ROWS, GEMM_MODEL_DEEP_STAGES
-MODEL_STAGES, DEEP_MIN_ROWS, MODEL_DEEP_STAGES = 8, 32, 12
-
-
-def plan_stages(stages, rows):
-    """gemm_plan_stages: the stages the latency term counts."""
-    return min(stages, MODEL_DEEP_STAGES if rows > DEEP_MIN_ROWS else MODEL_STAGES)
-
-
 class Model:
-    """gemm_plan.h's gemm_plan_kb and gemm_plan_cost."""
+    """gemm_plan.h's gemm_plan_kb and gemm_plan_cost. caps: stage_caps of the header."""
 
-    def __init__(self, p, kb, stages):
-        self.p, self.kb, self.stages = p, kb, stages
+    def __init__(self, p, kb, stages, caps):
+        self.p, self.kb, self.stages, self.caps = p, kb, stages, caps
+
+    def plan_stages(self, v, rows):
+        """gemm_plan_stages: the stages the latency term counts."""
+        c = self.caps
+        return min(self.stages[v], c["MODEL_DEEP_STAGES"] if rows > c["DEEP_MIN_ROWS"] else c["MODEL_STAGES"])
 
     def kbt(self, v, u, rows, stream, scale=1.0):
         p = self.p
@@ -106,7 +102,7 @@ class Model:
         ra = min(rows, bm)
         per_sm = (ra * cm + bn) * 128.0 / cm
         t = self.kb[v] * (p["rowk"] + (1 - p["rowk"]) * ra / bm)
-        lat = (p["lat_mem"] if stream else p["lat_l2"]) / plan_stages(self.stages[v], rows)
+        lat = (p["lat_mem"] if stream else p["lat_l2"]) / self.plan_stages(v, rows)
         by = min(u, 132) * per_sm / (p["bw_mem"] * scale if stream else p["bw_l2"])
         return max(t, lat, by)
 
@@ -157,6 +153,15 @@ def header_constants(path):
     return p, kb
 
 
+def stage_caps(path):
+    """GEMM_MODEL_STAGES, GEMM_DEEP_MIN_ROWS and GEMM_MODEL_DEEP_STAGES as ops/gemm_plan.h has them."""
+    caps = {k: int(v) for k, v in re.findall(r"#define GEMM_(MODEL_STAGES|DEEP_MIN_ROWS|MODEL_DEEP_STAGES) (\d+)u",
+                                                open(path).read())}
+    if len(caps) != 3:
+        raise SystemExit("%s: no GEMM_MODEL_STAGES, GEMM_DEEP_MIN_ROWS and GEMM_MODEL_DEEP_STAGES" % path)
+    return caps
+
+
 def report(model, by, label):
     cls = collections.defaultdict(list)
     for key, rs in by.items():
@@ -198,6 +203,7 @@ def main():
                                        ", ".join("%.3ff" % kb.get((bm, bn, cm), float("nan"))
                                                  for bn in range(16, 257, 16))))
     p, kb_h = header_constants(a.header)
+    caps = stage_caps(a.header)
     if a.fit:
         import numpy as np
         from scipy.optimize import differential_evolution
@@ -205,7 +211,7 @@ def main():
         shapes = [(key, rs, min(r["b2b_ms"] for r in rs)) for key, rs in by.items()]
 
         def objective(x):
-            md = Model(dict(zip(KEYS, x)), kb, stages)
+            md = Model(dict(zip(KEYS, x)), kb, stages, caps)
             ls = np.array([math.log(b / md.pick(key, rs)["b2b_ms"]) for key, rs, b in shapes])
             return -(ls.mean() + 0.3 * np.sort(ls)[:5].mean())
 
@@ -217,7 +223,7 @@ def main():
         print("\n".join("  #define GEMM_FIT_%s %.4g" % (k.upper() if k != "stream_rows" else "SR", v)
                         for k, v in p.items()))
         kb_h = kb
-    model = Model(p, kb_h, stages)
+    model = Model(p, kb_h, stages, caps)
     report(model, by, "the sweep" + (" (fitted)" if a.fit else " (ops/gemm_plan.h)"))
     if a.check:
         other = load(a.check)
