@@ -536,6 +536,16 @@ static void skip_shape(summary *sum, const char *why) {
            sh->cls, sh->label, sum->shape, (unsigned long long)run_seed, why);
 }
 
+/* --wide, transposed (A and B swapped, the tiles' columns along M): the tile shapes whose block
+ * N covers a problem of at most WIDE_TRANS_M rows in one block (the narrowest that does) or in
+ * two; the model's transposed costs for such problems are what the sweep measures. */
+#define WIDE_TRANS_M 256u
+static int wide_trans_candidate(const gemm_variant *v, unsigned m) {
+  if (m > WIDE_TRANS_M || !gemm_trans_ok(v)) return 0;
+  const unsigned one = (m + 15u) / 16u * 16u; /* the narrowest block N that covers m */
+  return v->bn == one || (v->bn < one && gemm_cdiv(m, v->bn) == 2u);
+}
+
 /* --wide: every tile shape the op has (the measured variants but the ablations, and every
  * generated one), each with whole tiles and with the cost model's stream-K tail where that
  * differs, checked against cuBLAS's output and timed back to back with cuBLAS in the same
@@ -546,7 +556,7 @@ static void wide_sweep(const bgemm_shape *sh, lt_gemm *g, const uint64_t *A, con
   const unsigned m = sh->m, n = sh->n, k = sh->k;
   const int sms = clcrt_stream_grid_sms(st);
   const unsigned align = gemm_load_align(A[0], B[0], k);
-  enum { WMAX = 3 * GEMM_ALL_VARIANTS };
+  enum { WMAX = 6 * GEMM_ALL_VARIANTS };
   dcont *dc = calloc(WMAX, sizeof *dc);
   contender *ct = calloc(WMAX + 1, sizeof *ct);
   int nc = 0;
@@ -558,25 +568,32 @@ static void wide_sweep(const bgemm_shape *sh, lt_gemm *g, const uint64_t *A, con
   /* Candidates the model puts past 4x its plan are left out (a 64x16 tile on a large problem
    * would take most of the sweep's time and teach nothing). */
   const double best_cost = gemm_plan_dense(m, n, k, align, sms, peak_bw).cost;
-  for (int vi = 0; vi < GEMM_ALL_VARIANTS; vi++) {
-    const gemm_variant *v = gemm_plan_candidate(vi);
-    if (!v) continue;
-    for (int share = 0; share < 3; share++) {
-      gemm_plan p;
-      memset(&p, 0, sizeof p);
-      p.variant = vi, p.sched = CLCRT_SCHED_STEAL, p.shift = 1;
-      static const gemm_share shares[3] = {GEMM_SHARE_WHOLE, GEMM_SHARE_TAIL, GEMM_SHARE_ALL};
-      static const clcrt_gemm_split splits[3] = {CLCRT_GEMM_SPLIT_NONE, CLCRT_GEMM_SPLIT_AUTO, CLCRT_GEMM_SPLIT_ALL};
-      gemm_plan_share(&p, shares[share], m, n, k, sms, peak_bw);
-      if (share && !p.sk_units) continue;
-      /* Every tile in slices: only where the tiles are fewer than two waves. */
-      if (share == 2 && gemm_work_tiles(v, m, n) >= 2u * (unsigned)sms / v->cm) continue;
-      if (p.cost > 4 * best_cost) continue;
-      dcont_setup(&dc[nc], ops_orc, &p, v->name, splits[share], CLCRT_SCHED_STEAL, A, B, rot, D, m, n, k);
-      if (!dcont_check(&dc[nc], D, R, nd)) printf("  wide %-34s WRONG: err %.2e\n", dc[nc].what, dc[nc].err);
-      nc++;
+  for (int trans = 0; trans < 2; trans++)
+    for (int vi = 0; vi < GEMM_ALL_VARIANTS; vi++) {
+      const gemm_variant *v = gemm_plan_candidate(vi);
+      if (!v || (trans && !wide_trans_candidate(v, m))) continue;
+      for (int share = 0; share < 3; share++) {
+        gemm_plan p;
+        memset(&p, 0, sizeof p);
+        p.variant = vi, p.sched = CLCRT_SCHED_STEAL, p.shift = 1, p.trans = trans;
+        static const gemm_share shares[3] = {GEMM_SHARE_WHOLE, GEMM_SHARE_TAIL, GEMM_SHARE_ALL};
+        static const clcrt_gemm_split splits[3] = {CLCRT_GEMM_SPLIT_NONE, CLCRT_GEMM_SPLIT_AUTO,
+                                                   CLCRT_GEMM_SPLIT_ALL};
+        /* Transposed, the tiles' view is the swapped problem (n rows, m columns). */
+        const unsigned tm = trans ? n : m, tn = trans ? m : n;
+        gemm_plan_share(&p, shares[share], tm, tn, k, sms, peak_bw);
+        if (share && !p.sk_units) continue;
+        /* Every tile in slices: only where the tiles are fewer than two waves. */
+        if (share == 2 && gemm_work_tiles(v, tm, tn) >= 2u * (unsigned)sms / v->cm) continue;
+        /* The model's cost of a transposed plan of few rows is what the sweep is to calibrate:
+         * not a filter there. */
+        if (!trans && p.cost > 4 * best_cost) continue;
+        dcont_setup(&dc[nc], ops_orc, &p, gemm_plan_variant_name(&p), splits[share], CLCRT_SCHED_STEAL, A, B, rot,
+                    D, m, n, k);
+        if (!dcont_check(&dc[nc], D, R, nd)) printf("  wide %-34s WRONG: err %.2e\n", dc[nc].what, dc[nc].err);
+        nc++;
+      }
     }
-  }
   int nt = 0;
   int *map = calloc(WMAX + 1, sizeof *map);
   ct[nt] = (contender){.fn = lt_launch, .ctx = g}, map[nt++] = -1;
@@ -590,10 +607,11 @@ static void wide_sweep(const bgemm_shape *sh, lt_gemm *g, const uint64_t *A, con
     const gemm_variant *v = gemm_variant_at(d->p.variant);
     if (bi < 0 || ct[t].b2b_ms < ct[bi].b2b_ms) bi = t;
     json_row("{\"section\":\"dense-wide\",\"class\":\"%s\",\"shape\":\"%ux%ux%u\",\"m\":%u,\"n\":%u,\"k\":%u,"
-             "\"align\":%u,\"sms\":%d,\"mem_bw\":%.6g,\"variant\":\"%s\",\"bm\":%u,\"bn\":%u,\"cm\":%u,\"stages\":%u,"
+             "\"align\":%u,\"sms\":%d,\"mem_bw\":%.6g,\"variant\":\"%s\",\"trans\":%d,\"bm\":%u,\"bn\":%u,\"cm\":%u,"
+             "\"stages\":%u,"
              "\"sk_tiles\":%u,\"sk_units\":%u,\"model_cost\":%.2f,\"b2b_ms\":%.5f,\"b2b_min_ms\":%.5f,"
              "\"cublas_b2b_ms\":%.5f,\"ratio\":%.4f}",
-             sh->cls, m, n, k, m, n, k, align, sms, peak_bw, v->name, v->bm, v->bn, v->cm, v->stages,
+             sh->cls, m, n, k, m, n, k, align, sms, peak_bw, v->name, d->p.trans, v->bm, v->bn, v->cm, v->stages,
              d->a.sk_tiles, d->a.sk_units, d->p.cost, ct[t].b2b_ms, ct[t].b2b_min, tr, tr / ct[t].b2b_ms);
   }
   if (bi > 0)
@@ -614,13 +632,17 @@ static void *warm_thread(void *p) {
     pthread_mutex_lock(&j->lock);
     int vi = j->next++;
     pthread_mutex_unlock(&j->lock);
-    if (vi >= GEMM_ALL_VARIANTS) return NULL;
+    if (vi >= 2 * GEMM_ALL_VARIANTS) return NULL;
+    /* The normal kernels, then the transposed ones (the sweep's problems of few rows). */
+    const int trans = vi >= GEMM_ALL_VARIANTS;
+    if (trans) vi -= GEMM_ALL_VARIANTS;
     const gemm_variant *v = gemm_plan_candidate(vi);
-    if (!v) continue;
+    if (!v || (trans && !gemm_trans_ok(v))) continue;
+    const char *name = trans ? gemm_variant_name_t(vi) : v->name;
     const clcrt_kernel *kk;
-    if (clcrt_gemm_kernel(ops_orc, v->name, CLCRT_SCHED_STEAL, CLCRT_GEMM_DENSE, &kk) != CLCRT_OK ||
+    if (clcrt_gemm_kernel(ops_orc, name, CLCRT_SCHED_STEAL, CLCRT_GEMM_DENSE, &kk) != CLCRT_OK ||
         clcrt_kernel_prepare(kk, CLCRT_USE_SHORT) != CLCRT_OK)
-      fprintf(stderr, "wide: %s: %s\n", v->name, clcrt_errmsg(rt));
+      fprintf(stderr, "wide: %s: %s\n", name, clcrt_errmsg(rt));
   }
 }
 static void wide_warm(void) {
