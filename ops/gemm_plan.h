@@ -79,11 +79,18 @@ typedef enum gemm_share {
 #define GEMM_TRANS_MIN_M 256u
 #endif
 /* Problems of at most this many rows whose normal plan cuts tiles into stream-K slices run in
- * 64x16 tiles transposed instead, by measurement, not by the model (which does not know the
- * transposed tiles' streaming rate): H100, 2026-11-27, the benchmark's decode and GEMV shapes
- * of M <= 16 forced so, back to back, against the plan's (ops/NOTES.md). */
+ * 64-row tiles transposed instead, block N the narrowest multiple of 16 that covers M (64x16 up
+ * to 16 rows, 64x32 to 32, 64x48, 64x64), with the model's decomposition of the swapped problem:
+ * by measurement, not by the model (which does not know the transposed tiles' streaming rate).
+ * Such a problem's normal tiles pad M to 64 rows and need slices to fill the SMs; the transposed
+ * ones run one 64-row tile per 64 rows of weights, padded to the narrowest block N. Measured:
+ * up to 16 rows on an H100, 2026-11-27; up to 64 on an H200, 2026-11-28, where a sweep of every
+ * tile shape both ways over the decode and GEMV classes put the narrowest transposed shape at or
+ * near the best, and 89 generated shapes of 17 to 64 rows the sweep had not seen (every one
+ * whose plan the rule changes, five seeds) ran 1.067x faster in geo-mean, 8 of them slower
+ * (to 0.885x: 31x8192x33304) (ops/NOTES.md). */
 #ifndef GEMM_TRANS_GEMV_M
-#define GEMM_TRANS_GEMV_M 16u
+#define GEMM_TRANS_GEMV_M 64u
 #endif
 
 typedef struct gemm_plan {
@@ -336,9 +343,12 @@ static inline gemm_plan gemm_plan_dense_t(unsigned m, unsigned n, unsigned k, un
     if (t.cost * GEMM_TRANS_GAIN < p.cost) p = t;
   }
   if (trans_ok && m <= GEMM_TRANS_GEMV_M && p.sk_units && !p.trans) {
-    /* A GEMV-like problem whose normal plan slices its tiles for stream-K: 64x16 tiles
-     * transposed instead, with the model's decomposition of the swapped problem. */
-    const int i = gemm_variant_find("64x16");
+    /* A problem of few rows whose normal plan slices its tiles for stream-K: 64-row tiles
+     * transposed instead, block N the narrowest that covers m, with the model's decomposition
+     * of the swapped problem. */
+    char name[16];
+    snprintf(name, sizeof name, "64x%u", gemm_cdiv(m, 16u) * 16u);
+    const int i = gemm_variant_find(name);
     if (i >= 0) {
       gemm_plan t;
       memset(&t, 0, sizeof t);

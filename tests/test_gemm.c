@@ -523,8 +523,9 @@ START_TEST(test_plan_trans) {
                     t = gemm_plan_dense_as(m, n, k, sms, 0, 1);
     ck_assert_int_eq(nt.trans, 0);
     ck_assert_int_eq(t.trans, 1);
-    /* The model's choice from GEMM_TRANS_MIN_M rows; the GEMV rule up to GEMM_TRANS_GEMV_M rows,
-     * where the normal plan slices its tiles: 64x16 transposed. Nothing between. */
+    /* The model's choice from GEMM_TRANS_MIN_M rows; the few-rows rule up to GEMM_TRANS_GEMV_M
+     * rows, where the normal plan slices its tiles: 64-row tiles transposed, block N the narrowest
+     * that covers M. Nothing between. */
     const int gemv = m <= GEMM_TRANS_GEMV_M && nt.sk_units;
     ck_assert_int_eq(p.trans, (m >= GEMM_TRANS_MIN_M && t.cost * GEMM_TRANS_GAIN < nt.cost) || gemv);
     if (!p.trans) {
@@ -533,7 +534,11 @@ START_TEST(test_plan_trans) {
     }
     taken++;
     if (gemv)
-      ck_assert_str_eq(gemm_variant_at(p.variant)->name, "64x16");
+    {
+      char want[16];
+      snprintf(want, sizeof want, "64x%u", gemm_cdiv(m, 16) * 16);
+      ck_assert_str_eq(gemm_variant_at(p.variant)->name, want);
+    }
     else
       ck_assert(p.variant == t.variant && p.sk_tiles == t.sk_tiles && p.sk_units == t.sk_units);
     const gemm_variant *v = gemm_variant_at(p.variant);
@@ -564,7 +569,12 @@ START_TEST(test_plan_trans) {
   ck_assert_int_ge(taken, 3);
   ck_assert_int_eq(gemm_plan_dense(16, 4096, 4096, 128, sms, 0).trans, 1);   /* a GEMV in slices: 64x16t */
   ck_assert_int_eq(gemm_plan_dense(8, 28672, 3584, 128, sms, 0).trans, 0);   /* whole 64x256 tiles: kept */
-  ck_assert_int_eq(gemm_plan_dense(17, 4096, 4096, 128, sms, 0).trans, 0);   /* past the GEMV rule */
+  {
+    /* 17 rows in slices: 64x32 transposed; 65 rows past the few-rows rule */
+    const gemm_plan p17 = gemm_plan_dense(17, 4096, 4096, 128, sms, 0);
+    ck_assert_str_eq(gemm_plan_variant_name(&p17), "64x32t");
+    ck_assert_int_eq(gemm_plan_dense(65, 4096, 4096, 128, sms, 0).trans, 0);
+  }
   ck_assert_int_eq(gemm_plan_dense(300, 151936, 5120, 128, sms, 0).trans, 1);
   ck_assert_int_eq(gemm_plan_dense(4096, 4096, 4096, 128, sms, 0).trans, 0);
 }
