@@ -87,8 +87,8 @@ typedef enum gemm_share {
  * up to 16 rows on an H100, 2026-11-27; up to 64 on an H200, 2026-11-28, where a sweep of every
  * tile shape both ways over the decode and GEMV classes put the narrowest transposed shape at or
  * near the best, and 89 generated shapes of 17 to 64 rows the sweep had not seen (every one
- * whose plan the rule changes, five seeds) ran 1.067x faster in geo-mean, 8 of them slower
- * (to 0.885x: 31x8192x33304) (ops/NOTES.md). */
+ * whose plan the rule changes, five seeds) ran 1.067x faster in geo-mean, 7 of them slower by
+ * more than 2% (to 0.885x: 31x8192x33304) (ops/NOTES.md). */
 #ifndef GEMM_TRANS_GEMV_M
 #define GEMM_TRANS_GEMV_M 64u
 #endif

@@ -533,14 +533,13 @@ START_TEST(test_plan_trans) {
       continue;
     }
     taken++;
-    if (gemv)
-    {
+    if (gemv) {
       char want[16];
       snprintf(want, sizeof want, "64x%u", gemm_cdiv(m, 16) * 16);
       ck_assert_str_eq(gemm_variant_at(p.variant)->name, want);
-    }
-    else
+    } else {
       ck_assert(p.variant == t.variant && p.sk_tiles == t.sk_tiles && p.sk_units == t.sk_units);
+    }
     const gemm_variant *v = gemm_variant_at(p.variant);
     gemm_plan q = p; /* the decomposition is the swapped problem's */
     gemm_plan_share(&q, GEMM_SHARE_TAIL, n, m, k, sms, 0);
