@@ -542,7 +542,7 @@ static void skip_shape(summary *sum, const char *why) {
 #define WIDE_TRANS_M 256u
 static int wide_trans_candidate(const gemm_variant *v, unsigned m) {
   if (m > WIDE_TRANS_M || !gemm_trans_ok(v)) return 0;
-  const unsigned one = (m + 15u) / 16u * 16u; /* the narrowest block N that covers m */
+  const unsigned one = gemm_cover_bn(m);
   return v->bn == one || (v->bn < one && gemm_cdiv(m, v->bn) == 2u);
 }
 

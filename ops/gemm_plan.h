@@ -92,6 +92,8 @@ typedef enum gemm_share {
 #ifndef GEMM_TRANS_GEMV_M
 #define GEMM_TRANS_GEMV_M 64u
 #endif
+/* The narrowest block N (a multiple of 16) that covers m columns. */
+static inline unsigned gemm_cover_bn(unsigned m) { return gemm_cdiv(m, 16u) * 16u; }
 
 typedef struct gemm_plan {
   int variant;                 /* index of gemm_variant_at */
@@ -347,7 +349,7 @@ static inline gemm_plan gemm_plan_dense_t(unsigned m, unsigned n, unsigned k, un
      * transposed instead, block N the narrowest that covers m, with the model's decomposition
      * of the swapped problem. */
     char name[16];
-    snprintf(name, sizeof name, "64x%u", gemm_cdiv(m, 16u) * 16u);
+    snprintf(name, sizeof name, "64x%u", gemm_cover_bn(m));
     const int i = gemm_variant_find(name);
     if (i >= 0) {
       gemm_plan t;

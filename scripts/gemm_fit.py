@@ -48,10 +48,9 @@ def bw_scale(mem_bw):
     return min(max(mem_bw / H100_PEAK_BW, 0.25), 4.0) if mem_bw > 0 else 1.0
 
 
-def load(paths, keep_trans=False):
-    """The sweeps' rows by shape. Transposed candidates (the sweep times them for problems of at
-    most 256 rows, "trans": 1) are left out unless keep_trans: the model here is the normal
-    orientation's, and the plan takes transposed tiles for few rows by a rule, not by it."""
+def load(paths):
+    """The sweeps' rows by shape, transposed candidates ("trans": 1, timed for problems of at most
+    256 rows) included; normal() leaves them out."""
     rows = []
     for p in paths:
         op = gzip.open if p.endswith(".gz") else open
@@ -69,11 +68,16 @@ def load(paths, keep_trans=False):
         r["trans"] = int(float(r.get("trans") or 0))
         for k in ("m", "n", "k", "bm", "bn", "cm", "stages", "sk_tiles", "sk_units"):
             r[k] = int(r[k])
-        if r["trans"] and not keep_trans:
-            continue  # the model below costs the normal orientation only
         r["mem_bw"] = float(r.get("mem_bw") or 0)
         by[(r["m"], r["n"], r["k"])].append(r)
     return by
+
+
+def normal(by):
+    """The normal orientation's rows: the model here costs only those (the plan takes transposed
+    tiles for few rows by a rule, not by the model)."""
+    by = {key: [r for r in rs if not r["trans"]] for key, rs in by.items()}
+    return {key: rs for key, rs in by.items() if rs}
 
 
 def kb_table(by):
@@ -192,9 +196,8 @@ def main():
     ap.add_argument("--check", nargs="*", default=[])
     ap.add_argument("--header", default="ops/gemm_plan.h")
     a = ap.parse_args()
-    every = load(a.sweeps, keep_trans=True)
-    by = {key: [r for r in rs if not r["trans"]] for key, rs in every.items()}
-    by = {key: rs for key, rs in by.items() if rs}
+    every = load(a.sweeps)
+    by = normal(every)
     if a.csv:
         op = gzip.open if a.csv.endswith(".gz") else open
         with op(a.csv, "wt", newline="") as f:
@@ -234,7 +237,7 @@ def main():
     model = Model(p, kb_h, stages, caps)
     report(model, by, "the sweep" + (" (fitted)" if a.fit else " (ops/gemm_plan.h)"))
     if a.check:
-        other = load(a.check)
+        other = normal(load(a.check))
         for rs in other.values():
             for r in rs:
                 stages.setdefault((r["bm"], r["bn"], r["cm"]), r["stages"])

@@ -813,7 +813,9 @@ static int assert_no_spills(const clcrt_kernel *k, const clcrt_kernel_info *info
  * the shapes with the most accumulators and of the narrowest: within the register cap with no
  * stack or spills, the transposed stores in the PTX and the staged epilogue gone. */
 START_TEST(test_compile_trans) {
-  static const char *const names[] = {"128x256", "128x240c2", "128x160c2", "64x256", "64x16c2"};
+  /* ... and the four the few-rows rule runs by default (64x16t to 64x64t) */
+  static const char *const names[] = {"128x256", "128x240c2", "128x160c2", "64x256", "64x16c2",
+                                      "64x16",   "64x32",     "64x48",     "64x64"};
   const int vi = gemm_variant_find(names[_i]);
   ck_assert_int_ge(vi, 0);
   const gemm_variant *v = gemm_variant_at(vi);
@@ -1086,7 +1088,7 @@ static Suite *gemm_suite(void) {
   TCase *tk = tcase_create("kernels");
   tcase_set_timeout(tk, 240);
   tcase_add_loop_test(tk, test_compile, 0, GEMM_NUM_VARIANTS * 6);
-  tcase_add_loop_test(tk, test_compile_trans, 0, 5);
+  tcase_add_loop_test(tk, test_compile_trans, 0, 9);
   tcase_add_loop_test(tk, test_compile_shapes, 0, (int)(sizeof SHAPES / sizeof SHAPES[0]));
   tcase_add_test(tk, test_args_layout);
   tcase_add_test(tk, test_tool_inspect);
