@@ -92,11 +92,11 @@ def contenders(mlp, x, out, norm_w, wgu, wd, eps, variants=()):
         "torch in a CUDA graph": captured(torch_eager),
     }
     for spec in variants:  # DecodeMLP built otherwise ("min_blocks_per_sm=3"): graph and nodes
-        kw = {}
+        kw = {"slices_per_sm": mlp.slices_per_sm}
         for item in spec.split(","):
             key, val = item.split("=")
-            kw[key] = val if key in ("sched", "grid") else int(val)
-        m = mlpmod.DecodeMLP(norm_w, wgu, wd, slices_per_sm=mlp.slices_per_sm, rt=mlp.rt, **kw)
+            kw[key] = val if key in ("sched", "grid", "stream") else float(val) if key == "slices_per_sm" else int(val)
+        m = mlpmod.DecodeMLP(norm_w, wgu, wd, rt=mlp.rt, **kw)
         m.prepare()
         keep.append(m)
         c["clcrt task graph, %s" % spec] = (lambda m: lambda: m.run_graph(x, out))(m)
@@ -154,10 +154,11 @@ def main():
     p.add_argument("--rounds", type=int, default=15)
     p.add_argument("--calls", type=int, default=50)
     p.add_argument("--json")
-    p.add_argument("--slices-per-sm", type=float, default=2, help="down-projection tiles per SM, which sets the K "
-                   "slices (default 2)")
+    p.add_argument("--slices-per-sm", type=float, default=1, help="down-projection tiles per SM, which sets the K "
+                   "slices (default 1)")
     p.add_argument("--variant", action="append", default=[], help="also the graph and the nodes of a DecodeMLP "
-                   "built with these keywords, e.g. min_blocks_per_sm=3 or sched=static,grid=persistent (repeatable)")
+                   "built with these keywords, e.g. min_blocks_per_sm=3, sched=static,grid=persistent or "
+                   "stream=regs (repeatable)")
     p.add_argument("--trace", metavar="PREFIX", help="also trace one task-graph run per shape: PREFIX-MODEL-bB.json "
                    "(Perfetto) and a line per node: when its tiles ran and how long they waited")
     o = p.parse_args()
@@ -192,8 +193,8 @@ def main():
                     print("WRONG: %s, %s batch %d: error %.3g" % (n, model, batch, errs[n]))
             us = measure(fns, o.rounds, o.calls)
             base = us["torch in a CUDA graph"]
-            print("\n%s (hidden %d, intermediate %d, %d K slices), batch %d: %.1f MB of weights" %
-                  (model, hidden, inter, mlp.slices, batch, wbytes / 1e6))
+            print("\n%s (hidden %d, intermediate %d, %d K slices, stream=%s), batch %d: %.1f MB of weights" %
+                  (model, hidden, inter, mlp.slices, mlp.stream, batch, wbytes / 1e6))
             print("| contender | us per block | x torch graph | weights GB/s | of read bw | max error |")
             print("|---|---|---|---|---|---|")
             for n in fns:
@@ -202,7 +203,7 @@ def main():
                                                                        100 * gbs * 1e9 / bw, errs[n]))
                 rows.append({"model": model, "hidden": hidden, "inter": inter, "batch": batch, "contender": n,
                              "us": us[n], "x_torch_graph": base / us[n], "weights_gbs": gbs,
-                             "of_read_bw": gbs * 1e9 / bw, "max_rel_err": errs[n], "slices": mlp.slices,
+                             "of_read_bw": gbs * 1e9 / bw, "max_rel_err": errs[n], "slices": mlp.slices, "stream": mlp.stream,
                              "min_blocks_per_sm": mlp.min_blocks_per_sm})
             if o.trace:
                 trace_once(mlp, x, out, "%s-%s-b%d.json" % (o.trace, model, batch))

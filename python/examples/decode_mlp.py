@@ -8,14 +8,23 @@ Four tile functions of one source, four nodes, three kinds of edge (docs/taskgra
 
     node 0  rmsnorm    one tile per token                       xn = x / rms(x) * w
     node 1  gate_up    16 rows of the intermediate per tile     h = silu(xn Wg^T) * (xn Wu^T)
+                       (32 or 64 with the ring: see below)
     node 2  down       32 output columns x one K slice          part[s] = h[:, slice s] Wd[:, slice s]^T
     node 3  residual   32 output columns                        out = sum_s part[s] + x
 
     0 -> 1  "all"              every gate/up tile needs every token's norm (the projections'
-                               tiles prefetch their first weights into L2 while they wait)
-    1 -> 2  "rows", C, L / 16  down tile (s, c) needs the gate/up tiles of K slice s only, so the
+                               tiles start loading their weights while they wait)
+    1 -> 2  "rows", C, L / R   down tile (s, c) needs the gate/up tiles of K slice s only, so the
                                first slices start while later gate/up tiles still run
     2 -> 3  "kslices", S       output tile c needs the S slices (s, c)
+
+The projections read their weights one of two ways (DecodeMLP's stream=): "regs", each warp's
+loads into registers, two steps in flight; "bulk", the copy engine's bulk copies into a ring in
+shared memory, which in the task graph start in the prefetch function, while the tile waits.
+"auto" (the default) takes the ring where every tile's k run is at least 2048 long, with gate/up
+tiles of 32 or 64 rows where that still fills the GPU in about one wave (gu_sub_for), and the
+down projection cut into about one tile per SM (slices_for): fewer tiles, fewer tickets, waits
+and releases, which is what the task graph pays per tile.
 
 The same tile functions also run one launch per node (DecodeMLP.run_nodes). The task graph saves
 a launch, a ramp-up and a tail per step and pays a ticket, a wait and a release per tile;
@@ -259,6 +268,235 @@ __device__ void down_prefetch(const clcrt::Tile &t, const DownArgs &a) {
   prefetch_rows(down_part(t, a, s, col));
 }
 
+// The projections with their weights streamed into shared memory by the copy engine (TMA bulk
+// copies, cp.async.bulk) rather than loaded into registers (DecodeMLP's stream="bulk"): a ring
+// of BULK_STAGES stages, each the tile's 32 weight rows x BULK_K k, one copy per row (1 KB at
+// the default 512 k: copies of 512 bytes streamed measurably slower), read by the warps that
+// split its k as above (32 k a warp per 256). The ring holds up to BULK_STAGES x 32 KB of a
+// CTA's weights in flight without a register for them, and in a task graph the copies start
+// before the tile waits for its inputs (the weights depend on no node).
+#ifndef BULK_STAGES
+#define BULK_STAGES 2
+#endif
+#ifndef BULK_K
+#define BULK_K 512  // k per stage, a multiple of 256
+#endif
+#define BULK_PITCH (2 * BULK_K + 64)                // a row's bytes in the ring: 64 more, so rows g and g + 1 fall in other banks
+#define BULK_STAGE (32 * BULK_PITCH)                // bytes per stage
+#ifndef GU_SUB
+#define GU_SUB 1  // gate/up sub-tiles of 16 intermediate rows a tile
+#endif
+#define BULK_RED_OFF ((BULK_STAGES * BULK_STAGE + 16 * BULK_STAGES + 127) / 128 * 128)  // after the ring's barriers
+#define BULK_SMEM (BULK_RED_OFF + 8 * 2 * 2 * 32 * 4 * 4)  // the ring, its full and empty barriers, a WarpSum<2, 2>
+
+__device__ __forceinline__ unsigned saddr(const void *p) {
+  unsigned a;
+  asm("{ .reg .u64 t; cvta.to.shared.u64 t, %1; cvt.u32.u64 %0, t; }" : "=r"(a) : "l"(p));
+  return a;
+}
+__device__ __forceinline__ void bar_wait(unsigned bar, unsigned parity) {
+  asm volatile("{\n\t.reg .pred p;\nW%=:\n\tmbarrier.try_wait.parity.shared::cta.b64 p, [%0], %1;\n\t@!p bra W%=;\n}"
+               ::"r"(bar), "r"(parity) : "memory");
+}
+__device__ __forceinline__ uint4 lds128(unsigned a) {
+  uint4 v;
+  asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "r"(a) : "memory");
+  return v;
+}
+
+// A projection tile's weights: nsub sub-tiles of 32 rows each, whose rows 0-15 are w0's and rows
+// 16-31 w1's (row pitch ldw), sub-tile j 16 j rows further on in both; over k in [k0, k1), a
+// multiple of BULK_K long. The ring streams them as one sequence of stages (sub-tile by
+// sub-tile), so a CTA's next sub-tile loads while it reduces the last.
+struct BulkTile {
+  const unsigned short *w0, *w1;
+  unsigned ldw, k0, k1, nsub;
+};
+// Gate/up tile: rows GU_SUB x 16 t.linear .. of the intermediate, GU_SUB sub-tiles of 16 rows
+// of the gate and of the up weights.
+__device__ __forceinline__ BulkTile gate_up_tile(const clcrt::Tile &t, const GateUpArgs &a) {
+  const unsigned row = (unsigned)t.linear * 16 * GU_SUB;
+  return BulkTile{a.wgu + (size_t)row * a.hidden, a.wgu + (size_t)(a.inter + row) * a.hidden, a.hidden, 0, a.hidden,
+                  GU_SUB};
+}
+__device__ __forceinline__ BulkTile down_tile(const clcrt::Tile &t, const DownArgs &a) {
+  const unsigned cols = a.hidden / 32, s = (unsigned)t.linear / cols, col = (unsigned)t.linear % cols * 32;
+  const unsigned len = a.inter / a.slices;
+  return BulkTile{a.wd + (size_t)col * a.inter, a.wd + (size_t)(col + 16) * a.inter, a.inter, s * len, (s + 1) * len,
+                  1};
+}
+
+// Stage c of the tile into its slot (warp 0, every lane): lane 0 arms the slot's full barrier
+// with the stage's bytes, then each lane copies one row.
+__device__ __forceinline__ void bulk_fill(const BulkTile &p, unsigned c, unsigned ring, unsigned full) {
+  const unsigned lane = threadIdx.x % 32, s = c % BULK_STAGES, nck = (p.k1 - p.k0) / BULK_K;
+  const unsigned sub = c / nck, kc = c % nck;
+  const unsigned short *row =
+      (lane < 16 ? p.w0 + (size_t)(16 * sub + lane) * p.ldw : p.w1 + (size_t)(16 * sub + lane - 16) * p.ldw);
+  if (lane == 0)
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(full + 8 * s), "r"(32 * 2 * BULK_K)
+                 : "memory");
+  __syncwarp();
+  asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];"
+               ::"r"(ring + s * BULK_STAGE + lane * BULK_PITCH), "l"(row + p.k0 + kc * BULK_K), "r"(2 * BULK_K),
+               "r"(full + 8 * s) : "memory");
+}
+
+// Starts the tile's ring: the barriers afresh and its first BULK_STAGES stages on their way. The
+// whole CTA calls it. The weights depend on no other node, so in a task graph this is the
+// projections' prefetch function: the copies run while the tile waits for its inputs.
+__device__ __forceinline__ void bulk_arm(const BulkTile &p, unsigned char *sm) {
+  const unsigned warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const unsigned ring = saddr(sm), full = ring + BULK_STAGES * BULK_STAGE, empty = full + 8 * BULK_STAGES;
+  // The ring was last read by this CTA's previous tile: every thread orders its reads before
+  // the copy engine's writes, then the barriers start afresh.
+  asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+  __syncthreads();
+  if (warp == 0) {
+    if (lane == 0) {
+      for (int s = 0; s < BULK_STAGES; s++) {
+        asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(full + 8 * s) : "memory");
+        asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(empty + 8 * s), "r"(blockDim.x) : "memory");
+      }
+      asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+    }
+    __syncwarp();
+    for (unsigned c = 0; c < p.nsub * ((p.k1 - p.k0) / BULK_K) && c < BULK_STAGES; c++) bulk_fill(p, c, ring, full);
+  }
+  __syncthreads();  // the barriers' init, seen by every warp
+}
+
+// This warp's part of each sub-tile times x (row pitch ldx; tokens past `batch` count as zeros),
+// as mma_rows computes it, the weights read from the ring (armed before, or here); done(j, acc)
+// takes sub-tile j's fragments (the whole CTA calls it). Every thread releases a stage (the
+// empty barrier, 256 arrivals) once it has read it; warp 0 refills the slot when all have.
+template <int NT, bool ARMED, class Done>
+__device__ __forceinline__ void bulk_rows(const BulkTile &p, const unsigned short *x, unsigned ldx, unsigned batch,
+                                          unsigned char *sm, Done done) {
+  const unsigned warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+  const unsigned ring = saddr(sm), full = ring + BULK_STAGES * BULK_STAGE, empty = full + 8 * BULK_STAGES;
+  const unsigned nck = (p.k1 - p.k0) / BULK_K, nc = p.nsub * nck;
+  if (!ARMED) bulk_arm(p, sm);
+  float acc[2][NT][4];
+  auto zero = [&]() {
+#pragma unroll
+    for (int m = 0; m < 2; m++)
+#pragma unroll
+      for (int n = 0; n < NT; n++) acc[m][n][0] = acc[m][n][1] = acc[m][n][2] = acc[m][n][3] = 0.f;
+  };
+  zero();
+  uint4 xa[BULK_K / 256][NT], xb[BULK_K / 256][NT];
+  auto loadx = [&](uint4 (&xv)[BULK_K / 256][NT], unsigned c) {
+#pragma unroll
+    for (int j = 0; j < BULK_K / 256; j++) {
+      const unsigned k = p.k0 + c % nck * BULK_K + j * 256 + warp * 32 + 8 * t;
+#pragma unroll
+      for (int n = 0; n < NT; n++)
+        xv[j][n] = n * 8 + g < batch ? *(const uint4 *)(x + (size_t)(n * 8 + g) * ldx + k) : make_uint4(0, 0, 0, 0);
+    }
+  };
+  auto step = [&](unsigned c, const uint4 (&xv)[BULK_K / 256][NT]) {
+    const unsigned s = c % BULK_STAGES, parity = (c / BULK_STAGES) & 1;
+    bar_wait(full + 8 * s, parity);
+#pragma unroll
+    for (int j = 0; j < BULK_K / 256; j++) {  // this warp's 32 k of each 256 of the stage
+      const unsigned base = ring + s * BULK_STAGE + g * BULK_PITCH + 2 * (j * 256 + warp * 32 + 8 * t);
+      uint4 wa[2], wb[2];
+#pragma unroll
+      for (int m = 0; m < 2; m++) {
+        wa[m] = lds128(base + (16 * m) * BULK_PITCH);
+        wb[m] = lds128(base + (16 * m + 8) * BULK_PITCH);
+      }
+#pragma unroll
+      for (int m = 0; m < 2; m++)
+#pragma unroll
+        for (int n = 0; n < NT; n++) {
+          mma16816(acc[m][n], wa[m].x, wb[m].x, wa[m].y, wb[m].y, xv[j][n].x, xv[j][n].y);
+          mma16816(acc[m][n], wa[m].z, wb[m].z, wa[m].w, wb[m].w, xv[j][n].z, xv[j][n].w);
+        }
+    }
+    // Every thread releases what it read (an arrive is a release: its reads come first).
+    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(empty + 8 * s) : "memory");
+    if (warp == 0 && c + BULK_STAGES < nc) {
+      bar_wait(empty + 8 * s, parity);  // all 256 threads have read stage c
+      bulk_fill(p, c + BULK_STAGES, ring, full);
+    }
+    if ((c + 1) % nck == 0) {  // the sub-tile's last stage
+      done(c / nck, acc);
+      zero();
+    }
+  };
+  loadx(xa, 0);
+  for (unsigned c = 0; c < nc; c += 2) {
+    if (c + 1 < nc) loadx(xb, c + 1);
+    step(c, xa);
+    if (c + 1 < nc) {
+      if (c + 2 < nc) loadx(xa, c + 2);
+      step(c + 1, xb);
+    }
+  }
+}
+
+// The warps' fragments meet after the ring and its barriers.
+template <int NT>
+__device__ __forceinline__ WarpSum<2, NT> &bulk_red(unsigned char *sm) {
+  return *(WarpSum<2, NT> *)(sm + BULK_RED_OFF);
+}
+
+template <int NT, bool ARMED>
+__device__ __forceinline__ void gate_up_bulk_nt(const clcrt::Tile &t, const GateUpArgs &a, unsigned char *sm) {
+  WarpSum<2, NT> &red = bulk_red<NT>(sm);
+  bulk_rows<NT, ARMED>(gate_up_tile(t, a), a.xn, a.hidden, a.batch, sm, [&](unsigned j, const float (&acc)[2][NT][4]) {
+    const unsigned row = ((unsigned)t.linear * GU_SUB + j) * 16;
+    red.put(acc);
+    __syncthreads();
+    for (unsigned i = threadIdx.x; i < 16 * a.batch; i += blockDim.x) {
+      const unsigned r = i % 16, b = i / 16;
+      const float gt = red.get(r, b), u = red.get(16 + r, b);
+      a.h[(size_t)b * a.inter + row + r] = to_bf(gt / (1.f + __expf(-gt)) * u);
+    }
+    __syncthreads();
+  });
+}
+template <bool ARMED>
+__device__ __forceinline__ void gate_up_bulk_b(const clcrt::Tile &t, const GateUpArgs &a) {
+  if (a.batch <= 8) gate_up_bulk_nt<1, ARMED>(t, a, (unsigned char *)clcrt::smem());
+  else gate_up_bulk_nt<2, ARMED>(t, a, (unsigned char *)clcrt::smem());
+}
+
+template <int NT, bool ARMED>
+__device__ __forceinline__ void down_bulk_nt(const clcrt::Tile &t, const DownArgs &a, unsigned char *sm) {
+  const unsigned cols = a.hidden / 32, s = (unsigned)t.linear / cols, col = (unsigned)t.linear % cols * 32;
+  WarpSum<2, NT> &red = bulk_red<NT>(sm);
+  bulk_rows<NT, ARMED>(down_tile(t, a), a.h, a.inter, a.batch, sm, [&](unsigned, const float (&acc)[2][NT][4]) {
+    red.put(acc);
+    __syncthreads();
+    for (unsigned i = threadIdx.x; i < 32 * a.batch; i += blockDim.x) {
+      const unsigned r = i % 32, b = i / 32;
+      a.part[((size_t)s * a.batch + b) * a.hidden + col + r] = red.get(r, b);
+    }
+    __syncthreads();
+  });
+}
+template <bool ARMED>
+__device__ __forceinline__ void down_bulk_b(const clcrt::Tile &t, const DownArgs &a) {
+  if (a.batch <= 8) down_bulk_nt<1, ARMED>(t, a, (unsigned char *)clcrt::smem());
+  else down_bulk_nt<2, ARMED>(t, a, (unsigned char *)clcrt::smem());
+}
+
+// Launched one by one, the tiles arm their own rings; in the task graph, the prefetch functions
+// (gate_up_bulk_arm, down_bulk_arm) did before the waits.
+__device__ void gate_up_bulk(const clcrt::Tile &t, const GateUpArgs &a) { gate_up_bulk_b<false>(t, a); }
+__device__ void down_bulk(const clcrt::Tile &t, const DownArgs &a) { down_bulk_b<false>(t, a); }
+__device__ void gate_up_bulk_armed(const clcrt::Tile &t, const GateUpArgs &a) { gate_up_bulk_b<true>(t, a); }
+__device__ void down_bulk_armed(const clcrt::Tile &t, const DownArgs &a) { down_bulk_b<true>(t, a); }
+__device__ void gate_up_bulk_arm(const clcrt::Tile &t, const GateUpArgs &a) {
+  bulk_arm(gate_up_tile(t, a), (unsigned char *)clcrt::smem());
+}
+__device__ void down_bulk_arm(const clcrt::Tile &t, const DownArgs &a) {
+  bulk_arm(down_tile(t, a), (unsigned char *)clcrt::smem());
+}
+
 // Output columns 32 t.linear .. + 31: out = the slices' sum + x.
 __device__ void residual(const clcrt::Tile &t, const ResidualArgs &a) {
   for (unsigned i = threadIdx.x; i < 32 * a.batch; i += blockDim.x) {
@@ -311,9 +549,57 @@ NODES = [("rmsnorm", NormArgs), ("gate_up", GateUpArgs), ("down", DownArgs), ("r
 # In the task graph the projections prefetch their first weights while they wait.
 GRAPH_NODES = [clcrt.TaskNode("rmsnorm", NormArgs), clcrt.TaskNode("gate_up", GateUpArgs, prefetch="gate_up_prefetch"),
                clcrt.TaskNode("down", DownArgs, prefetch="down_prefetch"), clcrt.TaskNode("residual", ResidualArgs)]
+# The same with the projections' weights streamed through a ring in shared memory (stream="bulk").
+BULK_NODES = [("rmsnorm", NormArgs), ("gate_up_bulk", GateUpArgs), ("down_bulk", DownArgs), ("residual", ResidualArgs)]
+BULK_GRAPH_NODES = [clcrt.TaskNode("rmsnorm", NormArgs),
+                    clcrt.TaskNode("gate_up_bulk_armed", GateUpArgs, prefetch="gate_up_bulk_arm"),
+                    clcrt.TaskNode("down_bulk_armed", DownArgs, prefetch="down_bulk_arm"),
+                    clcrt.TaskNode("residual", ResidualArgs)]
 
 
-def slices_for(hidden, inter, sms, per_sm=2):
+def bulk_smem(stages, kc=512):
+    """BULK_SMEM of the source: the ring of `stages`, its barriers, the warps' WarpSum."""
+    return (stages * 32 * (2 * kc + 64) + 16 * stages + 127) // 128 * 128 + SMEM
+
+
+def bulk_pays(hidden, slice_len, kc=512):
+    """Whether stream="auto" streams the projections through the ring: when every tile's k run
+    is at least 2048 long and a multiple of kc. Arming a ring costs a tile two CTA barriers and
+    the barriers' init, which long runs amortise; measured on an H200 (docs/results.md), the
+    ring was 5-10% faster for the task graph with runs of 2048 (the 1B-class block, 4 K slices)
+    and 3584-7168 (the 8B-class one), and up to 8% slower launched node by node with the 1B
+    block's runs of 1024 (8 K slices)."""
+    return min(hidden, slice_len) >= 2048 and hidden % kc == 0 and slice_len % kc == 0
+
+
+def gu_sub_for(inter, slice_len, sms, slots_per_sm=2):
+    """Gate/up sub-tiles a tile with the ring: the most (4, 2 or 1) that still leave at least 0.8
+    tiles per CTA slot (two CTAs an SM), so that the projection runs in about one wave of the
+    fewest tiles (each pays a ticket, a wait and a release; measured on an H200, 256 tiles of 32
+    rows beat 512 of 16 and 128 of 64 at the 1B-class shape, 224 of 64 beat 448 and 896 at the
+    8B-class one)."""
+    for g in (4, 2):
+        if inter // (16 * g) >= 0.8 * slots_per_sm * sms and slice_len % (16 * g) == 0:
+            return g
+    return 1
+
+
+def source(stream="regs", stages=2, kc=512, gu_sub=1):
+    """The tile functions' source and the nodes, as DecodeMLP builds them: gate/up tiles of
+    gu_sub x 16 rows (the ring's only)."""
+    if stream == "regs":
+        if gu_sub != 1:
+            raise ValueError("DecodeMLP: gate/up tiles of more than 16 rows need stream='bulk'")
+        return SRC, NODES, GRAPH_NODES, SMEM
+    if stream != "bulk" or kc not in (256, 512) or stages < 2 or 2 * bulk_smem(stages, kc) > 227 * 1024 or \
+            gu_sub not in (1, 2, 4):
+        raise ValueError("DecodeMLP: stream is 'auto', 'regs' or 'bulk' (with stages of 256 or 512 k, as many as "
+                         "leave room for two CTAs an SM, and gate/up tiles of 16, 32 or 64 rows)")
+    return ("#define BULK_STAGES %d\n#define BULK_K %d\n#define GU_SUB %d\n" % (stages, kc, gu_sub) + SRC, BULK_NODES,
+            BULK_GRAPH_NODES, bulk_smem(stages, kc))
+
+
+def slices_for(hidden, inter, sms, per_sm=1):
     """K slices of the down projection: enough tiles for about per_sm per SM, each slice a
     multiple of 256 columns (8 warps of 32: a warp's step) and so of 16 (a gate/up tile's rows)."""
     cols = hidden // ROWS_D
@@ -327,9 +613,9 @@ def slices_for(hidden, inter, sms, per_sm=2):
     return best
 
 
-def edges(hidden, inter, slices):
+def edges(hidden, inter, slices, rows_gu=ROWS_GU):
     cols = hidden // ROWS_D
-    return [(0, 1, "all"), (1, 2, "rows", cols, inter // slices // ROWS_GU), (2, 3, "kslices", slices)]
+    return [(0, 1, "all"), (1, 2, "rows", cols, inter // slices // rows_gu), (2, 3, "kslices", slices)]
 
 
 class DecodeMLP:
@@ -337,7 +623,7 @@ class DecodeMLP:
     (gate rows, then up rows), w_down [H, I]."""
 
     def __init__(self, norm_w, w_gate_up, w_down, max_batch=16, eps=1e-5, sched="auto", grid="auto",
-                 slices_per_sm=2, min_blocks_per_sm=0, rt=None):
+                 slices_per_sm=1, min_blocks_per_sm=0, stream="auto", stages=2, kc=512, gu_sub="auto", rt=None):
         import torch
 
         self.hidden, self.inter = int(w_down.shape[0]), int(w_down.shape[1])
@@ -351,21 +637,36 @@ class DecodeMLP:
         dev = w_down.device
         self.norm_w, self.wgu, self.wd, self.eps = norm_w, w_gate_up, w_down, eps
         self.slices_per_sm = slices_per_sm
-        self.slices = slices_for(H, inter, torch.cuda.get_device_properties(dev).multi_processor_count, slices_per_sm)
+        sms = torch.cuda.get_device_properties(dev).multi_processor_count
+        self.slices = slices_for(H, inter, sms, slices_per_sm)
         self.xn = torch.empty(max_batch, H, dtype=torch.bfloat16, device=dev)
         self.h = torch.empty(max_batch, inter, dtype=torch.bfloat16, device=dev)
         self.part = torch.empty(self.slices, max_batch, H, dtype=torch.float32, device=dev)
         self.max_batch = max_batch
         self.min_blocks_per_sm = min_blocks_per_sm
-        self.graph = clcrt.TaskGraph(SRC, GRAPH_NODES, edges(H, inter, self.slices), block=BLOCK, smem_bytes=SMEM,
+        if stream == "auto":
+            stream = "bulk" if bulk_pays(H, inter // self.slices, kc) else "regs"
+        if stream == "bulk" and (H % kc or inter // self.slices % kc):
+            raise ValueError("DecodeMLP: with stream='bulk', hidden and the K slices (%d) must be multiples of kc "
+                             "(%d)" % (inter // self.slices, kc))
+        if gu_sub == "auto":
+            gu_sub = gu_sub_for(inter, inter // self.slices, sms) if stream == "bulk" else 1
+        src, nodes, graph_nodes, smem = source(stream, stages, kc, gu_sub)
+        self.stream, self.stages, self.rows_gu = stream, stages, ROWS_GU * gu_sub
+        if (inter // self.slices) % self.rows_gu:
+            raise ValueError("DecodeMLP: the K slices (%d) must be multiples of the gate/up tiles' %d rows" %
+                             (inter // self.slices, self.rows_gu))
+        self.graph = clcrt.TaskGraph(src, graph_nodes, edges(H, inter, self.slices, self.rows_gu), block=BLOCK,
+                                     smem_bytes=smem,
                                      sched=sched, grid=grid, min_blocks_per_sm=min_blocks_per_sm, rt=self.rt)
-        self.kernels = [self.rt.register(SRC, fn, cls, block=BLOCK, smem_bytes=SMEM if fn in ("gate_up", "down") else 0,
-                                         sched=sched, min_blocks_per_sm=min_blocks_per_sm) for fn, cls in NODES]
+        self.kernels = [self.rt.register(src, fn, cls, block=BLOCK, smem_bytes=smem if i in (1, 2) else 0,
+                                         sched=sched, min_blocks_per_sm=min_blocks_per_sm)
+                        for i, (fn, cls) in enumerate(nodes)]
         self._cached = {}
 
     def tiles(self, batch):
         cols = self.hidden // ROWS_D
-        return [batch, self.inter // ROWS_GU, cols * self.slices, cols]
+        return [batch, self.inter // self.rows_gu, cols * self.slices, cols]
 
     def args(self, x, out):
         """The four nodes' Args for x [B, H] into out [B, H] (kept per set of tensors)."""
@@ -432,6 +733,7 @@ def main():
     p.add_argument("--hidden", type=int, default=2048)
     p.add_argument("--inter", type=int, default=8192)
     p.add_argument("--batch", type=int, default=4)
+    p.add_argument("--stream", default="auto", choices=["auto", "regs", "bulk"])
     o = p.parse_args()
     try:
         import torch
@@ -443,7 +745,7 @@ def main():
         return 2
     dev = torch.device("cuda", 0)
     norm_w, wgu, wd = weights(o.hidden, o.inter, dev)
-    mlp = DecodeMLP(norm_w, wgu, wd)
+    mlp = DecodeMLP(norm_w, wgu, wd, stream=o.stream)
     x = torch.randn(o.batch, o.hidden, device=dev).to(torch.bfloat16)
     ref = reference(x, norm_w, wgu, wd)
     worst = 0.0
@@ -457,7 +759,7 @@ def main():
         print("%-9s batch %d, %d x %d: max error %.2e of the output's largest value" % (how, o.batch, o.hidden,
                                                                                        o.inter, e))
     ok = worst < 2e-2
-    print("decode_mlp: %s (%d K slices)" % ("ok" if ok else "WRONG", mlp.slices))
+    print("decode_mlp: %s (%d K slices, stream=%s)" % ("ok" if ok else "WRONG", mlp.slices, mlp.stream))
     return 0 if ok else 1
 
 

@@ -1,6 +1,8 @@
 """GPU: the decode MLP task graph (python/examples/decode_mlp.py) against torch in fp32.
 
-For the public 1B-class (hidden 2048, intermediate 8192) and a smaller odd-sliced shape, at
+For the public 1B-class (hidden 2048, intermediate 8192) and a smaller odd-sliced shape, each
+with the weights read into registers and through the bulk-copy ring, and the 8B-class (4096,
+14336) as stream="auto" builds it (the ring), at
 batches 1 to 16 drawn at random, on two torch streams in turn: the output poisoned with NaN
 first, then the task graph, the node-by-node launches, the task graph captured in a CUDA
 graph (torch.cuda.graph) and replayed, all within 2e-2 of the fp32 reference's largest value
@@ -25,14 +27,19 @@ def example():
     return mod
 
 
-@pytest.mark.parametrize("hidden,inter", [(2048, 8192), (1024, 3584)])
-def test_decode_mlp_random_sequence(hidden, inter):
+@pytest.mark.parametrize("hidden,inter,kw", [(2048, 8192, dict(stream="regs")), (2048, 8192, dict(stream="bulk")),
+                                             (1024, 3584, dict(stream="regs")),
+                                             (1024, 3584, dict(stream="bulk", stages=3, kc=256)),
+                                             (4096, 14336, dict())],
+                         ids=["1b-regs", "1b-bulk", "odd-regs", "odd-bulk256", "8b-auto"])
+def test_decode_mlp_random_sequence(hidden, inter, kw):
     import torch
 
     m = example()
     dev = torch.device("cuda", 0)
     norm_w, wgu, wd = m.weights(hidden, inter, dev, seed=hidden)
-    mlp = m.DecodeMLP(norm_w, wgu, wd)
+    mlp = m.DecodeMLP(norm_w, wgu, wd, **kw)
+    assert mlp.stream == kw.get("stream", "bulk"), mlp.stream  # auto: the ring for the 8B-class block
     mlp.prepare()
     rng = random.Random(inter)
     streams = [torch.cuda.Stream(), torch.cuda.Stream()]
@@ -81,5 +88,5 @@ def test_decode_mlp_random_sequence(hidden, inter):
     for node, n in enumerate(want):
         assert sorted(r.tile for r in tiles if r.unit == node) == list(range(n)), node
     assert sorted(r.cluster for r in tiles) == list(range(sum(want)))  # tickets: each once
-    print("decode mlp %dx%d: %d outputs checked against torch fp32, %d K slices" % (hidden, inter, checked,
-                                                                                     mlp.slices))
+    print("decode mlp %dx%d, stream=%s: %d outputs checked against torch fp32, %d K slices" %
+          (hidden, inter, mlp.stream, checked, mlp.slices))
