@@ -126,7 +126,7 @@ def measure(fns, rounds, calls):
 
 def trace_once(mlp, x, out, path):
     """One traced run of the task graph: per node, the span of its tiles and their waits."""
-    names = [n.tile_fn for n in mlpmod.GRAPH_NODES]
+    names = [n.tile_fn for n in mlp.graph_nodes]
     mlp.graph.trace_enable(1 << 14)
     mlp.run_graph(x, out)
     t = mlp.graph.trace_read()
@@ -193,8 +193,9 @@ def main():
                     print("WRONG: %s, %s batch %d: error %.3g" % (n, model, batch, errs[n]))
             us = measure(fns, o.rounds, o.calls)
             base = us["torch in a CUDA graph"]
-            print("\n%s (hidden %d, intermediate %d, %d K slices, stream=%s), batch %d: %.1f MB of weights" %
-                  (model, hidden, inter, mlp.slices, mlp.stream, batch, wbytes / 1e6))
+            print("\n%s (hidden %d, intermediate %d, %d K slices, stream=%s, gate/up tiles of %d rows), batch %d: "
+                  "%.1f MB of weights" % (model, hidden, inter, mlp.slices, mlp.stream, mlp.rows_gu, batch,
+                                          wbytes / 1e6))
             print("| contender | us per block | x torch graph | weights GB/s | of read bw | max error |")
             print("|---|---|---|---|---|---|")
             for n in fns:
@@ -203,8 +204,8 @@ def main():
                                                                        100 * gbs * 1e9 / bw, errs[n]))
                 rows.append({"model": model, "hidden": hidden, "inter": inter, "batch": batch, "contender": n,
                              "us": us[n], "x_torch_graph": base / us[n], "weights_gbs": gbs,
-                             "of_read_bw": gbs * 1e9 / bw, "max_rel_err": errs[n], "slices": mlp.slices, "stream": mlp.stream,
-                             "min_blocks_per_sm": mlp.min_blocks_per_sm})
+                             "of_read_bw": gbs * 1e9 / bw, "max_rel_err": errs[n], "slices": mlp.slices,
+                             "stream": mlp.stream, "rows_gu": mlp.rows_gu, "min_blocks_per_sm": mlp.min_blocks_per_sm})
             if o.trace:
                 trace_once(mlp, x, out, "%s-%s-b%d.json" % (o.trace, model, batch))
             del keep

@@ -601,7 +601,7 @@ def source(stream="regs", stages=2, kc=512, gu_sub=1):
 
 def slices_for(hidden, inter, sms, per_sm=1):
     """K slices of the down projection: enough tiles for about per_sm per SM, each slice a
-    multiple of 256 columns (8 warps of 32: a warp's step) and so of 16 (a gate/up tile's rows)."""
+    multiple of 256 columns (8 warps of 32: a warp's step) and so of a gate/up tile's 16 to 64 rows."""
     cols = hidden // ROWS_D
     best = 1
     for s in range(1, 65):
@@ -620,7 +620,11 @@ def edges(hidden, inter, slices, rows_gu=ROWS_GU):
 
 class DecodeMLP:
     """The block for given weights (bf16 torch tensors on one GPU): norm_w [H], w_gate_up [2I, H]
-    (gate rows, then up rows), w_down [H, I]."""
+    (gate rows, then up rows), w_down [H, I].
+
+    stream: "regs", "bulk" or "auto" (bulk_pays); with the ring, `stages` of `kc` k and gate/up
+    tiles of gu_sub x 16 rows ("auto": gu_sub_for). slices_per_sm: down tiles per SM (slices_for).
+    sched, grid, min_blocks_per_sm: as for any clcrt kernel, the graph's and the nodes'."""
 
     def __init__(self, norm_w, w_gate_up, w_down, max_batch=16, eps=1e-5, sched="auto", grid="auto",
                  slices_per_sm=1, min_blocks_per_sm=0, stream="auto", stages=2, kc=512, gu_sub="auto", rt=None):
@@ -652,7 +656,7 @@ class DecodeMLP:
         if gu_sub == "auto":
             gu_sub = gu_sub_for(inter, inter // self.slices, sms) if stream == "bulk" else 1
         src, nodes, graph_nodes, smem = source(stream, stages, kc, gu_sub)
-        self.stream, self.stages, self.rows_gu = stream, stages, ROWS_GU * gu_sub
+        self.stream, self.stages, self.rows_gu, self.graph_nodes = stream, stages, ROWS_GU * gu_sub, graph_nodes
         if (inter // self.slices) % self.rows_gu:
             raise ValueError("DecodeMLP: the K slices (%d) must be multiples of the gate/up tiles' %d rows" %
                              (inter // self.slices, self.rows_gu))
