@@ -566,9 +566,9 @@ def bulk_pays(hidden, slice_len, kc=512):
     """Whether stream="auto" streams the projections through the ring: when every tile's k run
     is at least 2048 long and a multiple of kc. Arming a ring costs a tile two CTA barriers and
     the barriers' init, which long runs amortise; measured on an H200 (docs/results.md), the
-    ring was 5-10% faster for the task graph with runs of 2048 (the 1B-class block, 4 K slices)
-    and 3584-7168 (the 8B-class one), and up to 8% slower launched node by node with the 1B
-    block's runs of 1024 (8 K slices)."""
+    ring was 5-7% faster for the task graph with runs of 2048 (the 1B-class block, 4 K slices)
+    and 5-13% with runs of 2048-7168 (the 8B-class one), and 7-9% slower launched node by node
+    in a CUDA graph with the 1B block's runs of 1024 (8 K slices)."""
     return min(hidden, slice_len) >= 2048 and hidden % kc == 0 and slice_len % kc == 0
 
 
