@@ -210,6 +210,34 @@ __device__ __forceinline__ WarpPart down_part(const clcrt::Tile &t, const DownAr
   return WarpPart{{a.wd + (size_t)col * a.inter, a.wd + (size_t)(col + 16) * a.inter}, a.inter, k0, k0 + per};
 }
 
+// The projections' stores, from the warps' fragments met in red (the whole CTA calls them):
+// every token of 16 gate/up rows from `row`, h = silu(gate) * up; every token of the down tile's
+// 32 output columns from col, its slice's partial sums into part[s]. Each ends at a barrier, so
+// that red is read before the CTA's next tile writes it.
+template <int NT>
+__device__ __forceinline__ void store_gate_up(WarpSum<2, NT> &red, const float (&acc)[2][NT][4], const GateUpArgs &a,
+                                              unsigned row) {
+  red.put(acc);
+  __syncthreads();
+  for (unsigned i = threadIdx.x; i < 16 * a.batch; i += blockDim.x) {
+    const unsigned r = i % 16, b = i / 16;
+    const float g = red.get(r, b), u = red.get(16 + r, b);
+    a.h[(size_t)b * a.inter + row + r] = to_bf(g / (1.f + __expf(-g)) * u);
+  }
+  __syncthreads();
+}
+template <int NT>
+__device__ __forceinline__ void store_down(WarpSum<2, NT> &red, const float (&acc)[2][NT][4], const DownArgs &a,
+                                           unsigned s, unsigned col) {
+  red.put(acc);
+  __syncthreads();
+  for (unsigned i = threadIdx.x; i < 32 * a.batch; i += blockDim.x) {
+    const unsigned r = i % 32, b = i / 32;
+    a.part[((size_t)s * a.batch + b) * a.hidden + col + r] = red.get(r, b);
+  }
+  __syncthreads();
+}
+
 // Every token of the gate/up tile: h = silu(gate) * up.
 template <int NT>
 __device__ __forceinline__ void gate_up_nt(const clcrt::Tile &t, const GateUpArgs &a, void *smem) {
@@ -217,15 +245,7 @@ __device__ __forceinline__ void gate_up_nt(const clcrt::Tile &t, const GateUpArg
   const WarpPart p = gate_up_part(t, a);
   float acc[2][NT][4];
   mma_rows<2, NT>(p.w, p.ldw, a.xn, a.hidden, a.batch, p.k0, p.k1, acc);
-  red.put(acc);
-  __syncthreads();
-  const unsigned row = (unsigned)t.linear * 16;
-  for (unsigned i = threadIdx.x; i < 16 * a.batch; i += blockDim.x) {
-    const unsigned r = i % 16, b = i / 16;
-    const float g = red.get(r, b), u = red.get(16 + r, b);
-    a.h[(size_t)b * a.inter + row + r] = to_bf(g / (1.f + __expf(-g)) * u);
-  }
-  __syncthreads();  // red is read before the CTA's next tile writes it
+  store_gate_up<NT>(red, acc, a, (unsigned)t.linear * 16);
 }
 __device__ void gate_up(const clcrt::Tile &t, const GateUpArgs &a) {
   if (a.batch <= 8) gate_up_nt<1>(t, a, clcrt::smem());
@@ -240,13 +260,7 @@ __device__ __forceinline__ void down_nt(const clcrt::Tile &t, const DownArgs &a,
   const WarpPart p = down_part(t, a, s, col);
   float acc[2][NT][4];
   mma_rows<2, NT>(p.w, p.ldw, a.h, a.inter, a.batch, p.k0, p.k1, acc);
-  red.put(acc);
-  __syncthreads();
-  for (unsigned i = threadIdx.x; i < 32 * a.batch; i += blockDim.x) {
-    const unsigned r = i % 32, b = i / 32;
-    a.part[((size_t)s * a.batch + b) * a.hidden + col + r] = red.get(r, b);
-  }
-  __syncthreads();
+  store_down<NT>(red, acc, a, s, col);
 }
 __device__ void down(const clcrt::Tile &t, const DownArgs &a) {
   if (a.batch <= 8) down_nt<1>(t, a, clcrt::smem());
@@ -447,15 +461,7 @@ template <int NT, bool ARMED>
 __device__ __forceinline__ void gate_up_bulk_nt(const clcrt::Tile &t, const GateUpArgs &a, unsigned char *sm) {
   WarpSum<2, NT> &red = bulk_red<NT>(sm);
   bulk_rows<NT, ARMED>(gate_up_tile(t, a), a.xn, a.hidden, a.batch, sm, [&](unsigned j, const float (&acc)[2][NT][4]) {
-    const unsigned row = ((unsigned)t.linear * GU_SUB + j) * 16;
-    red.put(acc);
-    __syncthreads();
-    for (unsigned i = threadIdx.x; i < 16 * a.batch; i += blockDim.x) {
-      const unsigned r = i % 16, b = i / 16;
-      const float gt = red.get(r, b), u = red.get(16 + r, b);
-      a.h[(size_t)b * a.inter + row + r] = to_bf(gt / (1.f + __expf(-gt)) * u);
-    }
-    __syncthreads();
+    store_gate_up<NT>(red, acc, a, ((unsigned)t.linear * GU_SUB + j) * 16);
   });
 }
 template <bool ARMED>
@@ -469,13 +475,7 @@ __device__ __forceinline__ void down_bulk_nt(const clcrt::Tile &t, const DownArg
   const unsigned cols = a.hidden / 32, s = (unsigned)t.linear / cols, col = (unsigned)t.linear % cols * 32;
   WarpSum<2, NT> &red = bulk_red<NT>(sm);
   bulk_rows<NT, ARMED>(down_tile(t, a), a.h, a.inter, a.batch, sm, [&](unsigned, const float (&acc)[2][NT][4]) {
-    red.put(acc);
-    __syncthreads();
-    for (unsigned i = threadIdx.x; i < 32 * a.batch; i += blockDim.x) {
-      const unsigned r = i % 32, b = i / 32;
-      a.part[((size_t)s * a.batch + b) * a.hidden + col + r] = red.get(r, b);
-    }
-    __syncthreads();
+    store_down<NT>(red, acc, a, s, col);
   });
 }
 template <bool ARMED>
