@@ -4,19 +4,25 @@ projection (in K slices) -> sum of the slices + residual, bf16, for a batch of 1
 
     python3 python/examples/decode_mlp.py [--hidden 2048] [--inter 8192] [--batch 4]
 
-Four tile functions of one source, four nodes, three kinds of edge (docs/taskgraph.md):
+Three tile functions of one source, three nodes, two kinds of edge (docs/taskgraph.md):
 
     node 0  rmsnorm    one tile per token                       xn = x / rms(x) * w
     node 1  gate_up    16 rows of the intermediate per tile     h = silu(xn Wg^T) * (xn Wu^T)
                        (32 or 64 with the ring: see below)
-    node 2  down       32 output columns x one K slice          part[s] = h[:, slice s] Wd[:, slice s]^T
-    node 3  residual   32 output columns                        out = sum_s part[s] + x
+    node 2  down       32 output columns x one K slice          part[s] = h[:, slice s] Wd[:, slice s]^T;
+                                                                the last slice of columns c to be
+                                                                stored: out = sum_s part[s] + x
 
     0 -> 1  "all"              every gate/up tile needs every token's norm (the projections'
                                tiles start loading their weights while they wait)
     1 -> 2  "rows", C, L / R   down tile (s, c) needs the gate/up tiles of K slice s only, so the
                                first slices start while later gate/up tiles still run
-    2 -> 3  "kslices", S       output tile c needs the S slices (s, c)
+
+The down tiles of columns c count themselves in on a counter; the last adds the slices in slice
+order, so every run gives the same bits. DecodeMLP(sum="node") does that sum in a fourth node,
+"residual" (32 output columns a tile), behind a third kind of edge: 2 -> 3 "kslices", S (output
+tile c needs the S slices (s, c)). On an H200 the three nodes were about 1 us faster at the
+1B-class block and level at the 8B-class one (docs/results.md).
 
 The projections read their weights one of two ways (DecodeMLP's stream=): "regs", each warp's
 loads into registers, two steps in flight; "bulk", the copy engine's bulk copies into a ring in
@@ -62,7 +68,10 @@ __device__ __forceinline__ void unpack8(const uint4 q, float *f) {
 
 struct NormArgs { const unsigned short *x, *w; unsigned short *xn; unsigned hidden; float eps; };
 struct GateUpArgs { const unsigned short *xn, *wgu; unsigned short *h; unsigned batch, hidden, inter; };
-struct DownArgs { const unsigned short *h, *wd; float *part; unsigned batch, hidden, inter, slices; };
+struct DownArgs {
+  const unsigned short *h, *wd; float *part; const unsigned short *x; unsigned short *out; int *ctr;
+  unsigned batch, hidden, inter, slices;
+};
 struct ResidualArgs { const float *part; const unsigned short *x; unsigned short *out; unsigned batch, hidden, slices; };
 
 // Token t.linear: xn = x / sqrt(mean(x^2) + eps) * w. Each thread keeps its chunks of 8 (16-byte
@@ -226,6 +235,31 @@ __device__ __forceinline__ void store_gate_up(WarpSum<2, NT> &red, const float (
   }
   __syncthreads();
 }
+#if SUM_LAST
+// The slices' sum and the residual, done by the down tile that stores the last slice of its
+// columns (DecodeMLP's sum="last"): each down tile counts itself in on its columns' counter
+// after its partial sums (a release); the one that brings it to `slices` (an acquire: every
+// slice is visible) adds the slices in slice order and x, and writes out. The same order
+// whoever is last: the same bits on every run. The counter wraps to 0 as the last counts in
+// (atomicInc), ready for the next run.
+__device__ __forceinline__ void sum_last(const DownArgs &a, unsigned col) {
+  __shared__ unsigned s_last;
+  if (threadIdx.x == 0) {
+    asm volatile("fence.acq_rel.gpu;" ::: "memory");  // the CTA's partials (ordered by the barrier) first
+    const bool last = atomicInc((unsigned *)a.ctr + col / 32, a.slices - 1) == a.slices - 1;
+    if (last) asm volatile("fence.acq_rel.gpu;" ::: "memory");  // every slice's partials before the reads
+    s_last = last;
+  }
+  __syncthreads();
+  if (!s_last) return;
+  for (unsigned i = threadIdx.x; i < 32 * a.batch; i += blockDim.x) {
+    const size_t j = (size_t)(i / 32) * a.hidden + col + i % 32;
+    float v = bf(a.x[j]);
+    for (unsigned s = 0; s < a.slices; s++) v += a.part[(size_t)s * a.batch * a.hidden + j];
+    a.out[j] = to_bf(v);
+  }
+}
+#endif
 template <int NT>
 __device__ __forceinline__ void store_down(WarpSum<2, NT> &red, const float (&acc)[2][NT][4], const DownArgs &a,
                                            unsigned s, unsigned col) {
@@ -236,6 +270,9 @@ __device__ __forceinline__ void store_down(WarpSum<2, NT> &red, const float (&ac
     a.part[((size_t)s * a.batch + b) * a.hidden + col + r] = red.get(r, b);
   }
   __syncthreads();
+#if SUM_LAST
+  sum_last(a, col);
+#endif
 }
 
 // Every token of the gate/up tile: h = silu(gate) * up.
@@ -530,6 +567,9 @@ class DownArgs(clcrt.Args):
     h: clcrt.ptr("bf16")
     wd: clcrt.ptr("bf16")
     part: clcrt.ptr("f32")
+    x: clcrt.ptr("bf16")
+    out: clcrt.ptr("bf16")
+    ctr: clcrt.ptr("int32")
     batch: clcrt.u32
     hidden: clcrt.u32
     inter: clcrt.u32
@@ -584,9 +624,19 @@ def gu_sub_for(inter, slice_len, sms, slots_per_sm=2):
     return 1
 
 
-def source(stream="regs", stages=2, kc=512, gu_sub=1):
+def source(stream="regs", stages=2, kc=512, gu_sub=1, sum="last"):
     """The tile functions' source and the nodes, as DecodeMLP builds them: gate/up tiles of
-    gu_sub x 16 rows (the ring's only)."""
+    gu_sub x 16 rows (the ring's only); sum "last" (the last down tile of each column block adds
+    the slices and the residual: three nodes) or "node" (a fourth node does)."""
+    if sum not in ("last", "node"):
+        raise ValueError("DecodeMLP: sum is 'last' or 'node'")
+    src, nodes, graph_nodes, smem = _source(stream, stages, kc, gu_sub)
+    if sum == "last":
+        return "#define SUM_LAST 1\n" + src, nodes[:3], graph_nodes[:3], smem
+    return src, nodes, graph_nodes, smem
+
+
+def _source(stream, stages, kc, gu_sub):
     if stream == "regs":
         if gu_sub != 1:
             raise ValueError("DecodeMLP: gate/up tiles of more than 16 rows need stream='bulk'")
@@ -613,9 +663,10 @@ def slices_for(hidden, inter, sms, per_sm=1):
     return best
 
 
-def edges(hidden, inter, slices, rows_gu=ROWS_GU):
+def edges(hidden, inter, slices, rows_gu=ROWS_GU, sum="last"):
     cols = hidden // ROWS_D
-    return [(0, 1, "all"), (1, 2, "rows", cols, inter // slices // rows_gu), (2, 3, "kslices", slices)]
+    e = [(0, 1, "all"), (1, 2, "rows", cols, inter // slices // rows_gu)]
+    return e if sum == "last" else e + [(2, 3, "kslices", slices)]
 
 
 class DecodeMLP:
@@ -624,10 +675,14 @@ class DecodeMLP:
 
     stream: "regs", "bulk" or "auto" (bulk_pays); with the ring, `stages` of `kc` k and gate/up
     tiles of gu_sub x 16 rows ("auto": gu_sub_for). slices_per_sm: down tiles per SM (slices_for).
+    sum: "last" (the last down tile of each column block adds the slices and the residual) or
+    "node" (a fourth node does). One DecodeMLP runs one block at a time: its scratch (the
+    normalised tokens, the intermediate, the slices and their counters) is shared by its runs.
     sched, grid, min_blocks_per_sm: as for any clcrt kernel, the graph's and the nodes'."""
 
     def __init__(self, norm_w, w_gate_up, w_down, max_batch=16, eps=1e-5, sched="auto", grid="auto",
-                 slices_per_sm=1, min_blocks_per_sm=0, stream="auto", stages=2, kc=512, gu_sub="auto", rt=None):
+                 slices_per_sm=1, min_blocks_per_sm=0, stream="auto", stages=2, kc=512, gu_sub="auto", sum="last",
+                 rt=None):
         import torch
 
         self.hidden, self.inter = int(w_down.shape[0]), int(w_down.shape[1])
@@ -646,6 +701,7 @@ class DecodeMLP:
         self.xn = torch.empty(max_batch, H, dtype=torch.bfloat16, device=dev)
         self.h = torch.empty(max_batch, inter, dtype=torch.bfloat16, device=dev)
         self.part = torch.empty(self.slices, max_batch, H, dtype=torch.float32, device=dev)
+        self.ctr = torch.zeros(H // ROWS_D, dtype=torch.int32, device=dev)  # sum="last": zero at rest
         self.max_batch = max_batch
         self.min_blocks_per_sm = min_blocks_per_sm
         if stream == "auto":
@@ -655,12 +711,13 @@ class DecodeMLP:
                              "(%d)" % (inter // self.slices, kc))
         if gu_sub == "auto":
             gu_sub = gu_sub_for(inter, inter // self.slices, sms) if stream == "bulk" else 1
-        src, nodes, graph_nodes, smem = source(stream, stages, kc, gu_sub)
+        src, nodes, graph_nodes, smem = source(stream, stages, kc, gu_sub, sum)
         self.stream, self.stages, self.rows_gu, self.graph_nodes = stream, stages, ROWS_GU * gu_sub, graph_nodes
+        self.sum = sum
         if (inter // self.slices) % self.rows_gu:
             raise ValueError("DecodeMLP: the K slices (%d) must be multiples of the gate/up tiles' %d rows" %
                              (inter // self.slices, self.rows_gu))
-        self.graph = clcrt.TaskGraph(src, graph_nodes, edges(H, inter, self.slices, self.rows_gu), block=BLOCK,
+        self.graph = clcrt.TaskGraph(src, graph_nodes, edges(H, inter, self.slices, self.rows_gu, sum), block=BLOCK,
                                      smem_bytes=smem,
                                      sched=sched, grid=grid, min_blocks_per_sm=min_blocks_per_sm, rt=self.rt)
         self.kernels = [self.rt.register(src, fn, cls, block=BLOCK, smem_bytes=smem if i in (1, 2) else 0,
@@ -670,7 +727,7 @@ class DecodeMLP:
 
     def tiles(self, batch):
         cols = self.hidden // ROWS_D
-        return [batch, self.inter // self.rows_gu, cols * self.slices, cols]
+        return [batch, self.inter // self.rows_gu, cols * self.slices, cols][:len(self.kernels)]
 
     def args(self, x, out):
         """The four nodes' Args for x [B, H] into out [B, H] (kept per set of tensors)."""
@@ -683,8 +740,8 @@ class DecodeMLP:
                                                                                              self.max_batch))
             H, inter, s = self.hidden, self.inter, self.slices
             a = [NormArgs(x, self.norm_w, self.xn, H, self.eps), GateUpArgs(self.xn, self.wgu, self.h, B, H, inter),
-                 DownArgs(self.h, self.wd, self.part, B, H, inter, s),
-                 ResidualArgs(self.part, x, out, B, H, s)]
+                 DownArgs(self.h, self.wd, self.part, x, out, self.ctr, B, H, inter, s),
+                 ResidualArgs(self.part, x, out, B, H, s)][:len(self.kernels)]
             if len(self._cached) > 64:
                 self._cached.clear()
             self._cached[key] = a

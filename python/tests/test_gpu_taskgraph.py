@@ -30,8 +30,8 @@ def example():
 @pytest.mark.parametrize("hidden,inter,kw", [(2048, 8192, dict(stream="regs")), (2048, 8192, dict(stream="bulk")),
                                              (1024, 3584, dict(stream="regs")),
                                              (1024, 3584, dict(stream="bulk", stages=3, kc=256)),
-                                             (4096, 14336, dict())],
-                         ids=["1b-regs", "1b-bulk", "odd-regs", "odd-bulk256", "8b-auto"])
+                                             (4096, 14336, dict()), (2048, 8192, dict(stream="bulk", sum="node"))],
+                         ids=["1b-regs", "1b-bulk", "odd-regs", "odd-bulk256", "8b-auto", "1b-bulk-sum-node"])
 def test_decode_mlp_random_sequence(hidden, inter, kw):
     import torch
 

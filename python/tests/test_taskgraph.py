@@ -1,5 +1,5 @@
-"""clcrt.TaskGraph without a GPU: the decode MLP example's graph (four nodes, "all", "rows" and
-"kslices" edges) and a graph with "same" and "custom" edges compile for Hopper and Blackwell
+"""clcrt.TaskGraph without a GPU: the decode MLP example's graphs (three nodes, "all" and "rows"
+edges; or four, with "kslices") and a graph with "same" and "custom" edges compile for Hopper and Blackwell
 through the Python face; bad nodes and edges are refused with a message before anything
 compiles. tests/test_gpu_taskgraph.py runs graphs against torch; tests/gpu_taskgraph.c (C)
 runs random graphs against node-by-node launches."""
@@ -26,7 +26,17 @@ def test_decode_mlp_graph_compiles(arch):
     with clcrt.Runtime(arch=arch, cache_dir="") as rt:
         s = m.slices_for(2048, 8192, 132)
         assert s > 1 and (8192 // s) % 256 == 0 and 2048 // m.ROWS_D * s >= 132
-        g = clcrt.TaskGraph(m.SRC, m.GRAPH_NODES, m.edges(2048, 8192, s), block=m.BLOCK, smem_bytes=m.SMEM, rt=rt)
+        # The default: the last down tile of each column block sums the slices (three nodes).
+        src3, nodes3, graph3, smem3 = m.source("regs")
+        assert len(nodes3) == len(graph3) == 3 and len(m.edges(2048, 8192, s)) == 2
+        g3 = clcrt.TaskGraph(src3, graph3, m.edges(2048, 8192, s), block=m.BLOCK, smem_bytes=smem3, rt=rt)
+        assert "atom.global.inc.u32" in g3.kernel.ptx and "clcrt_tg::wait(c + l, %du)" % s not in g3.source
+        g3.close()
+        # A fourth node sums them: a KSLICES edge.
+        src, nodes, graph_nodes, smem = m.source("regs", sum="node")
+        assert src == m.SRC and len(graph_nodes) == 4
+        g = clcrt.TaskGraph(src, graph_nodes, m.edges(2048, 8192, s, sum="node"), block=m.BLOCK, smem_bytes=smem,
+                            rt=rt)
         i = g.kernel.info
         assert i.arch == arch and i.stack_bytes <= 64, (i.arch, i.stack_bytes)
         assert i.sched == (clcrt.Sched.STEAL if arch == "sm_90a" else clcrt.Sched.CLC)
@@ -35,8 +45,11 @@ def test_decode_mlp_graph_compiles(arch):
         assert "clcrt_tg::wait(c + l, %du)" % s in src  # the K slices' reduction
         assert "ld.acquire.gpu" in g.kernel.ptx and "prefetch.global.L2" in g.kernel.ptx
         assert "gate_up_prefetch(lt, g.a1)" in src and "down_prefetch(lt, g.a2)" in src
-        for fn, cls in m.NODES:  # the same tile functions alone, as run_nodes launches them
-            rt.register(m.SRC, fn, cls, block=m.BLOCK, smem_bytes=m.SMEM)
+        for s_, ns in ((m.SRC, nodes), (src3, nodes3)):  # the tile functions alone, as run_nodes launches them
+            for fn, cls in ns:
+                rt.register(s_, fn, cls, block=m.BLOCK, smem_bytes=m.SMEM)
+        with pytest.raises(ValueError, match="sum"):
+            m.source("regs", sum="atomic")
         g.close()
         g.close()
         with pytest.raises(clcrt.InvalidError, match="closed"):
