@@ -492,13 +492,13 @@ static void dcont_setup(dcont *dc, clcrt_ops *ops, const gemm_plan *p, const cha
   const gemm_variant *v = gemm_variant_at(p->variant);
   dc->as_meant = !strcmp(info->variant, gemm_plan_variant_name(p)) &&
                  info->sched == p->sched && info->shared_tiles == dc->a.sk_tiles &&
-                 info->splits == (dc->a.sk_tiles ? dc->a.sk_units / dc->a.sk_tiles : 1u) &&
+                 info->units == dc->a.sk_units &&
                  info->tiles.x == gemm_dense_tiles(v, &dc->a).x;
   if (dc->as_meant)
     plan_name(p, &dc->a, dc->what, sizeof dc->what);
   else
-    snprintf(dc->what, sizeof dc->what, "%s %s %u x %u slices (op)", info->variant, sched_name(info->sched),
-             info->shared_tiles, info->splits);
+    snprintf(dc->what, sizeof dc->what, "%s %s sk %u/%u (op)", info->variant, sched_name(info->sched),
+             info->shared_tiles, info->units);
 }
 /* One run of the contender on window 0 into D, poisoned first, against cuBLAS's output R
  * (relative Frobenius error at most 1e-2, every element written); a wrong one counts as a
@@ -837,7 +837,7 @@ static void bench_dense_shape(const bgemm_shape *sh, int idx) {
              "\"plan_cost\":%.1f,\"median_ms\":%.5f,\"min_ms\":%.5f,\"tflops\":%.2f,\"ratio_to_cublas\":%.4f,"
              "\"rel_err\":%.3e,\"ok\":true}",
              sh->cls, sh->label, sum->shape, m, n, k, (unsigned long long)run_seed, is_def ? "default" : "candidate",
-             d->info.variant, sched_name(d->info.sched), d->info.shared_tiles, d->info.shared_tiles * d->info.splits,
+             d->info.variant, sched_name(d->info.sched), d->info.shared_tiles, d->info.units,
              d->a.sk_tail,
              d->a.kshift, d->as_meant ? "true" : "false", b2b, d->p.cost, t, ct[ti].min, tf, ratio, d->err);
     if (ratio > best) best = ratio, snprintf(sum->oracle_what, sizeof sum->oracle_what, "%s", d->what);

@@ -121,12 +121,14 @@ typedef struct clcrt_gemm_plan_info {
   unsigned bm, bn, cluster_m;
   unsigned splits;        /* k-slices of a shared tile (1: every tile whole) */
   unsigned shared_tiles;  /* tiles cut into slices */
+  unsigned units;         /* the shared tiles' stream-K units: shared_tiles x splits, or where the
+                             units' ranges of k-blocks cross tiles, fewer than 2 a tile; 0: none */
   clcrt_dim3 tiles;       /* the launch's tile grid */
   unsigned long long workspace_bytes; /* stream-K partials and counters */
 } clcrt_gemm_plan_info;
 #define CLCRT_GEMM_PLAN_INFO_INIT                                                                              \
   {.size = sizeof(clcrt_gemm_plan_info), .variant = NULL, .sched = CLCRT_SCHED_AUTO, .bm = 0, .bn = 0,        \
-   .cluster_m = 0, .splits = 0, .shared_tiles = 0, .tiles = {0, 0, 0}, .workspace_bytes = 0}
+   .cluster_m = 0, .splits = 0, .shared_tiles = 0, .units = 0, .tiles = {0, 0, 0}, .workspace_bytes = 0}
 CLCRT_API clcrt_status clcrt_gemm_plan_get(clcrt_ops *ops, const clcrt_stream *s, const clcrt_gemm_desc *d,
                                            clcrt_gemm_plan_info *out);
 

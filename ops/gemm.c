@@ -364,7 +364,8 @@ clcrt_status clcrt_gemm_plan_get(clcrt_ops *ops, const clcrt_stream *s, const cl
   out->variant = gemm_plan_variant_name(&c.plan);
   out->sched = c.sched, out->bm = v->bm, out->bn = v->bn, out->cluster_m = v->cm;
   out->shared_tiles = c.args.sk_tiles;
-  out->splits = c.args.sk_tiles ? c.args.sk_units / c.args.sk_tiles : 1;
+  out->splits = c.args.sk_tiles ? gemm_cdiv(c.args.sk_units, c.args.sk_tiles) : 1;
+  out->units = c.args.sk_units;
   out->tiles = c.tiles;
   out->workspace_bytes = c.part_bytes + c.ctr_bytes;
   return CLCRT_OK;

@@ -92,6 +92,28 @@ typedef enum gemm_share {
 #ifndef GEMM_TRANS_GEMV_M
 #define GEMM_TRANS_GEMV_M 64u
 #endif
+/* ... and where those whole tiles would leave SMs idle on a long run, stream-K over every SM
+ * instead (clcrt_streamk.cuh, order 0: each SM one range of k-blocks that may cross tiles): when
+ * the tiles cover at most GEMM_SK_SMS_MAX_FILL of the SMs, each SM's range is at least
+ * GEMM_SK_SMS_MIN_KB k-blocks and the problem has at most GEMM_SK_SMS_MAX_M rows. Measured on an
+ * H200, 2026-11-29 (ops/NOTES.md): over 79 decode and generated shapes of 1 to 64 rows whose
+ * transposed tiles ran whole, the ranges cost about 2-4 us more (the fix-up, a range that
+ * restarts its ring at a tile boundary): 0.69-0.91x on runs under 25 us. Past 150 k-blocks an SM
+ * and at 80 or fewer tiles (61% of 132 SMs) they ran 0.985-1.19x as fast (1.18x: 16x4608x36864,
+ * 72 tiles), at 96 tiles (73%) 0.91-0.96x. Then shapes the experiment had not seen (generated
+ * shapes of six other seeds, public models' decode projections), before and after alternating
+ * twice: the 35 of at most 48 rows 1.044x in geo-mean, 32 of them 1.01-1.19x, the slowest 0.98x;
+ * of 49 to 64 rows (64x64 tiles), these 2 and the experiment's 3 ran 0.95-1.02x, 0.98x in
+ * geo-mean: not taken. */
+#ifndef GEMM_SK_SMS_MAX_FILL
+#define GEMM_SK_SMS_MAX_FILL 0.62
+#endif
+#ifndef GEMM_SK_SMS_MIN_KB
+#define GEMM_SK_SMS_MIN_KB 150u
+#endif
+#ifndef GEMM_SK_SMS_MAX_M
+#define GEMM_SK_SMS_MAX_M 48u
+#endif
 /* The narrowest block N (a multiple of 16) that covers m columns. */
 static inline unsigned gemm_cover_bn(unsigned m) { return gemm_cdiv(m, 16u) * 16u; }
 
@@ -347,7 +369,8 @@ static inline gemm_plan gemm_plan_dense_t(unsigned m, unsigned n, unsigned k, un
   if (trans_ok && m <= GEMM_TRANS_GEMV_M && p.sk_units && !p.trans) {
     /* A problem of few rows whose normal plan slices its tiles for stream-K: 64-row tiles
      * transposed instead, block N the narrowest that covers m, with the model's decomposition
-     * of the swapped problem. */
+     * of the swapped problem, or stream-K over every SM where whole tiles would leave many idle
+     * on a long run. */
     char name[16];
     snprintf(name, sizeof name, "64x%u", gemm_cover_bn(m));
     const int i = gemm_variant_find(name);
@@ -356,6 +379,10 @@ static inline gemm_plan gemm_plan_dense_t(unsigned m, unsigned n, unsigned k, un
       memset(&t, 0, sizeof t);
       t.variant = i, t.sched = CLCRT_SCHED_STEAL, t.shift = 1, t.trans = 1;
       gemm_plan_share(&t, GEMM_SHARE_TAIL, n, m, k, sms, mem_bw);
+      const unsigned T = gemm_work_tiles(gemm_variant_at(i), n, m), nk = gemm_cdiv(k, GEMM_BK);
+      if (!t.sk_units && m <= GEMM_SK_SMS_MAX_M && T < GEMM_SK_SMS_MAX_FILL * sms &&
+          (uint64_t)T * nk >= (uint64_t)GEMM_SK_SMS_MIN_KB * sms)
+        t.sk_tiles = T, t.sk_units = (unsigned)sms, t.sk_tail = 0;
       p = t;
     }
   }

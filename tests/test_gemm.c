@@ -579,6 +579,57 @@ START_TEST(test_plan_trans) {
 }
 END_TEST
 
+/* The few-rows rule's stream-K over every SM: where whole transposed tiles would cover at most
+ * GEMM_SK_SMS_MAX_FILL of the SMs on a run of at least GEMM_SK_SMS_MIN_KB k-blocks an SM (and M
+ * is at most GEMM_SK_SMS_MAX_M), every
+ * tile is shared, one unit per SM, in order 0 (ranges that cross tiles); elsewhere the model's
+ * decomposition stands. The units are a valid stream-K decomposition of the swapped problem. */
+START_TEST(test_plan_sk_sms) {
+  static const struct { unsigned m, n, k; int sms, all; } cases[] = {
+      {16, 4608, 36864, 132, 1}, /* 72 tiles, 314 k-blocks an SM */
+      {1, 5120, 24192, 132, 1},  /* 80 tiles (61%) */
+      {48, 5120, 23872, 132, 1}, /* 64x48 tiles */
+      {49, 5120, 25296, 132, 0}, /* past GEMM_SK_SMS_MAX_M rows: 64x64 tiles whole */
+      {16, 4608, 4096, 132, 0},  /* a short run: 35 k-blocks an SM */
+      {1, 6144, 24576, 132, 0},  /* 96 tiles (73%) */
+      {16, 4608, 36864, 66, 0},  /* on half the SMs the 72 tiles fill them */
+      {8, 28672, 3584, 132, 0},  /* normal 64x256 tiles whole: the rule does not apply */
+  };
+  for (unsigned i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    const unsigned m = cases[i].m, n = cases[i].n, k = cases[i].k;
+    const int sms = cases[i].sms;
+    const gemm_plan p = gemm_plan_dense(m, n, k, 128, sms, 0);
+    const gemm_variant *v = gemm_variant_at(p.variant);
+    const unsigned T = gemm_work_tiles(v, n, m), nk = gemm_cdiv(k, GEMM_BK);
+    if (cases[i].all) {
+      ck_assert_msg(p.trans && p.sk_tiles == T && p.sk_units == (unsigned)sms && p.sk_tail == 0,
+                    "%ux%ux%u on %d SMs: %s sk %u/%u tail %u", m, n, k, sms, gemm_plan_variant_name(&p), p.sk_tiles,
+                    p.sk_units, p.sk_tail);
+      ck_assert_double_lt(T, GEMM_SK_SMS_MAX_FILL * sms);
+      ck_assert_uint_ge((uint64_t)T * nk, (uint64_t)GEMM_SK_SMS_MIN_KB * sms);
+      const clcrt_sk sk = clcrt_sk_make(T, nk, p.sk_tiles, p.sk_units, p.sk_tail);
+      ck_assert_uint_eq(clcrt_sk_units(&sk), (unsigned)sms);
+      unsigned covered = 0;
+      for (unsigned u = 0; u < (unsigned)sms; u++)
+        for (unsigned j = 0, ns = clcrt_sk_segments(&sk, u); j < ns; j++) {
+          const clcrt_sk_seg g = clcrt_sk_segment(&sk, u, j);
+          ck_assert_uint_lt(g.tile, T);
+          covered += g.k1 - g.k0;
+        }
+      ck_assert_uint_eq(covered, T * nk); /* every k-block of every tile once */
+    } else {
+      ck_assert_msg(!(p.trans && p.sk_tiles == T && p.sk_units == (unsigned)sms && !p.sk_tail),
+                    "%ux%ux%u on %d SMs: stream-K over every SM", m, n, k, sms);
+      if (p.trans) {
+        gemm_plan q = p;
+        gemm_plan_share(&q, GEMM_SHARE_TAIL, n, m, k, sms, 0);
+        ck_assert(q.sk_tiles == p.sk_tiles && q.sk_units == p.sk_units);
+      }
+    }
+  }
+}
+END_TEST
+
 /* The model follows the device's memory: its streaming rate scaled by the peak bandwidth against
  * the H100's it was fitted on; unknown (0) is the H100's, and the scale is bounded. The peak an
  * H200's driver reports (4814 GB/s, 2026-11-28) moves the plans of memory-bound shapes and of no
@@ -1079,6 +1130,7 @@ static Suite *gemm_suite(void) {
   tcase_add_test(tc, test_streamk_fixup_order);
   tcase_add_test(tc, test_plan);
   tcase_add_test(tc, test_plan_trans);
+  tcase_add_test(tc, test_plan_sk_sms);
   tcase_add_test(tc, test_plan_mem_bw);
   tcase_add_test(tc, test_kshift_choice);
   tcase_add_test(tc, test_plan_model);

@@ -143,6 +143,7 @@ START_TEST(test_plan_get) {
   ck_assert_uint_eq(p.bm, mv->bm);
   ck_assert_uint_eq(p.bn, mv->bn);
   ck_assert_uint_eq(p.splits, model.sk_units ? model.sk_units / model.sk_tiles : 1);
+  ck_assert_uint_eq(p.units, model.sk_units);
   if (!model.sk_units) { /* whole tiles: one unit per tile, the grid counted in CTAs */
     ck_assert_uint_eq(p.tiles.x, (8192u + mv->bm - 1) / mv->bm * ((8192u + mv->bn - 1) / mv->bn));
     ck_assert_uint_eq(p.workspace_bytes, 0);
@@ -150,7 +151,21 @@ START_TEST(test_plan_get) {
   g.split = CLCRT_GEMM_SPLIT_ALL;
   ck_assert_int_eq(clcrt_gemm_plan_get(ops, NULL, &g, &p), CLCRT_OK);
   ck_assert_uint_ge(p.splits, 2);
+  ck_assert_uint_eq(p.units, p.shared_tiles * p.splits);
   ck_assert_uint_gt(p.workspace_bytes, 0);
+  {
+    /* A long decode projection whose 72 transposed tiles would leave 60 of 132 SMs idle: one
+     * range of k-blocks per SM, crossing tiles; splits counts the units a tile has at most. */
+    clcrt_gemm_desc h = CLCRT_GEMM_DESC_INIT;
+    h.m = 16, h.n = 4608, h.k = 36864, h.a = h.b = h.d = 0x100000;
+    ck_assert_msg(clcrt_gemm_plan_get(ops, NULL, &h, &p) == CLCRT_OK, "%s", clcrt_errmsg(rt));
+    ck_assert_str_eq(p.variant, "64x16t");
+    ck_assert_uint_eq(p.shared_tiles, 72);
+    ck_assert_uint_eq(p.units, 132);
+    ck_assert_uint_eq(p.splits, 2);
+    ck_assert_uint_eq(p.tiles.x, 132);
+    ck_assert_uint_gt(p.workspace_bytes, 0);
+  }
   g.split = CLCRT_GEMM_SPLIT_AUTO, g.variant = "128x64";
   ck_assert_int_eq(clcrt_gemm_plan_get(ops, NULL, &g, &p), CLCRT_OK);
   ck_assert_str_eq(p.variant, "128x64");

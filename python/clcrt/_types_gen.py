@@ -368,6 +368,7 @@ class GemmPlanInfo(c.Structure):
         ("cluster_m", c.c_uint),
         ("splits", c.c_uint),
         ("shared_tiles", c.c_uint),
+        ("units", c.c_uint),
         ("tiles", Dim3),
         ("workspace_bytes", c.c_ulonglong),
     ]

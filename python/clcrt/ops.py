@@ -160,7 +160,7 @@ def plan(a, b, *, variant=None, sched=None, split=None, stream=None):
     p = T.sized(T.GemmPlanInfo)
     rt._check(rt._lib.clcrt_gemm_plan_get(_ops(rt), s._h, ctypes.byref(d), ctypes.byref(p)))
     return {"variant": p.variant.decode(), "sched": Sched(p.sched).name.lower(), "splits": p.splits,
-            "shared_tiles": p.shared_tiles, "tiles": (p.tiles.x, p.tiles.y, p.tiles.z),
+            "shared_tiles": p.shared_tiles, "units": p.units, "tiles": (p.tiles.x, p.tiles.y, p.tiles.z),
             "workspace_bytes": p.workspace_bytes}
 
 
