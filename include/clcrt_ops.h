@@ -119,10 +119,11 @@ typedef struct clcrt_gemm_plan_info {
   const char *variant;    /* static name, e.g. "128x256", or "128x160c2t" for a transposed plan */
   clcrt_sched sched;      /* as registered */
   unsigned bm, bn, cluster_m;
-  unsigned splits;        /* k-slices of a shared tile (1: every tile whole) */
+  unsigned splits;        /* k-slices of a shared tile, rounded up (1: every tile whole) */
   unsigned shared_tiles;  /* tiles cut into slices */
-  unsigned units;         /* the shared tiles' stream-K units: shared_tiles x splits, or where the
-                             units' ranges of k-blocks cross tiles, fewer than 2 a tile; 0: none */
+  unsigned units;         /* the shared tiles' stream-K units: shared_tiles x splits, or not a
+                             multiple of shared_tiles where the units' ranges of k-blocks cross
+                             tiles; 0: every tile whole */
   clcrt_dim3 tiles;       /* the launch's tile grid */
   unsigned long long workspace_bytes; /* stream-K partials and counters */
 } clcrt_gemm_plan_info;

@@ -190,7 +190,8 @@ static problem random_dense(rng_t *r, size_t dcap) {
     }
     p.g = g;
     snprintf(p.what, sizeof p.what, "%ux%ux%u lda %llu ldb %llu ldd %llu a+%u b+%u %s %s split %d", g.m, g.n, g.k,
-             g.lda ? g.lda : g.k, g.ldb ? g.ldb : g.k, g.ldd ? g.ldd : g.n, off_a, off_b, g.variant ? g.variant : "plan", clcrt_sched_name(g.sched), (int)g.split);
+             g.lda ? g.lda : g.k, g.ldb ? g.ldb : g.k, g.ldd ? g.ldd : g.n, off_a, off_b,
+             g.variant ? g.variant : "plan", clcrt_sched_name(g.sched), (int)g.split);
     return p;
   }
 }
