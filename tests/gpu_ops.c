@@ -307,6 +307,32 @@ static void *work(void *arg) {
   return NULL;
 }
 
+/* Problem j of worker w (thread id), which `bad` elements got wrong: what it was, its plan, the
+ * problem before it; then run again alone (every thread is done: wrong again, or only in
+ * sequence?), its own rows (and the columns past n) counted apart from the guard rows after them.
+ * Uses the first two of w->bad's counters, which the caller has read. */
+static void report_wrong(worker *w, int id, int j, unsigned bad) {
+  clcrt_gemm_desc g = w->probs[j].g;
+  clcrt_gemm_plan_info pi = CLCRT_GEMM_PLAN_INFO_INIT;
+  const int ok = clcrt_gemm_plan_get(g_ops, w->s, &g, &pi) == CLCRT_OK;
+  printf("gpu_ops: WRONG %s: %u elements (plan %s, sk %u/%u; thread %d, problem %d, after %s)\n", w->probs[j].what,
+         bad, ok ? pi.variant : "?", pi.shared_tiles, pi.units, id, j, j ? w->probs[j - 1].what : "none");
+  const unsigned long long ldd = g.ldd ? g.ldd : g.n;
+  g.done = 0;
+  gpu_fill_u8(w->bad, 0, 8);
+  poison(w, &g);
+  ck_assert_int_eq(clcrt_gemm(g_ops, w->s, &g), CLCRT_OK);
+  reference(w->blas, &g, g.a, g.m, g.b, w->R);
+  compare(w->s, w->D, w->R, g.m, g.n, ldd, 0, w->bad, g.k);
+  compare(w->s, w->D + 2ull * g.m * ldd, w->R, 0, g.n, ldd, GUARD, w->bad + 4, g.k);
+  ck_assert_int_eq(clcrt_stream_sync(w->s), CLCRT_OK);
+  unsigned again[2] = {0, 0};
+  gpu_get(again, w->bad, 8);
+  printf("gpu_ops:   alone again: %u elements wrong in its rows, %u in the %d guard rows after them\n", again[0],
+         again[1], GUARD);
+  fflush(stdout);
+}
+
 START_TEST(test_dense_random_sequences) {
   const clcrt__driver *cu = gpu_cu();
   /* The default plans follow the device's peak memory bandwidth (gemm_model_for), which a real
@@ -351,30 +377,7 @@ START_TEST(test_dense_random_sequences) {
     for (int j = 0; j < per; j++) {
       total++;
       if (bad[j]) {
-        if (wrong++ < 40) {
-          clcrt_gemm_plan_info pi = CLCRT_GEMM_PLAN_INFO_INIT;
-          const int ok = clcrt_gemm_plan_get(g_ops, w[i].s, &w[i].probs[j].g, &pi) == CLCRT_OK;
-          printf("gpu_ops: WRONG %s: %u elements (plan %s, sk %u/%u; thread %d, problem %d, after %s)\n",
-                 w[i].probs[j].what, bad[j], ok ? pi.variant : "?", pi.shared_tiles, pi.units, i, j,
-                 j ? w[i].probs[j - 1].what : "none");
-          /* Run again alone, now that every thread is done: wrong again, or only in sequence? Its
-           * own rows (and the columns past n) apart from the guard rows after them. */
-          problem *p = &w[i].probs[j];
-          const unsigned long long ldd = p->g.ldd ? p->g.ldd : p->g.n;
-          p->g.done = 0;
-          gpu_fill_u8(w[i].bad, 0, 8);
-          poison(&w[i], &p->g);
-          ck_assert_int_eq(clcrt_gemm(g_ops, w[i].s, &p->g), CLCRT_OK);
-          reference(w[i].blas, &p->g, p->g.a, p->g.m, p->g.b, w[i].R);
-          compare(w[i].s, w[i].D, w[i].R, p->g.m, p->g.n, ldd, 0, w[i].bad, p->g.k);
-          compare(w[i].s, w[i].D + 2ull * p->g.m * ldd, w[i].R, 0, p->g.n, ldd, GUARD, w[i].bad + 4, p->g.k);
-          ck_assert_int_eq(clcrt_stream_sync(w[i].s), CLCRT_OK);
-          unsigned again[2] = {0, 0};
-          gpu_get(again, w[i].bad, 8);
-          printf("gpu_ops:   alone again: %u elements wrong in its rows, %u in the %d guard rows after them\n",
-                 again[0], again[1], GUARD);
-          fflush(stdout);
-        }
+        if (wrong++ < 40) report_wrong(&w[i], i, j, bad[j]);
       }
       const clcrt_gemm_desc *g = &w[i].probs[j].g;
       for (unsigned b = 0; b < DONE_PER; b++) {

@@ -727,10 +727,11 @@ class DecodeMLP:
 
     def tiles(self, batch):
         cols = self.hidden // ROWS_D
-        return [batch, self.inter // self.rows_gu, cols * self.slices, cols][:len(self.kernels)]
+        t = [batch, self.inter // self.rows_gu, cols * self.slices]
+        return t + [cols] if self.sum == "node" else t
 
     def args(self, x, out):
-        """The four nodes' Args for x [B, H] into out [B, H] (kept per set of tensors)."""
+        """The nodes' Args for x [B, H] into out [B, H] (kept per set of tensors)."""
         key = (x.data_ptr(), out.data_ptr(), x.shape[0])
         a = self._cached.get(key)
         if a is None:
@@ -740,8 +741,9 @@ class DecodeMLP:
                                                                                              self.max_batch))
             H, inter, s = self.hidden, self.inter, self.slices
             a = [NormArgs(x, self.norm_w, self.xn, H, self.eps), GateUpArgs(self.xn, self.wgu, self.h, B, H, inter),
-                 DownArgs(self.h, self.wd, self.part, x, out, self.ctr, B, H, inter, s),
-                 ResidualArgs(self.part, x, out, B, H, s)][:len(self.kernels)]
+                 DownArgs(self.h, self.wd, self.part, x, out, self.ctr, B, H, inter, s)]
+            if self.sum == "node":
+                a.append(ResidualArgs(self.part, x, out, B, H, s))
             if len(self._cached) > 64:
                 self._cached.clear()
             self._cached[key] = a

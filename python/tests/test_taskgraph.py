@@ -1,6 +1,6 @@
 """clcrt.TaskGraph without a GPU: the decode MLP example's graphs (three nodes, "all" and "rows"
-edges; or four, with "kslices") and a graph with "same" and "custom" edges compile for Hopper and Blackwell
-through the Python face; bad nodes and edges are refused with a message before anything
+edges; or four, with "kslices") and a graph with "same" and "custom" edges compile for Hopper and
+Blackwell through the Python face; bad nodes and edges are refused with a message before anything
 compiles. tests/test_gpu_taskgraph.py runs graphs against torch; tests/gpu_taskgraph.c (C)
 runs random graphs against node-by-node launches."""
 
