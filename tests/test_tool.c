@@ -442,6 +442,17 @@ START_TEST(compile_then_inspect) {
                        tmpdir),
                    2);
   has(err_text, "--variant wants a comma list of trace, graph, preempt and short, not");
+  /* Options after the file, as nvcc and cuobjdump take them: the same cubin as options first;
+   * after "--" a word is a file even when it looks like an option. */
+  ck_assert_int_eq(run("compile --no-cache %s/scale.cu --arch sm_90a --fn scale_tile --args ScaleArgs --sched steal "
+                       "--block 128 -o %s/late.cubin",
+                       tmpdir, tmpdir),
+                   0);
+  ck_assert_int_eq(run("diff %s/lean.cubin %s/late.cubin --fail-on all", tmpdir, tmpdir), 0);
+  ck_assert_int_eq(run("inspect %s/late.cubin --json", tmpdir), 0);
+  valid_json("inspect with --json after the file");
+  ck_assert_int_eq(run("inspect -- --json"), 3);
+  has(err_text, "--json");
   /* Default output name, and AUTO picking CLC on sm_100a. */
   ck_assert_int_eq(run("compile --no-cache -q --arch sm_100a --fn scale_tile --args ScaleArgs %s/scale.cu", tmpdir), 0);
   ck_assert_int_eq(run("inspect scale_tile.sm_100a.cubin"), 0);
