@@ -764,7 +764,7 @@ static void bench_dense_shape(const bgemm_shape *sh, int idx) {
   if (oracle) {
     /* The model's best plan of the other orientation (transposed where the default is not, and
      * the reverse), forced by its name: what the choice between them gained or lost. */
-    gemm_plan o = gemm_plan_dense_as(m, n, k, sms, peak_bw, !def.trans);
+    gemm_plan o = gemm_plan_dense_as(m, n, k, align, sms, peak_bw, !def.trans);
     const char *tname = gemm_plan_variant_name(&o);
     int dup = !tname;
     for (int q = 0; q < nc; q++) dup |= same_plan(&dc[q].p, &o);

@@ -34,14 +34,16 @@
  *   - whole tiles: full waves of P units, then one of the rest;
  *   - stream-K (the tail's tiles in s slices, all at once, after the whole waves): the
  *     slices' phase plus the fix-up, fx x s x rows / 128 + fx0 + fs x s;
- *   - plus t0 and `first` per wave (filling the pipeline).
+ *   - plus t0 and `first` per wave (filling the pipeline), and c2 more per wave of 2-CTA
+ *     clusters where the loads are aligned.
  * The constants were fitted to the choices, not to the times: the model ranks tile shapes for
  * a problem, and its microseconds are off by up to 2x on small problems (a 24 x 6144 x 4096
  * projection in 64 x 96 tiles: 46 modelled, 25 measured). scripts/gemm_fit.py holds a copy of
  * this model and reports how its picks run against the best measured candidate per class.
  *
  * Loads at 16-byte offsets: the k-blocks are shifted to align B (and A when its offset is
- * B's), so the same plan serves them; `align` selects nothing at present. */
+ * B's); where the other operand's rows stay off their lines (`align` under 128), the
+ * 2-CTA clusters' per-wave cost c2 is left out (gemm_model_for_loads). */
 #ifndef CLCRT_OPS_GEMM_PLAN_H
 #define CLCRT_OPS_GEMM_PLAN_H
 
@@ -166,6 +168,13 @@ static const float GEMM_KB_US[2][2][16] = {
 #define GEMM_FIT_FX 2.643
 #define GEMM_FIT_FX0 3.444
 #define GEMM_FIT_FS 3.351
+/* Per wave of 2-CTA clusters, beyond `first`: not fitted with the twelve above but scanned with
+ * them held (scripts/gemm_fit.py --scan-c2). A cluster's two CTAs start and refill their rings
+ * together, and the launch schedules pairs: over every tile shape timed back to back (H100
+ * sweep, 117 shapes; H200, 47), a 2-CTA candidate ran 1.24-1.32x as long as the same shape in
+ * 1-CTA tiles in geo-mean on runs under 0.1 ms, 1.02x past 0.3 ms. 3 us: ops/NOTES.md,
+ * 2026-11-29. */
+#define GEMM_FIT_C2 3.0
 typedef struct gemm_model {
   double t0;          /* a run's fixed cost */
   double first;       /* per wave: the first loads of its tiles */
@@ -177,12 +186,14 @@ typedef struct gemm_model {
   double stream_rows; /* at most this many clusters of rows: the operands stream */
   double rowk;        /* the share of a k-block's time that rows short of the tile do not save */
   double fx, fx0, fs; /* stream-K's fix-up: per slice and 128 rows, per run, per slice */
+  double c2;          /* per wave of 2-CTA clusters, beyond `first` */
 } gemm_model;
 
 static const gemm_model GEMM_MODEL_H100 = {
     .t0 = GEMM_FIT_T0,          .first = GEMM_FIT_FIRST,     .epi = GEMM_FIT_EPI,    .lat_mem = GEMM_FIT_LAT_MEM,
     .lat_l2 = GEMM_FIT_LAT_L2,  .bw_mem = GEMM_FIT_BW_MEM,   .bw_l2 = GEMM_FIT_BW_L2, .stream_rows = GEMM_FIT_SR,
     .rowk = GEMM_FIT_ROWK,      .fx = GEMM_FIT_FX,           .fx0 = GEMM_FIT_FX0,    .fs = GEMM_FIT_FS,
+    .c2 = GEMM_FIT_C2,
 };
 
 /* The H100 SXM's peak memory bandwidth (a 2619 MHz double-data-rate clock on a 5120-bit bus),
@@ -266,18 +277,29 @@ static inline double gemm_plan_cost_t(const gemm_model *md, const gemm_variant *
   } else if (rest) {
     t += nk * gemm_plan_kb(md, v, rest * v->cm, m, stream) + E;
   }
-  return md->t0 + t + md->first * gemm_cdiv(T, P);
+  return md->t0 + t + (md->first + (v->cm == 2 ? md->c2 : 0.0)) * gemm_cdiv(T, P);
 }
 static inline double gemm_plan_cost(const gemm_model *md, const gemm_variant *v, unsigned m, unsigned n, unsigned k,
                                     unsigned sk_tiles, unsigned sk_units, int sms) {
   return gemm_plan_cost_t(md, v, m, n, k, sk_tiles, sk_units, sms, 0);
 }
 
-/* The decomposition `share` of an m x n x k problem for p->variant on `sms` SMs of a device of
- * peak memory bandwidth mem_bw (gemm_model_for), into p. */
-static inline void gemm_plan_share(gemm_plan *p, gemm_share share, unsigned m, unsigned n, unsigned k, int sms,
-                                   double mem_bw) {
-  const gemm_model model = gemm_model_for(mem_bw), *md = &model;
+/* The model for loads `align`-byte aligned after the shift (gemm_load_align): where one
+ * operand's rows stay off their 128-byte lines, the 2-CTA clusters' per-wave cost is left out.
+ * Their multicast halves each CTA's share of B, and with it the lines a misaligned box row
+ * straddles: on an H200, 2026-11-29, the align16 class lost 0.967 -> 0.949 with the cost counted
+ * there (300x3584x18944 at random offsets, 128x160c2t -> 128x160t, 0.82 -> 0.70 of cuBLAS, where
+ * the same shape aligned gained 0.90 -> 0.92). */
+static inline gemm_model gemm_model_for_loads(double mem_bw, unsigned align) {
+  gemm_model md = gemm_model_for(mem_bw);
+  if (align < 128u) md.c2 = 0.0;
+  return md;
+}
+
+/* The decomposition `share` of an m x n x k problem for p->variant on `sms` SMs with model md,
+ * into p. */
+static inline void gemm_plan_share_md(gemm_plan *p, gemm_share share, unsigned m, unsigned n, unsigned k, int sms,
+                                      const gemm_model *md) {
   const gemm_variant *v = gemm_variant_at(p->variant);
   const unsigned P = (unsigned)sms / v->cm, T = gemm_work_tiles(v, m, n), nk = gemm_cdiv(k, GEMM_BK);
   p->sk_tiles = p->sk_units = p->sk_tail = 0;
@@ -298,6 +320,12 @@ static inline void gemm_plan_share(gemm_plan *p, gemm_share share, unsigned m, u
     const double c = gemm_plan_cost_t(md, v, m, n, k, rest, rest * sl, sms, p->trans);
     if (c < p->cost) p->cost = c, p->sk_tiles = rest, p->sk_units = rest * sl, p->sk_tail = 1;
   }
+}
+/* The same on a device of peak memory bandwidth mem_bw (gemm_model_for), loads aligned. */
+static inline void gemm_plan_share(gemm_plan *p, gemm_share share, unsigned m, unsigned n, unsigned k, int sms,
+                                   double mem_bw) {
+  const gemm_model md = gemm_model_for(mem_bw);
+  gemm_plan_share_md(p, share, m, n, k, sms, &md);
 }
 
 /* Variant i if the plan considers it: each tile shape once (the measured table's entries come
@@ -326,7 +354,9 @@ static inline const gemm_variant *gemm_plan_candidate(int i) {
  * with its best decomposition. A tie keeps the earlier shape (the measured table's first,
  * then the generated ones in order). About 300 costings: the op keeps its plans per shape
  * (gemm.c), so a shape pays for them once. */
-static inline gemm_plan gemm_plan_dense_as(unsigned m, unsigned n, unsigned k, int sms, double mem_bw, int trans) {
+static inline gemm_plan gemm_plan_dense_as(unsigned m, unsigned n, unsigned k, unsigned align, int sms, double mem_bw,
+                                           int trans) {
+  const gemm_model md = gemm_model_for_loads(mem_bw, align);
   gemm_plan best;
   memset(&best, 0, sizeof best);
   int have = 0;
@@ -340,11 +370,11 @@ static inline gemm_plan gemm_plan_dense_as(unsigned m, unsigned n, unsigned k, i
     p.shift = 1;
     p.trans = trans;
     if (trans) {
-      gemm_plan_share(&p, GEMM_SHARE_TAIL, n, m, k, sms, mem_bw);
+      gemm_plan_share_md(&p, GEMM_SHARE_TAIL, n, m, k, sms, &md);
       p.cost += GEMM_TRANS_EPI * GEMM_MODEL_H100.epi * v->bm * v->bn / 32768.0 * gemm_cdiv(gemm_work_tiles(v, n, m),
                                                                                            (unsigned)sms / v->cm);
     } else {
-      gemm_plan_share(&p, GEMM_SHARE_TAIL, m, n, k, sms, mem_bw);
+      gemm_plan_share_md(&p, GEMM_SHARE_TAIL, m, n, k, sms, &md);
     }
     if (!have || p.cost < best.cost) best = p, have = 1;
   }
@@ -360,10 +390,9 @@ static inline gemm_plan gemm_plan_dense_as(unsigned m, unsigned n, unsigned k, i
  * problems of GEMM_TRANS_MIN_M rows or more. */
 static inline gemm_plan gemm_plan_dense_t(unsigned m, unsigned n, unsigned k, unsigned align, int sms, double mem_bw,
                                           int trans_ok) {
-  (void)align;
-  gemm_plan p = gemm_plan_dense_as(m, n, k, sms, mem_bw, 0);
+  gemm_plan p = gemm_plan_dense_as(m, n, k, align, sms, mem_bw, 0);
   if (trans_ok && m >= GEMM_TRANS_MIN_M) {
-    gemm_plan t = gemm_plan_dense_as(m, n, k, sms, mem_bw, 1);
+    gemm_plan t = gemm_plan_dense_as(m, n, k, align, sms, mem_bw, 1);
     if (t.cost * GEMM_TRANS_GAIN < p.cost) p = t;
   }
   if (trans_ok && m <= GEMM_TRANS_GEMV_M && p.sk_units && !p.trans) {

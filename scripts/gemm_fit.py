@@ -13,7 +13,9 @@ tail, timed back to back beside cuBLAS), or a CSV this script wrote. Prints:
     plus 0.3 x the mean of the five worst;
   - per class: the picks' ratio to cuBLAS (geo-mean of min(ratio, 1) and the worst) beside the
     best candidate's, for the constants in ops/gemm_plan.h (or the fitted ones).
---check evaluates the constants on another sweep (shapes the fit did not see).
+--check evaluates the constants on another sweep (shapes the fit did not see). --scan-c2 V,V,...
+reports the classes with GEMM_FIT_C2 (the per-wave cost of 2-CTA clusters) at each value, the
+other constants held as the header has them (--fit leaves C2 as the header has it).
 The model below is gemm_plan.h's, line for line; the test suite keeps the two in step
 (tests/test_gemm.c, test_plan_model). As there (gemm_model_for), each row is costed with bw_mem
 scaled by its device's peak memory bandwidth (the sweep row's mem_bw) over the H100's, so bw_mem,
@@ -138,7 +140,7 @@ class Model:
             t += p["fx"] * sl * min(m, bm) / 128.0 + p["fx0"] + p["fs"] * sl
         elif rest:
             t += nk * self.kbt(v, rest * cm, m, stream, scale) + E
-        return p["t0"] + t + p["first"] * cdiv(T, P)
+        return p["t0"] + t + (p["first"] + (p.get("c2", 0.0) if cm == 2 else 0.0)) * cdiv(T, P)
 
     def pick(self, key, rs):
         m, n, k = key
@@ -152,7 +154,7 @@ def header_constants(path):
     fit = dict(re.findall(r"#define GEMM_FIT_(\w+) ([-+0-9.e]+)", text))
     names = {"T0": "t0", "FIRST": "first", "EPI": "epi", "LAT_MEM": "lat_mem", "LAT_L2": "lat_l2",
              "BW_MEM": "bw_mem", "BW_L2": "bw_l2", "SR": "stream_rows", "ROWK": "rowk", "FX": "fx", "FX0": "fx0",
-             "FS": "fs"}
+             "FS": "fs", "C2": "c2"}
     p = {names[k]: float(v) for k, v in fit.items() if k in names}
     body = text[text.index("GEMM_KB_US[2][2][16] = {"):]
     vals = [float(x) for x in re.findall(r"([0-9.]+)f", body[:body.index("};")])]
@@ -195,6 +197,7 @@ def main():
     ap.add_argument("--fit", action="store_true")
     ap.add_argument("--check", nargs="*", default=[])
     ap.add_argument("--header", default="ops/gemm_plan.h")
+    ap.add_argument("--scan-c2", help="comma-separated values of GEMM_FIT_C2 to report the sweep with")
     a = ap.parse_args()
     every = load(a.sweeps)
     by = normal(every)
@@ -229,19 +232,23 @@ def main():
         x0 = [min(max(p.get(k, (lo + hi) / 2), lo), hi) for k, (lo, hi) in zip(KEYS, BOUNDS)]
         res = differential_evolution(objective, BOUNDS, x0=x0, popsize=12, maxiter=30, seed=1, polish=False,
                                      workers=2, updating="deferred", tol=1e-4)
-        p = dict(zip(KEYS, res.x))
+        p = dict(zip(KEYS, res.x), c2=p.get("c2", 0.0))
         print("fitted constants:")
         print("\n".join("  #define GEMM_FIT_%s %.4g" % (k.upper() if k != "stream_rows" else "SR", v)
                         for k, v in p.items()))
         kb_h = kb
+    if a.check:
+        for rs in normal(load(a.check)).values():
+            for r in rs:
+                stages.setdefault((r["bm"], r["bn"], r["cm"]), r["stages"])
+    if a.scan_c2:
+        for c2 in (float(x) for x in a.scan_c2.split(",")):
+            report(Model(dict(p, c2=c2), kb_h, stages, caps), by, "the sweep, C2 = %g" % c2)
+        return
     model = Model(p, kb_h, stages, caps)
     report(model, by, "the sweep" + (" (fitted)" if a.fit else " (ops/gemm_plan.h)"))
     if a.check:
-        other = normal(load(a.check))
-        for rs in other.values():
-            for r in rs:
-                stages.setdefault((r["bm"], r["bn"], r["cm"]), r["stages"])
-        report(model, other, "check: " + " ".join(a.check))
+        report(model, normal(load(a.check)), "check: " + " ".join(a.check))
 
 
 if __name__ == "__main__":

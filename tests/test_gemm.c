@@ -520,7 +520,7 @@ START_TEST(test_plan_trans) {
   for (unsigned i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
     const unsigned m = shapes[i][0], n = shapes[i][1], k = shapes[i][2];
     const gemm_plan p = gemm_plan_dense(m, n, k, 128, sms, 0), nt = gemm_plan_dense_t(m, n, k, 128, sms, 0, 0),
-                    t = gemm_plan_dense_as(m, n, k, sms, 0, 1);
+                    t = gemm_plan_dense_as(m, n, k, 128, sms, 0, 1);
     ck_assert_int_eq(nt.trans, 0);
     ck_assert_int_eq(t.trans, 1);
     /* The model's choice from GEMM_TRANS_MIN_M rows; the few-rows rule up to GEMM_TRANS_GEMV_M
@@ -696,10 +696,10 @@ START_TEST(test_plan_model) {
     unsigned m, n, k, sk_tiles, sk_units;
     double us;
   } cases[] = {
-      {"128x256", 8192, 8192, 8192, 0, 0, 1703.877648},  {"128x192c2", 4096, 4096, 4096, 0, 0, 250.029500},
+      {"128x256", 8192, 8192, 8192, 0, 0, 1703.877648},  {"128x192c2", 4096, 4096, 4096, 0, 0, 268.029500},
       {"64x96", 24, 6144, 4096, 0, 0, 46.502812},        {"64x64", 20, 3584, 16512, 56, 112, 96.504188},
       {"128x128", 300, 3584, 18944, 28, 84, 344.396161}, {"64x224", 1, 28672, 4096, 0, 0, 83.378777},
-      {"64x128c2", 1, 7, 40, 0, 0, 8.680125},
+      {"64x128c2", 1, 7, 40, 0, 0, 11.680125},
       /* deeper rings: 14 and 12 stages counted as 12 past 32 rows, 16 as 8 at 20 rows */
       {"64x48", 64, 5120, 5120, 0, 0, 46.473037},        {"64x64", 48, 8192, 4608, 0, 0, 49.546915},
       {"64x32", 20, 3584, 3584, 0, 0, 41.295938},
@@ -712,6 +712,20 @@ START_TEST(test_plan_model) {
     ck_assert_msg(fabs(c - cases[i].us) <= 1e-4 * cases[i].us, "%s %ux%ux%u: %.6f us, the script's %.6f", cases[i].v,
                   cases[i].m, cases[i].n, cases[i].k, c, cases[i].us);
   }
+}
+END_TEST
+
+/* 2-CTA clusters pay c2 per wave where the loads are aligned, not where an operand's rows stay
+ * off their lines: 300x3584x18944 (measured both ways on an H200) takes 1-CTA transposed tiles
+ * aligned and keeps 2-CTA ones at 16-byte offsets. */
+START_TEST(test_plan_c2_alignment) {
+  ck_assert(gemm_model_for_loads(0, 128).c2 == GEMM_FIT_C2);
+  ck_assert(gemm_model_for_loads(0, 64).c2 == 0.0);
+  ck_assert(GEMM_FIT_C2 > 0.0);
+  const gemm_plan a = gemm_plan_dense(300, 3584, 18944, 128, 132, 4.8e12),
+                  u = gemm_plan_dense(300, 3584, 18944, 16, 132, 4.8e12);
+  ck_assert_int_eq(gemm_variant_at(a.variant)->cm, 1);
+  ck_assert_int_eq(gemm_variant_at(u.variant)->cm, 2);
 }
 END_TEST
 
@@ -1133,6 +1147,7 @@ static Suite *gemm_suite(void) {
   tcase_add_test(tc, test_plan_mem_bw);
   tcase_add_test(tc, test_kshift_choice);
   tcase_add_test(tc, test_plan_model);
+  tcase_add_test(tc, test_plan_c2_alignment);
   tcase_add_test(tc, test_stage_counts);
   tcase_add_test(tc, test_measured);
   suite_add_tcase(s, tc);
