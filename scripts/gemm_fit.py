@@ -71,7 +71,9 @@ def load(paths):
         for k in ("m", "n", "k", "bm", "bn", "cm", "stages", "sk_tiles", "sk_units"):
             r[k] = int(r[k])
         r["mem_bw"] = float(r.get("mem_bw") or 0)
-        by[(r["m"], r["n"], r["k"])].append(r)
+        # One shape measured on two devices (sweeps of an H100 and an H200 read together) is two
+        # entries: a pick is compared with the candidates of its own device only.
+        by[(r["m"], r["n"], r["k"], r["mem_bw"])].append(r)
     return by
 
 
@@ -84,7 +86,7 @@ def normal(by):
 
 def kb_table(by):
     est = collections.defaultdict(list)
-    for (m, n, k), rs in by.items():
+    for (m, n, k, _), rs in by.items():
         if m < 1024 or k < 2048:
             continue
         for r in rs:
@@ -143,7 +145,7 @@ class Model:
         return p["t0"] + t + (p["first"] + (p.get("c2", 0.0) if cm == 2 else 0.0)) * cdiv(T, P)
 
     def pick(self, key, rs):
-        m, n, k = key
+        m, n, k = key[:3]
         return min(rs, key=lambda r: self.cost((r["bm"], r["bn"], r["cm"]), m, n, k, r["sk_tiles"], r["sk_units"],
                                                scale=bw_scale(r["mem_bw"])))
 
