@@ -250,6 +250,9 @@ static void compare(clcrt_stream *s, CUdeviceptr D, CUdeviceptr R, unsigned rows
 /* ---- dense, random sequences on threads ------------------------------------------------------ */
 
 enum { THREADS = 4, GUARD = 4, DONE_PER = 256 /* ceil(16384 / 64) */ };
+/* A problem's counters, unsigned each: elements wrong, elements where cuBLAS was off fp64 and the
+ * op was not, fp64 second opinions taken (compare's opnds.off points at the second). */
+enum { CTRS = 3 };
 typedef struct worker {
   int id, count;
   clcrt_stream *s;
@@ -330,8 +333,8 @@ static void *work(void *arg) {
     }
     reference(w->blas, &p->g, p->g.a, p->g.m, p->g.b, w->R);
     const opnds o = {p->g.a, p->g.b, p->g.lda ? p->g.lda : p->g.k, p->g.ldb ? p->g.ldb : p->g.k,
-                     w->bad + 12ull * i + 4};
-    compare(w->s, w->D, w->R, p->g.m, p->g.n, ldd, GUARD, w->bad + 12ull * i, p->g.k, &o);
+                     w->bad + 4ull * (CTRS * i + 1)};
+    compare(w->s, w->D, w->R, p->g.m, p->g.n, ldd, GUARD, w->bad + 4ull * CTRS * i, p->g.k, &o);
   }
   return NULL;
 }
@@ -387,9 +390,8 @@ START_TEST(test_dense_random_sequences) {
     w[i].own_stream = i < 2;
     w[i].dcap = gpu_under_sanitizer() ? (1u << 22) : (size_t)(16384 + GUARD) * 8201;
     w[i].D = gpu_alloc(w[i].dcap * 2), w[i].R = gpu_alloc(w[i].dcap * 4);
-    /* Per problem: elements wrong, elements where cuBLAS was off, second opinions taken. */
-    w[i].bad = gpu_alloc(12ull * per);
-    gpu_fill_u8(w[i].bad, 0, 12ull * per);
+    w[i].bad = gpu_alloc(4ull * CTRS * per);
+    gpu_fill_u8(w[i].bad, 0, 4ull * CTRS * per);
     w[i].done = gpu_alloc(4ull * DONE_PER * per);
     gpu_fill_u8(w[i].done, 0, 4ull * DONE_PER * per);
     w[i].runs = calloc((size_t)per, sizeof(unsigned));
@@ -404,19 +406,19 @@ START_TEST(test_dense_random_sequences) {
   unsigned long long blas_off_elems = 0;
   for (int i = 0; i < THREADS; i++) {
     ck_assert_msg(!w[i].err[0], "thread %d: %s", i, w[i].err);
-    unsigned *bad = malloc(12ull * per), *done = malloc(4ull * DONE_PER * per);
-    gpu_get(bad, w[i].bad, 12ull * per);
+    unsigned *bad = malloc(4ull * CTRS * per), *done = malloc(4ull * DONE_PER * per);
+    gpu_get(bad, w[i].bad, 4ull * CTRS * per);
     gpu_get(done, w[i].done, 4ull * DONE_PER * per);
     for (int j = 0; j < per; j++) {
       total++;
-      if (bad[3 * j + 1]) {
-        blas_off++, blas_off_elems += bad[3 * j + 1];
+      if (bad[CTRS * j + 1]) {
+        blas_off++, blas_off_elems += bad[CTRS * j + 1];
         if (blas_off <= 5)
           printf("gpu_ops: cuBLAS's reference off fp64 in %u elements of %s, where the op was within the margin of "
-                 "fp64\n", bad[3 * j + 1], w[i].probs[j].what);
+                 "fp64\n", bad[CTRS * j + 1], w[i].probs[j].what);
       }
-      if (bad[3 * j]) {
-        if (wrong++ < 40) report_wrong(&w[i], i, j, bad[3 * j]);
+      if (bad[CTRS * j]) {
+        if (wrong++ < 40) report_wrong(&w[i], i, j, bad[CTRS * j]);
       }
       const clcrt_gemm_desc *g = &w[i].probs[j].g;
       for (unsigned b = 0; b < DONE_PER; b++) {
@@ -506,7 +508,7 @@ static int grouped_once(clcrt_stream *s, cublasHandle_t h, rng_t *r, int masked,
   ck_assert_int_eq(clcrt_stream_sync(s), CLCRT_OK);
   unsigned b[2] = {0, 0};
   gpu_get(b, bad, 8);
-  gpu_fill_u8(bad, 0, 12);
+  gpu_fill_u8(bad, 0, 4ull * CTRS);
   *blas_off += b[1];
   (void)wn;
   /* Sizes that did not fit: the next grouped call on the stream fails, once, and runs nothing. */
@@ -529,8 +531,8 @@ START_TEST(test_grouped_random) {
   ck_assert(cublasCreate(&h) == CUBLAS_STATUS_SUCCESS);
   ck_assert(cublasSetStream(h, clcrt_stream_cu(s)) == CUBLAS_STATUS_SUCCESS);
   const size_t cap = gpu_under_sanitizer() ? (1u << 22) : (size_t)70000 * 4096;
-  CUdeviceptr D = gpu_alloc(cap * 2), R = gpu_alloc(cap * 4), sizes = gpu_alloc(4096), bad = gpu_alloc(12);
-  gpu_fill_u8(bad, 0, 12); /* elements wrong, elements where cuBLAS was off fp64, second opinions */
+  CUdeviceptr D = gpu_alloc(cap * 2), R = gpu_alloc(cap * 4), sizes = gpu_alloc(4096), bad = gpu_alloc(4ull * CTRS);
+  gpu_fill_u8(bad, 0, 4ull * CTRS);
   rng_t r = {0xfeedull};
   int total = 0, wrong = 0, over = 0;
   unsigned blas_off = 0;

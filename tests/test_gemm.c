@@ -582,7 +582,8 @@ END_TEST
 /* The few-rows rule's stream-K over every SM: where whole transposed tiles would cover at most
  * GEMM_SK_SMS_MAX_FILL of the SMs on a run of at least GEMM_SK_SMS_MIN_KB k-blocks an SM (and M
  * is at most GEMM_SK_SMS_MAX_M), every tile is shared, one unit per SM, in order 0 (ranges that
- * cross tiles); elsewhere the model's decomposition stands. The units are a valid stream-K decomposition of the swapped problem. */
+ * cross tiles); elsewhere the model's decomposition stands. The units are a valid stream-K
+ * decomposition of the swapped problem. */
 START_TEST(test_plan_sk_sms) {
   static const struct { unsigned m, n, k; int sms, all; } cases[] = {
       {16, 4608, 36864, 132, 1}, /* 72 tiles, 314 k-blocks an SM */

@@ -564,9 +564,9 @@ START_TEST(cache_commands) {
   ck_assert_int_eq(sscanf(line, "%16s", key), 1);
   ck_assert_int_eq(run_env(env, "cache info %s", key), 0);
   has(out_text, "kernel     clcrt_steal_scale_tile");
+  has(out_text, "resources  clcrt_steal_scale_tile");
   ck_assert_int_eq(run_env("", "cache info %s --dir %s", key, dir), 0); /* an option after ENTRY */
   has(out_text, "kernel     clcrt_steal_scale_tile");
-  has(out_text, "resources  clcrt_steal_scale_tile");
   ck_assert_int_eq(run_env(env, "cache info $(basename $(grep %s %s/list) .clce)", key, tmpdir), 0);
   has(out_text, "kernel     clcrt_steal_scale_tile");
   ck_assert_int_eq(run_env(env, "cache info 0123zz"), 3);

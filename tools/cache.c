@@ -315,8 +315,7 @@ int cmd_cache(int argc, char **argv) {
     fprintf(stderr, "clcrt cache: unknown subcommand '%s'\n\n%s", sub, help);
     return TOOL_USAGE;
   }
-  optind = 0; /* 0: glibc starts afresh, permuting (options may follow ENTRY) */
-  opterr = 0;
+  tool_getopt_start();
   argc--, argv++;
   while ((o = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
     if (o == 'd') dir_opt = optarg;

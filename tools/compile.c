@@ -187,8 +187,7 @@ int cmd_compile(int argc, char **argv) {
   d.cluster = (clcrt_dim3){1, 1, 1};
   const char **xopts = calloc((size_t)argc + 1, sizeof(char *));
   if (!xopts) return TOOL_BADINPUT;
-  optind = 0; /* 0: glibc starts afresh, permuting (options may follow the files, as in nvcc) */
-  opterr = 0;
+  tool_getopt_start();
   int rc = TOOL_OK;
   while ((o = getopt_long(argc, argv, "ho:X:q", opts, NULL)) != -1) {
     switch (o) {

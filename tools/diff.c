@@ -198,8 +198,7 @@ int cmd_diff(int argc, char **argv) {
                                        {"help", no_argument, NULL, 'h'},
                                        {0, 0, 0, 0}};
   int json = 0, mask = 0, o;
-  optind = 0; /* 0: glibc starts afresh, permuting (options may follow the files, as in nvcc) */
-  opterr = 0;
+  tool_getopt_start();
   while ((o = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
     if (o == 'j') json = 1;
     else if (o == 'f') {

@@ -137,8 +137,7 @@ int cmd_inspect(int argc, char **argv) {
   static const struct option opts[] = {
       {"json", no_argument, NULL, 'j'}, {"sass", no_argument, NULL, 's'}, {"help", no_argument, NULL, 'h'}, {0, 0, 0, 0}};
   int json = 0, sass = 0, o;
-  optind = 0; /* 0: glibc starts afresh, permuting (options may follow the files, as in nvcc) */
-  opterr = 0;
+  tool_getopt_start();
   while ((o = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
     if (o == 'j') json = 1;
     else if (o == 's') sass = 1;

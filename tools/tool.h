@@ -4,6 +4,7 @@
 #define CLCRT_TOOL_H
 #include <stddef.h>
 #include <stdint.h>
+#include <getopt.h>
 #include <stdio.h>
 
 #include "clcrt.h"
@@ -20,6 +21,14 @@ enum {
 };
 
 #define TOOL_MAX_FILE (1u << 30) /* larger inputs are refused rather than read into memory */
+
+/* Before a command's getopt_long loop: optind 0 makes glibc start afresh (the dispatcher's own
+ * scan stopped at the command, "+"), so the command's options may come before or after its
+ * files, as nvcc takes them, up to "--"; opterr 0: the command words its own errors. */
+static inline void tool_getopt_start(void) {
+  optind = 0;
+  opterr = 0;
+}
 
 /* A file read into memory and the cubin found in it. A cubin file is the cubin itself; a
  * compile-cache entry (<key>.clce) carries one after its header. */

@@ -167,8 +167,7 @@ int cmd_trace(int argc, char **argv) {
   int json = 0, o;
   long long run = -1, width = 1200, height = 800, time_us = 0;
   const char *out = NULL;
-  optind = 0; /* 0: glibc starts afresh, permuting (options may follow the file) */
-  opterr = 0;
+  tool_getopt_start();
   argc--, argv++;
   while ((o = getopt_long(argc, argv, "ho:", opts, NULL)) != -1) {
     switch (o) {
