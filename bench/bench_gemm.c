@@ -66,13 +66,14 @@
  *
  * Usage: bench_gemm [--json FILE] [--quick] [--only compile|dense|grouped] [--class LIST]
  *                   [--shape MxNxK]... [--seed N|random] [--gen N] [--reps N] [--align BYTES]
- *                   [--no-oracle] [--wide] [--blocks] [--list]
+ *                   [--no-oracle] [--wide] [--wide-only NAME,...] [--blocks] [--list]
  * --class: a comma-separated list of bench, model, odd, gemv, decode, vocab, align16, gen
  * (default: all). --quick: a few shapes of each class asked for (BGEMM_GEN_QUICK gen shapes
  * unless --gen says). --gen N: N generated shapes (default BGEMM_GEN_DEFAULT). --list: print
  * the dense shapes that would run, with align16's offsets, and exit (no GPU needed).
  * --blocks: the grouped problems' STEAL and STATIC also timed the way this benchmark first did,
- * each in a block of runs after the other, to compare the two methods. */
+ * each in a block of runs after the other, to compare the two methods. --wide-only: --wide over
+ * the tile shapes named only ("64x160,64x160c2"; each in both orientations where it applies). */
 /* cublasLt.h declares cublasLtLoggerForceDisable() without a prototype. */
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wstrict-prototypes"
@@ -108,6 +109,21 @@ static int json_first = 1;
 static int failures;
 static int oracle = 1;
 static int wide = 0; /* --wide: every tile shape timed back to back (the cost model's data) */
+static const char *wide_only = NULL; /* --wide-only LIST: those tile shapes only (comma-separated names) */
+
+/* Whether --wide-only lets tile shape `name` into the sweep. */
+static int wide_wanted(const char *name) {
+  if (!wide_only) return 1;
+  const size_t len = strlen(name);
+  for (const char *p = wide_only; *p;) {
+    const char *e = strchr(p, ',');
+    const size_t l = e ? (size_t)(e - p) : strlen(p);
+    if (l == len && !strncmp(p, name, l)) return 1;
+    if (!e) break;
+    p = e + 1;
+  }
+  return 0;
+}
 static int blocks = 0; /* --blocks: grouped STEAL and STATIC also timed the old way */
 
 static const char *cu_name(CUresult r) {
@@ -571,7 +587,7 @@ static void wide_sweep(const bgemm_shape *sh, lt_gemm *g, const uint64_t *A, con
   for (int trans = 0; trans < 2; trans++)
     for (int vi = 0; vi < GEMM_ALL_VARIANTS; vi++) {
       const gemm_variant *v = gemm_plan_candidate(vi);
-      if (!v || (trans && !wide_trans_candidate(v, m))) continue;
+      if (!v || (trans && !wide_trans_candidate(v, m)) || !wide_wanted(v->name)) continue;
       for (int share = 0; share < 3; share++) {
         gemm_plan p;
         memset(&p, 0, sizeof p);
@@ -637,7 +653,7 @@ static void *warm_thread(void *p) {
     const int trans = vi >= GEMM_ALL_VARIANTS;
     if (trans) vi -= GEMM_ALL_VARIANTS;
     const gemm_variant *v = gemm_plan_candidate(vi);
-    if (!v || (trans && !gemm_trans_ok(v))) continue;
+    if (!v || (trans && !gemm_trans_ok(v)) || !wide_wanted(v->name)) continue;
     const char *name = trans ? gemm_variant_name_t(vi) : v->name;
     const clcrt_kernel *kk;
     if (clcrt_gemm_kernel(ops_orc, name, CLCRT_SCHED_STEAL, CLCRT_GEMM_DENSE, &kk) != CLCRT_OK ||
@@ -1298,6 +1314,7 @@ static void usage(void) {
   fprintf(stderr,
           "usage: bench_gemm [--json FILE] [--quick] [--only compile|dense|grouped] [--class LIST] [--shape MxNxK]...\n"
           "                  [--seed N|random] [--gen N] [--reps N] [--align BYTES] [--no-oracle] [--wide] [--blocks] [--list]\n"
+          "                  [--wide-only NAME,...] (--wide over those tile shapes only)\n"
           "  --class: a comma-separated list of bench, model, odd, gemv, decode, vocab, align16, gen\n");
 }
 
@@ -1336,6 +1353,8 @@ int main(int argc, char **argv) {
       oracle = 0;
     else if (!strcmp(argv[i], "--wide"))
       wide = 1;
+    else if (!strcmp(argv[i], "--wide-only") && i + 1 < argc)
+      wide = 1, wide_only = argv[++i];
     else if (!strcmp(argv[i], "--blocks"))
       blocks = 1;
     else if (!strcmp(argv[i], "--align") && i + 1 < argc) {
