@@ -276,6 +276,12 @@ CLCRT_API clcrt_status clcrt_taskgraph_create(clcrt_ops *ops, const clcrt_taskgr
  * consumer's) is refused with a message. */
 CLCRT_API clcrt_status clcrt_taskgraph_run(clcrt_taskgraph *g, clcrt_stream *s, const clcrt_dim3 *tiles,
                                            const void *const *args);
+/* clcrt_taskgraph_run with flags (0: clcrt_taskgraph_run): CLCRT_RUN_PDL launches the graph's grid
+ * with programmatic dependent launch, as clcrt_run_ex does (include/clcrt.h): it starts launching
+ * while the grid before it on the stream finishes, and waits for that grid before it touches
+ * memory. For a block of a model run after another kernel; other bits are refused. */
+CLCRT_API clcrt_status clcrt_taskgraph_run_ex(clcrt_taskgraph *g, clcrt_stream *s, const clcrt_dim3 *tiles,
+                                              const void *const *args, unsigned flags);
 /* The registered kernel (owned by the runtime): info, cubin, PTX, clcrt_kernel_prepare. */
 CLCRT_API const clcrt_kernel *clcrt_taskgraph_kernel(const clcrt_taskgraph *g);
 /* The generated source, as compiled (valid while g lives). */

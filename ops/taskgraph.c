@@ -501,8 +501,15 @@ static clcrt_status layout_run(clcrt_taskgraph *g, const clcrt_dim3 *tiles, unsi
 
 clcrt_status clcrt_taskgraph_run(clcrt_taskgraph *g, clcrt_stream *s, const clcrt_dim3 *tiles,
                                  const void *const *args) {
+  return clcrt_taskgraph_run_ex(g, s, tiles, args, 0);
+}
+
+clcrt_status clcrt_taskgraph_run_ex(clcrt_taskgraph *g, clcrt_stream *s, const clcrt_dim3 *tiles,
+                                    const void *const *args, unsigned flags) {
   if (!g) return clcrt_errmsg_set(NULL, CLCRT_E_INVALID, "clcrt_taskgraph_run: the graph is NULL");
   clcrt_ops *ops = g->ops;
+  if (flags & ~CLCRT_RUN_PDL)
+    return bad(ops, "clcrt_taskgraph_run_ex: flags 0x%x: only CLCRT_RUN_PDL (0x%x) is defined", flags, CLCRT_RUN_PDL);
   if (!s || !tiles || !args)
     return bad(ops, "clcrt_taskgraph_run: %s is NULL", !s ? "the stream" : !tiles ? "tiles" : "args");
   if (!ops->cu)
@@ -524,7 +531,7 @@ clcrt_status clcrt_taskgraph_run(clcrt_taskgraph *g, clcrt_stream *s, const clcr
       (st = gemm__ws_reserve(ops, w, capturing, 0, (size_t)words * 4u, &part, &ctr)) == CLCRT_OK) {
     unsigned long long c = (unsigned long long)ctr;
     memcpy(buf, &c, 8);
-    st = clcrt_run(s, g->k, (clcrt_dim3){total, 1, 1}, buf, g->args_bytes);
+    st = clcrt_run_ex(s, g->k, (clcrt_dim3){total, 1, 1}, buf, g->args_bytes, flags);
   }
   gemm__ws_unlock(w);
   return st;

@@ -217,13 +217,18 @@ static clcrt_taskgraph *make(const graph *g, clcrt_sched sched, clcrt_grid grid)
   return tg;
 }
 
+/* Every other run with programmatic dependent launch (clcrt_taskgraph_run_ex, CLCRT_RUN_PDL): its
+ * grid launches while the run before it on the stream finishes, and must wait for it before it
+ * reads the counters that run leaves at zero. */
+static unsigned g_launches;
 static void run_graph(clcrt_taskgraph *tg, clcrt_stream *s, const graph *g, const unsigned *cnt, unsigned delay) {
   NodeArgs a[MAXN];
   node_args(g, cnt, delay, a);
   clcrt_dim3 tiles[MAXN];
   const void *args[MAXN];
   for (unsigned i = 0; i < g->nn; i++) tiles[i] = (clcrt_dim3){cnt[i], 1, 1}, args[i] = &a[i];
-  ck_assert_msg(clcrt_taskgraph_run(tg, s, tiles, args) == CLCRT_OK, "%s", clcrt_errmsg(g_rt));
+  const unsigned flags = g_launches++ % 2 ? CLCRT_RUN_PDL : 0u;
+  ck_assert_msg(clcrt_taskgraph_run_ex(tg, s, tiles, args, flags) == CLCRT_OK, "%s", clcrt_errmsg(g_rt));
 }
 
 typedef struct sched_case {

@@ -98,6 +98,9 @@ static void compiles_for(const char *arch, const clcrt_sched *scheds, int n) {
     clcrt_stream *s = (clcrt_stream *)1; /* never dereferenced: compile-only refuses first */
     ck_assert_int_eq(clcrt_taskgraph_run(g, s, tiles, args), CLCRT_E_NO_DEVICE);
     ck_assert_ptr_nonnull(strstr(clcrt_errmsg(rt), "only compiles"));
+    ck_assert_int_eq(clcrt_taskgraph_run_ex(g, s, tiles, args, CLCRT_RUN_PDL), CLCRT_E_NO_DEVICE);
+    ck_assert_int_eq(clcrt_taskgraph_run_ex(g, s, tiles, args, 2u), CLCRT_E_INVALID); /* no such flag */
+    ck_assert_ptr_nonnull(strstr(clcrt_errmsg(rt), "only CLCRT_RUN_PDL"));
     ck_assert_int_eq(clcrt_taskgraph_trace_enable(g, 16), CLCRT_E_NO_DEVICE);
     clcrt_taskgraph_destroy(g);
     /* CLCRT_TASKGRAPH_ASYNC_READS: a proxy fence after the waits, for TMA reads of produced data */

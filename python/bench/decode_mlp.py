@@ -88,6 +88,8 @@ def contenders(mlp, x, out, norm_w, wgu, wd, eps, variants=()):
         "clcrt nodes in a CUDA graph": captured(lambda: mlp.run_nodes(x, out)),
         "clcrt nodes in a CUDA graph, PDL": captured(lambda: mlp.run_nodes(x, out, pdl=True)),
         "clcrt task graph in a CUDA graph": captured(lambda: mlp.run_graph(x, out)),
+        "clcrt task graph, PDL": lambda: mlp.run_graph(x, out, pdl=True),
+        "clcrt task graph in a CUDA graph, PDL": captured(lambda: mlp.run_graph(x, out, pdl=True)),
         "torch eager": torch_eager,
         "torch in a CUDA graph": captured(torch_eager),
     }

@@ -198,6 +198,7 @@ def _declare(h):
     _fn(h, "clcrt_gemm_source", cp)
     _fn(h, "clcrt_taskgraph_create", st, vp, P(T.TaskgraphDesc), P(vp))
     _fn(h, "clcrt_taskgraph_run", st, vp, vp, P(T.Dim3), P(vp))
+    _fn(h, "clcrt_taskgraph_run_ex", st, vp, vp, P(T.Dim3), P(vp), c.c_uint)
     _fn(h, "clcrt_taskgraph_kernel", vp, vp)
     _fn(h, "clcrt_taskgraph_source", cp, vp)
     _fn(h, "clcrt_taskgraph_trace_enable", st, vp, sz)

@@ -161,9 +161,11 @@ class TaskGraph:
         if self._h is None:
             raise InvalidError("the task graph was closed")
 
-    def run(self, tiles, args, stream=None):
+    def run(self, tiles, args, stream=None, pdl=False):
         """Runs every node once, asynchronously: ``tiles[i]`` (an int or a tuple of up to 3)
-        tiles of node i with ``args[i]`` (an instance of its Args class)."""
+        tiles of node i with ``args[i]`` (an instance of its Args class). ``pdl``: programmatic
+        dependent launch (C's clcrt_taskgraph_run_ex with CLCRT_RUN_PDL): the graph's grid
+        launches while the kernel before it on the stream finishes."""
         self._live()
         rt = self._rt
         if len(tiles) != self._n or len(args) != self._n:
@@ -183,7 +185,7 @@ class TaskGraph:
                                    (i, dev, rt.device))
             p[i] = a._clcrt_ptr
         s = _stream(rt, stream)
-        st = self._lib.clcrt_taskgraph_run(self._h, s._hp, t, p)
+        st = self._lib.clcrt_taskgraph_run_ex(self._h, s._hp, t, p, T.RUN_PDL if pdl else 0)
         if st:
             s._fail(st)
 

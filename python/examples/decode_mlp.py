@@ -749,9 +749,10 @@ class DecodeMLP:
             self._cached[key] = a
         return a
 
-    def run_graph(self, x, out):
-        """One launch: the task graph."""
-        self.graph.run(self.tiles(x.shape[0]), self.args(x, out))
+    def run_graph(self, x, out, pdl=False):
+        """One launch: the task graph (``pdl``: with programmatic dependent launch, its grid
+        launching while the kernel before it finishes)."""
+        self.graph.run(self.tiles(x.shape[0]), self.args(x, out), pdl=pdl)
 
     def run_nodes(self, x, out, pdl=False):
         """The same tile functions, one launch per node (``pdl``: each after the first with

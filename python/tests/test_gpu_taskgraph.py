@@ -54,7 +54,10 @@ def test_decode_mlp_random_sequence(hidden, inter, kw):
             outs = {}
             for how in ("run_graph", "run_nodes"):
                 out = torch.full_like(x, float("nan"))
-                getattr(mlp, how)(x, out)
+                if how == "run_graph":  # every other step with programmatic dependent launch
+                    mlp.run_graph(x, out, pdl=step % 4 >= 2)
+                else:
+                    mlp.run_nodes(x, out, pdl=step % 3 == 1)
                 outs[how] = out
         s.synchronize()
         for how, out in outs.items():
@@ -69,7 +72,7 @@ def test_decode_mlp_random_sequence(hidden, inter, kw):
     torch.cuda.synchronize()
     g = torch.cuda.CUDAGraph()
     with torch.cuda.graph(g):
-        mlp.run_graph(x, out)
+        mlp.run_graph(x, out, pdl=True)
     for r in range(4):
         x.copy_(torch.randn(4, hidden, device=dev).to(torch.bfloat16))
         out.fill_(float("nan"))
