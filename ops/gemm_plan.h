@@ -94,6 +94,20 @@ typedef enum gemm_share {
 #ifndef GEMM_TRANS_GEMV_M
 #define GEMM_TRANS_GEMV_M 64u
 #endif
+/* ... and also where the normal plan runs whole tiles, for problems of at most
+ * GEMM_TRANS_NARROW_M rows whose normal tiles are at most GEMM_TRANS_NARROW_BN wide: a problem
+ * of few columns as well, whose normal plan spreads it over the SMs in narrow tiles, each padding
+ * M to 64 rows. Measured on an H200, 2026-11-29 (ops/NOTES.md), against the normal whole tiles,
+ * alternating twice: the 7 such shapes of a first sweep (K 2048, N 2048 to 7104) 1.14-1.70x
+ * faster; then 16 generated shapes of other seeds 1.22x in geo-mean, 15 faster (to 1.65x:
+ * 1x2048x2048), 1 slower (0.81x). Wider normal tiles (64x96 to 64x256, N of 10k and more) lost or
+ * broke even (0.87-1.08x over 25 shapes): not taken. */
+#ifndef GEMM_TRANS_NARROW_M
+#define GEMM_TRANS_NARROW_M 16u
+#endif
+#ifndef GEMM_TRANS_NARROW_BN
+#define GEMM_TRANS_NARROW_BN 64u
+#endif
 /* ... and where those whole tiles would leave SMs idle on a long run, stream-K over every SM
  * instead (clcrt_streamk.cuh, order 0: each SM one range of k-blocks that may cross tiles): when
  * the tiles cover at most GEMM_SK_SMS_MAX_FILL of the SMs, each SM's range is at least
@@ -395,11 +409,12 @@ static inline gemm_plan gemm_plan_dense_t(unsigned m, unsigned n, unsigned k, un
     gemm_plan t = gemm_plan_dense_as(m, n, k, align, sms, mem_bw, 1);
     if (t.cost * GEMM_TRANS_GAIN < p.cost) p = t;
   }
-  if (trans_ok && m <= GEMM_TRANS_GEMV_M && p.sk_units && !p.trans) {
-    /* A problem of few rows whose normal plan slices its tiles for stream-K: 64-row tiles
-     * transposed instead, block N the narrowest that covers m, with the model's decomposition
-     * of the swapped problem, or stream-K over every SM where whole tiles would leave many idle
-     * on a long run. */
+  if (trans_ok && m <= GEMM_TRANS_GEMV_M && !p.trans &&
+      (p.sk_units || (m <= GEMM_TRANS_NARROW_M && gemm_variant_at(p.variant)->bn <= GEMM_TRANS_NARROW_BN))) {
+    /* A problem of few rows whose normal plan slices its tiles for stream-K, or (at most
+     * GEMM_TRANS_NARROW_M rows) runs them whole but narrow: 64-row tiles transposed instead,
+     * block N the narrowest that covers m, with the model's decomposition of the swapped
+     * problem, or stream-K over every SM where whole tiles would leave many idle on a long run. */
     char name[16];
     snprintf(name, sizeof name, "64x%u", gemm_cover_bn(m));
     const int i = gemm_variant_find(name);

@@ -513,7 +513,8 @@ START_TEST(test_plan_trans) {
       {300, 151936, 5120}, {300, 3584, 18944}, {777, 152064, 3584}, {445, 5120, 17152}, {4096, 4096, 4096},
       {20, 3584, 3584},    {1, 5120, 4096},    {128, 8192, 8192},   {128, 32064, 5120},  {255, 40000, 4096},
       {256, 40000, 4096},  {2999, 5003, 4104}, {259, 3584, 2560},   {16, 4096, 4096},    {8, 28672, 3584},
-      {17, 4096, 4096},    {4, 8192, 28672},
+      {17, 4096, 4096},    {4, 8192, 28672},   {4, 7104, 2048},     {1, 2048, 2048},     {16, 3072, 2048},
+      {17, 3072, 2048},    {8, 17024, 2048},
   };
   const int sms = 132;
   int taken = 0;
@@ -524,9 +525,11 @@ START_TEST(test_plan_trans) {
     ck_assert_int_eq(nt.trans, 0);
     ck_assert_int_eq(t.trans, 1);
     /* The model's choice from GEMM_TRANS_MIN_M rows; the few-rows rule up to GEMM_TRANS_GEMV_M
-     * rows, where the normal plan slices its tiles: 64-row tiles transposed, block N the narrowest
+     * rows, where the normal plan slices its tiles (or, to GEMM_TRANS_NARROW_M rows, runs them
+     * whole at most GEMM_TRANS_NARROW_BN wide): 64-row tiles transposed, block N the narrowest
      * that covers M. Nothing between. */
-    const int gemv = m <= GEMM_TRANS_GEMV_M && nt.sk_units;
+    const int gemv = m <= GEMM_TRANS_GEMV_M &&
+                     (nt.sk_units || (m <= GEMM_TRANS_NARROW_M && gemm_variant_at(nt.variant)->bn <= GEMM_TRANS_NARROW_BN));
     ck_assert_int_eq(p.trans, (m >= GEMM_TRANS_MIN_M && t.cost * GEMM_TRANS_GAIN < nt.cost) || gemv);
     if (!p.trans) {
       ck_assert(p.variant == nt.variant && p.sk_units == nt.sk_units);
@@ -568,6 +571,16 @@ START_TEST(test_plan_trans) {
   ck_assert_int_ge(taken, 3);
   ck_assert_int_eq(gemm_plan_dense(16, 4096, 4096, 128, sms, 0).trans, 1);   /* a GEMV in slices: 64x16t */
   ck_assert_int_eq(gemm_plan_dense(8, 28672, 3584, 128, sms, 0).trans, 0);   /* whole 64x256 tiles: kept */
+  {
+    /* Whole normal tiles at most 64 wide, at most 16 rows: 64x16 transposed, whole */
+    const gemm_plan a = gemm_plan_dense(4, 7104, 2048, 128, sms, 0), b = gemm_plan_dense(8, 17024, 2048, 128, sms, 0);
+    ck_assert_uint_eq(gemm_plan_dense_t(4, 7104, 2048, 128, sms, 0, 0).sk_units, 0);
+    ck_assert_uint_le(gemm_variant_at(gemm_plan_dense_t(4, 7104, 2048, 128, sms, 0, 0).variant)->bn, 64);
+    ck_assert_str_eq(gemm_plan_variant_name(&a), "64x16t");
+    ck_assert_uint_eq(a.sk_units, 0);
+    ck_assert_int_eq(b.trans, 0); /* 64x144 normal tiles: kept */
+    ck_assert_int_eq(gemm_plan_dense_t(4, 7104, 2048, 128, sms, 0, 0).trans, 0); /* the caller needs rows */
+  }
   {
     /* 17 rows in slices: 64x32 transposed; 65 rows past the few-rows rule */
     const gemm_plan p17 = gemm_plan_dense(17, 4096, 4096, 128, sms, 0);
