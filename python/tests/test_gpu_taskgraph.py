@@ -54,7 +54,7 @@ def test_decode_mlp_random_sequence(hidden, inter, kw):
             outs = {}
             for how in ("run_graph", "run_nodes"):
                 out = torch.full_like(x, float("nan"))
-                if how == "run_graph":  # every other step with programmatic dependent launch
+                if how == "run_graph":  # half the steps (two of every four) with programmatic dependent launch
                     mlp.run_graph(x, out, pdl=step % 4 >= 2)
                 else:
                     mlp.run_nodes(x, out, pdl=step % 3 == 1)
