@@ -112,18 +112,7 @@ static int wide = 0; /* --wide: every tile shape timed back to back (the cost mo
 static const char *wide_only = NULL; /* --wide-only LIST: those tile shapes only (comma-separated names) */
 
 /* Whether --wide-only lets tile shape `name` into the sweep. */
-static int wide_wanted(const char *name) {
-  if (!wide_only) return 1;
-  const size_t len = strlen(name);
-  for (const char *p = wide_only; *p;) {
-    const char *e = strchr(p, ',');
-    const size_t l = e ? (size_t)(e - p) : strlen(p);
-    if (l == len && !strncmp(p, name, l)) return 1;
-    if (!e) break;
-    p = e + 1;
-  }
-  return 0;
-}
+static int wide_wanted(const char *name) { return !wide_only || bench_listed(wide_only, name); }
 static int blocks = 0; /* --blocks: grouped STEAL and STATIC also timed the old way */
 
 static const char *cu_name(CUresult r) {

@@ -239,8 +239,9 @@ def main():
         print("\n".join("  #define GEMM_FIT_%s %.4g" % (k.upper() if k != "stream_rows" else "SR", v)
                         for k, v in p.items()))
         kb_h = kb
-    if a.check:
-        for rs in normal(load(a.check)).values():
+    other = normal(load(a.check)) if a.check else None
+    if other:
+        for rs in other.values():
             for r in rs:
                 stages.setdefault((r["bm"], r["bn"], r["cm"]), r["stages"])
     if a.scan_c2:
@@ -249,8 +250,8 @@ def main():
         return
     model = Model(p, kb_h, stages, caps)
     report(model, by, "the sweep" + (" (fitted)" if a.fit else " (ops/gemm_plan.h)"))
-    if a.check:
-        report(model, normal(load(a.check)), "check: " + " ".join(a.check))
+    if other:
+        report(model, other, "check: " + " ".join(a.check))
 
 
 if __name__ == "__main__":

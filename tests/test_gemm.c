@@ -573,13 +573,14 @@ START_TEST(test_plan_trans) {
   ck_assert_int_eq(gemm_plan_dense(8, 28672, 3584, 128, sms, 0).trans, 0);   /* whole 64x256 tiles: kept */
   {
     /* Whole normal tiles at most 64 wide, at most 16 rows: 64x16 transposed, whole */
-    const gemm_plan a = gemm_plan_dense(4, 7104, 2048, 128, sms, 0), b = gemm_plan_dense(8, 17024, 2048, 128, sms, 0);
-    ck_assert_uint_eq(gemm_plan_dense_t(4, 7104, 2048, 128, sms, 0, 0).sk_units, 0);
-    ck_assert_uint_le(gemm_variant_at(gemm_plan_dense_t(4, 7104, 2048, 128, sms, 0, 0).variant)->bn, 64);
+    const gemm_plan a = gemm_plan_dense(4, 7104, 2048, 128, sms, 0), b = gemm_plan_dense(8, 17024, 2048, 128, sms, 0),
+                    rows = gemm_plan_dense_t(4, 7104, 2048, 128, sms, 0, 0); /* the caller needs rows */
+    ck_assert_uint_eq(rows.sk_units, 0);
+    ck_assert_uint_le(gemm_variant_at(rows.variant)->bn, 64);
+    ck_assert_int_eq(rows.trans, 0);
     ck_assert_str_eq(gemm_plan_variant_name(&a), "64x16t");
     ck_assert_uint_eq(a.sk_units, 0);
     ck_assert_int_eq(b.trans, 0); /* 64x144 normal tiles: kept */
-    ck_assert_int_eq(gemm_plan_dense_t(4, 7104, 2048, 128, sms, 0, 0).trans, 0); /* the caller needs rows */
   }
   {
     /* 17 rows in slices: 64x32 transposed; 65 rows past the few-rows rule */
