@@ -66,14 +66,17 @@
  *
  * Usage: bench_gemm [--json FILE] [--quick] [--only compile|dense|grouped] [--class LIST]
  *                   [--shape MxNxK]... [--seed N|random] [--gen N] [--reps N] [--align BYTES]
- *                   [--no-oracle] [--wide] [--wide-only NAME,...] [--blocks] [--list]
+ *                   [--no-oracle] [--wide] [--wide-only NAME,...] [--wide-trace] [--blocks] [--list]
  * --class: a comma-separated list of bench, model, odd, gemv, decode, vocab, align16, gen
  * (default: all). --quick: a few shapes of each class asked for (BGEMM_GEN_QUICK gen shapes
  * unless --gen says). --gen N: N generated shapes (default BGEMM_GEN_DEFAULT). --list: print
  * the dense shapes that would run, with align16's offsets, and exit (no GPU needed).
  * --blocks: the grouped problems' STEAL and STATIC also timed the way this benchmark first did,
  * each in a block of runs after the other, to compare the two methods. --wide-only: --wide over
- * the tile shapes named only ("64x160,64x160c2"; each in both orientations where it applies). */
+ * the tile shapes named only ("64x160,64x160c2"; each in both orientations where it applies).
+ * --wide-trace: --wide, each candidate also traced (trace_candidate: late starts, long tiles,
+ * gaps between runs; with BENCH_TRACE_DIR set, each trace saved there as Perfetto JSON); tracing
+ * compiles the traced variant of every kernel built, so use it with --wide-only and few shapes. */
 /* cublasLt.h declares cublasLtLoggerForceDisable() without a prototype. */
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wstrict-prototypes"
@@ -113,6 +116,7 @@ static const char *wide_only = NULL; /* --wide-only LIST: those tile shapes only
 
 /* Whether --wide-only lets tile shape `name` into the sweep. */
 static int wide_wanted(const char *name) { return !wide_only || bench_listed(wide_only, name); }
+static int wide_trace = 0; /* --wide-trace: each candidate also traced, a line of where its time goes */
 static int blocks = 0; /* --blocks: grouped STEAL and STATIC also timed the old way */
 
 static const char *cu_name(CUresult r) {
@@ -541,6 +545,72 @@ static void skip_shape(summary *sum, const char *why) {
            sh->cls, sh->label, sum->shape, (unsigned long long)run_seed, why);
 }
 
+static int cmp_u64(const void *a, const void *b) {
+  const uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+  return x < y ? -1 : x > y;
+}
+/* --wide-trace: six traced runs of the candidate back to back (the traced variant: an atomic
+ * per tile more); of the last three, the median over runs of: the span from the first tile's
+ * start to the last tile's end, the gap from the run before's last end, the tiles' starts after
+ * the first (median and max) and their durations (median and max). Where a run's time goes:
+ * tiles that start late (launch, cluster placement), long tiles, or the gaps between runs. */
+static void trace_candidate(dcont *d) {
+  enum { RUNS = 6, KEEP = 3 };
+  CKC(clcrt_stream_trace_enable(st, 1 << 16));
+  d->c.next = 0;
+  for (int r = 0; r < RUNS; r++) op_launch(&d->c);
+  clcrt_trace *tr = NULL;
+  CKC(clcrt_stream_trace_read(st, &tr));
+  CKC(clcrt_stream_trace_enable(st, 0));
+  size_t n = 0;
+  const clcrt_trace_record *rec = clcrt_trace_records(tr, &n);
+  uint64_t t0[RUNS], t1[RUNS];
+  for (int r = 0; r < RUNS; r++) t0[r] = UINT64_MAX, t1[r] = 0;
+  for (size_t i = 0; i < n; i++) {
+    const unsigned r = rec[i].run;
+    if (r >= RUNS) continue;
+    if (rec[i].start_ns < t0[r]) t0[r] = rec[i].start_ns;
+    if (rec[i].end_ns > t1[r]) t1[r] = rec[i].end_ns;
+  }
+  double f[KEEP][6];
+  uint64_t *st_ = malloc((n + 1) * sizeof *st_), *du = malloc((n + 1) * sizeof *du);
+  if (!st_ || !du) {
+    fprintf(stderr, "trace: out of memory for %zu records\n", n);
+    free(st_), free(du), clcrt_trace_destroy(tr);
+    return;
+  }
+  for (int k = 0; k < KEEP; k++) {
+    const unsigned r = RUNS - KEEP + (unsigned)k;
+    size_t c = 0;
+    for (size_t i = 0; i < n; i++)
+      if (rec[i].run == r) st_[c] = rec[i].start_ns - t0[r], du[c] = rec[i].end_ns - rec[i].start_ns, c++;
+    if (!c) {
+      memset(f[k], 0, sizeof f[k]);
+      continue;
+    }
+    qsort(st_, c, sizeof *st_, cmp_u64), qsort(du, c, sizeof *du, cmp_u64);
+    f[k][0] = (double)(t1[r] - t0[r]), f[k][1] = (double)t0[r] - (double)t1[r - 1];
+    f[k][2] = (double)st_[c / 2], f[k][3] = (double)st_[c - 1], f[k][4] = (double)du[c / 2], f[k][5] = (double)du[c - 1];
+  }
+  double m[6];
+  for (int j = 0; j < 6; j++) {
+    double a = f[0][j], b = f[1][j], c = f[2][j];
+    m[j] = a > b ? (b > c ? b : (a > c ? c : a)) : (a > c ? a : (b > c ? c : b));
+  }
+  printf("  trace %-34s span %6.1f us  gap %5.1f  starts +%4.1f/+%4.1f  tiles %5.1f/%5.1f us (%zu records)\n", d->what,
+         m[0] / 1e3, m[1] / 1e3, m[2] / 1e3, m[3] / 1e3, m[4] / 1e3, m[5] / 1e3, n);
+  free(st_), free(du);
+  const char *dir = getenv("BENCH_TRACE_DIR"); /* each candidate's trace as Perfetto JSON there */
+  if (dir && *dir) {
+    char path[512];
+    int w = snprintf(path, sizeof path, "%s/%ux%ux%u-%s.json", dir, d->c.d.m, d->c.d.n, d->c.d.k, d->what);
+    for (char *q = path + strlen(dir) + 1; w > 0 && *q; q++)
+      if (*q == ' ' || *q == '/') *q = '_';
+    if (clcrt_trace_save_json(tr, path) != CLCRT_OK) fprintf(stderr, "trace: %s\n", clcrt_errmsg(NULL));
+  }
+  clcrt_trace_destroy(tr);
+}
+
 /* --wide, transposed (A and B swapped, the tiles' columns along M): the tile shapes whose block
  * N covers a problem of at most WIDE_TRANS_M rows in one block (the narrowest that does) or in
  * two; the model's transposed costs for such problems are what the sweep measures. */
@@ -619,6 +689,8 @@ static void wide_sweep(const bgemm_shape *sh, lt_gemm *g, const uint64_t *A, con
              sh->cls, m, n, k, m, n, k, align, sms, peak_bw, v->name, d->p.trans, v->bm, v->bn, v->cm, v->stages,
              d->a.sk_tiles, d->a.sk_units, d->p.cost, ct[t].b2b_ms, ct[t].b2b_min, tr, tr / ct[t].b2b_ms);
   }
+  if (wide_trace)
+    for (int t = 1; t < nt; t++) trace_candidate(&dc[map[t]]);
   if (bi > 0)
     printf("  wide: %d candidates back to back; best %s %.4f ms = %.3fx cuBLAS (%.4f ms)\n", nt - 1,
            dc[map[bi]].what, ct[bi].b2b_ms, tr / ct[bi].b2b_ms, tr);
@@ -1303,7 +1375,7 @@ static void usage(void) {
   fprintf(stderr,
           "usage: bench_gemm [--json FILE] [--quick] [--only compile|dense|grouped] [--class LIST] [--shape MxNxK]...\n"
           "                  [--seed N|random] [--gen N] [--reps N] [--align BYTES] [--no-oracle] [--wide] [--blocks] [--list]\n"
-          "                  [--wide-only NAME,...] (--wide over those tile shapes only)\n"
+          "                  [--wide-only NAME,...] (--wide over those tile shapes only) [--wide-trace]\n"
           "  --class: a comma-separated list of bench, model, odd, gemv, decode, vocab, align16, gen\n");
 }
 
@@ -1344,6 +1416,8 @@ int main(int argc, char **argv) {
       wide = 1;
     else if (!strcmp(argv[i], "--wide-only") && i + 1 < argc)
       wide = 1, wide_only = argv[++i];
+    else if (!strcmp(argv[i], "--wide-trace"))
+      wide = 1, wide_trace = 1;
     else if (!strcmp(argv[i], "--blocks"))
       blocks = 1;
     else if (!strcmp(argv[i], "--align") && i + 1 < argc) {
