@@ -103,6 +103,7 @@ def contenders(mlp, x, out, norm_w, wgu, wd, eps, variants=()):
         m.prepare()
         keep.append(m)
         c["clcrt task graph, %s" % spec] = (lambda m: lambda: m.run_graph(x, out))(m)
+        c["clcrt task graph, PDL, %s" % spec] = (lambda m: lambda: m.run_graph(x, out, pdl=True))(m)
         c["clcrt nodes in a CUDA graph, %s" % spec] = captured((lambda m: lambda: m.run_nodes(x, out))(m))
     return c, keep
 
