@@ -25,8 +25,9 @@ tile c needs the S slices (s, c)). On an H200 the three nodes were about 1 us fa
 1B-class block and level at the 8B-class one (docs/results.md).
 
 The projections read their weights one of two ways (DecodeMLP's stream=): "regs", each warp's
-loads into registers, two steps in flight; "bulk", the copy engine's bulk copies into a ring in
-shared memory, which in the task graph start in the prefetch function, while the tile waits.
+loads into registers, two steps in flight; "bulk", the copy engine's copies (TMA boxes of 16 rows
+x 256 k) into a ring in shared memory, which in the task graph start in the prefetch function,
+while the tile waits.
 "auto" (the default) takes the ring where every tile's k run is at least 2048 long, with gate/up
 tiles of 32 or 64 rows where that still fills the GPU in about one wave (gu_sub_for), and the
 down projection cut into about one tile per SM (slices_for): fewer tiles, fewer tickets, waits
@@ -66,10 +67,13 @@ __device__ __forceinline__ void unpack8(const uint4 q, float *f) {
   for (int i = 0; i < 4; i++) f[2 * i] = __uint_as_float(w[i] << 16), f[2 * i + 1] = __uint_as_float(w[i] & 0xffff0000u);
 }
 
+// wmap: a TMA descriptor of the node's weights (boxes of 16 rows x 256 k, no swizzle), which the
+// ring (stream="bulk") loads them through; the register path reads wgu / wd.
+struct alignas(64) TMap { unsigned long long v[16]; };
 struct NormArgs { const unsigned short *x, *w; unsigned short *xn; unsigned hidden; float eps; };
-struct GateUpArgs { const unsigned short *xn, *wgu; unsigned short *h; unsigned batch, hidden, inter; };
+struct GateUpArgs { TMap wmap; const unsigned short *xn, *wgu; unsigned short *h; unsigned batch, hidden, inter; };
 struct DownArgs {
-  const unsigned short *h, *wd; float *part; const unsigned short *x; unsigned short *out; int *ctr;
+  TMap wmap; const unsigned short *h, *wd; float *part; const unsigned short *x; unsigned short *out; int *ctr;
   unsigned batch, hidden, inter, slices;
 };
 struct ResidualArgs { const float *part; const unsigned short *x; unsigned short *out; unsigned batch, hidden, slices; };
@@ -319,21 +323,23 @@ __device__ void down_prefetch(const clcrt::Tile &t, const DownArgs &a) {
   prefetch_rows(down_part(t, a, s, col));
 }
 
-// The projections with their weights streamed into shared memory by the copy engine (TMA bulk
-// copies, cp.async.bulk) rather than loaded into registers (DecodeMLP's stream="bulk"): a ring
-// of BULK_STAGES stages, each the tile's 32 weight rows x BULK_K k, one copy per row (1 KB at
-// the default 512 k: copies of 512 bytes streamed measurably slower), read by the warps that
-// split its k as above (32 k a warp per 256). The ring holds up to BULK_STAGES x 32 KB of a
-// CTA's weights in flight without a register for them, and in a task graph the copies start
-// before the tile waits for its inputs (the weights depend on no node).
+// The projections with their weights streamed into shared memory by the copy engine (TMA,
+// cp.async.bulk.tensor) rather than loaded into registers (DecodeMLP's stream="bulk"): a ring
+// of BULK_STAGES stages, each the tile's 32 weight rows x BULK_K k, read by the warps that split
+// its k as above (32 k a warp per 256). A stage is 2 x BULK_K / 256 boxes of 16 rows x 256 k
+// (8 KB each, rows 512 bytes apart), one copy each: the copies' count, not their bytes, set the
+// rate (measured on an H200: one 1 KB copy per row streamed the 8B-class block at 84% of the read
+// bandwidth, 512-byte and 256-byte halves of it at 65% and 39%). The ring holds up to
+// BULK_STAGES x 32 KB of a CTA's weights in flight without a register for them, and in a task
+// graph the copies start before the tile waits for its inputs (the weights depend on no node).
 #ifndef BULK_STAGES
 #define BULK_STAGES 2
 #endif
 #ifndef BULK_K
 #define BULK_K 512  // k per stage, a multiple of 256
 #endif
-#define BULK_PITCH (2 * BULK_K + 64)                // a row's bytes in the ring: 64 more, so rows g and g + 1 fall in other banks
-#define BULK_STAGE (32 * BULK_PITCH)                // bytes per stage
+#define BULK_BOX 8192                               // a box: 16 rows x 256 k
+#define BULK_STAGE (32 * 2 * BULK_K)                // bytes per stage: 2 x BULK_K / 256 boxes
 #ifndef GU_SUB
 #define GU_SUB 1  // gate/up sub-tiles of 16 intermediate rows a tile
 #endif
@@ -355,42 +361,48 @@ __device__ __forceinline__ uint4 lds128(unsigned a) {
   return v;
 }
 
-// A projection tile's weights: nsub sub-tiles of 32 rows each, whose rows 0-15 are w0's and rows
-// 16-31 w1's (row pitch ldw), sub-tile j 16 j rows further on in both; over k in [k0, k1), a
-// multiple of BULK_K long. The ring streams them as one sequence of stages (sub-tile by
-// sub-tile), so a CTA's next sub-tile loads while it reduces the last.
+// A projection tile's weights: nsub sub-tiles of 32 rows each, whose rows 0-15 are rows y0.. of
+// the map's matrix and rows 16-31 rows y1.., sub-tile j 16 j rows further on in both; over k in
+// [k0, k1), a multiple of BULK_K long. The ring streams them as one sequence of stages (sub-tile
+// by sub-tile), so a CTA's next sub-tile loads while it reduces the last.
 struct BulkTile {
-  const unsigned short *w0, *w1;
-  unsigned ldw, k0, k1, nsub;
+  const TMap *map;
+  unsigned y0, y1, k0, k1, nsub;
 };
 // Gate/up tile: rows GU_SUB x 16 t.linear .. of the intermediate, GU_SUB sub-tiles of 16 rows
 // of the gate and of the up weights.
 __device__ __forceinline__ BulkTile gate_up_tile(const clcrt::Tile &t, const GateUpArgs &a) {
   const unsigned row = (unsigned)t.linear * 16 * GU_SUB;
-  return BulkTile{a.wgu + (size_t)row * a.hidden, a.wgu + (size_t)(a.inter + row) * a.hidden, a.hidden, 0, a.hidden,
-                  GU_SUB};
+  return BulkTile{&a.wmap, row, a.inter + row, 0, a.hidden, GU_SUB};
 }
 __device__ __forceinline__ BulkTile down_tile(const clcrt::Tile &t, const DownArgs &a) {
   const unsigned cols = a.hidden / 32, s = (unsigned)t.linear / cols, col = (unsigned)t.linear % cols * 32;
   const unsigned len = a.inter / a.slices;
-  return BulkTile{a.wd + (size_t)col * a.inter, a.wd + (size_t)(col + 16) * a.inter, a.inter, s * len, (s + 1) * len,
-                  1};
+  return BulkTile{&a.wmap, col, col + 16, s * len, (s + 1) * len, 1};
 }
 
-// Stage c of the tile into its slot (warp 0, every lane): lane 0 arms the slot's full barrier
-// with the stage's bytes, then each lane copies one row.
+// Where row r (0-31) and k offset kk (0 .. BULK_K - 1) of stage slot s sit in the ring: box
+// (r / 16, kk / 256), rows of 512 bytes.
+__device__ __forceinline__ unsigned bulk_at(unsigned ring, unsigned s, unsigned r, unsigned kk) {
+  return ring + s * BULK_STAGE + ((r / 16) * (BULK_K / 256) + kk / 256) * BULK_BOX + (r % 16) * 512 + 2 * (kk % 256);
+}
+
+// Stage c of the tile into its slot (warp 0's lane 0): arms the slot's full barrier with the
+// stage's bytes, then copies its boxes.
 __device__ __forceinline__ void bulk_fill(const BulkTile &p, unsigned c, unsigned ring, unsigned full) {
-  const unsigned lane = threadIdx.x % 32, s = c % BULK_STAGES, nck = (p.k1 - p.k0) / BULK_K;
-  const unsigned sub = c / nck, kc = c % nck;
-  const unsigned short *row =
-      (lane < 16 ? p.w0 + (size_t)(16 * sub + lane) * p.ldw : p.w1 + (size_t)(16 * sub + lane - 16) * p.ldw);
-  if (lane == 0)
-    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(full + 8 * s), "r"(32 * 2 * BULK_K)
-                 : "memory");
-  __syncwarp();
-  asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];"
-               ::"r"(ring + s * BULK_STAGE + lane * BULK_PITCH), "l"(row + p.k0 + kc * BULK_K), "r"(2 * BULK_K),
-               "r"(full + 8 * s) : "memory");
+  if (threadIdx.x % 32) return;
+  const unsigned s = c % BULK_STAGES, nck = (p.k1 - p.k0) / BULK_K;
+  const unsigned sub = c / nck, k = p.k0 + c % nck * BULK_K;
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(full + 8 * s), "r"(32 * 2 * BULK_K)
+               : "memory");
+#pragma unroll
+  for (unsigned h = 0; h < 2; h++)
+#pragma unroll
+    for (unsigned q = 0; q < BULK_K / 256; q++)
+      asm volatile(
+          "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];"
+          ::"r"(bulk_at(ring, s, 16 * h, 256 * q)), "l"(p.map), "r"(k + 256 * q), "r"((h ? p.y1 : p.y0) + 16 * sub),
+          "r"(full + 8 * s) : "memory");
 }
 
 // Starts the tile's ring: the barriers afresh and its first BULK_STAGES stages on their way. The
@@ -413,6 +425,7 @@ __device__ __forceinline__ void bulk_arm(const BulkTile &p, unsigned char *sm) {
     }
     __syncwarp();
     for (unsigned c = 0; c < p.nsub * ((p.k1 - p.k0) / BULK_K) && c < BULK_STAGES; c++) bulk_fill(p, c, ring, full);
+    __syncwarp();
   }
   __syncthreads();  // the barriers' init, seen by every warp
 }
@@ -451,12 +464,12 @@ __device__ __forceinline__ void bulk_rows(const BulkTile &p, const unsigned shor
     bar_wait(full + 8 * s, parity);
 #pragma unroll
     for (int j = 0; j < BULK_K / 256; j++) {  // this warp's 32 k of each 256 of the stage
-      const unsigned base = ring + s * BULK_STAGE + g * BULK_PITCH + 2 * (j * 256 + warp * 32 + 8 * t);
       uint4 wa[2], wb[2];
 #pragma unroll
       for (int m = 0; m < 2; m++) {
-        wa[m] = lds128(base + (16 * m) * BULK_PITCH);
-        wb[m] = lds128(base + (16 * m + 8) * BULK_PITCH);
+        const unsigned at = bulk_at(ring, s, 16 * m + g, j * 256 + warp * 32 + 8 * t);
+        wa[m] = lds128(at);
+        wb[m] = lds128(at + 8 * 512);  // row g + 8 of the same box
       }
 #pragma unroll
       for (int m = 0; m < 2; m++)
@@ -471,6 +484,7 @@ __device__ __forceinline__ void bulk_rows(const BulkTile &p, const unsigned shor
     if (warp == 0 && c + BULK_STAGES < nc) {
       bar_wait(empty + 8 * s, parity);  // all 256 threads have read stage c
       bulk_fill(p, c + BULK_STAGES, ring, full);
+      __syncwarp();
     }
     if ((c + 1) % nck == 0) {  // the sub-tile's last stage
       done(c / nck, acc);
@@ -555,6 +569,7 @@ class NormArgs(clcrt.Args):
 
 
 class GateUpArgs(clcrt.Args):
+    wmap: clcrt.TensorMap
     xn: clcrt.ptr("bf16")
     wgu: clcrt.ptr("bf16")
     h: clcrt.ptr("bf16")
@@ -564,6 +579,7 @@ class GateUpArgs(clcrt.Args):
 
 
 class DownArgs(clcrt.Args):
+    wmap: clcrt.TensorMap
     h: clcrt.ptr("bf16")
     wd: clcrt.ptr("bf16")
     part: clcrt.ptr("f32")
@@ -599,7 +615,7 @@ BULK_GRAPH_NODES = [clcrt.TaskNode("rmsnorm", NormArgs),
 
 def bulk_smem(stages, kc=512):
     """BULK_SMEM of the source: the ring of `stages`, its barriers, the warps' WarpSum."""
-    return (stages * 32 * (2 * kc + 64) + 16 * stages + 127) // 128 * 128 + SMEM
+    return (stages * 32 * 2 * kc + 16 * stages + 127) // 128 * 128 + SMEM
 
 
 def bulk_pays(hidden, slice_len, kc=512):
@@ -695,6 +711,10 @@ class DecodeMLP:
         self.rt = rt or clcrt.runtime(w_down.device.index)
         dev = w_down.device
         self.norm_w, self.wgu, self.wd, self.eps = norm_w, w_gate_up, w_down, eps
+        # The ring's view of the weights: boxes of 16 rows x 256 k (no swizzle).
+        none = clcrt.Swizzle.NONE
+        self.wgu_map = self.rt.tensor_map_2d(w_gate_up, 16, 256, swizzle=none)
+        self.wd_map = self.rt.tensor_map_2d(w_down, 16, 256, swizzle=none)
         self.slices_per_sm = slices_per_sm
         sms = torch.cuda.get_device_properties(dev).multi_processor_count
         self.slices = slices_for(H, inter, sms, slices_per_sm)
@@ -740,8 +760,9 @@ class DecodeMLP:
                 raise ValueError("DecodeMLP: x and out must be [B, %d] with B from 1 to %d" % (self.hidden,
                                                                                              self.max_batch))
             H, inter, s = self.hidden, self.inter, self.slices
-            a = [NormArgs(x, self.norm_w, self.xn, H, self.eps), GateUpArgs(self.xn, self.wgu, self.h, B, H, inter),
-                 DownArgs(self.h, self.wd, self.part, x, out, self.ctr, B, H, inter, s)]
+            a = [NormArgs(x, self.norm_w, self.xn, H, self.eps),
+                 GateUpArgs(self.wgu_map, self.xn, self.wgu, self.h, B, H, inter),
+                 DownArgs(self.wd_map, self.h, self.wd, self.part, x, out, self.ctr, B, H, inter, s)]
             if self.sum == "node":
                 a.append(ResidualArgs(self.part, x, out, B, H, s))
             if len(self._cached) > 64:

@@ -81,7 +81,7 @@ def test_decode_mlp_bulk_ring_compiles(arch):
         assert i.stack_bytes <= 64 and (i.registers <= 128 or arch != "sm_90a"), (i.registers, i.stack_bytes)
         assert "gate_up_bulk_arm(lt, g.a1)" in g.source and "down_bulk_armed(lt, g.a2)" in g.source
         ptx = g.kernel.ptx
-        assert "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes" in ptx
+        assert "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes" in ptx
         assert "mbarrier.try_wait.parity.shared::cta.b64" in ptx and "fence.proxy.async.shared::cta" in ptx
         for fn, cls in nodes:
             k = rt.register(src, fn, cls, block=m.BLOCK, smem_bytes=smem)
