@@ -706,6 +706,9 @@ class DecodeMLP:
         if H % 256 or inter % 256 or H > 16384 or tuple(w_gate_up.shape) != (2 * inter, H) or tuple(norm_w.shape) != (H,):
             raise ValueError("DecodeMLP: hidden (at most 16384) and intermediate must be multiples of 256, "
                              "w_gate_up [2I, H], norm_w [H]")
+        if any(w.dtype != torch.bfloat16 or not w.is_contiguous() for w in (norm_w, w_gate_up, w_down)):
+            raise ValueError("DecodeMLP: norm_w, w_gate_up and w_down must be contiguous bf16 tensors (the tiles and "
+                             "their tensor maps read rows hidden and intermediate elements apart)")
         if not 1 <= max_batch <= 16:
             raise ValueError("DecodeMLP: batches of 1 to 16 tokens")
         self.rt = rt or clcrt.runtime(w_down.device.index)
