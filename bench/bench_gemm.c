@@ -545,17 +545,13 @@ static void skip_shape(summary *sum, const char *why) {
            sh->cls, sh->label, sum->shape, (unsigned long long)run_seed, why);
 }
 
-static int cmp_u64(const void *a, const void *b) {
-  const uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-  return x < y ? -1 : x > y;
-}
 /* --wide-trace: six traced runs of the candidate back to back (the traced variant: an atomic
  * per tile more); of the last three, the median over runs of: the span from the first tile's
  * start to the last tile's end, the gap from the run before's last end, the tiles' starts after
  * the first (median and max) and their durations (median and max). Where a run's time goes:
  * tiles that start late (launch, cluster placement), long tiles, or the gaps between runs. */
 static void trace_candidate(dcont *d) {
-  enum { RUNS = 6, KEEP = 3 };
+  enum { RUNS = 6, KEEP = 3, FIELDS = 6 };
   CKC(clcrt_stream_trace_enable(st, 1 << 16));
   d->c.next = 0;
   for (int r = 0; r < RUNS; r++) op_launch(&d->c);
@@ -572,41 +568,41 @@ static void trace_candidate(dcont *d) {
     if (rec[i].start_ns < t0[r]) t0[r] = rec[i].start_ns;
     if (rec[i].end_ns > t1[r]) t1[r] = rec[i].end_ns;
   }
-  double f[KEEP][6];
-  uint64_t *st_ = malloc((n + 1) * sizeof *st_), *du = malloc((n + 1) * sizeof *du);
-  if (!st_ || !du) {
+  double f[FIELDS][KEEP] = {{0}}; /* per field, its value in each kept run (0 where a run recorded nothing) */
+  double *starts = malloc((n + 1) * sizeof *starts), *durs = malloc((n + 1) * sizeof *durs);
+  if (!starts || !durs) {
     fprintf(stderr, "trace: out of memory for %zu records\n", n);
-    free(st_), free(du), clcrt_trace_destroy(tr);
+    free(starts), free(durs), clcrt_trace_destroy(tr);
     return;
   }
   for (int k = 0; k < KEEP; k++) {
     const unsigned r = RUNS - KEEP + (unsigned)k;
     size_t c = 0;
     for (size_t i = 0; i < n; i++)
-      if (rec[i].run == r) st_[c] = rec[i].start_ns - t0[r], du[c] = rec[i].end_ns - rec[i].start_ns, c++;
-    if (!c) {
-      memset(f[k], 0, sizeof f[k]);
-      continue;
-    }
-    qsort(st_, c, sizeof *st_, cmp_u64), qsort(du, c, sizeof *du, cmp_u64);
-    f[k][0] = (double)(t1[r] - t0[r]), f[k][1] = (double)t0[r] - (double)t1[r - 1];
-    f[k][2] = (double)st_[c / 2], f[k][3] = (double)st_[c - 1], f[k][4] = (double)du[c / 2], f[k][5] = (double)du[c - 1];
+      if (rec[i].run == r)
+        starts[c] = (double)(rec[i].start_ns - t0[r]), durs[c] = (double)(rec[i].end_ns - rec[i].start_ns), c++;
+    if (!c) continue;
+    qsort(starts, c, sizeof *starts, bench_cmp_double), qsort(durs, c, sizeof *durs, bench_cmp_double);
+    const double v[FIELDS] = {(double)(t1[r] - t0[r]), (double)t0[r] - (double)t1[r - 1], starts[c / 2],
+                              starts[c - 1], durs[c / 2], durs[c - 1]};
+    for (int j = 0; j < FIELDS; j++) f[j][k] = v[j];
   }
-  double m[6];
-  for (int j = 0; j < 6; j++) {
-    double a = f[0][j], b = f[1][j], c = f[2][j];
-    m[j] = a > b ? (b > c ? b : (a > c ? c : a)) : (a > c ? a : (b > c ? c : b));
-  }
+  free(starts), free(durs);
+  for (int j = 0; j < FIELDS; j++) qsort(f[j], KEEP, sizeof f[j][0], bench_cmp_double); /* f[j][KEEP / 2]: median */
   printf("  trace %-34s span %6.1f us  gap %5.1f  starts +%4.1f/+%4.1f  tiles %5.1f/%5.1f us (%zu records)\n", d->what,
-         m[0] / 1e3, m[1] / 1e3, m[2] / 1e3, m[3] / 1e3, m[4] / 1e3, m[5] / 1e3, n);
-  free(st_), free(du);
+         f[0][KEEP / 2] / 1e3, f[1][KEEP / 2] / 1e3, f[2][KEEP / 2] / 1e3, f[3][KEEP / 2] / 1e3, f[4][KEEP / 2] / 1e3,
+         f[5][KEEP / 2] / 1e3, n);
   const char *dir = getenv("BENCH_TRACE_DIR"); /* each candidate's trace as Perfetto JSON there */
   if (dir && *dir) {
     char path[512];
-    int w = snprintf(path, sizeof path, "%s/%ux%ux%u-%s.json", dir, d->c.d.m, d->c.d.n, d->c.d.k, d->what);
-    for (char *q = path + strlen(dir) + 1; w > 0 && *q; q++)
-      if (*q == ' ' || *q == '/') *q = '_';
-    if (clcrt_trace_save_json(tr, path) != CLCRT_OK) fprintf(stderr, "trace: %s\n", clcrt_errmsg(NULL));
+    const int w = snprintf(path, sizeof path, "%s/%ux%ux%u-%s.json", dir, d->c.d.m, d->c.d.n, d->c.d.k, d->what);
+    if (w < 0 || (size_t)w >= sizeof path) {
+      fprintf(stderr, "trace: BENCH_TRACE_DIR is too long a path\n");
+    } else {
+      for (char *q = path + strlen(dir) + 1; *q; q++) /* the file name: no spaces or slashes */
+        if (*q == ' ' || *q == '/') *q = '_';
+      if (clcrt_trace_save_json(tr, path) != CLCRT_OK) fprintf(stderr, "trace: %s\n", clcrt_errmsg(NULL));
+    }
   }
   clcrt_trace_destroy(tr);
 }

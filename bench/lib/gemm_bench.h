@@ -32,9 +32,10 @@ extern const char *const bgemm_classes[];
 /* "random": a seed from the clock; else a number (decimal or 0x hex). 0 if arg is neither. */
 int bgemm_seed_parse(const char *arg, uint64_t *seed);
 
-/* Whether the comma-separated list names `name` (bench.c; declared here too, since bench.h's
- * contender type is not the GEMM benchmark's). */
+/* From bench.c, declared here too, since bench.h's contender type is not the GEMM benchmark's:
+ * whether the comma-separated list names `name`; qsort's comparison of doubles, ascending. */
 int bench_listed(const char *list, const char *name);
+int bench_cmp_double(const void *a, const void *b);
 
 /* The first name in the comma-separated list that is no class (NULL: all are), copied to
  * bad (at most n bytes). */
