@@ -97,7 +97,7 @@ def contenders(mlp, x, out, norm_w, wgu, wd, eps, variants=()):
         kw = {"slices_per_sm": mlp.slices_per_sm}
         for item in spec.split(","):
             key, val = item.split("=")
-            strings = ("sched", "grid", "stream", "sum")
+            strings = ("sched", "grid", "stream", "sum", "norm")
             kw[key] = val if key in strings else float(val) if key == "slices_per_sm" else int(val)
         m = mlpmod.DecodeMLP(norm_w, wgu, wd, rt=mlp.rt, **kw)
         m.prepare()

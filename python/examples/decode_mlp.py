@@ -31,7 +31,16 @@ while the tile waits.
 "auto" (the default) takes the ring where every tile's k run is at least 2048 long, with gate/up
 tiles of 32 or 64 rows where that still fills the GPU in about one wave (gu_sub_for), and the
 down projection cut into about one tile per SM (slices_for): fewer tiles, fewer tickets, waits
-and releases, which is what the task graph pays per tile.
+and releases, which is what the task graph pays per tile. The ring's copies ask L2 to evict the
+weights first, so that the tokens, the intermediate and the counters stay there.
+
+With the ring, the norm is folded into the gate/up tiles by default (DecodeMLP's norm="auto";
+norm="node" keeps node 0): the block multiplies norm_w into a copy of w_gate_up once, when it is
+built, and each gate/up tile scales its sums by 1 / rms(x), summing the squares of the tokens it
+loads anyway. Two nodes then, "rows" from gate/up to down, and no tile waits before the
+projection: its weights stream from the start of the launch, where node 0's one tile had kept
+every gate/up tile waiting about 9 us (traced on an H200). The price: a second copy of the
+gate/up weights on the GPU (a model loader would fold them once and keep only that).
 
 The same tile functions also run one launch per node (DecodeMLP.run_nodes). The task graph saves
 a launch, a ramp-up and a tail per step and pays a ticket, a wait and a release per tile;
@@ -71,7 +80,9 @@ __device__ __forceinline__ void unpack8(const uint4 q, float *f) {
 // ring (stream="bulk") loads them through; the register path reads wgu / wd.
 struct alignas(64) TMap { unsigned long long v[16]; };
 struct NormArgs { const unsigned short *x, *w; unsigned short *xn; unsigned hidden; float eps; };
-struct GateUpArgs { TMap wmap; const unsigned short *xn, *wgu; unsigned short *h; unsigned batch, hidden, inter; };
+struct GateUpArgs {
+  TMap wmap; const unsigned short *xn, *wgu; unsigned short *h; unsigned batch, hidden, inter; float eps;
+};
 struct DownArgs {
   TMap wmap; const unsigned short *h, *wd; float *part; const unsigned short *x; unsigned short *out; int *ctr;
   unsigned batch, hidden, inter, slices;
@@ -395,14 +406,17 @@ __device__ __forceinline__ void bulk_fill(const BulkTile &p, unsigned c, unsigne
   const unsigned sub = c / nck, k = p.k0 + c % nck * BULK_K;
   asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(full + 8 * s), "r"(32 * 2 * BULK_K)
                : "memory");
+  unsigned long long first;  // L2 evicts these lines first: the tokens, h and the counters stay
+  asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(first));
 #pragma unroll
   for (unsigned h = 0; h < 2; h++)
 #pragma unroll
     for (unsigned q = 0; q < BULK_K / 256; q++)
       asm volatile(
-          "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];"
+          "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint"
+          " [%0], [%1, {%2, %3}], [%4], %5;"
           ::"r"(bulk_at(ring, s, 16 * h, 256 * q)), "l"(p.map), "r"(k + 256 * q), "r"((h ? p.y1 : p.y0) + 16 * sub),
-          "r"(full + 8 * s) : "memory");
+          "r"(full + 8 * s), "l"(first) : "memory");
 }
 
 // Starts the tile's ring: the barriers afresh and its first BULK_STAGES stages on their way. The
@@ -434,9 +448,12 @@ __device__ __forceinline__ void bulk_arm(const BulkTile &p, unsigned char *sm) {
 // as mma_rows computes it, the weights read from the ring (armed before, or here); done(j, acc)
 // takes sub-tile j's fragments (the whole CTA calls it). Every thread releases a stage (the
 // empty barrier, 256 arrivals) once it has read it; warp 0 refills the slot when all have.
-template <int NT, bool ARMED, class Done>
+// With SQ, ss[n] also sums the squares of the x this lane loads for token 8 n + lane / 4 over
+// the first sub-tile (whose last stage comes before done(0, ...)): over the warps and the four
+// lanes of a token, each k of the token once.
+template <int NT, bool ARMED, bool SQ, class Done>
 __device__ __forceinline__ void bulk_rows(const BulkTile &p, const unsigned short *x, unsigned ldx, unsigned batch,
-                                          unsigned char *sm, Done done) {
+                                          unsigned char *sm, float *ss, Done done) {
   const unsigned warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
   const unsigned ring = saddr(sm), full = ring + BULK_STAGES * BULK_STAGE, empty = full + 8 * BULK_STAGES;
   const unsigned nck = (p.k1 - p.k0) / BULK_K, nc = p.nsub * nck;
@@ -481,6 +498,16 @@ __device__ __forceinline__ void bulk_rows(const BulkTile &p, const unsigned shor
     }
     // Every thread releases what it read (an arrive is a release: its reads come first).
     asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(empty + 8 * s) : "memory");
+    if (SQ && c < nck)
+#pragma unroll
+      for (int j = 0; j < BULK_K / 256; j++)
+#pragma unroll
+        for (int n = 0; n < NT; n++) {
+          float f[8];
+          unpack8(xv[j][n], f);
+#pragma unroll
+          for (int i = 0; i < 8; i++) ss[n] += f[i] * f[i];
+        }
     if (warp == 0 && c + BULK_STAGES < nc) {
       bar_wait(empty + 8 * s, parity);  // all 256 threads have read stage c
       bulk_fill(p, c + BULK_STAGES, ring, full);
@@ -511,7 +538,8 @@ __device__ __forceinline__ WarpSum<2, NT> &bulk_red(unsigned char *sm) {
 template <int NT, bool ARMED>
 __device__ __forceinline__ void gate_up_bulk_nt(const clcrt::Tile &t, const GateUpArgs &a, unsigned char *sm) {
   WarpSum<2, NT> &red = bulk_red<NT>(sm);
-  bulk_rows<NT, ARMED>(gate_up_tile(t, a), a.xn, a.hidden, a.batch, sm, [&](unsigned j, const float (&acc)[2][NT][4]) {
+  bulk_rows<NT, ARMED, false>(gate_up_tile(t, a), a.xn, a.hidden, a.batch, sm, nullptr,
+                              [&](unsigned j, const float (&acc)[2][NT][4]) {
     store_gate_up<NT>(red, acc, a, ((unsigned)t.linear * GU_SUB + j) * 16);
   });
 }
@@ -525,15 +553,66 @@ template <int NT, bool ARMED>
 __device__ __forceinline__ void down_bulk_nt(const clcrt::Tile &t, const DownArgs &a, unsigned char *sm) {
   const unsigned cols = a.hidden / 32, s = (unsigned)t.linear / cols, col = (unsigned)t.linear % cols * 32;
   WarpSum<2, NT> &red = bulk_red<NT>(sm);
-  bulk_rows<NT, ARMED>(down_tile(t, a), a.h, a.inter, a.batch, sm, [&](unsigned, const float (&acc)[2][NT][4]) {
-    store_down<NT>(red, acc, a, s, col);
-  });
+  bulk_rows<NT, ARMED, false>(down_tile(t, a), a.h, a.inter, a.batch, sm, nullptr,
+                              [&](unsigned, const float (&acc)[2][NT][4]) { store_down<NT>(red, acc, a, s, col); });
 }
 template <bool ARMED>
 __device__ __forceinline__ void down_bulk_b(const clcrt::Tile &t, const DownArgs &a) {
   if (a.batch <= 8) down_bulk_nt<1, ARMED>(t, a, (unsigned char *)clcrt::smem());
   else down_bulk_nt<2, ARMED>(t, a, (unsigned char *)clcrt::smem());
 }
+
+// The RMSNorm folded into the gate/up projection (DecodeMLP's norm="fold"): the block multiplies
+// the norm's weight into the gate/up weights once, when it is built (W' = W diag(w)), so that
+// xn W^T = r x W'^T with r = 1 / sqrt(mean(x^2) + eps) a number per token. A gate/up tile then
+// needs no other node: it multiplies the raw tokens (a.xn points at x), sums their squares from
+// the same loads (every tile reads all of x), and scales its sums by r before SiLU x up. So the
+// projection's weights stream from the launch's first microsecond, where a norm node kept every
+// gate/up tile waiting about 9 us behind one CTA's loads (traced on an H200, 1B-class block).
+template <int NT>
+__device__ __forceinline__ void store_gate_up_fold(WarpSum<2, NT> &red, const float (&acc)[2][NT][4],
+                                                   const GateUpArgs &a, unsigned row, unsigned j, const float *ss) {
+  __shared__ float s_ss[8][16];  // per warp, per token: its squares (written at the first sub-tile)
+  const unsigned warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  if (j == 0)
+#pragma unroll
+    for (int n = 0; n < NT; n++) {
+      float v = ss[n];
+      v += __shfl_xor_sync(0xffffffffu, v, 1);
+      v += __shfl_xor_sync(0xffffffffu, v, 2);
+      if (lane % 4 == 0) s_ss[warp][n * 8 + lane / 4] = v;
+    }
+  red.put(acc);
+  __syncthreads();
+  for (unsigned i = threadIdx.x; i < 16 * a.batch; i += blockDim.x) {
+    const unsigned r = i % 16, b = i / 16;
+    float q = 0.f;
+#pragma unroll
+    for (int w = 0; w < 8; w++) q += s_ss[w][b];
+    const float sc = rsqrtf(q / a.hidden + a.eps);
+    const float g = red.get(r, b) * sc, u = red.get(16 + r, b) * sc;
+    a.h[(size_t)b * a.inter + row + r] = to_bf(g / (1.f + __expf(-g)) * u);
+  }
+  __syncthreads();  // red and s_ss are read before the CTA's next tile writes them
+}
+template <int NT, bool ARMED>
+__device__ __forceinline__ void gate_up_fold_nt(const clcrt::Tile &t, const GateUpArgs &a, unsigned char *sm) {
+  WarpSum<2, NT> &red = bulk_red<NT>(sm);
+  float ss[NT];
+#pragma unroll
+  for (int n = 0; n < NT; n++) ss[n] = 0.f;
+  bulk_rows<NT, ARMED, true>(gate_up_tile(t, a), a.xn, a.hidden, a.batch, sm, ss,
+                             [&](unsigned j, const float (&acc)[2][NT][4]) {
+    store_gate_up_fold<NT>(red, acc, a, ((unsigned)t.linear * GU_SUB + j) * 16, j, ss);
+  });
+}
+template <bool ARMED>
+__device__ __forceinline__ void gate_up_fold_b(const clcrt::Tile &t, const GateUpArgs &a) {
+  if (a.batch <= 8) gate_up_fold_nt<1, ARMED>(t, a, (unsigned char *)clcrt::smem());
+  else gate_up_fold_nt<2, ARMED>(t, a, (unsigned char *)clcrt::smem());
+}
+__device__ void gate_up_fold(const clcrt::Tile &t, const GateUpArgs &a) { gate_up_fold_b<false>(t, a); }
+__device__ void gate_up_fold_armed(const clcrt::Tile &t, const GateUpArgs &a) { gate_up_fold_b<true>(t, a); }
 
 // Launched one by one, the tiles arm their own rings; in the task graph, the prefetch functions
 // (gate_up_bulk_arm, down_bulk_arm) did before the waits.
@@ -576,6 +655,7 @@ class GateUpArgs(clcrt.Args):
     batch: clcrt.u32
     hidden: clcrt.u32
     inter: clcrt.u32
+    eps: clcrt.f32  # norm="fold" only
 
 
 class DownArgs(clcrt.Args):
@@ -611,6 +691,11 @@ BULK_GRAPH_NODES = [clcrt.TaskNode("rmsnorm", NormArgs),
                     clcrt.TaskNode("gate_up_bulk_armed", GateUpArgs, prefetch="gate_up_bulk_arm"),
                     clcrt.TaskNode("down_bulk_armed", DownArgs, prefetch="down_bulk_arm"),
                     clcrt.TaskNode("residual", ResidualArgs)]
+# The ring with the norm folded into the gate/up tiles (norm="fold"): no norm node, no wait on one.
+FOLD_NODES = [("gate_up_fold", GateUpArgs), ("down_bulk", DownArgs), ("residual", ResidualArgs)]
+FOLD_GRAPH_NODES = [clcrt.TaskNode("gate_up_fold_armed", GateUpArgs, prefetch="gate_up_bulk_arm"),
+                    clcrt.TaskNode("down_bulk_armed", DownArgs, prefetch="down_bulk_arm"),
+                    clcrt.TaskNode("residual", ResidualArgs)]
 
 
 def bulk_smem(stages, kc=512):
@@ -640,15 +725,20 @@ def gu_sub_for(inter, slice_len, sms, slots_per_sm=2):
     return 1
 
 
-def source(stream="regs", stages=2, kc=512, gu_sub=1, sum="last"):
+def source(stream="regs", stages=2, kc=512, gu_sub=1, sum="last", norm="node"):
     """The tile functions' source and the nodes, as DecodeMLP builds them: gate/up tiles of
     gu_sub x 16 rows (the ring's only); sum "last" (the last down tile of each column block adds
-    the slices and the residual: three nodes) or "node" (a fourth node does)."""
+    the slices and the residual) or "node" (a node of its own does); norm "node" (an RMSNorm
+    node before the projections) or "fold" (the ring's gate/up tiles normalise: no such node)."""
     if sum not in ("last", "node"):
         raise ValueError("DecodeMLP: sum is 'last' or 'node'")
+    if norm not in ("node", "fold") or (norm == "fold" and stream != "bulk"):
+        raise ValueError("DecodeMLP: norm is 'auto', 'node' or 'fold' (which needs stream='bulk')")
     src, nodes, graph_nodes, smem = _source(stream, stages, kc, gu_sub)
+    if norm == "fold":
+        nodes, graph_nodes = FOLD_NODES, FOLD_GRAPH_NODES
     if sum == "last":
-        return "#define SUM_LAST 1\n" + src, nodes[:3], graph_nodes[:3], smem
+        return "#define SUM_LAST 1\n" + src, nodes[:-1], graph_nodes[:-1], smem
     return src, nodes, graph_nodes, smem
 
 
@@ -679,10 +769,12 @@ def slices_for(hidden, inter, sms, per_sm=1):
     return best
 
 
-def edges(hidden, inter, slices, rows_gu=ROWS_GU, sum="last"):
+def edges(hidden, inter, slices, rows_gu=ROWS_GU, sum="last", norm="node"):
     cols = hidden // ROWS_D
-    e = [(0, 1, "all"), (1, 2, "rows", cols, inter // slices // rows_gu)]
-    return e if sum == "last" else e + [(2, 3, "kslices", slices)]
+    g = 0 if norm == "fold" else 1  # the gate/up node
+    e = [(0, 1, "all")] if g else []
+    e.append((g, g + 1, "rows", cols, inter // slices // rows_gu))
+    return e if sum == "last" else e + [(g + 1, g + 2, "kslices", slices)]
 
 
 class DecodeMLP:
@@ -692,13 +784,17 @@ class DecodeMLP:
     stream: "regs", "bulk" or "auto" (bulk_pays); with the ring, `stages` of `kc` k and gate/up
     tiles of gu_sub x 16 rows ("auto": gu_sub_for). slices_per_sm: down tiles per SM (slices_for).
     sum: "last" (the last down tile of each column block adds the slices and the residual) or
-    "node" (a fourth node does). One DecodeMLP runs one block at a time: its scratch (the
-    normalised tokens, the intermediate, the slices and their counters) is shared by its runs.
-    sched, grid, min_blocks_per_sm: as for any clcrt kernel, the graph's and the nodes'."""
+    "node" (a node of its own does). norm: "node" (an RMSNorm node that the gate/up tiles wait
+    on), "fold" (the ring's only: norm_w multiplied into a copy of w_gate_up that the block
+    keeps, and each gate/up tile scales its sums by 1 / rms(x), which it computes from the tokens
+    it loads) or "auto" ("fold" with the ring). One DecodeMLP runs one block at a time: its
+    scratch (the normalised tokens, the intermediate, the slices and their counters) is shared
+    by its runs. sched, grid, min_blocks_per_sm: as for any clcrt kernel, the graph's and the
+    nodes'."""
 
     def __init__(self, norm_w, w_gate_up, w_down, max_batch=16, eps=1e-5, sched="auto", grid="auto",
                  slices_per_sm=1, min_blocks_per_sm=0, stream="auto", stages=2, kc=512, gu_sub="auto", sum="last",
-                 rt=None):
+                 norm="auto", rt=None):
         import torch
 
         self.hidden, self.inter = int(w_down.shape[0]), int(w_down.shape[1])
@@ -734,23 +830,31 @@ class DecodeMLP:
                              "(%d)" % (inter // self.slices, kc))
         if gu_sub == "auto":
             gu_sub = gu_sub_for(inter, inter // self.slices, sms) if stream == "bulk" else 1
-        src, nodes, graph_nodes, smem = source(stream, stages, kc, gu_sub, sum)
+        if norm == "auto":
+            norm = "fold" if stream == "bulk" else "node"
+        src, nodes, graph_nodes, smem = source(stream, stages, kc, gu_sub, sum, norm)
         self.stream, self.stages, self.rows_gu, self.graph_nodes = stream, stages, ROWS_GU * gu_sub, graph_nodes
-        self.sum = sum
+        self.sum, self.norm = sum, norm
+        if norm == "fold":  # W' = W diag(norm_w), rounded to bf16 once; the gate/up tiles read it
+            self.wgu_fold = (w_gate_up.float() * norm_w.float()).to(torch.bfloat16)
+            self.wgu_fold_map = self.rt.tensor_map_2d(self.wgu_fold, 16, 256, swizzle=none)
         if (inter // self.slices) % self.rows_gu:
             raise ValueError("DecodeMLP: the K slices (%d) must be multiples of the gate/up tiles' %d rows" %
                              (inter // self.slices, self.rows_gu))
-        self.graph = clcrt.TaskGraph(src, graph_nodes, edges(H, inter, self.slices, self.rows_gu, sum), block=BLOCK,
+        self.graph = clcrt.TaskGraph(src, graph_nodes, edges(H, inter, self.slices, self.rows_gu, sum, norm),
+                                     block=BLOCK,
                                      smem_bytes=smem,
                                      sched=sched, grid=grid, min_blocks_per_sm=min_blocks_per_sm, rt=self.rt)
-        self.kernels = [self.rt.register(src, fn, cls, block=BLOCK, smem_bytes=smem if i in (1, 2) else 0,
+        self.kernels = [self.rt.register(src, fn, cls, block=BLOCK,
+                                         smem_bytes=smem if cls in (GateUpArgs, DownArgs) else 0,
                                          sched=sched, min_blocks_per_sm=min_blocks_per_sm)
-                        for i, (fn, cls) in enumerate(nodes)]
+                        for fn, cls in nodes]
         self._cached = {}
 
     def tiles(self, batch):
         cols = self.hidden // ROWS_D
-        t = [batch, self.inter // self.rows_gu, cols * self.slices]
+        t = [self.inter // self.rows_gu, cols * self.slices]
+        t = t if self.norm == "fold" else [batch] + t
         return t + [cols] if self.sum == "node" else t
 
     def args(self, x, out):
@@ -763,9 +867,12 @@ class DecodeMLP:
                 raise ValueError("DecodeMLP: x and out must be [B, %d] with B from 1 to %d" % (self.hidden,
                                                                                              self.max_batch))
             H, inter, s = self.hidden, self.inter, self.slices
-            a = [NormArgs(x, self.norm_w, self.xn, H, self.eps),
-                 GateUpArgs(self.wgu_map, self.xn, self.wgu, self.h, B, H, inter),
-                 DownArgs(self.wd_map, self.h, self.wd, self.part, x, out, self.ctr, B, H, inter, s)]
+            down = DownArgs(self.wd_map, self.h, self.wd, self.part, x, out, self.ctr, B, H, inter, s)
+            if self.norm == "fold":  # the gate/up tiles read the raw tokens
+                a = [GateUpArgs(self.wgu_fold_map, x, self.wgu_fold, self.h, B, H, inter, self.eps), down]
+            else:
+                a = [NormArgs(x, self.norm_w, self.xn, H, self.eps),
+                     GateUpArgs(self.wgu_map, self.xn, self.wgu, self.h, B, H, inter, self.eps), down]
             if self.sum == "node":
                 a.append(ResidualArgs(self.part, x, out, B, H, s))
             if len(self._cached) > 64:

@@ -1,8 +1,9 @@
 """GPU: the decode MLP task graph (python/examples/decode_mlp.py) against torch in fp32.
 
 For the public 1B-class (hidden 2048, intermediate 8192) and a smaller odd-sliced shape, each
-with the weights read into registers and through the bulk-copy ring, and the 8B-class (4096,
-14336) as stream="auto" builds it (the ring), at
+with the weights read into registers and through the bulk-copy ring (the norm folded into the
+gate/up tiles, and as a node of its own), and the 8B-class (4096, 14336) as stream="auto" builds
+it (the ring, the norm folded), at
 batches 1 to 16 drawn at random, on two torch streams in turn: the output poisoned with NaN
 first, then the task graph, the node-by-node launches, the task graph captured in a CUDA
 graph (torch.cuda.graph) and replayed, all within 2e-2 of the fp32 reference's largest value
@@ -30,8 +31,10 @@ def example():
 @pytest.mark.parametrize("hidden,inter,kw", [(2048, 8192, dict(stream="regs")), (2048, 8192, dict(stream="bulk")),
                                              (1024, 3584, dict(stream="regs")),
                                              (1024, 3584, dict(stream="bulk", stages=3, kc=256)),
-                                             (4096, 14336, dict()), (2048, 8192, dict(stream="bulk", sum="node"))],
-                         ids=["1b-regs", "1b-bulk", "odd-regs", "odd-bulk256", "8b-auto", "1b-bulk-sum-node"])
+                                             (4096, 14336, dict()), (2048, 8192, dict(stream="bulk", sum="node")),
+                                             (2048, 8192, dict(stream="bulk", norm="node"))],
+                         ids=["1b-regs", "1b-bulk", "odd-regs", "odd-bulk256", "8b-auto", "1b-bulk-sum-node",
+                              "1b-bulk-norm-node"])
 def test_decode_mlp_random_sequence(hidden, inter, kw):
     import torch
 
@@ -40,6 +43,7 @@ def test_decode_mlp_random_sequence(hidden, inter, kw):
     norm_w, wgu, wd = m.weights(hidden, inter, dev, seed=hidden)
     mlp = m.DecodeMLP(norm_w, wgu, wd, **kw)
     assert mlp.stream == kw.get("stream", "bulk"), mlp.stream  # auto: the ring for the 8B-class block
+    assert mlp.norm == kw.get("norm", "fold" if mlp.stream == "bulk" else "node"), mlp.norm  # auto: folded with the ring
     mlp.prepare()
     rng = random.Random(inter)
     streams = [torch.cuda.Stream(), torch.cuda.Stream()]

@@ -87,6 +87,24 @@ def test_decode_mlp_bulk_ring_compiles(arch):
             k = rt.register(src, fn, cls, block=m.BLOCK, smem_bytes=smem)
             assert k.info.registers <= 128 or arch != "sm_90a", (fn, k.info.registers)
         g.close()
+        # The norm folded into the gate/up tiles: two nodes, one edge, and the weights' copies
+        # marked for L2 to evict first.
+        src, nodes, graph_nodes, smem = m.source("bulk", gu_sub=2, norm="fold")
+        assert [n for n, _ in nodes] == ["gate_up_fold", "down_bulk"] and len(graph_nodes) == 2
+        assert m.edges(2048, 8192, 4, 32, norm="fold") == [(0, 1, "rows", 64, 64)]
+        assert len(m.edges(2048, 8192, 4, 32, sum="node", norm="fold")) == 2
+        g = clcrt.TaskGraph(src, graph_nodes, m.edges(2048, 8192, 4, 32, norm="fold"), block=m.BLOCK,
+                            smem_bytes=smem, rt=rt)
+        i = g.kernel.info
+        assert i.stack_bytes <= 64 and (i.registers <= 128 or arch != "sm_90a"), (i.registers, i.stack_bytes)
+        assert "gate_up_bulk_arm(lt, g.a0)" in g.source and "gate_up_fold_armed(lt, g.a0)" in g.source
+        assert "createpolicy.fractional.L2::evict_first" in g.kernel.ptx and ".L2::cache_hint" in g.kernel.ptx
+        for fn, cls in nodes:
+            k = rt.register(src, fn, cls, block=m.BLOCK, smem_bytes=smem)
+            assert k.info.registers <= 128 or arch != "sm_90a", (fn, k.info.registers)
+        g.close()
+    with pytest.raises(ValueError, match="fold"):
+        m.source("regs", norm="fold")
 
 
 SRC = r"""
