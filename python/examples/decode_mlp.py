@@ -787,7 +787,8 @@ class DecodeMLP:
     "node" (a node of its own does). norm: "node" (an RMSNorm node that the gate/up tiles wait
     on), "fold" (the ring's only: norm_w multiplied into a copy of w_gate_up that the block
     keeps, and each gate/up tile scales its sums by 1 / rms(x), which it computes from the tokens
-    it loads) or "auto" ("fold" with the ring). One DecodeMLP runs one block at a time: its
+    it loads; the copy is made here, so later changes to norm_w or w_gate_up are not seen) or
+    "auto" ("fold" with the ring). One DecodeMLP runs one block at a time: its
     scratch (the normalised tokens, the intermediate, the slices and their counters) is shared
     by its runs. sched, grid, min_blocks_per_sm: as for any clcrt kernel, the graph's and the
     nodes'."""
