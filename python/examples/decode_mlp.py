@@ -237,18 +237,37 @@ __device__ __forceinline__ WarpPart down_part(const clcrt::Tile &t, const DownAr
 // The projections' stores, from the warps' fragments met in red (the whole CTA calls them):
 // every token of 16 gate/up rows from `row`, h = silu(gate) * up; every token of the down tile's
 // 32 output columns from col, its slice's partial sums into part[s]. Each ends at a barrier, so
-// that red is read before the CTA's next tile writes it.
-template <int NT>
+// that red is read before the CTA's next tile writes it. With FOLD (the norm folded into the
+// gate/up weights, below), sub-tile j's sums of token b are scaled by 1 / rms(x_b), from the
+// squares ss[n] of this lane's loads of token 8 n + lane / 4 (gathered at j == 0).
+template <int NT, bool FOLD = false>
 __device__ __forceinline__ void store_gate_up(WarpSum<2, NT> &red, const float (&acc)[2][NT][4], const GateUpArgs &a,
-                                              unsigned row) {
+                                              unsigned row, unsigned j = 0, const float *ss = nullptr) {
+  __shared__ float s_ss[8][16];  // FOLD: per warp, per token, its squares
+  const unsigned warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  if (FOLD && j == 0)
+#pragma unroll
+    for (int n = 0; n < NT; n++) {
+      float v = ss[n];
+      v += __shfl_xor_sync(0xffffffffu, v, 1);
+      v += __shfl_xor_sync(0xffffffffu, v, 2);
+      if (lane % 4 == 0) s_ss[warp][n * 8 + lane / 4] = v;
+    }
   red.put(acc);
   __syncthreads();
   for (unsigned i = threadIdx.x; i < 16 * a.batch; i += blockDim.x) {
     const unsigned r = i % 16, b = i / 16;
-    const float g = red.get(r, b), u = red.get(16 + r, b);
+    float sc = 1.f;
+    if (FOLD) {
+      float q = 0.f;
+#pragma unroll
+      for (int w = 0; w < 8; w++) q += s_ss[w][b];
+      sc = rsqrtf(q / a.hidden + a.eps);
+    }
+    const float g = red.get(r, b) * sc, u = red.get(16 + r, b) * sc;
     a.h[(size_t)b * a.inter + row + r] = to_bf(g / (1.f + __expf(-g)) * u);
   }
-  __syncthreads();
+  __syncthreads();  // red and s_ss are read before the CTA's next tile writes them
 }
 #if SUM_LAST
 // The slices' sum and the residual, done by the down tile that stores the last slice of its
@@ -535,18 +554,22 @@ __device__ __forceinline__ WarpSum<2, NT> &bulk_red(unsigned char *sm) {
   return *(WarpSum<2, NT> *)(sm + BULK_RED_OFF);
 }
 
-template <int NT, bool ARMED>
+// FOLD: the norm folded in (below); the tile sums the squares of the tokens it loads.
+template <int NT, bool ARMED, bool FOLD>
 __device__ __forceinline__ void gate_up_bulk_nt(const clcrt::Tile &t, const GateUpArgs &a, unsigned char *sm) {
   WarpSum<2, NT> &red = bulk_red<NT>(sm);
-  bulk_rows<NT, ARMED, false>(gate_up_tile(t, a), a.xn, a.hidden, a.batch, sm, nullptr,
-                              [&](unsigned j, const float (&acc)[2][NT][4]) {
-    store_gate_up<NT>(red, acc, a, ((unsigned)t.linear * GU_SUB + j) * 16);
+  float ss[NT];
+#pragma unroll
+  for (int n = 0; n < NT; n++) ss[n] = 0.f;
+  bulk_rows<NT, ARMED, FOLD>(gate_up_tile(t, a), a.xn, a.hidden, a.batch, sm, ss,
+                             [&](unsigned j, const float (&acc)[2][NT][4]) {
+    store_gate_up<NT, FOLD>(red, acc, a, ((unsigned)t.linear * GU_SUB + j) * 16, j, ss);
   });
 }
-template <bool ARMED>
+template <bool ARMED, bool FOLD>
 __device__ __forceinline__ void gate_up_bulk_b(const clcrt::Tile &t, const GateUpArgs &a) {
-  if (a.batch <= 8) gate_up_bulk_nt<1, ARMED>(t, a, (unsigned char *)clcrt::smem());
-  else gate_up_bulk_nt<2, ARMED>(t, a, (unsigned char *)clcrt::smem());
+  if (a.batch <= 8) gate_up_bulk_nt<1, ARMED, FOLD>(t, a, (unsigned char *)clcrt::smem());
+  else gate_up_bulk_nt<2, ARMED, FOLD>(t, a, (unsigned char *)clcrt::smem());
 }
 
 template <int NT, bool ARMED>
@@ -569,56 +592,14 @@ __device__ __forceinline__ void down_bulk_b(const clcrt::Tile &t, const DownArgs
 // the same loads (every tile reads all of x), and scales its sums by r before SiLU x up. So the
 // projection's weights stream from the launch's first microsecond, where a norm node kept every
 // gate/up tile waiting about 9 us behind one CTA's loads (traced on an H200, 1B-class block).
-template <int NT>
-__device__ __forceinline__ void store_gate_up_fold(WarpSum<2, NT> &red, const float (&acc)[2][NT][4],
-                                                   const GateUpArgs &a, unsigned row, unsigned j, const float *ss) {
-  __shared__ float s_ss[8][16];  // per warp, per token: its squares (written at the first sub-tile)
-  const unsigned warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  if (j == 0)
-#pragma unroll
-    for (int n = 0; n < NT; n++) {
-      float v = ss[n];
-      v += __shfl_xor_sync(0xffffffffu, v, 1);
-      v += __shfl_xor_sync(0xffffffffu, v, 2);
-      if (lane % 4 == 0) s_ss[warp][n * 8 + lane / 4] = v;
-    }
-  red.put(acc);
-  __syncthreads();
-  for (unsigned i = threadIdx.x; i < 16 * a.batch; i += blockDim.x) {
-    const unsigned r = i % 16, b = i / 16;
-    float q = 0.f;
-#pragma unroll
-    for (int w = 0; w < 8; w++) q += s_ss[w][b];
-    const float sc = rsqrtf(q / a.hidden + a.eps);
-    const float g = red.get(r, b) * sc, u = red.get(16 + r, b) * sc;
-    a.h[(size_t)b * a.inter + row + r] = to_bf(g / (1.f + __expf(-g)) * u);
-  }
-  __syncthreads();  // red and s_ss are read before the CTA's next tile writes them
-}
-template <int NT, bool ARMED>
-__device__ __forceinline__ void gate_up_fold_nt(const clcrt::Tile &t, const GateUpArgs &a, unsigned char *sm) {
-  WarpSum<2, NT> &red = bulk_red<NT>(sm);
-  float ss[NT];
-#pragma unroll
-  for (int n = 0; n < NT; n++) ss[n] = 0.f;
-  bulk_rows<NT, ARMED, true>(gate_up_tile(t, a), a.xn, a.hidden, a.batch, sm, ss,
-                             [&](unsigned j, const float (&acc)[2][NT][4]) {
-    store_gate_up_fold<NT>(red, acc, a, ((unsigned)t.linear * GU_SUB + j) * 16, j, ss);
-  });
-}
-template <bool ARMED>
-__device__ __forceinline__ void gate_up_fold_b(const clcrt::Tile &t, const GateUpArgs &a) {
-  if (a.batch <= 8) gate_up_fold_nt<1, ARMED>(t, a, (unsigned char *)clcrt::smem());
-  else gate_up_fold_nt<2, ARMED>(t, a, (unsigned char *)clcrt::smem());
-}
-__device__ void gate_up_fold(const clcrt::Tile &t, const GateUpArgs &a) { gate_up_fold_b<false>(t, a); }
-__device__ void gate_up_fold_armed(const clcrt::Tile &t, const GateUpArgs &a) { gate_up_fold_b<true>(t, a); }
+__device__ void gate_up_fold(const clcrt::Tile &t, const GateUpArgs &a) { gate_up_bulk_b<false, true>(t, a); }
+__device__ void gate_up_fold_armed(const clcrt::Tile &t, const GateUpArgs &a) { gate_up_bulk_b<true, true>(t, a); }
 
 // Launched one by one, the tiles arm their own rings; in the task graph, the prefetch functions
 // (gate_up_bulk_arm, down_bulk_arm) did before the waits.
-__device__ void gate_up_bulk(const clcrt::Tile &t, const GateUpArgs &a) { gate_up_bulk_b<false>(t, a); }
+__device__ void gate_up_bulk(const clcrt::Tile &t, const GateUpArgs &a) { gate_up_bulk_b<false, false>(t, a); }
 __device__ void down_bulk(const clcrt::Tile &t, const DownArgs &a) { down_bulk_b<false>(t, a); }
-__device__ void gate_up_bulk_armed(const clcrt::Tile &t, const GateUpArgs &a) { gate_up_bulk_b<true>(t, a); }
+__device__ void gate_up_bulk_armed(const clcrt::Tile &t, const GateUpArgs &a) { gate_up_bulk_b<true, false>(t, a); }
 __device__ void down_bulk_armed(const clcrt::Tile &t, const DownArgs &a) { down_bulk_b<true>(t, a); }
 __device__ void gate_up_bulk_arm(const clcrt::Tile &t, const GateUpArgs &a) {
   bulk_arm(gate_up_tile(t, a), (unsigned char *)clcrt::smem());
