@@ -70,6 +70,9 @@
 #ifndef GEMM_TRANS  // 1: the op swapped A and B; the epilogue writes the tiles into D transposed (store_tile_t)
 #define GEMM_TRANS 0
 #endif
+#ifndef GEMM_IDLE_WG  // 1: a consumer warpgroup with no rows of the problem issues no wgmma (consume_idle)
+#define GEMM_IDLE_WG 1
+#endif
 #ifndef GEMM_EPI  // 1: staged epilogue (stmatrix, 16-byte coalesced stores); 0: 4-byte stores from registers
 #define GEMM_EPI 1
 #endif
@@ -261,8 +264,42 @@ __device__ __forceinline__ void produce(const GemmArgs &a, GemmState &s, unsigne
   }
 }
 
-// A consumer warpgroup: the k-blocks [kb0, kb1) into acc (rows 64 wg .. of the tile).
-__device__ __forceinline__ void consume(GemmState &s, float *acc, unsigned wg, unsigned kb0, unsigned kb1) {
+// A grouped tile's consumer warpgroup whose 64 rows lie past its group's (the last row block
+// of a group, a cluster's padding tile): it issues no wgmma, only walks the ring, releasing each
+// stage once it is full (it must not count itself in on a stage's empty barrier before the
+// stage's previous use is done, which the full barrier's phase orders), so that the warpgroup
+// with rows has the tensor cores to itself and a padding tile costs its loads only. Measured on
+// an H200 (ops/NOTES.md): grouped GEMMs of many small groups up to 1.25x in 2-CTA clusters
+// (most of whose tiles were padding), 1.01x in geo-mean with the default 128x256. Dense tiles
+// do not take it: level over 16 shapes, one of them 1-5% slower in three runs. Nor does STATIC
+// (the op builds it with GEMM_IDLE_WG 0): its CTAs walk fixed tiles in waves that share B in
+// L2, and cheaper tiles let them drift apart (grouped prefill 0.80-0.94x with it).
+__device__ __forceinline__ void consume_idle(GemmState &s, unsigned kb0, unsigned kb1) {
+  const bool releaser = (threadIdx.x & 127) == 0;
+#pragma unroll 1
+  for (unsigned kb = kb0; kb < kb1; kb++) {
+    if (releaser) {
+      mbar_wait(full_bar(s, s.stage), s.phase);
+#pragma unroll
+      for (unsigned c = 0; c < CM; c++) {
+        if (CM == 1)
+          mbar_arrive(empty_bar(s, s.stage));
+        else
+          mbar_arrive_cluster(empty_bar(s, s.stage), c);
+      }
+    }
+    advance(s);
+  }
+}
+
+// A consumer warpgroup: the k-blocks [kb0, kb1) into acc (rows 64 wg .. of the tile), or, where
+// those rows lie past the problem's (rows_live false), consume_idle.
+__device__ __forceinline__ void consume(GemmState &s, float *acc, unsigned wg, unsigned kb0, unsigned kb1,
+                                        bool rows_live = true) {
+  if (GEMM_IDLE_WG && !rows_live) {
+    consume_idle(s, kb0, kb1);
+    return;
+  }
   const bool releaser = (threadIdx.x & 127) == 0;
   unsigned prev = 0;
 #pragma unroll 1
@@ -634,7 +671,7 @@ __device__ __forceinline__ void run_grouped(const clcrt::Tile &t, const GemmArgs
   float acc[BN / 2];  // zeroed: see run_dense
 #pragma unroll
   for (unsigned q = 0; q < BN / 2; q++) acc[q] = 0.0f;
-  consume(s, acc, wg, 0, a.nk);
+  consume(s, acc, wg, 0, a.nk, w.inside && w.a_row + wg * 64 < w.row_end);
   const Epi e = epi_fetch(stage);
   if (!e.inside) return;
   const unsigned row0 = e.a_row + wg * 64 + (warp & 3) * 16;

@@ -158,14 +158,17 @@ static inline int gemm_variant_find(const char *name) {
 static inline clcrt_status gemm_register_opt(clcrt_runtime *rt, const char *src, const gemm_variant *v,
                                              clcrt_sched sched, int grouped, const char *extra, clcrt_kernel **out) {
   *out = NULL;
-  char o[6][48];
+  char o[7][48];
   snprintf(o[0], sizeof o[0], "-DGEMM_BM=%u", v->bm);
   snprintf(o[1], sizeof o[1], "-DGEMM_BN=%u", v->bn);
   snprintf(o[2], sizeof o[2], "-DGEMM_CM=%u", v->cm);
   snprintf(o[3], sizeof o[3], "-DGEMM_STAGES=%u", v->stages);
   snprintf(o[4], sizeof o[4], "-DGEMM_MAX_GROUPS=%u", GEMM_MAX_GROUPS);
   snprintf(o[5], sizeof o[5], "-DGEMM_EPI=%u", v->epi);
-  const char *opts[7] = {o[0], o[1], o[2], o[3], o[4], o[5], extra};
+  /* STATIC's CTAs walk their fixed tiles in waves that share B in L2: tiles made cheaper by an
+   * idle warpgroup let them drift apart (gemm.cu's consume_idle). */
+  snprintf(o[6], sizeof o[6], "-DGEMM_IDLE_WG=%d", sched != CLCRT_SCHED_STATIC);
+  const char *opts[8] = {o[0], o[1], o[2], o[3], o[4], o[5], o[6], extra};
   clcrt_tile_desc d = CLCRT_TILE_DESC_INIT;
   d.source = src;
   d.tile_fn = grouped ? "gemm_grouped_tile" : "gemm_tile";
@@ -177,7 +180,7 @@ static inline clcrt_status gemm_register_opt(clcrt_runtime *rt, const char *src,
   d.smem_bytes = gemm_smem_bytes(v, grouped);
   d.sched = sched;
   d.options = opts;
-  d.num_options = extra ? 7 : 6;
+  d.num_options = extra ? 8 : 7;
   return clcrt_register(rt, &d, out);
 }
 static inline clcrt_status gemm_register(clcrt_runtime *rt, const char *src, const gemm_variant *v, clcrt_sched sched,
