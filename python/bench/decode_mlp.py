@@ -98,7 +98,10 @@ def contenders(mlp, x, out, norm_w, wgu, wd, eps, variants=()):
         for item in spec.split(","):
             key, val = item.split("=")
             strings = ("sched", "grid", "stream", "sum", "norm")
-            kw[key] = val if key in strings else float(val) if key == "slices_per_sm" else int(val)
+            if key == "slices_per_sm":
+                kw[key] = float(val)
+            else:  # gu_sub takes either
+                kw[key] = val if key in strings or not val.lstrip("-").isdigit() else int(val)
         m = mlpmod.DecodeMLP(norm_w, wgu, wd, rt=mlp.rt, **kw)
         m.prepare()
         keep.append(m)
@@ -197,8 +200,8 @@ def main():
                     print("WRONG: %s, %s batch %d: error %.3g" % (n, model, batch, errs[n]))
             us = measure(fns, o.rounds, o.calls)
             base = us["torch in a CUDA graph"]
-            print("\n%s (hidden %d, intermediate %d, %d K slices, stream=%s, gate/up tiles of %d rows), batch %d: "
-                  "%.1f MB of weights" % (model, hidden, inter, mlp.slices, mlp.stream, mlp.rows_gu, batch,
+            print("\n%s (hidden %d, intermediate %d, %d K slices, stream=%s, %s), batch %d: "
+                  "%.1f MB of weights" % (model, hidden, inter, mlp.slices, mlp.stream, mlp.gu_desc, batch,
                                           wbytes / 1e6))
             print("| contender | us per block | x torch graph | weights GB/s | of read bw | max error |")
             print("|---|---|---|---|---|---|")
@@ -209,7 +212,7 @@ def main():
                 rows.append({"model": model, "hidden": hidden, "inter": inter, "batch": batch, "contender": n,
                              "us": us[n], "x_torch_graph": base / us[n], "weights_gbs": gbs,
                              "of_read_bw": gbs * 1e9 / bw, "max_rel_err": errs[n], "slices": mlp.slices,
-                             "stream": mlp.stream, "rows_gu": mlp.rows_gu, "min_blocks_per_sm": mlp.min_blocks_per_sm})
+                             "stream": mlp.stream, "gate_up_tiles": mlp.gu_desc, "min_blocks_per_sm": mlp.min_blocks_per_sm})
             if o.trace:
                 trace_once(mlp, x, out, "%s-%s-b%d.json" % (o.trace, model, batch))
             del keep

@@ -8,7 +8,7 @@ Three tile functions of one source, three nodes, two kinds of edge (docs/taskgra
 
     node 0  rmsnorm    one tile per token                       xn = x / rms(x) * w
     node 1  gate_up    16 rows of the intermediate per tile     h = silu(xn Wg^T) * (xn Wu^T)
-                       (32 or 64 with the ring: see below)
+                       (16 to 64 with the ring, one tile per CTA slot: see below)
     node 2  down       32 output columns x one K slice          part[s] = h[:, slice s] Wd[:, slice s]^T;
                                                                 the last slice of columns c to be
                                                                 stored: out = sum_s part[s] + x
@@ -28,10 +28,12 @@ The projections read their weights one of two ways (DecodeMLP's stream=): "regs"
 loads into registers, two steps in flight; "bulk", the copy engine's copies (TMA boxes of 16 rows
 x 256 k) into a ring in shared memory, which in the task graph start in the prefetch function,
 while the tile waits.
-"auto" (the default) takes the ring where every tile's k run is at least 2048 long, with gate/up
-tiles of 32 or 64 rows where that still fills the GPU in about one wave (gu_sub_for), and the
+"auto" (the default) takes the ring where every tile's k run is at least 2048 long, with one
+gate/up tile per CTA slot (each K slice's 16-row sub-tiles shared among its tiles as evenly as
+whole sub-tiles allow: 32 or 16 rows a tile at the 1B-class shape, 64 or 48 at the 8B-class), and the
 down projection cut into about one tile per SM (slices_for): fewer tiles, fewer tickets, waits
-and releases, which is what the task graph pays per tile. The ring's copies ask L2 to evict the
+and releases, which is what the task graph pays per tile, and no slot left waiting on a down
+tile while others stream the gate/up weights. The ring's copies ask L2 to evict the
 weights first, so that the tokens, the intermediate and the counters stay there.
 
 With the ring, the norm is folded into the gate/up tiles by default (DecodeMLP's norm="auto";
@@ -373,6 +375,9 @@ __device__ void down_prefetch(const clcrt::Tile &t, const DownArgs &a) {
 #ifndef GU_SUB
 #define GU_SUB 1  // gate/up sub-tiles of 16 intermediate rows a tile
 #endif
+#ifndef GU_TPS
+#define GU_TPS 0  // else: GU_TPS gate/up tiles a K slice of GU_SPS sub-tiles, as even as whole sub-tiles allow
+#endif
 #define BULK_RED_OFF ((BULK_STAGES * BULK_STAGE + 16 * BULK_STAGES + 127) / 128 * 128)  // after the ring's barriers
 #define BULK_SMEM (BULK_RED_OFF + 8 * 2 * 2 * 32 * 4 * 4)  // the ring, its full and empty barriers, a WarpSum<2, 2>
 
@@ -399,11 +404,21 @@ struct BulkTile {
   const TMap *map;
   unsigned y0, y1, k0, k1, nsub;
 };
-// Gate/up tile: rows GU_SUB x 16 t.linear .. of the intermediate, GU_SUB sub-tiles of 16 rows
+// Gate/up tile t's first sub-tile of 16 intermediate rows: GU_SUB a tile, or with GU_TPS the
+// K slice's GU_SPS sub-tiles shared by its GU_TPS tiles (3 or 4 each for the 8B-class block on
+// 132 SMs), so that every CTA slot starts on a gate/up tile.
+__device__ __forceinline__ unsigned gate_up_sub0(unsigned t) {
+#if GU_TPS
+  return t / GU_TPS * GU_SPS + t % GU_TPS * GU_SPS / GU_TPS;
+#else
+  return t * GU_SUB;
+#endif
+}
+// Gate/up tile: its sub-tiles of 16 rows of the intermediate, from gate_up_sub0, each 16 rows
 // of the gate and of the up weights.
 __device__ __forceinline__ BulkTile gate_up_tile(const clcrt::Tile &t, const GateUpArgs &a) {
-  const unsigned row = (unsigned)t.linear * 16 * GU_SUB;
-  return BulkTile{&a.wmap, row, a.inter + row, 0, a.hidden, GU_SUB};
+  const unsigned sub = gate_up_sub0((unsigned)t.linear), row = sub * 16;
+  return BulkTile{&a.wmap, row, a.inter + row, 0, a.hidden, gate_up_sub0((unsigned)t.linear + 1) - sub};
 }
 __device__ __forceinline__ BulkTile down_tile(const clcrt::Tile &t, const DownArgs &a) {
   const unsigned cols = a.hidden / 32, s = (unsigned)t.linear / cols, col = (unsigned)t.linear % cols * 32;
@@ -563,7 +578,7 @@ __device__ __forceinline__ void gate_up_bulk_nt(const clcrt::Tile &t, const Gate
   for (int n = 0; n < NT; n++) ss[n] = 0.f;
   bulk_rows<NT, ARMED, FOLD>(gate_up_tile(t, a), a.xn, a.hidden, a.batch, sm, ss,
                              [&](unsigned j, const float (&acc)[2][NT][4]) {
-    store_gate_up<NT, FOLD>(red, acc, a, ((unsigned)t.linear * GU_SUB + j) * 16, j, ss);
+    store_gate_up<NT, FOLD>(red, acc, a, (gate_up_sub0((unsigned)t.linear) + j) * 16, j, ss);
   });
 }
 template <bool ARMED, bool FOLD>
@@ -750,11 +765,12 @@ def slices_for(hidden, inter, sms, per_sm=1):
     return best
 
 
-def edges(hidden, inter, slices, rows_gu=ROWS_GU, sum="last", norm="node"):
+def edges(hidden, inter, slices, rows_gu=ROWS_GU, sum="last", norm="node", per_slice=0):
+    """per_slice: gate/up tiles a K slice (0: inter / slices / rows_gu)."""
     cols = hidden // ROWS_D
     g = 0 if norm == "fold" else 1  # the gate/up node
     e = [(0, 1, "all")] if g else []
-    e.append((g, g + 1, "rows", cols, inter // slices // rows_gu))
+    e.append((g, g + 1, "rows", cols, per_slice or inter // slices // rows_gu))
     return e if sum == "last" else e + [(g + 1, g + 2, "kslices", slices)]
 
 
@@ -762,8 +778,12 @@ class DecodeMLP:
     """The block for given weights (bf16 torch tensors on one GPU): norm_w [H], w_gate_up [2I, H]
     (gate rows, then up rows), w_down [H, I].
 
-    stream: "regs", "bulk" or "auto" (bulk_pays); with the ring, `stages` of `kc` k and gate/up
-    tiles of gu_sub x 16 rows ("auto": gu_sub_for). slices_per_sm: down tiles per SM (slices_for).
+    stream: "regs", "bulk" or "auto" (bulk_pays); with the ring, `stages` of `kc` k. gu_sub, the
+    gate/up tiles: "even" (the ring's only: each K slice's 16-row sub-tiles shared as evenly as
+    whole sub-tiles allow by 2 x SMs / slices tiles, one per CTA slot, so that every CTA starts
+    on one), 1, 2 or 4 (tiles of that many sub-tiles), "fixed" (gu_sub_for) or "auto" ("even"
+    with the ring where each tile gets a sub-tile, else 1). slices_per_sm: down tiles per SM
+    (slices_for).
     sum: "last" (the last down tile of each column block adds the slices and the residual) or
     "node" (a node of its own does). norm: "node" (an RMSNorm node that the gate/up tiles wait
     on), "fold" (the ring's only: norm_w multiplied into a copy of w_gate_up that the block
@@ -810,12 +830,32 @@ class DecodeMLP:
         if stream == "bulk" and (H % kc or inter // self.slices % kc):
             raise ValueError("DecodeMLP: with stream='bulk', hidden and the K slices (%d) must be multiples of kc "
                              "(%d)" % (inter // self.slices, kc))
+        sps = inter // self.slices // ROWS_GU  # sub-tiles of 16 rows a K slice
+        gu_tps = 2 * sms // self.slices  # gate/up tiles a K slice with gu_sub="even": one per CTA slot
         if gu_sub == "auto":
+            gu_sub = "even" if stream == "bulk" and 1 <= gu_tps <= sps else "fixed"
+        if gu_sub == "even" and (stream != "bulk" or not 1 <= gu_tps <= sps):
+            raise ValueError("DecodeMLP: gu_sub='even' needs stream='bulk' and K slices of at least %d 16-row "
+                             "sub-tiles (%d)" % (gu_tps, sps))
+        if gu_sub == "fixed":
             gu_sub = gu_sub_for(inter, inter // self.slices, sms) if stream == "bulk" else 1
+        if gu_sub == "even":
+            gu_sub = 1
+        else:
+            gu_tps = 0
         if norm == "auto":
             norm = "fold" if stream == "bulk" else "node"
         src, nodes, graph_nodes, smem = source(stream, stages, kc, gu_sub, sum, norm)
         self.stream, self.stages, self.rows_gu, self.graph_nodes = stream, stages, ROWS_GU * gu_sub, graph_nodes
+        if gu_tps:
+            src = "#define GU_TPS %d\n#define GU_SPS %d\n" % (gu_tps, sps) + src
+        self.gu_per_slice = gu_tps or inter // self.slices // self.rows_gu
+        if gu_tps:  # each K slice's sps sub-tiles over gu_tps tiles
+            lo, hi = sps // gu_tps, -(-sps // gu_tps)
+            self.gu_desc = "%d gate/up tiles of %s rows" % (gu_tps * self.slices, "%d-%d" % (16 * lo, 16 * hi)
+                                                             if lo != hi else "%d" % (16 * lo))
+        else:
+            self.gu_desc = "gate/up tiles of %d rows" % self.rows_gu
         self.sum, self.norm = sum, norm
         if norm == "fold":  # W' = W diag(norm_w), rounded to bf16 once; the gate/up tiles read it
             self.wgu_fold = (w_gate_up.float() * norm_w.float()).to(torch.bfloat16)
@@ -823,7 +863,8 @@ class DecodeMLP:
         if (inter // self.slices) % self.rows_gu:
             raise ValueError("DecodeMLP: the K slices (%d) must be multiples of the gate/up tiles' %d rows" %
                              (inter // self.slices, self.rows_gu))
-        self.graph = clcrt.TaskGraph(src, graph_nodes, edges(H, inter, self.slices, self.rows_gu, sum, norm),
+        self.graph = clcrt.TaskGraph(src, graph_nodes, edges(H, inter, self.slices, self.rows_gu, sum, norm,
+                                                             self.gu_per_slice),
                                      block=BLOCK,
                                      smem_bytes=smem,
                                      sched=sched, grid=grid, min_blocks_per_sm=min_blocks_per_sm, rt=self.rt)
@@ -835,7 +876,7 @@ class DecodeMLP:
 
     def tiles(self, batch):
         cols = self.hidden // ROWS_D
-        t = [self.inter // self.rows_gu, cols * self.slices]
+        t = [self.gu_per_slice * self.slices, cols * self.slices]
         t = t if self.norm == "fold" else [batch] + t
         return t + [cols] if self.sum == "node" else t
 

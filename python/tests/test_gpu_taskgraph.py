@@ -2,8 +2,9 @@
 
 For the public 1B-class (hidden 2048, intermediate 8192) and a smaller odd-sliced shape, each
 with the weights read into registers and through the bulk-copy ring (the norm folded into the
-gate/up tiles, and as a node of its own), and the 8B-class (4096, 14336) as stream="auto" builds
-it (the ring, the norm folded), at
+gate/up tiles, and as a node of its own; the gate/up sub-tiles split evenly over the CTA slots,
+and in tiles of two), and the 8B-class (4096, 14336) as stream="auto" builds it (the ring, the
+norm folded, the even split), at
 batches 1 to 16 drawn at random, on two torch streams in turn: the output poisoned with NaN
 first, then the task graph, the node-by-node launches, the task graph captured in a CUDA
 graph (torch.cuda.graph) and replayed, all within 2e-2 of the fp32 reference's largest value
@@ -32,9 +33,10 @@ def example():
                                              (1024, 3584, dict(stream="regs")),
                                              (1024, 3584, dict(stream="bulk", stages=3, kc=256)),
                                              (4096, 14336, dict()), (2048, 8192, dict(stream="bulk", sum="node")),
-                                             (2048, 8192, dict(stream="bulk", norm="node"))],
+                                             (2048, 8192, dict(stream="bulk", norm="node")),
+                                             (2048, 8192, dict(stream="bulk", gu_sub=2))],
                          ids=["1b-regs", "1b-bulk", "odd-regs", "odd-bulk256", "8b-auto", "1b-bulk-sum-node",
-                              "1b-bulk-norm-node"])
+                              "1b-bulk-norm-node", "1b-bulk-sub2"])
 def test_decode_mlp_random_sequence(hidden, inter, kw):
     import torch
 

@@ -103,6 +103,16 @@ def test_decode_mlp_bulk_ring_compiles(arch):
             k = rt.register(src, fn, cls, block=m.BLOCK, smem_bytes=smem)
             assert k.info.registers <= 128 or arch != "sm_90a", (fn, k.info.registers)
         g.close()
+        # gu_sub="even", as DecodeMLP builds the 8B-class block on 132 SMs: each K slice's 448
+        # sub-tiles of 16 rows over 132 tiles (3 or 4 each), the ROWS edge counting 132 a slice.
+        src, nodes, graph_nodes, smem = m.source("bulk", norm="fold")
+        src = "#define GU_TPS 132\n#define GU_SPS 448\n" + src
+        edges = m.edges(4096, 14336, 2, 16, norm="fold", per_slice=132)
+        assert edges == [(0, 1, "rows", 128, 132)]
+        g = clcrt.TaskGraph(src, graph_nodes, edges, block=m.BLOCK, smem_bytes=smem, rt=rt)
+        i = g.kernel.info
+        assert i.stack_bytes <= 64 and (i.registers <= 128 or arch != "sm_90a"), (i.registers, i.stack_bytes)
+        g.close()
     with pytest.raises(ValueError, match="fold"):
         m.source("regs", norm="fold")
 
