@@ -847,10 +847,9 @@ class DecodeMLP:
             norm = "fold" if stream == "bulk" else "node"
         src, nodes, graph_nodes, smem = source(stream, stages, kc, gu_sub, sum, norm)
         self.stream, self.stages, self.rows_gu, self.graph_nodes = stream, stages, ROWS_GU * gu_sub, graph_nodes
-        if gu_tps:
-            src = "#define GU_TPS %d\n#define GU_SPS %d\n" % (gu_tps, sps) + src
         self.gu_per_slice = gu_tps or inter // self.slices // self.rows_gu
         if gu_tps:  # each K slice's sps sub-tiles over gu_tps tiles
+            src = "#define GU_TPS %d\n#define GU_SPS %d\n" % (gu_tps, sps) + src
             lo, hi = sps // gu_tps, -(-sps // gu_tps)
             self.gu_desc = "%d gate/up tiles of %s rows" % (gu_tps * self.slices, "%d-%d" % (16 * lo, 16 * hi)
                                                              if lo != hi else "%d" % (16 * lo))
