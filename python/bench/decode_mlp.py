@@ -97,11 +97,7 @@ def contenders(mlp, x, out, norm_w, wgu, wd, eps, variants=()):
         kw = {"slices_per_sm": mlp.slices_per_sm}
         for item in spec.split(","):
             key, val = item.split("=")
-            strings = ("sched", "grid", "stream", "sum", "norm")
-            if key == "slices_per_sm":
-                kw[key] = float(val)
-            else:  # gu_sub takes either
-                kw[key] = val if key in strings or not val.lstrip("-").isdigit() else int(val)
+            kw[key] = float(val) if key == "slices_per_sm" else int(val) if val.lstrip("-").isdigit() else val
         m = mlpmod.DecodeMLP(norm_w, wgu, wd, rt=mlp.rt, **kw)
         m.prepare()
         keep.append(m)

@@ -721,16 +721,30 @@ def gu_sub_for(inter, slice_len, sms, slots_per_sm=2):
     return 1
 
 
-def source(stream="regs", stages=2, kc=512, gu_sub=1, sum="last", norm="node"):
+def gu_even(inter, slices, sms, slots_per_sm=2):
+    """Gate/up tiles a K slice with gu_sub="even": one per CTA slot, where each still gets a
+    16-row sub-tile of the slice (0 where not)."""
+    tps = slots_per_sm * sms // slices
+    return tps if 1 <= tps <= inter // slices // ROWS_GU else 0
+
+
+def source(stream="regs", stages=2, kc=512, gu_sub=1, sum="last", norm="node", gu_tps=0, gu_sps=0):
     """The tile functions' source and the nodes, as DecodeMLP builds them: gate/up tiles of
-    gu_sub x 16 rows (the ring's only); sum "last" (the last down tile of each column block adds
-    the slices and the residual) or "node" (a node of its own does); norm "node" (an RMSNorm
-    node before the projections) or "fold" (the ring's gate/up tiles normalise: no such node)."""
+    gu_sub x 16 rows (the ring's only), or with gu_tps the even split (each K slice's gu_sps
+    16-row sub-tiles over its gu_tps tiles: gu_even); sum "last" (the last down tile of each
+    column block adds the slices and the residual) or "node" (a node of its own does); norm
+    "node" (an RMSNorm node before the projections) or "fold" (the ring's gate/up tiles
+    normalise: no such node)."""
     if sum not in ("last", "node"):
         raise ValueError("DecodeMLP: sum is 'last' or 'node'")
     if norm not in ("node", "fold") or (norm == "fold" and stream != "bulk"):
         raise ValueError("DecodeMLP: norm is 'auto', 'node' or 'fold' (which needs stream='bulk')")
+    if gu_tps and (stream != "bulk" or gu_sub != 1 or not 1 <= gu_tps <= gu_sps):
+        raise ValueError("DecodeMLP: the even split needs stream='bulk' and K slices of at least %d 16-row "
+                         "sub-tiles (%d)" % (gu_tps, gu_sps))
     src, nodes, graph_nodes, smem = _source(stream, stages, kc, gu_sub)
+    if gu_tps:
+        src = "#define GU_TPS %d\n#define GU_SPS %d\n" % (gu_tps, gu_sps) + src
     if norm == "fold":
         nodes, graph_nodes = FOLD_NODES, FOLD_GRAPH_NODES
     if sum == "last":
@@ -831,25 +845,24 @@ class DecodeMLP:
             raise ValueError("DecodeMLP: with stream='bulk', hidden and the K slices (%d) must be multiples of kc "
                              "(%d)" % (inter // self.slices, kc))
         sps = inter // self.slices // ROWS_GU  # sub-tiles of 16 rows a K slice
-        gu_tps = 2 * sms // self.slices  # gate/up tiles a K slice with gu_sub="even": one per CTA slot
+        even = gu_even(inter, self.slices, sms) if stream == "bulk" else 0
         if gu_sub == "auto":
-            gu_sub = "even" if stream == "bulk" and 1 <= gu_tps <= sps else "fixed"
-        if gu_sub == "even" and (stream != "bulk" or not 1 <= gu_tps <= sps):
-            raise ValueError("DecodeMLP: gu_sub='even' needs stream='bulk' and K slices of at least %d 16-row "
-                             "sub-tiles (%d)" % (gu_tps, sps))
-        if gu_sub == "fixed":
-            gu_sub = gu_sub_for(inter, inter // self.slices, sms) if stream == "bulk" else 1
+            gu_sub = "even" if even else "fixed"
+        gu_tps = 0
         if gu_sub == "even":
-            gu_sub = 1
-        else:
-            gu_tps = 0
+            if not even:
+                raise ValueError("DecodeMLP: gu_sub='even' needs stream='bulk' and K slices of at least one 16-row "
+                                 "sub-tile per CTA slot (%d sub-tiles, %d slots a slice)" %
+                                 (sps, 2 * sms // self.slices))
+            gu_sub, gu_tps = 1, even
+        elif gu_sub == "fixed":
+            gu_sub = gu_sub_for(inter, inter // self.slices, sms) if stream == "bulk" else 1
         if norm == "auto":
             norm = "fold" if stream == "bulk" else "node"
-        src, nodes, graph_nodes, smem = source(stream, stages, kc, gu_sub, sum, norm)
+        src, nodes, graph_nodes, smem = source(stream, stages, kc, gu_sub, sum, norm, gu_tps, sps)
         self.stream, self.stages, self.rows_gu, self.graph_nodes = stream, stages, ROWS_GU * gu_sub, graph_nodes
         self.gu_per_slice = gu_tps or inter // self.slices // self.rows_gu
         if gu_tps:  # each K slice's sps sub-tiles over gu_tps tiles
-            src = "#define GU_TPS %d\n#define GU_SPS %d\n" % (gu_tps, sps) + src
             lo, hi = sps // gu_tps, -(-sps // gu_tps)
             self.gu_desc = "%d gate/up tiles of %s rows" % (gu_tps * self.slices, "%d-%d" % (16 * lo, 16 * hi)
                                                              if lo != hi else "%d" % (16 * lo))

@@ -104,9 +104,13 @@ def test_decode_mlp_bulk_ring_compiles(arch):
             assert k.info.registers <= 128 or arch != "sm_90a", (fn, k.info.registers)
         g.close()
         # gu_sub="even", as DecodeMLP builds the 8B-class block on 132 SMs: each K slice's 448
-        # sub-tiles of 16 rows over 132 tiles (3 or 4 each), the ROWS edge counting 132 a slice.
-        src, nodes, graph_nodes, smem = m.source("bulk", norm="fold")
-        src = "#define GU_TPS 132\n#define GU_SPS 448\n" + src
+        # sub-tiles of 16 rows over 132 tiles (3 or 4 each), the ROWS edge counting 132 a slice;
+        # at 1B 66 tiles a slice; none for a slice of fewer sub-tiles than CTA slots.
+        assert [m.gu_even(i, s, 132) for i, s in ((14336, 2), (8192, 4), (3584, 7))] == [132, 66, 0]
+        src, nodes, graph_nodes, smem = m.source("bulk", norm="fold", gu_tps=132, gu_sps=448)
+        assert "#define GU_TPS 132\n#define GU_SPS 448\n" in src
+        with pytest.raises(ValueError, match="even split"):
+            m.source("bulk", norm="fold", gu_tps=40, gu_sps=32)
         edges = m.edges(4096, 14336, 2, 16, norm="fold", per_slice=132)
         assert edges == [(0, 1, "rows", 128, 132)]
         g = clcrt.TaskGraph(src, graph_nodes, edges, block=m.BLOCK, smem_bytes=smem, rt=rt)
