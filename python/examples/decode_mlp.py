@@ -372,11 +372,8 @@ __device__ void down_prefetch(const clcrt::Tile &t, const DownArgs &a) {
 #endif
 #define BULK_BOX 8192                               // a box: 16 rows x 256 k
 #define BULK_STAGE (32 * 2 * BULK_K)                // bytes per stage: 2 x BULK_K / 256 boxes
-#ifndef GU_SUB
-#define GU_SUB 1  // gate/up sub-tiles of 16 intermediate rows a tile
-#endif
 #ifndef GU_TPS
-#define GU_TPS 0  // else: GU_TPS gate/up tiles a K slice of GU_SPS sub-tiles, as even as whole sub-tiles allow
+#define GU_TPS 0  // GU_TPS gate/up tiles a K slice of GU_SPS sub-tiles, as even as whole sub-tiles allow; 0: one a tile
 #endif
 #define BULK_RED_OFF ((BULK_STAGES * BULK_STAGE + 16 * BULK_STAGES + 127) / 128 * 128)  // after the ring's barriers
 #define BULK_SMEM (BULK_RED_OFF + 8 * 2 * 2 * 32 * 4 * 4)  // the ring, its full and empty barriers, a WarpSum<2, 2>
@@ -404,14 +401,15 @@ struct BulkTile {
   const TMap *map;
   unsigned y0, y1, k0, k1, nsub;
 };
-// Gate/up tile t's first sub-tile of 16 intermediate rows: GU_SUB a tile, or with GU_TPS the
-// K slice's GU_SPS sub-tiles shared by its GU_TPS tiles (3 or 4 each for the 8B-class block on
-// 132 SMs), so that every CTA slot starts on a gate/up tile.
+// Gate/up tile t's first sub-tile of 16 intermediate rows: the K slice's GU_SPS sub-tiles
+// shared by its GU_TPS tiles, as evenly as whole sub-tiles allow (3 or 4 each for the 8B-class
+// block on 132 SMs, so that every CTA slot starts on a gate/up tile; exactly GU_SPS / GU_TPS each
+// for tiles of a fixed count), or one sub-tile a tile.
 __device__ __forceinline__ unsigned gate_up_sub0(unsigned t) {
 #if GU_TPS
   return t / GU_TPS * GU_SPS + t % GU_TPS * GU_SPS / GU_TPS;
 #else
-  return t * GU_SUB;
+  return t;
 #endif
 }
 // Gate/up tile: its sub-tiles of 16 rows of the intermediate, from gate_up_sub0, each 16 rows
@@ -730,11 +728,12 @@ def gu_even(inter, slices, sms, slots_per_sm=2):
 
 def source(stream="regs", stages=2, kc=512, gu_sub=1, sum="last", norm="node", gu_tps=0, gu_sps=0):
     """The tile functions' source and the nodes, as DecodeMLP builds them: gate/up tiles of
-    gu_sub x 16 rows (the ring's only), or with gu_tps the even split (each K slice's gu_sps
-    16-row sub-tiles over its gu_tps tiles: gu_even); sum "last" (the last down tile of each
-    column block adds the slices and the residual) or "node" (a node of its own does); norm
-    "node" (an RMSNorm node before the projections) or "fold" (the ring's gate/up tiles
-    normalise: no such node)."""
+    gu_sub x 16 rows (the ring's only; more than one sub-tile needs the K slice's gu_sps), or
+    with gu_tps the even split (each K slice's gu_sps 16-row sub-tiles over its gu_tps tiles:
+    gu_even). Both are one mapping in the tiles: tiles of gu_sub sub-tiles are gu_sps / gu_sub
+    tiles a slice. sum "last" (the last down tile of each column block adds the slices and the
+    residual) or "node" (a node of its own does); norm "node" (an RMSNorm node before the
+    projections) or "fold" (the ring's gate/up tiles normalise: no such node)."""
     if sum not in ("last", "node"):
         raise ValueError("DecodeMLP: sum is 'last' or 'node'")
     if norm not in ("node", "fold") or (norm == "fold" and stream != "bulk"):
@@ -743,6 +742,11 @@ def source(stream="regs", stages=2, kc=512, gu_sub=1, sum="last", norm="node", g
         raise ValueError("DecodeMLP: the even split needs stream='bulk' and K slices of at least %d 16-row "
                          "sub-tiles (%d)" % (gu_tps, gu_sps))
     src, nodes, graph_nodes, smem = _source(stream, stages, kc, gu_sub)
+    if gu_sub != 1:
+        if not gu_sps or gu_sps % gu_sub:
+            raise ValueError("DecodeMLP: gate/up tiles of %d 16-row sub-tiles need K slices of a multiple of that "
+                             "(%d sub-tiles)" % (gu_sub, gu_sps))
+        gu_tps = gu_sps // gu_sub
     if gu_tps:
         src = "#define GU_TPS %d\n#define GU_SPS %d\n" % (gu_tps, gu_sps) + src
     if norm == "fold":
@@ -761,8 +765,8 @@ def _source(stream, stages, kc, gu_sub):
             gu_sub not in (1, 2, 4):
         raise ValueError("DecodeMLP: stream is 'auto', 'regs' or 'bulk' (with stages of 256 or 512 k, as many as "
                          "leave room for two CTAs an SM, and gate/up tiles of 16, 32 or 64 rows)")
-    return ("#define BULK_STAGES %d\n#define BULK_K %d\n#define GU_SUB %d\n" % (stages, kc, gu_sub) + SRC, BULK_NODES,
-            BULK_GRAPH_NODES, bulk_smem(stages, kc))
+    return ("#define BULK_STAGES %d\n#define BULK_K %d\n" % (stages, kc) + SRC, BULK_NODES, BULK_GRAPH_NODES,
+            bulk_smem(stages, kc))
 
 
 def slices_for(hidden, inter, sms, per_sm=1):

@@ -72,8 +72,13 @@ def test_decode_mlp_bulk_ring_compiles(arch):
         m.source("fast")
     with pytest.raises(ValueError, match="16, 32 or 64 rows"):
         m.source("bulk", gu_sub=3)
-    src, nodes, graph_nodes, smem = m.source("bulk", gu_sub=4)
-    assert "#define GU_SUB 4" in src and smem == m.bulk_smem(2, 512) and 2 * smem <= 227 * 1024
+    with pytest.raises(ValueError, match="multiple"):
+        m.source("bulk", gu_sub=4, gu_sps=126)
+    # Tiles of 4 sub-tiles of the 8B-class block's K slices (448 sub-tiles): 112 tiles a slice of
+    # the even split's mapping, which gives each exactly 4.
+    src, nodes, graph_nodes, smem = m.source("bulk", gu_sub=4, gu_sps=448)
+    assert "#define GU_TPS 112\n#define GU_SPS 448\n" in src and "GU_SUB" not in src
+    assert smem == m.bulk_smem(2, 512) and 2 * smem <= 227 * 1024
     with clcrt.Runtime(arch=arch, cache_dir="") as rt:
         g = clcrt.TaskGraph(src, graph_nodes, m.edges(4096, 14336, 2, 64), block=m.BLOCK, smem_bytes=smem, rt=rt)
         i = g.kernel.info
@@ -89,7 +94,7 @@ def test_decode_mlp_bulk_ring_compiles(arch):
         g.close()
         # The norm folded into the gate/up tiles: two nodes, one edge, and the weights' copies
         # marked for L2 to evict first.
-        src, nodes, graph_nodes, smem = m.source("bulk", gu_sub=2, norm="fold")
+        src, nodes, graph_nodes, smem = m.source("bulk", gu_sub=2, norm="fold", gu_sps=128)
         assert [n for n, _ in nodes] == ["gate_up_fold", "down_bulk"] and len(graph_nodes) == 2
         assert m.edges(2048, 8192, 4, 32, norm="fold") == [(0, 1, "rows", 64, 64)]
         assert len(m.edges(2048, 8192, 4, 32, sum="node", norm="fold")) == 2
