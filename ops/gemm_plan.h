@@ -94,6 +94,22 @@ typedef enum gemm_share {
 #ifndef GEMM_TRANS_GEMV_M
 #define GEMM_TRANS_GEMV_M 64u
 #endif
+/* ... and problems of more rows than that, up to GEMM_TRANS_SKINNY_M, whose normal plan cuts its
+ * tiles into stream-K slices or pairs them in 2-CTA clusters: 64-row tiles transposed, block N
+ * the narrowest multiple of 16 that covers M (64x80t to 64x208t), with the model's decomposition
+ * of the swapped problem. Normal tiles take such an M in two to four row blocks, and each block's
+ * tiles read all of B (the weights) again; transposed, each byte of the weights is read by one
+ * tile and only the few rows of A by all. Measured on an H200, 2026-11-29, back to back
+ * (ops/NOTES.md, bench/results/gemm-h200-skinny-trans-2026-11-29.txt): every problem of 65 to 255
+ * rows transposed was 1.15x in geo-mean over the 14 shapes of the experiment's sweep, but, the
+ * tree before and after alternating twice in one call, 1.07x over 16 others (6 slower, to 0.81x,
+ * 5 of them whole 1-CTA tiles before); where the normal plan slices or pairs its tiles, 1.16x
+ * over 16 more (12 faster, to 1.58x; the 4 slower, to 0.71x, of 215 to 250 rows: the bound comes
+ * from them); then as landed, on 16 more of 75 to 199 rows, 1.18x, 13 faster (to 1.74x:
+ * 148x4096x14336), the slowest 0.98x. */
+#ifndef GEMM_TRANS_SKINNY_M
+#define GEMM_TRANS_SKINNY_M 208u
+#endif
 /* ... and also where the normal plan runs whole tiles, for problems of at most
  * GEMM_TRANS_NARROW_M rows whose normal tiles are at most GEMM_TRANS_NARROW_BN wide: a problem
  * of few columns as well, whose normal plan spreads it over the SMs in narrow tiles, each padding
@@ -401,7 +417,8 @@ static inline gemm_plan gemm_plan_dense_as(unsigned m, unsigned n, unsigned k, u
  * tokens) then runs 128-row tiles along N, with block N fitted to M. Its epilogue's stores are
  * 2-byte and scattered over BN rows of D; the model charges GEMM_TRANS_EPI more epilogues per
  * wave for it, and takes the transposed plan only where it wins by GEMM_TRANS_GAIN, on
- * problems of GEMM_TRANS_MIN_M rows or more. */
+ * problems of GEMM_TRANS_MIN_M rows or more. Fewer rows go transposed by rule, in 64-row tiles
+ * (GEMM_TRANS_GEMV_M, GEMM_TRANS_SKINNY_M). */
 static inline gemm_plan gemm_plan_dense_t(unsigned m, unsigned n, unsigned k, unsigned align, int sms, double mem_bw,
                                           int trans_ok) {
   gemm_plan p = gemm_plan_dense_as(m, n, k, align, sms, mem_bw, 0);
@@ -409,11 +426,15 @@ static inline gemm_plan gemm_plan_dense_t(unsigned m, unsigned n, unsigned k, un
     gemm_plan t = gemm_plan_dense_as(m, n, k, align, sms, mem_bw, 1);
     if (t.cost * GEMM_TRANS_GAIN < p.cost) p = t;
   }
-  if (trans_ok && m <= GEMM_TRANS_GEMV_M && !p.trans &&
-      (p.sk_units || (m <= GEMM_TRANS_NARROW_M && gemm_variant_at(p.variant)->bn <= GEMM_TRANS_NARROW_BN))) {
+  const int skinny = m > GEMM_TRANS_GEMV_M && m <= GEMM_TRANS_SKINNY_M &&
+                     (p.sk_units || gemm_variant_at(p.variant)->cm > 1);
+  if (trans_ok && !p.trans &&
+      (skinny || (m <= GEMM_TRANS_GEMV_M && (p.sk_units || (m <= GEMM_TRANS_NARROW_M &&
+                                                            gemm_variant_at(p.variant)->bn <= GEMM_TRANS_NARROW_BN))))) {
     /* A problem of few rows whose normal plan slices its tiles for stream-K, or (at most
-     * GEMM_TRANS_NARROW_M rows) runs them whole but narrow: 64-row tiles transposed instead,
-     * block N the narrowest that covers m, with the model's decomposition of the swapped
+     * GEMM_TRANS_NARROW_M rows) runs them whole but narrow, or one of 65 to GEMM_TRANS_SKINNY_M
+     * rows whose normal plan slices its tiles or pairs them in clusters: 64-row tiles transposed
+     * instead, block N the narrowest that covers m, with the model's decomposition of the swapped
      * problem, or stream-K over every SM where whole tiles would leave many idle on a long run. */
     char name[16];
     snprintf(name, sizeof name, "64x%u", gemm_cover_bn(m));

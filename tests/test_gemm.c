@@ -504,10 +504,10 @@ START_TEST(test_plan) {
 }
 END_TEST
 
-/* The transposed plan (A and B swapped, D^T computed): taken only on problems of
- * GEMM_TRANS_MIN_M rows or more, only where the model puts it GEMM_TRANS_GAIN below the normal
- * plan, never where the caller needs D's rows by row blocks; its decomposition is that of the
- * swapped problem, and its Args are the swapped problem's with trans set. */
+/* The transposed plan (A and B swapped, D^T computed): by the model on problems of
+ * GEMM_TRANS_MIN_M rows or more, only where it puts it GEMM_TRANS_GAIN below the normal plan, by
+ * rule on fewer rows, never where the caller needs D's rows by row blocks; its decomposition is
+ * that of the swapped problem, and its Args are the swapped problem's with trans set. */
 START_TEST(test_plan_trans) {
   static const unsigned shapes[][3] = {
       {300, 151936, 5120}, {300, 3584, 18944}, {777, 152064, 3584}, {445, 5120, 17152}, {4096, 4096, 4096},
@@ -526,10 +526,13 @@ START_TEST(test_plan_trans) {
     ck_assert_int_eq(t.trans, 1);
     /* The model's choice from GEMM_TRANS_MIN_M rows; the few-rows rule up to GEMM_TRANS_GEMV_M
      * rows, where the normal plan slices its tiles (or, to GEMM_TRANS_NARROW_M rows, runs them
-     * whole at most GEMM_TRANS_NARROW_BN wide): 64-row tiles transposed, block N the narrowest
-     * that covers M. Nothing between. */
-    const int gemv = m <= GEMM_TRANS_GEMV_M &&
-                     (nt.sk_units || (m <= GEMM_TRANS_NARROW_M && gemm_variant_at(nt.variant)->bn <= GEMM_TRANS_NARROW_BN));
+     * whole at most GEMM_TRANS_NARROW_BN wide), and from there to GEMM_TRANS_SKINNY_M rows where
+     * the normal plan slices its tiles or pairs them in clusters: 64-row tiles transposed, block N
+     * the narrowest that covers M. */
+    const gemm_variant *nv = gemm_variant_at(nt.variant);
+    const int gemv =
+        (m > GEMM_TRANS_GEMV_M && m <= GEMM_TRANS_SKINNY_M && (nt.sk_units || nv->cm > 1)) ||
+        (m <= GEMM_TRANS_GEMV_M && (nt.sk_units || (m <= GEMM_TRANS_NARROW_M && nv->bn <= GEMM_TRANS_NARROW_BN)));
     ck_assert_int_eq(p.trans, (m >= GEMM_TRANS_MIN_M && t.cost * GEMM_TRANS_GAIN < nt.cost) || gemv);
     if (!p.trans) {
       ck_assert(p.variant == nt.variant && p.sk_units == nt.sk_units);
@@ -583,10 +586,17 @@ START_TEST(test_plan_trans) {
     ck_assert_int_eq(b.trans, 0); /* 64x144 normal tiles: kept */
   }
   {
-    /* 17 rows in slices: 64x32 transposed; 65 rows past the few-rows rule */
+    /* 17 rows in slices: 64x32 transposed; 65 to 208 rows where the normal plan slices its tiles
+     * or pairs them in clusters (64x80t to 64x208t); whole 1-CTA tiles kept, and past 208 rows */
     const gemm_plan p17 = gemm_plan_dense(17, 4096, 4096, 128, sms, 0);
     ck_assert_str_eq(gemm_plan_variant_name(&p17), "64x32t");
-    ck_assert_int_eq(gemm_plan_dense(65, 4096, 4096, 128, sms, 0).trans, 0);
+    const gemm_plan p67 = gemm_plan_dense(67, 8192, 28672, 128, sms, 0),
+                    p199 = gemm_plan_dense(199, 4096, 14336, 128, sms, 0);
+    ck_assert_str_eq(gemm_plan_variant_name(&p67), "64x80t");   /* normal: 64x256 in stream-K slices */
+    ck_assert_str_eq(gemm_plan_variant_name(&p199), "64x208t"); /* normal: 64x128c2 */
+    ck_assert_int_eq(gemm_plan_dense(250, 4608, 3584, 128, sms, 0).trans, 0); /* 64x144c2, past 208 rows */
+    ck_assert_int_eq(gemm_plan_dense_t(67, 8192, 28672, 128, sms, 0, 0).trans, 0); /* rows by row blocks */
+    ck_assert_int_eq(gemm_plan_dense(65, 4096, 4096, 128, sms, 0).trans, 0);      /* whole 64x64 tiles */
   }
   ck_assert_int_eq(gemm_plan_dense(300, 151936, 5120, 128, sms, 0).trans, 1);
   ck_assert_int_eq(gemm_plan_dense(4096, 4096, 4096, 128, sms, 0).trans, 0);
