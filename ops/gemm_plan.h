@@ -426,11 +426,10 @@ static inline gemm_plan gemm_plan_dense_t(unsigned m, unsigned n, unsigned k, un
     gemm_plan t = gemm_plan_dense_as(m, n, k, align, sms, mem_bw, 1);
     if (t.cost * GEMM_TRANS_GAIN < p.cost) p = t;
   }
-  const int skinny = m > GEMM_TRANS_GEMV_M && m <= GEMM_TRANS_SKINNY_M &&
-                     (p.sk_units || gemm_variant_at(p.variant)->cm > 1);
-  if (trans_ok && !p.trans &&
-      (skinny || (m <= GEMM_TRANS_GEMV_M && (p.sk_units || (m <= GEMM_TRANS_NARROW_M &&
-                                                            gemm_variant_at(p.variant)->bn <= GEMM_TRANS_NARROW_BN))))) {
+  const gemm_variant *pv = gemm_variant_at(p.variant);
+  const int few = m <= GEMM_TRANS_GEMV_M && (p.sk_units || (m <= GEMM_TRANS_NARROW_M && pv->bn <= GEMM_TRANS_NARROW_BN));
+  const int skinny = m > GEMM_TRANS_GEMV_M && m <= GEMM_TRANS_SKINNY_M && (p.sk_units || pv->cm > 1);
+  if (trans_ok && !p.trans && (few || skinny)) {
     /* A problem of few rows whose normal plan slices its tiles for stream-K, or (at most
      * GEMM_TRANS_NARROW_M rows) runs them whole but narrow, or one of 65 to GEMM_TRANS_SKINNY_M
      * rows whose normal plan slices its tiles or pairs them in clusters: 64-row tiles transposed

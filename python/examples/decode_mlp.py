@@ -864,23 +864,19 @@ class DecodeMLP:
         if norm == "auto":
             norm = "fold" if stream == "bulk" else "node"
         src, nodes, graph_nodes, smem = source(stream, stages, kc, gu_sub, sum, norm, gu_tps, sps)
-        self.stream, self.stages, self.rows_gu, self.graph_nodes = stream, stages, ROWS_GU * gu_sub, graph_nodes
-        self.gu_per_slice = gu_tps or inter // self.slices // self.rows_gu
-        if gu_tps:  # each K slice's sps sub-tiles over gu_tps tiles
-            lo, hi = sps // gu_tps, -(-sps // gu_tps)
-            self.gu_desc = "%d gate/up tiles of %s rows" % (gu_tps * self.slices, "%d-%d" % (16 * lo, 16 * hi)
-                                                             if lo != hi else "%d" % (16 * lo))
-        else:
-            self.gu_desc = "gate/up tiles of %d rows" % self.rows_gu
+        self.stream, self.stages, self.graph_nodes = stream, stages, graph_nodes
+        # Gate/up tiles a K slice, each K slice's sps sub-tiles shared among them (source() refused a
+        # fixed count that does not divide sps).
+        self.gu_per_slice = gu_tps or sps // gu_sub
+        lo, hi = sps // self.gu_per_slice, -(-sps // self.gu_per_slice)
+        self.gu_desc = "%d gate/up tiles of %s rows" % (self.gu_per_slice * self.slices,
+                                                         "%d-%d" % (16 * lo, 16 * hi) if lo != hi else "%d" % (16 * lo))
         self.sum, self.norm = sum, norm
         if norm == "fold":  # W' = W diag(norm_w), rounded to bf16 once; the gate/up tiles read it
             self.wgu_fold = (w_gate_up.float() * norm_w.float()).to(torch.bfloat16)
             self.wgu_fold_map = self.rt.tensor_map_2d(self.wgu_fold, 16, 256, swizzle=none)
-        if (inter // self.slices) % self.rows_gu:
-            raise ValueError("DecodeMLP: the K slices (%d) must be multiples of the gate/up tiles' %d rows" %
-                             (inter // self.slices, self.rows_gu))
-        self.graph = clcrt.TaskGraph(src, graph_nodes, edges(H, inter, self.slices, self.rows_gu, sum, norm,
-                                                             self.gu_per_slice),
+        self.graph = clcrt.TaskGraph(src, graph_nodes, edges(H, inter, self.slices, sum=sum, norm=norm,
+                                                             per_slice=self.gu_per_slice),
                                      block=BLOCK,
                                      smem_bytes=smem,
                                      sched=sched, grid=grid, min_blocks_per_sm=min_blocks_per_sm, rt=self.rt)
