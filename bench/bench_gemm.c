@@ -65,12 +65,16 @@
  * a replayed CUDA graph, which serves any routing.
  *
  * Usage: bench_gemm [--json FILE] [--quick] [--only compile|dense|grouped] [--class LIST]
- *                   [--shape MxNxK]... [--seed N|random] [--gen N] [--reps N] [--align BYTES]
+ *                   [--shape MxNxK[@A,B]]... [--seed N|random] [--gen N] [--reps N] [--align BYTES]
  *                   [--no-oracle] [--wide] [--wide-only NAME,...] [--wide-trace] [--blocks] [--list]
  * --class: a comma-separated list of bench, model, odd, gemv, decode, vocab, align16, gen
  * (default: all). --quick: a few shapes of each class asked for (BGEMM_GEN_QUICK gen shapes
  * unless --gen says). --gen N: N generated shapes (default BGEMM_GEN_DEFAULT). --list: print
  * the dense shapes that would run, with align16's offsets, and exit (no GPU needed).
+ * --shape MxNxK@A,B: A and B at A and B bytes past a 128-byte line (multiples of 16), as
+ * align16 places them. Wherever operands are off 128-byte lines (align16, @A,B, --align below
+ * 128) the default also runs on aligned windows of the same shape, and the summary reports
+ * the offsets' speed over the aligned one (JSON "dense-aligned").
  * --blocks: the grouped problems' STEAL and STATIC also timed the way this benchmark first did,
  * each in a block of runs after the other, to compare the two methods. --wide-only: --wide over
  * the tile shapes named only ("64x160,64x160c2"; each in both orientations where it applies).
@@ -731,11 +735,64 @@ static void wide_warm(void) {
   printf("wide: every tile shape built in %.1f s on %ld threads\n", (now_ms() - t0) / 1e3, nth);
 }
 
+/* Operands off 128-byte lines (align16, --align below 128): the default once more on windows
+ * 1024-byte aligned (the plan the op makes there), against the default at the offsets, in
+ * the figure the targets use (back to back for short shapes, else the rounds; the two timed
+ * together). Checked first against cuBLAS on the aligned windows (R is cuBLAS's output of the
+ * offset windows again afterwards). Sets sum->vs_aligned = aligned time / offset time. */
+static void aligned_twin(summary *sum, const bgemm_shape *sh, int idx, dcont *def, lt_gemm *g, int rot, CUdeviceptr D,
+                         CUdeviceptr R, int sms, int runs) {
+  const unsigned m = sh->m, n = sh->n, k = sh->k;
+  const size_t na = (size_t)m * k, nb = (size_t)n * k, nd = (size_t)m * n;
+  uint64_t A2[MAX_ROT], B2[MAX_ROT];
+  for (int i = 0; i < rot; i++) {
+    A2[i] = pool_d + pool_window(na, 100 * (uint64_t)idx + 2 * i + 51, 1024, 0) * 2;
+    B2[i] = pool_d + pool_window(nb, 100 * (uint64_t)idx + 2 * i + 52, 1024, 0) * 2;
+  }
+  const gemm_plan p2 = gemm_plan_dense(m, n, k, gemm_load_align(A2[0], B2[0], k), sms, peak_bw);
+  dcont *tw = calloc(1, sizeof *tw);
+  dcont_setup(tw, ops_def, &p2, NULL, CLCRT_GEMM_SPLIT_AUTO, CLCRT_SCHED_AUTO, A2, B2, rot, D, m, n, k);
+  lt_gemm g2 = *g;
+  g2.next = 0;
+  for (int i = 0; i < rot; i++) g2.A[i] = A2[i], g2.B[i] = B2[i];
+  CK(cu->cuMemsetD8Async(R, 0xff, nd * 2, cs));
+  lt_launch(&g2);
+  const int ok = dcont_check(tw, D, R, nd);
+  g->next = 0; /* R back to cuBLAS's output of the offset windows, for the sweep */
+  lt_launch(g);
+  g->next = 0;
+  CK(cu->cuStreamSynchronize(cs));
+  if (!ok) {
+    printf("  aligned  %-34s WRONG: err %.2e\n", tw->what, tw->err);
+    free(tw);
+    return;
+  }
+  contender c[2] = {{.fn = op_launch, .ctx = &def->c}, {.fn = op_launch, .ctx = &tw->c}};
+  def->c.next = 0, tw->c.next = 0;
+  double t_off, t_al;
+  if (sum->is_short) {
+    bgemm_time_b2b(&timer, c, 2, runs);
+    t_off = c[0].b2b_ms, t_al = c[1].b2b_ms;
+  } else {
+    time_rounds(c, 2);
+    t_off = c[0].ms, t_al = c[1].ms;
+  }
+  sum->vs_aligned = t_al / t_off;
+  printf("  aligned  %-34s %9.4f ms against %.4f ms at the offsets (%s): offsets at %.3fx the aligned speed\n",
+         tw->what, t_al, t_off, sum->is_short ? "back to back" : "rounds", sum->vs_aligned);
+  json_row("{\"section\":\"dense-aligned\",\"class\":\"%s\",\"label\":\"%s\",\"shape\":\"%s\",\"seed\":%llu,"
+           "\"a_off\":%u,\"b_off\":%u,\"variant\":\"%s\",\"kshift\":%u,\"aligned_variant\":\"%s\",\"timing\":\"%s\","
+           "\"offset_ms\":%.5f,\"aligned_ms\":%.5f,\"vs_aligned\":%.4f}",
+           sh->cls, sh->label, sum->shape, (unsigned long long)run_seed, sum->a_off, sum->b_off, def->info.variant,
+           def->a.kshift, tw->info.variant, sum->is_short ? "b2b" : "rounds", t_off, t_al, sum->vs_aligned);
+  free(tw);
+}
+
 static void bench_dense_shape(const bgemm_shape *sh, int idx) {
   const unsigned m = sh->m, n = sh->n, k = sh->k;
   const double flop = 2.0 * m * n * k;
   const size_t na = (size_t)m * k, nb = (size_t)n * k, nd = (size_t)m * n;
-  const int a16 = !strcmp(sh->cls, "align16");
+  const int a16 = !strcmp(sh->cls, "align16") || sh->offs;
   summary *sum = &summaries[num_summaries++];
   memset(sum, 0, sizeof *sum);
   snprintf(sum->shape, sizeof sum->shape, "%ux%ux%u", m, n, k);
@@ -762,7 +819,10 @@ static void bench_dense_shape(const bgemm_shape *sh, int idx) {
   if (rot > MAX_ROT) rot = MAX_ROT;
   /* align16: A and B each at a random 16-byte offset past a 128-byte line, the same in every
    * window (a row slice of one tensor keeps its offset). */
-  if (a16) bgemm_offsets16(run_seed, sh, &sum->a_off, &sum->b_off);
+  if (sh->offs)
+    sum->a_off = sh->a_off, sum->b_off = sh->b_off;
+  else if (a16)
+    bgemm_offsets16(run_seed, sh, &sum->a_off, &sum->b_off);
   uint64_t A[MAX_ROT], B[MAX_ROT];
   for (int i = 0; i < rot; i++) {
     size_t oa = pool_window(na, 100 * (uint64_t)idx + 2 * i + 1, a16 ? 128 : window_align, sum->a_off);
@@ -917,6 +977,7 @@ static void bench_dense_shape(const bgemm_shape *sh, int idx) {
   }
   for (int i = 0; i < nc; i++)
     if (!dc[i].ok) printf("  %-8s %-34s WRONG: err %.2e\n", i == 0 ? "default" : "", dc[i].what, dc[i].err);
+  if ((a16 || window_align < 128) && dc[0].ok) aligned_twin(sum, sh, idx, &dc[0], &g, rot, D, R, sms, runs);
   sum->oracle_ratio = best;
   json_row("{\"section\":\"dense-summary\",\"class\":\"%s\",\"label\":\"%s\",\"shape\":\"%s\",\"seed\":%llu,"
            "\"cublas_ms\":%.5f,\"cublas_tflops\":%.2f,\"default\":\"%s\",\"default_ratio\":%.4f,"
@@ -1369,7 +1430,7 @@ static void bench_compile(void) {
 
 static void usage(void) {
   fprintf(stderr,
-          "usage: bench_gemm [--json FILE] [--quick] [--only compile|dense|grouped] [--class LIST] [--shape MxNxK]...\n"
+          "usage: bench_gemm [--json FILE] [--quick] [--only compile|dense|grouped] [--class LIST] [--shape MxNxK[@A,B]]...\n"
           "                  [--seed N|random] [--gen N] [--reps N] [--align BYTES] [--no-oracle] [--wide] [--blocks] [--list]\n"
           "                  [--wide-only NAME,...] (--wide over those tile shapes only) [--wide-trace]\n"
           "  --class: a comma-separated list of bench, model, odd, gemv, decode, vocab, align16, gen\n");
@@ -1379,7 +1440,7 @@ int main(int argc, char **argv) {
   const char *json_path = NULL, *only = NULL, *classes = NULL;
   int quick = 0, gen_set = 0, list = 0;
   unsigned gen = BGEMM_GEN_DEFAULT;
-  bgemm_shape custom[16];
+  bgemm_shape custom[64];
   int ncustom = 0;
   for (int i = 1; i < argc; i++) {
     if (!strcmp(argv[i], "--json") && i + 1 < argc)
@@ -1425,15 +1486,22 @@ int main(int argc, char **argv) {
       window_align = (size_t)al;
     } else if (!strcmp(argv[i], "--reps") && i + 1 < argc)
       reps = atoi(argv[++i]);
-    else if (!strcmp(argv[i], "--shape") && i + 1 < argc && ncustom < 16) {
+    else if (!strcmp(argv[i], "--shape") && i + 1 < argc && ncustom < 64) {
       bgemm_shape *d = &custom[ncustom];
       memset(d, 0, sizeof *d);
       d->cls = "custom";
       snprintf(d->label, sizeof d->label, "custom");
-      if (sscanf(argv[++i], "%ux%ux%u", &d->m, &d->n, &d->k) != 3 || !d->m || !d->n || !d->k || d->k % 8) {
-        fprintf(stderr, "--shape MxNxK (K a multiple of 8)\n");
+      const char *arg = argv[++i];
+      int used = 0;
+      if (sscanf(arg, "%ux%ux%u%n", &d->m, &d->n, &d->k, &used) != 3 || !d->m || !d->n || !d->k || d->k % 8 ||
+          (arg[used] && (sscanf(arg + used, "@%u,%u", &d->a_off, &d->b_off) != 2 || d->a_off % 16 ||
+                         d->b_off % 16 || d->a_off >= 128 || d->b_off >= 128))) {
+        fprintf(stderr, "--shape MxNxK[@A,B] (K a multiple of 8; A and B: bytes past a 128-byte line, multiples "
+                        "of 16 below 128)\n");
         return 2;
       }
+      d->offs = arg[used] != 0;
+      if (d->offs) snprintf(d->label, sizeof d->label, "custom @%u,%u", d->a_off, d->b_off);
       ncustom++;
     } else if (!strcmp(argv[i], "--quick"))
       quick = 1;

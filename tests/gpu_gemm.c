@@ -377,9 +377,9 @@ END_TEST
 
 /* Operands at 16-byte offsets (tensor views): A, B and D placed that many bytes into larger
  * buffers. With rows a multiple of 128 bytes apart the k-blocks are shifted to align the
- * operand whose box has the more rows (B in 128x256 and, on the tie, 128x256c2; A in
- * 128x192c2), and the other with it when the offsets agree; otherwise nothing is shifted.
- * Checked against cuBLAS on the same operands. */
+ * operand whose box has the more rows (B in 128x256 and, on the tie, 128x256c2 and 64x64; A in
+ * 128x192c2 and 128x64; B in 64x160c2), and the other with it when the offsets agree;
+ * otherwise nothing is shifted. Checked against cuBLAS on the same operands. */
 START_TEST(test_dense_offsets) {
   static const struct {
     unsigned m, n, k, oa, ob, od;
@@ -391,11 +391,12 @@ START_TEST(test_dense_offsets) {
       {64, 600, 1000, 32, 64, 2},    /* rows 2000 bytes apart: no shift; D at 2 bytes (the element path) */
       {2000, 1024, 192, 16, 112, 0}, /* the shift adds a k-block */
   };
-  const int vi = _i < 2 ? _i : gemm_variant_find("128x192c2"); /* 128x256, 128x256c2, then one that aligns A */
-  ck_assert_int_ge(vi, 0);
+  static const char *const names[] = {"128x256", "128x256c2", "128x192c2", "64x64", "128x64", "64x160c2"};
+  const int vi = gemm_variant_find(names[_i]);
+  ck_assert_msg(vi >= 0, "no variant %s", names[_i]);
   const gemm_variant *v = gemm_variant_at(vi);
   const int shift_a = v->bm > v->bn / v->cm;
-  ck_assert_int_eq(shift_a, _i == 2);
+  ck_assert_int_eq(shift_a, _i == 2 || _i == 4);
   rng = 0x0ff5e7ull + (uint64_t)_i;
   ctx c;
   ctx_open(&c);
@@ -821,7 +822,7 @@ static Suite *gemm_gpu_suite(void) {
   tcase_set_timeout(tc, 120);
   tcase_add_loop_test(tc, test_dense, 0, DENSE_VARIANTS * NUM_SCHEDS);
   tcase_add_loop_test(tc, test_streamk_determinism, 0, 2 * NUM_DETERMINISM);
-  tcase_add_loop_test(tc, test_dense_offsets, 0, 3);
+  tcase_add_loop_test(tc, test_dense_offsets, 0, 6);
   tcase_add_loop_test(tc, test_dense_trans, 0, 6);
   tcase_add_test(tc, test_dense_back_to_back);
   tcase_add_loop_test(tc, test_grouped, 0, GROUPED_VARIANTS * NUM_SCHEDS);

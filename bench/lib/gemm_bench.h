@@ -22,6 +22,8 @@ typedef struct bgemm_shape {
   char label[48];  /* the layer ("<model> <projection>"), or what the draw picked */
   unsigned m, n, k;
   int quick; /* one of the few --quick runs of its class */
+  int offs;  /* --shape MxNxK@A,B: A and B at a_off and b_off bytes past a 128-byte line */
+  unsigned a_off, b_off;
 } bgemm_shape;
 
 /* The dense classes, in the order the tables list them; NULL-terminated. */
@@ -110,6 +112,9 @@ typedef struct bgemm_summary {
   double target_ratio;   /* the one of the two the targets use (is_short: back to back) */
   double oracle_ratio;   /* the best contender of the rounds, the default included */
   double gemv_frac;      /* M <= 16: B's bytes over the default's time, over the copy's bandwidth */
+  double vs_aligned;     /* operands off 128-byte lines (align16, --align < 128): the default's time
+                            on 1024-byte aligned copies of the windows over its time here, in the
+                            target figure (0: not measured) */
   int is_short;          /* cuBLAS under BGEMM_SHORT_MS in the rounds */
   int skipped;           /* not timed: too large for the pool or the memory left */
   char def_what[64], oracle_what[64];

@@ -24,7 +24,12 @@
 const char *const bgemm_classes[] = {"bench", "model", "odd", "gemv", "decode", "vocab", "align16", "gen", NULL};
 
 /* quick: 1 marks the few shapes --quick runs of the class. */
-static const bgemm_shape TABLE[] = {
+typedef struct table_row {
+  const char *cls, *label;
+  unsigned m, n, k;
+  int quick;
+} table_row;
+static const table_row TABLE[] = {
     /* bench: the shapes this benchmark had first */
     {"bench", "square", 4096, 4096, 4096, 1},
     {"bench", "square", 8192, 8192, 8192, 0},
@@ -223,7 +228,13 @@ int bgemm_select_bound(unsigned gen) { return TABLE_N + (int)gen; }
 int bgemm_select(const char *list, int quick, unsigned gen, uint64_t seed, bgemm_shape *out, int cap) {
   int n = 0;
   for (int i = 0; i < TABLE_N && n < cap; i++)
-    if ((!list || listed(list, TABLE[i].cls)) && (!quick || TABLE[i].quick)) out[n++] = TABLE[i];
+    if ((!list || listed(list, TABLE[i].cls)) && (!quick || TABLE[i].quick)) {
+      const table_row *r = &TABLE[i];
+      bgemm_shape *o = &out[n++];
+      memset(o, 0, sizeof *o);
+      o->cls = r->cls, o->m = r->m, o->n = r->n, o->k = r->k, o->quick = r->quick;
+      snprintf(o->label, sizeof o->label, "%s", r->label);
+    }
   if (!list || listed(list, "gen")) {
     if ((unsigned)(cap - n) < gen) gen = (unsigned)(cap - n);
     bgemm_gen(seed, gen, out + n);

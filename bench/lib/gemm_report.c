@@ -45,6 +45,37 @@ static void agg_print(const char *name, const agg *a, uint64_t seed, bgemm_row_f
       name, (unsigned long long)seed, a->n, a->skipped, a->wrong, geo, geo1, wt, rgeo1, wr, ogeo, wo);
 }
 
+/* Operands off 128-byte lines against the same shapes aligned (bgemm_summary.vs_aligned): the
+ * shapes of class cls (NULL: every one), geo-mean, worst, and how many are within 10%. */
+static void aligned_line(const bgemm_summary *sums, int count, const char *cls, uint64_t seed, bgemm_row_fn row) {
+  int n = 0, within = 0;
+  double lg = 0, worst = 1e9;
+  const char *wname = "";
+  for (int i = 0; i < count; i++) {
+    const bgemm_summary *s = &sums[i];
+    if (s->vs_aligned <= 0 || (cls && strcmp(s->sh->cls, cls))) continue;
+    n++, lg += log(s->vs_aligned), within += s->vs_aligned >= 1 / 1.1;
+    if (s->vs_aligned < worst) worst = s->vs_aligned, wname = s->shape;
+  }
+  if (!n) return;
+  printf("  %-20s %6d %9.3f %7.3f %7d/%-3d  %s\n", cls ? cls : "all", n, exp(lg / n), worst, within, n, wname);
+  row("{\"section\":\"dense-aligned-classes\",\"classes\":\"%s\",\"seed\":%llu,\"shapes\":%d,"
+      "\"vs_aligned_geomean\":%.4f,\"vs_aligned_worst\":%.4f,\"within_10pct\":%d}",
+      cls ? cls : "all", (unsigned long long)seed, n, exp(lg / n), worst, within);
+}
+
+static void aligned_print(const bgemm_summary *sums, int count, uint64_t seed, bgemm_row_fn row) {
+  int any = 0;
+  for (int i = 0; i < count; i++) any |= sums[i].vs_aligned > 0;
+  if (!any) return;
+  printf("\n  operands off 128-byte lines: the default's speed there over its speed on aligned copies (target "
+         "figure; within 10%%: at least %.3f):\n", 1 / 1.1);
+  printf("  %-20s %6s %9s %7s %11s  %s\n", "class", "shapes", "geo", "worst", "within 10%", "(worst)");
+  for (int c = 0; bgemm_classes[c]; c++) aligned_line(sums, count, bgemm_classes[c], seed, row);
+  aligned_line(sums, count, "custom", seed, row);
+  aligned_line(sums, count, NULL, seed, row);
+}
+
 void bgemm_summary_print(const bgemm_summary *sums, int count, uint64_t seed, bgemm_row_fn row) {
   if (!count) return;
   printf("\ndense summary (seed %llu): ratio = cuBLAS time / clcrt time. default = clcrt_gemm with a default "
@@ -87,4 +118,5 @@ void bgemm_summary_print(const bgemm_summary *sums, int count, uint64_t seed, bg
   agg_print("model + odd + gemv", &old, seed, row);
   agg_print("custom", &custom, seed, row);
   agg_print("all", &all, seed, row);
+  aligned_print(sums, count, seed, row);
 }
