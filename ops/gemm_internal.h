@@ -250,10 +250,14 @@ static inline unsigned gemm_kshift_v(const gemm_variant *v, uint64_t A, uint64_t
 }
 
 /* The alignment, in bytes up to 128, of the loads of A and B after the shift: what the plan
- * asks for (128: whole lines). */
+ * asks for (128: whole lines), with GEMM_ALIGN_ROWS_OFF added where the rows of both operands
+ * lie at pitches off 128-byte lines (K not a multiple of 64, packed), so that no shift can put
+ * either on them: most box rows of both straddle two lines (gemm_model_for_loads). */
+#define GEMM_ALIGN_ROWS_OFF 1u
 static inline unsigned gemm_load_align_ld(uint64_t A, uint64_t B, uint64_t lda, uint64_t ldb) {
   uint64_t s = 2u * gemm_kshift_ld(A, B, lda, ldb), x = (A - s) | (B - s) | (lda * 2u) | (ldb * 2u) | 128u;
-  return (unsigned)(x & (~x + 1u));
+  const unsigned rows_off = (lda * 2u) % 128u && (ldb * 2u) % 128u ? GEMM_ALIGN_ROWS_OFF : 0u;
+  return (unsigned)(x & (~x + 1u)) | rows_off;
 }
 static inline unsigned gemm_load_align(uint64_t A, uint64_t B, unsigned k) { return gemm_load_align_ld(A, B, k, k); }
 

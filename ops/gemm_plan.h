@@ -43,7 +43,8 @@
  *
  * Loads at 16-byte offsets: the k-blocks are shifted to align B (and A when its offset is
  * B's); where the other operand's rows stay off their lines (`align` under 128), the
- * 2-CTA clusters' per-wave cost c2 is left out (gemm_model_for_loads). */
+ * 2-CTA clusters' per-wave cost c2 is left out, and where both operands' rows are off them
+ * (GEMM_ALIGN_ROWS_OFF) the L2 rate is the rate such rows load at (gemm_model_for_loads). */
 #ifndef CLCRT_OPS_GEMM_PLAN_H
 #define CLCRT_OPS_GEMM_PLAN_H
 
@@ -314,6 +315,14 @@ static inline double gemm_plan_cost(const gemm_model *md, const gemm_variant *v,
   return gemm_plan_cost_t(md, v, m, n, k, sk_tiles, sk_units, sms, 0);
 }
 
+/* Where the rows of both operands are off their lines (GEMM_ALIGN_ROWS_OFF), what all SMs load
+ * from L2 per microsecond (5.28 TB/s, 40 GB/s an SM): each box row costs two lines, and a tile's
+ * k-block takes at least as long as its rows take to load at this rate. On an H200, 2026-11-30
+ * (ops/NOTES.md), 12919x7168x27912 loaded the rows of 128x176c2, 128x256, 128x128 and 128x128c2
+ * tiles at 37-40 GB/s an SM (128x176c2: 0.70 us a k-block, 0.53 aligned); 128x256c2, the
+ * fewest rows per multiply-add, ran at its aligned speed. */
+#define GEMM_ROWS_OFF_L2 5.28e6
+
 /* The model for loads `align`-byte aligned after the shift (gemm_load_align): where one
  * operand's rows stay off their 128-byte lines, the 2-CTA clusters' per-wave cost is left out.
  * Their multicast halves each CTA's share of B, and with it the lines a misaligned box row
@@ -323,6 +332,7 @@ static inline double gemm_plan_cost(const gemm_model *md, const gemm_variant *v,
 static inline gemm_model gemm_model_for_loads(double mem_bw, unsigned align) {
   gemm_model md = gemm_model_for(mem_bw);
   if (align < 128u) md.c2 = 0.0;
+  if ((align & GEMM_ALIGN_ROWS_OFF) && md.bw_l2 > GEMM_ROWS_OFF_L2) md.bw_l2 = GEMM_ROWS_OFF_L2;
   return md;
 }
 

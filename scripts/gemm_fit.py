@@ -110,8 +110,8 @@ class Model:
         c = self.caps
         return min(self.stages[v], c["MODEL_DEEP_STAGES"] if rows > c["DEEP_MIN_ROWS"] else c["MODEL_STAGES"])
 
-    def kbt(self, v, u, rows, stream, scale=1.0):
-        p = self.p
+    def kbt(self, v, u, rows, stream, scale=1.0, p=None):
+        p = p or self.p
         bm, bn, cm = v
         ra = min(rows, bm)
         per_sm = (ra * cm + bn) * 128.0 / cm
@@ -120,8 +120,10 @@ class Model:
         by = min(u, 132) * per_sm / (p["bw_mem"] * scale if stream else p["bw_l2"])
         return max(t, lat, by)
 
-    def cost(self, v, m, n, k, skt, sku, sms=132, scale=1.0):
+    def cost(self, v, m, n, k, skt, sku, sms=132, scale=1.0, rows_off=False):
         p = self.p
+        if rows_off:  # gemm_model_for_loads: both operands' rows off their lines (GEMM_ALIGN_ROWS_OFF)
+            p = dict(p, bw_l2=min(p["bw_l2"], self.caps.get("ROWS_OFF_L2", p["bw_l2"])))
         bm, bn, cm = v
         P = sms // cm
         tm = cdiv(m, bm)
@@ -131,23 +133,23 @@ class Model:
         E = p["epi"] * bm * bn / 32768.0
         whole = T - skt
         full, rest = divmod(whole, P)
-        t = full * (nk * self.kbt(v, P * cm, m, stream, scale) + E)
+        t = full * (nk * self.kbt(v, P * cm, m, stream, scale, p) + E)
         if sku and skt:
             sl = sku // skt
             ks = cdiv(nk, sl)
             units = rest + sku
             w, uu = cdiv(units, P), min(units, P)
             kbs = nk if rest and nk > ks else ks
-            t += w * (kbs * self.kbt(v, uu * cm, m, stream, scale) + E)
+            t += w * (kbs * self.kbt(v, uu * cm, m, stream, scale, p) + E)
             t += p["fx"] * sl * min(m, bm) / 128.0 + p["fx0"] + p["fs"] * sl
         elif rest:
-            t += nk * self.kbt(v, rest * cm, m, stream, scale) + E
+            t += nk * self.kbt(v, rest * cm, m, stream, scale, p) + E
         return p["t0"] + t + (p["first"] + (p.get("c2", 0.0) if cm == 2 else 0.0)) * cdiv(T, P)
 
     def pick(self, key, rs):
         m, n, k = key[:3]
         return min(rs, key=lambda r: self.cost((r["bm"], r["bn"], r["cm"]), m, n, k, r["sk_tiles"], r["sk_units"],
-                                               scale=bw_scale(r["mem_bw"])))
+                                               scale=bw_scale(r["mem_bw"]), rows_off=bool(r.get("align", 128) & 1)))
 
 
 def header_constants(path):
@@ -168,11 +170,15 @@ def header_constants(path):
 
 
 def stage_caps(path):
-    """GEMM_MODEL_STAGES, GEMM_DEEP_MIN_ROWS and GEMM_MODEL_DEEP_STAGES as ops/gemm_plan.h has them."""
+    """GEMM_MODEL_STAGES, GEMM_DEEP_MIN_ROWS, GEMM_MODEL_DEEP_STAGES (and GEMM_ROWS_OFF_L2) as ops/gemm_plan.h
+    has them."""
     caps = {k: int(v) for k, v in re.findall(r"#define GEMM_(MODEL_STAGES|DEEP_MIN_ROWS|MODEL_DEEP_STAGES) (\d+)u",
                                                 open(path).read())}
     if len(caps) != 3:
         raise SystemExit("%s: no GEMM_MODEL_STAGES, GEMM_DEEP_MIN_ROWS and GEMM_MODEL_DEEP_STAGES" % path)
+    off = re.search(r"#define GEMM_ROWS_OFF_L2 ([-+0-9.e]+)", open(path).read())
+    if off:
+        caps["ROWS_OFF_L2"] = float(off.group(1))
     return caps
 
 

@@ -754,6 +754,29 @@ START_TEST(test_plan_c2_alignment) {
 }
 END_TEST
 
+/* Rows of both operands off their lines (K not a multiple of 64, packed): gemm_load_align marks
+ * them (GEMM_ALIGN_ROWS_OFF), whatever the bases; one operand's pitch off, or offsets the shift
+ * can mend, are not marked. The model loads such rows at GEMM_ROWS_OFF_L2, and 12919x7168x27912
+ * (measured on an H200: 128x176c2 0.75 of cuBLAS, 128x256c2 0.98) takes 128x256c2 there. */
+START_TEST(test_plan_rows_off) {
+  const uint64_t A = 0x7f0000000000ull, B = 0x7f0000100000ull;
+  ck_assert_uint_eq(gemm_load_align(A, B, 4096), 128u);
+  ck_assert_uint_eq(gemm_load_align(A + 16, B + 48, 4096), 32u);
+  ck_assert_uint_eq(gemm_load_align(A, B, 27912), 16u | GEMM_ALIGN_ROWS_OFF); /* rows of 55824 bytes */
+  ck_assert_uint_eq(gemm_load_align(A, B, 4104), 16u | GEMM_ALIGN_ROWS_OFF);
+  ck_assert_uint_eq(gemm_load_align(A + 32, B, 4128), 32u | GEMM_ALIGN_ROWS_OFF); /* rows of 8256 bytes */
+  ck_assert_uint_eq(gemm_load_align_ld(A, B, 4104, 4096), 16u);                  /* B's rows on lines */
+  ck_assert(gemm_model_for_loads(0, 16u | GEMM_ALIGN_ROWS_OFF).bw_l2 == GEMM_ROWS_OFF_L2);
+  ck_assert(gemm_model_for_loads(0, 16u).bw_l2 == GEMM_FIT_BW_L2);
+  ck_assert(gemm_model_for_loads(0, 16u | GEMM_ALIGN_ROWS_OFF).c2 == 0.0);
+  ck_assert(GEMM_ROWS_OFF_L2 < GEMM_FIT_BW_L2);
+  const gemm_plan off = gemm_plan_dense(12919, 7168, 27912, 16u | GEMM_ALIGN_ROWS_OFF, 132, 4.8e12),
+                  one = gemm_plan_dense(12919, 7168, 27912, 16u, 132, 4.8e12);
+  ck_assert_str_eq(gemm_plan_variant_name(&off), "128x256c2");
+  ck_assert_str_ne(gemm_plan_variant_name(&one), "128x256c2");
+}
+END_TEST
+
 /* ---- the measured mode ---- */
 
 /* A timer that needs no GPU: 128x128 with 2 slices wins where it is a candidate, else the
@@ -1171,6 +1194,7 @@ static Suite *gemm_suite(void) {
   tcase_add_test(tc, test_plan_sk_sms);
   tcase_add_test(tc, test_plan_mem_bw);
   tcase_add_test(tc, test_kshift_choice);
+  tcase_add_test(tc, test_plan_rows_off);
   tcase_add_test(tc, test_plan_model);
   tcase_add_test(tc, test_plan_c2_alignment);
   tcase_add_test(tc, test_stage_counts);
