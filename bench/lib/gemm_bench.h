@@ -112,7 +112,7 @@ typedef struct bgemm_summary {
   double target_ratio;   /* the one of the two the targets use (is_short: back to back) */
   double oracle_ratio;   /* the best contender of the rounds, the default included */
   double gemv_frac;      /* M <= 16: B's bytes over the default's time, over the copy's bandwidth */
-  double vs_aligned;     /* operands off 128-byte lines (align16, --align < 128): the default's time
+  double vs_aligned;     /* operands off 128-byte lines (align16, @A,B, --align < 128): the default's time
                             on 1024-byte aligned copies of the windows over its time here, in the
                             target figure (0: not measured) */
   int is_short;          /* cuBLAS under BGEMM_SHORT_MS in the rounds */
