@@ -172,11 +172,12 @@ def header_constants(path):
 def stage_caps(path):
     """GEMM_MODEL_STAGES, GEMM_DEEP_MIN_ROWS, GEMM_MODEL_DEEP_STAGES (and GEMM_ROWS_OFF_L2) as ops/gemm_plan.h
     has them."""
+    text = open(path).read()
     caps = {k: int(v) for k, v in re.findall(r"#define GEMM_(MODEL_STAGES|DEEP_MIN_ROWS|MODEL_DEEP_STAGES) (\d+)u",
-                                                open(path).read())}
+                                                text)}
     if len(caps) != 3:
         raise SystemExit("%s: no GEMM_MODEL_STAGES, GEMM_DEEP_MIN_ROWS and GEMM_MODEL_DEEP_STAGES" % path)
-    off = re.search(r"#define GEMM_ROWS_OFF_L2 ([-+0-9.e]+)", open(path).read())
+    off = re.search(r"#define GEMM_ROWS_OFF_L2 ([-+0-9.e]+)", text)
     if off:
         caps["ROWS_OFF_L2"] = float(off.group(1))
     return caps
