@@ -683,8 +683,8 @@ START_TEST(test_plan_mem_bw) {
 }
 END_TEST
 
-/* The shift aligns the operand whose box has the more rows (A's bm, B's bn / cm; B on a tie),
- * for every tile shape; the args carry it and count the k-block it may add; rows at pitches that
+/* The shift aligns the operand whose box has the more rows (A's bm, B's bn / cm; B on a tie,
+ * but A on a dense run's tie in 64x64 tiles), for every tile shape; the args carry it and count the k-block it may add; rows at pitches that
  * are not a multiple of 128 bytes are never shifted. */
 START_TEST(test_kshift_choice) {
   const uint64_t A = 0x7f0000000000ull + 80, B = 0x7f0000100000ull + 96; /* A +80, B +96 bytes */
@@ -702,9 +702,21 @@ START_TEST(test_kshift_choice) {
     p.variant = vi, p.shift = 1, p.sched = CLCRT_SCHED_STEAL;
     gemm_args a;
     ck_assert_int_eq(gemm_dense_args(NULL, &p, &a, A, B, 0x1000, 300, 3000, 4096, 0, 0), CLCRT_OK);
-    ck_assert_uint_eq(a.kshift, aligns_a ? 40u : 48u);
+    /* A dense run in 64x64 tiles aligns A, the activations (gemm_kshift_dense); transposed, the
+     * tiles' B (A of the call) as the rows rule says. */
+    const int tie64 = v->bm == 64 && v->bn == 64 && v->cm == 1;
+    ck_assert_uint_eq(a.kshift, aligns_a || tie64 ? 40u : 48u);
     ck_assert_uint_eq(a.nk, gemm_cdiv(4096 + a.kshift, GEMM_BK));
+    if (gemm_trans_ok(v)) {
+      p.trans = 1; /* the tiles' A is B (+96), their B is A (+80) */
+      ck_assert_int_eq(gemm_dense_args(NULL, &p, &a, A, B, 0x1000, 300, 3000, 4096, 0, 0), CLCRT_OK);
+      ck_assert_uint_eq(a.kshift, aligns_a ? 48u : 40u);
+    }
   }
+  ck_assert_int_eq(gemm_kshift_dense(gemm_variant_at(gemm_variant_find("64x64")), 0, A, B, 4096, 4096), 40);
+  ck_assert_int_eq(gemm_kshift_dense(gemm_variant_at(gemm_variant_find("64x64")), 1, A, B, 4096, 4096), 48);
+  ck_assert_int_eq(gemm_kshift_dense(gemm_variant_at(gemm_variant_find("128x256c2")), 0, A, B, 4096, 4096), 48);
+  ck_assert_int_eq(gemm_kshift_dense(gemm_variant_at(gemm_variant_find("64x128c2")), 0, A, B, 4096, 4096), 48);
   ck_assert_int_eq(gemm_kshift_v(gemm_variant_at(gemm_variant_find("128x192c2")), A, B, 4096, 4096), 40);
   ck_assert_int_eq(gemm_kshift_v(gemm_variant_at(gemm_variant_find("128x256c2")), A, B, 4096, 4096), 48); /* tie */
   ck_assert_int_eq(gemm_kshift_v(gemm_variant_at(gemm_variant_find("64x176c2")), A, B, 4096, 4096), 48);
