@@ -684,8 +684,9 @@ START_TEST(test_plan_mem_bw) {
 END_TEST
 
 /* The shift aligns the operand whose box has the more rows (A's bm, B's bn / cm; B on a tie,
- * but A on a dense run's tie in 64x64 tiles), for every tile shape; the args carry it and count the k-block it may add; rows at pitches that
- * are not a multiple of 128 bytes are never shifted. */
+ * but A on a dense run's tie in 64x64 tiles), for every tile shape; the args carry it and count
+ * the k-block it may add; rows at pitches that are not a multiple of 128 bytes are never
+ * shifted. */
 START_TEST(test_kshift_choice) {
   const uint64_t A = 0x7f0000000000ull + 80, B = 0x7f0000100000ull + 96; /* A +80, B +96 bytes */
   int a_wins = 0, b_wins = 0;
