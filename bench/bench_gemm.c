@@ -836,6 +836,8 @@ static void bench_dense_shape(const bgemm_shape *sh, int idx) {
     size_t ob = pool_window(nb, 100 * (uint64_t)idx + 2 * i + 2, a16 ? 128 : window_align, sum->b_off);
     A[i] = pool_d + oa * 2, B[i] = pool_d + ob * 2;
   }
+  /* --align below 128: each window at its own offset; the rows record window 0's. */
+  if (!a16 && window_align < 128) sum->a_off = (unsigned)(A[0] % 128u), sum->b_off = (unsigned)(B[0] % 128u);
 
   /* cuBLAS: the reference output (window 0), checked on 16 elements against fp64. */
   lt_gemm g;

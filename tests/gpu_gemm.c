@@ -378,9 +378,9 @@ END_TEST
 /* Operands at 16-byte offsets (tensor views): A, B and D placed that many bytes into larger
  * buffers. With rows a multiple of 128 bytes apart the k-blocks are shifted to align the
  * operand whose box has the more rows (B in 128x256 and, on the tie, 128x256c2; A in 128x192c2
- * and 128x64; B in 64x160c2), on the tie in 64x64 tiles A (gemm_kshift_dense), and the
- * other with it when the offsets agree;
- * otherwise nothing is shifted. Checked against cuBLAS on the same operands. */
+ * and 128x64; B in 64x160c2; on the tie in 64x64 tiles A, gemm_kshift_dense), and the other
+ * with it when the offsets agree; otherwise nothing is shifted. Checked against cuBLAS on the
+ * same operands. */
 START_TEST(test_dense_offsets) {
   static const struct {
     unsigned m, n, k, oa, ob, od;

@@ -105,7 +105,7 @@ int bgemm_b2b_runs(double ms_per_run);
 typedef struct bgemm_summary {
   const bgemm_shape *sh;
   char shape[48];        /* "MxNxK" */
-  unsigned a_off, b_off; /* align16: A's and B's bytes past a 128-byte line */
+  unsigned a_off, b_off; /* A's and B's bytes past a 128-byte line (--align below 128: window 0's) */
   double cublas_tflops, cublas_ms;
   double def_ratio;      /* the default, in the rounds */
   double def_b2b_ratio;  /* the default, back to back */
