@@ -788,10 +788,10 @@ static void aligned_twin(summary *sum, const bgemm_shape *sh, int idx, dcont *de
   printf("  aligned  %-34s %9.4f ms against %.4f ms at the offsets (%s): offsets at %.3fx the aligned speed\n",
          tw->what, t_al, t_off, sum->is_short ? "back to back" : "rounds", sum->vs_aligned);
   json_row("{\"section\":\"dense-aligned\",\"class\":\"%s\",\"label\":\"%s\",\"shape\":\"%s\",\"seed\":%llu,"
-           "\"a_off\":%u,\"b_off\":%u,\"variant\":\"%s\",\"kshift\":%u,\"aligned_variant\":\"%s\",\"timing\":\"%s\","
+           "\"a_off\":%u,\"b_off\":%u,\"variant\":\"%s\",\"kshift\":%u,\"ashift\":%u,\"aligned_variant\":\"%s\",\"timing\":\"%s\","
            "\"offset_ms\":%.5f,\"aligned_ms\":%.5f,\"vs_aligned\":%.4f}",
            sh->cls, sh->label, sum->shape, (unsigned long long)run_seed, sum->a_off, sum->b_off, def->info.variant,
-           def->a.kshift, tw->info.variant, sum->is_short ? "b2b" : "rounds", t_off, t_al, sum->vs_aligned);
+           def->a.kshift, def->a.ashift, tw->info.variant, sum->is_short ? "b2b" : "rounds", t_off, t_al, sum->vs_aligned);
   free(tw);
 }
 
@@ -976,13 +976,13 @@ static void bench_dense_shape(const bgemm_shape *sh, int idx) {
     }
     json_row("{\"section\":\"dense\",\"class\":\"%s\",\"label\":\"%s\",\"shape\":\"%s\",\"m\":%u,\"n\":%u,\"k\":%u,"
              "\"seed\":%llu,\"contender\":\"%s\",\"variant\":\"%s\",\"sched\":\"%s\",\"sk_tiles\":%u,\"sk_units\":%u,"
-             "\"sk_tail\":%u,\"kshift\":%u,\"as_meant\":%s,%s"
+             "\"sk_tail\":%u,\"kshift\":%u,\"ashift\":%u,\"as_meant\":%s,%s"
              "\"plan_cost\":%.1f,\"median_ms\":%.5f,\"min_ms\":%.5f,\"tflops\":%.2f,\"ratio_to_cublas\":%.4f,"
              "\"rel_err\":%.3e,\"ok\":true}",
              sh->cls, sh->label, sum->shape, m, n, k, (unsigned long long)run_seed, is_def ? "default" : "candidate",
              d->info.variant, sched_name(d->info.sched), d->info.shared_tiles, d->info.units,
              d->a.sk_tail,
-             d->a.kshift, d->as_meant ? "true" : "false", b2b, d->p.cost, t, ct[ti].min, tf, ratio, d->err);
+             d->a.kshift, d->a.ashift, d->as_meant ? "true" : "false", b2b, d->p.cost, t, ct[ti].min, tf, ratio, d->err);
     if (ratio > best) best = ratio, snprintf(sum->oracle_what, sizeof sum->oracle_what, "%s", d->what);
   }
   for (int i = 0; i < nc; i++)

@@ -159,8 +159,7 @@ clcrt_status gemm__kernel_get(clcrt_ops *ops, int v, clcrt_sched sched, int kind
     /* Compiled outside the lock: the runtime compiles one key once however many threads ask,
      * and gives each the same kernel. */
     clcrt_kernel *nk = NULL;
-    clcrt_status st = gemm_register_opt(ops->rt, ops->src, gemm_variant_at(v), sched, kind == 1,
-                                        kind == 2 ? "-DGEMM_TRANS=1" : NULL, &nk);
+    clcrt_status st = gemm_register_kind(ops->rt, ops->src, gemm_variant_at(v), sched, kind, NULL, &nk);
     if (st != CLCRT_OK) return st;
     pthread_mutex_lock(&ops->lock);
     if (!ops->kernels[v][sched][kind]) ops->kernels[v][sched][kind] = nk;
@@ -397,9 +396,8 @@ static clcrt_status run_locked(clcrt_ops *ops, clcrt_stream *s, gemm_ws *w, cons
     c.args.ws = part, c.args.ctr = ctr;
   }
   const clcrt_kernel *k;
-  if ((st = gemm__kernel_get(ops, c.plan.variant, c.sched, d->layout != CLCRT_GEMM_DENSE ? 1 : c.plan.trans ? 2 : 0,
-                             &k)) != CLCRT_OK)
-    return st;
+  const int kind = d->layout != CLCRT_GEMM_DENSE ? GEMM_KIND_GROUPED : gemm_kind_dense(&c.args);
+  if ((st = gemm__kernel_get(ops, c.plan.variant, c.sched, kind, &k)) != CLCRT_OK) return st;
   /* Programmatic dependent launch on short runs only (include/clcrt.h, CLCRT_RUN_PDL). */
   const unsigned run_flags = d->layout == CLCRT_GEMM_DENSE && c.plan.cost > 0 && c.plan.cost <= GEMM_PDL_MAX_US
                                  ? CLCRT_RUN_PDL
@@ -444,7 +442,8 @@ clcrt_status clcrt_gemm_kernel(clcrt_ops *ops, const char *variant, clcrt_sched 
   if ((unsigned)sched > CLCRT_SCHED_FIXED || (unsigned)layout > CLCRT_GEMM_MASKED)
     return bad(ops, "clcrt_gemm_kernel: sched %llu or layout %llu is out of range", sched, layout);
   return gemm__kernel_get(ops, vi, sched == CLCRT_SCHED_AUTO ? CLCRT_SCHED_STEAL : sched,
-                          layout != CLCRT_GEMM_DENSE ? 1 : trans ? 2 : 0, out);
+                          layout != CLCRT_GEMM_DENSE ? GEMM_KIND_GROUPED : trans ? GEMM_KIND_TRANS : GEMM_KIND_DENSE,
+                          out);
 }
 
 clcrt_status clcrt_gemm_prepare(clcrt_ops *ops, const clcrt_stream *s, const clcrt_gemm_desc *d, unsigned uses) {
@@ -458,8 +457,7 @@ clcrt_status clcrt_gemm_prepare(clcrt_ops *ops, const clcrt_stream *s, const clc
   plain.flags &= ~CLCRT_GEMM_MEASURED; /* the measured plan is made by running */
   if ((st = plan_call(ops, (clcrt_stream *)s, NULL, &plain, ld, vi, 0, &c)) != CLCRT_OK) return st;
   const clcrt_kernel *k;
-  if ((st = gemm__kernel_get(ops, c.plan.variant, c.sched, d->layout != CLCRT_GEMM_DENSE ? 1 : c.plan.trans ? 2 : 0,
-                             &k)) != CLCRT_OK)
-    return st;
+  const int kind = d->layout != CLCRT_GEMM_DENSE ? GEMM_KIND_GROUPED : gemm_kind_dense(&c.args);
+  if ((st = gemm__kernel_get(ops, c.plan.variant, c.sched, kind, &k)) != CLCRT_OK) return st;
   return uses ? clcrt_kernel_prepare(k, uses) : CLCRT_OK;
 }

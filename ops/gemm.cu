@@ -48,7 +48,11 @@
 // Operands at 16-byte offsets (tensor views): every 128-byte TMA box row would straddle two
 // L2 lines. Args.kshift starts the k-blocks that many columns before column 0 (TMA fills
 // columns < 0 with zeros for A and B alike), so the loads of an operand whose rows start
-// kshift columns past a 128-byte line are whole lines (the op picks it: gemm_kshift).
+// kshift columns past a 128-byte line are whole lines (the op picks it: gemm_kshift). Where
+// A's offset differs from B's, one shift serves one of them. The A-shift kernels (GEMM_ASHIFT,
+// 64-row tiles of one CTA) load A's boxes Args.ashift columns earlier, on A's own lines, and
+// read each k-block's A from two consecutive boxes (consume_ashift); the producer loads one
+// more A box per segment.
 #include "clcrt_streamk.cuh"
 #include "clcrt_tilemap.cuh"
 
@@ -76,6 +80,9 @@
 #ifndef GEMM_EPI  // 1: staged epilogue (stmatrix, 16-byte coalesced stores); 0: 4-byte stores from registers
 #define GEMM_EPI 1
 #endif
+#ifndef GEMM_ASHIFT  // 1: A's boxes start Args.ashift columns before B's (consume_ashift)
+#define GEMM_ASHIFT 0
+#endif
 
 namespace gemm {
 
@@ -83,6 +90,7 @@ constexpr unsigned BM = GEMM_BM, BN = GEMM_BN, BK = 64, STAGES = GEMM_STAGES, CM
 constexpr unsigned NWG = BM / 64;              // consumer warpgroups
 constexpr unsigned NCW = NWG * 4;              // consumer warps
 constexpr unsigned THREADS = NWG * 128 + 32;   // + the producer warp
+constexpr bool ASHIFT = GEMM_ASHIFT != 0;
 constexpr unsigned A_BYTES = BM * BK * 2, B_BYTES = BN * BK * 2, STAGE_BYTES = A_BYTES + B_BYTES;
 constexpr unsigned B_PART = BN / CM;           // rows of the B tile one CTA loads
 constexpr unsigned BAR_OFF = STAGES * STAGE_BYTES;       // full[STAGES], then empty[STAGES]
@@ -97,6 +105,7 @@ constexpr unsigned MAP_OFF = EPI_OFF + EPI_BYTES;        // grouped: the prefix 
 static_assert(BM % 64 == 0 && BM >= 64 && BM <= 256, "BM: 64, 128, 192 or 256 (one consumer warpgroup per 64 rows)");
 static_assert(BN % 16 == 0 && BN >= 16 && BN <= 256, "BN: a multiple of 16 from 16 to 256");
 static_assert(CM == 1 || CM == 2, "GEMM_CM: 1 or 2");
+static_assert(!ASHIFT || (BM == 64 && CM == 1), "GEMM_ASHIFT: 64-row tiles of one CTA");
 static_assert(B_PART % 8 == 0, "each CTA's part of B must be whole 8-row swizzle atoms");
 // The ring, the staging, the grouped map, 1 KiB of alignment slack and the scheduler's static
 // shared memory (about 1.2 KiB) within the 227 KiB a CTA may have.
@@ -230,6 +239,7 @@ __device__ __forceinline__ unsigned full_bar(const GemmState &s, unsigned st) { 
 __device__ __forceinline__ unsigned empty_bar(const GemmState &s, unsigned st) {
   return s.base + BAR_OFF + (STAGES + st) * 8;
 }
+
 __device__ __forceinline__ void advance(GemmState &s) {
   if (++s.stage == STAGES) {
     s.stage = 0;
@@ -239,28 +249,45 @@ __device__ __forceinline__ void advance(GemmState &s) {
 
 // The producer warp: the k-blocks [kb0, kb1) of A rows a_row.. and B rows b_row.. into the
 // ring. All lanes walk the ring (so the warp stays converged for the scheduler); lane 0 issues.
+// A-shift kernels: A's boxes start Args.ashift columns before B's, and one more stage, A's box
+// kb1 alone, follows the segment's k-blocks (consume_ashift reads the end of k-block kb1 - 1
+// from it).
 __device__ __forceinline__ void produce(const GemmArgs &a, GemmState &s, unsigned a_row, unsigned b_row, unsigned kb0,
                                         unsigned kb1, unsigned rank) {
   const bool issuer = (threadIdx.x & 31) == 0;
+  const unsigned ash = ASHIFT ? a.ashift : 0u, kend = kb1 + (ASHIFT ? 1u : 0u);
 #pragma unroll 1
-  for (unsigned kb = kb0; kb < kb1; kb++) {
+  for (unsigned kb = kb0; kb < kend; kb++) {
     const unsigned st = s.stage, full = full_bar(s, st);
     const unsigned sa = s.base + st * STAGE_BYTES, sb = sa + A_BYTES;
     // Free once every consumer warpgroup (of every CTA the stage is multicast to) released
     // the stage's previous use; a fresh barrier counts as released (parity trick).
     mbar_wait(empty_bar(s, st), s.phase ^ 1);
     if (issuer) {
-      mbar_expect_tx(full, STAGE_BYTES);  // our A, and all of B (each CTA's part lands here)
+      const bool with_b = kb < kb1;
+      mbar_expect_tx(full, with_b ? STAGE_BYTES : A_BYTES);  // our A, and all of B (each CTA's part lands here)
       const unsigned x = kb * BK - a.kshift;  // negative (two's complement) for the first: zero fill
-      tma_load(sa, &a.a, x, a_row, full);
-      if (CM == 1)
+      tma_load(sa, &a.a, x - ash, a_row, full);
+      if (with_b && CM == 1)
         tma_load(sb, &a.b, x, b_row, full);
-      else
+      else if (with_b)
         tma_load_multicast(sb + rank * (B_PART * 128), &a.b, x, b_row + rank * B_PART, full,
                            (unsigned short)((1u << CM) - 1u));
     }
     __syncwarp();
     advance(s);
+  }
+}
+
+// A consumer warpgroup's release of stage st: one arrival on its empty barrier in every CTA
+// of the cluster (each loaded its part of B into all of them).
+__device__ __forceinline__ void release(const GemmState &s, unsigned st) {
+#pragma unroll
+  for (unsigned c = 0; c < CM; c++) {
+    if (CM == 1)
+      mbar_arrive(empty_bar(s, st));
+    else
+      mbar_arrive_cluster(empty_bar(s, st), c);
   }
 }
 
@@ -280,24 +307,107 @@ __device__ __forceinline__ void consume_idle(GemmState &s, unsigned kb0, unsigne
   for (unsigned kb = kb0; kb < kb1; kb++) {
     if (releaser) {
       mbar_wait(full_bar(s, s.stage), s.phase);
-#pragma unroll
-      for (unsigned c = 0; c < CM; c++) {
-        if (CM == 1)
-          mbar_arrive(empty_bar(s, s.stage));
-        else
-          mbar_arrive_cluster(empty_bar(s, s.stage), c);
-      }
+      release(s, s.stage);
     }
     advance(s);
   }
 }
 
+// Four 8x8 matrices of b16 from shared memory: lanes 8i..8i+7 give the addresses of matrix i's
+// eight 16-byte rows; r[i] is matrix i in the mma fragment layout (row lane/4, columns
+// 2(lane%4), +1).
+__device__ __forceinline__ void ldmatrix_x4(unsigned addr, unsigned *r) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(addr)
+               : "memory");
+}
+
+// One k-block of an A-shift kernel's consumer warpgroup (consume_ashift). Its A starts D
+// 16-byte pieces into A's box of this stage: the 16-column slice k is pieces 2k + D and
+// 2k + D + 1, of this box up to piece 7 and of the next stage's box from piece 8 on. A matrix
+// descriptor may start at any 16-byte piece of a 128B-swizzled row (the swizzle is a function
+// of the address), so each slice inside one box is read from shared memory as usual, at its
+// piece. With D odd, one slice straddles the two boxes (pieces 7 and 8): each warp loads its
+// 16 rows of it with ldmatrix, the two halves from the two boxes (piece q of row r lies at
+// r * 128 + ((q ^ (r % 8)) * 16)), and the slice's wgmma takes A from registers (af; the
+// k-blocks alternate between two sets, so that a set is loaded again only after wait_group 1
+// retired the wgmma that read it). D is a template parameter: every wgmma of the loop is
+// issued unconditionally (a wgmma under a branch would cost the pipeline its overlap).
+template <unsigned D>
+__device__ __forceinline__ void ashift_kblock(GemmState &s, float *acc, unsigned (&af)[4], bool first, unsigned &prev) {
+  const unsigned st = s.stage, nx = st + 1 == STAGES ? 0u : st + 1;
+  mbar_wait(full_bar(s, st), s.phase);
+  mbar_wait(full_bar(s, nx), st + 1 == STAGES ? s.phase ^ 1 : s.phase);
+  const unsigned sa = s.base + st * STAGE_BYTES, sn = s.base + nx * STAGE_BYTES;
+  if (D & 1) {
+    const unsigned lane = threadIdx.x & 31, mi = lane >> 3;
+    const unsigned row = ((threadIdx.x >> 5) & 3) * 16 + (mi & 1) * 8 + (lane & 7);
+    // Matrices 0, 1: piece 7 of this box (rows 0-7, 8-15); 2, 3: piece 0 of the next.
+    ldmatrix_x4((mi < 2 ? sa + ((7u ^ (row & 7)) << 4) : sn + ((row & 7) << 4)) + row * 128, af);
+  }
+  const unsigned long long da = smem_desc(sa), dn = smem_desc(sn), db = smem_desc(sa + A_BYTES);
+  wgmma_fence();
+#pragma unroll
+  for (unsigned k = 0; k < BK / 16; k++) {
+    const unsigned q = 2 * k + D, scale = (!first || k != 0) ? 1u : 0u;
+    if (q == 7)
+      mma_rs(acc, af, db + 2 * k, scale);
+    else
+      mma(acc, (q < 8 ? da : dn) + (q & 7), db + 2 * k, scale);
+  }
+  wgmma_commit();
+  if (!first) {
+    wgmma_wait<1>();  // the previous k-block's wgmma are done: its stage and its registers are free
+    if ((threadIdx.x & 127) == 0) release(s, prev);
+  }
+  prev = st;
+  advance(s);
+}
+
+template <unsigned D>
+__device__ __forceinline__ void ashift_loop(GemmState &s, float *acc, unsigned kb0, unsigned kb1) {
+  unsigned af0[4], af1[4], prev = 0;
+#pragma unroll 1
+  for (unsigned kb = kb0; kb < kb1; kb += 2) {
+    ashift_kblock<D>(s, acc, af0, kb == kb0, prev);
+    if (kb + 1 < kb1) ashift_kblock<D>(s, acc, af1, false, prev);
+  }
+  wgmma_wait<0>();
+  if ((threadIdx.x & 127) == 0) {
+    release(s, prev);
+    release(s, s.stage);  // A's box kb1
+  }
+  advance(s);
+}
+
+// The consumer warpgroup of an A-shift kernel (A's boxes ash columns, a multiple of 8 from 8 to
+// 56, before B's; produce): column j of k-block kb is column j + ash of A's box kb, or of box
+// kb + 1 from column 64 - ash on, so every k-block waits for the next stage too. The stage
+// after the last k-block holds A's box kb1 alone and is released with the last.
+__device__ __forceinline__ void consume_ashift(GemmState &s, float *acc, unsigned ash, unsigned kb0, unsigned kb1) {
+  switch (ash / 8) {
+    case 1: ashift_loop<1>(s, acc, kb0, kb1); break;
+    case 2: ashift_loop<2>(s, acc, kb0, kb1); break;
+    case 3: ashift_loop<3>(s, acc, kb0, kb1); break;
+    case 4: ashift_loop<4>(s, acc, kb0, kb1); break;
+    case 5: ashift_loop<5>(s, acc, kb0, kb1); break;
+    case 6: ashift_loop<6>(s, acc, kb0, kb1); break;
+    default: ashift_loop<7>(s, acc, kb0, kb1); break;  // 7 (the prologue traps on any other)
+  }
+}
+
 // A consumer warpgroup: the k-blocks [kb0, kb1) into acc (rows 64 wg .. of the tile), or, where
-// those rows lie past the problem's (rows_live false), consume_idle.
+// those rows lie past the problem's (rows_live false), consume_idle; in A-shift kernels
+// consume_ashift (Args.ashift: ash).
 __device__ __forceinline__ void consume(GemmState &s, float *acc, unsigned wg, unsigned kb0, unsigned kb1,
-                                        bool rows_live = true) {
+                                        bool rows_live = true, unsigned ash = 0) {
   if (GEMM_IDLE_WG && !rows_live) {
     consume_idle(s, kb0, kb1);
+    return;
+  }
+  if (ASHIFT) {
+    consume_ashift(s, acc, ash, kb0, kb1);
     return;
   }
   const bool releaser = (threadIdx.x & 127) == 0;
@@ -314,29 +424,13 @@ __device__ __forceinline__ void consume(GemmState &s, float *acc, unsigned wg, u
     wgmma_commit();
     if (kb != kb0) {
       wgmma_wait<1>();  // the previous k-block's wgmma are done: its stage may be refilled
-      if (releaser) {
-#pragma unroll
-        for (unsigned c = 0; c < CM; c++) {
-          if (CM == 1)
-            mbar_arrive(empty_bar(s, prev));
-          else
-            mbar_arrive_cluster(empty_bar(s, prev), c);
-        }
-      }
+      if (releaser) release(s, prev);
     }
     prev = st;
     advance(s);
   }
   wgmma_wait<0>();
-  if (releaser) {
-#pragma unroll
-    for (unsigned c = 0; c < CM; c++) {
-      if (CM == 1)
-        mbar_arrive(empty_bar(s, prev));
-      else
-        mbar_arrive_cluster(empty_bar(s, prev), c);
-    }
-  }
+  if (releaser) release(s, prev);
 }
 
 // Stores one 8-column slice j of the warp's 16 x BN part of the tile: bf16 pairs v0 (row r0)
@@ -706,7 +800,7 @@ __device__ __forceinline__ void run_dense(const clcrt::Tile &t, const GemmArgs &
     float acc[BN / 2];
 #pragma unroll
     for (unsigned q = 0; q < BN / 2; q++) acc[q] = 0.0f;
-    consume(s, acc, warp >> 2, g.k0, g.k1);
+    consume(s, acc, warp >> 2, g.k0, g.k1, true, a.ashift);
     const unsigned wq = threadIdx.x >> 5, lane = threadIdx.x & 31, stage = s.base + EPI_OFF + wq * EPI_STRIDE;
     const Epi e = epi_fetch(stage);
     if (e.inside) {
@@ -726,6 +820,8 @@ __device__ __forceinline__ void run_dense(const clcrt::Tile &t, const GemmArgs &
 __device__ __forceinline__ void prologue(const GemmArgs &a, GemmState &s) {
   if (blockDim.x * blockDim.y * blockDim.z != THREADS) __trap();  // desc.block must be THREADS
   if (a.trans != GEMM_TRANS) __trap();  // Args of the other orientation: the output would be D's transpose
+  // A's boxes apart from B's: exactly the A-shift kernels' runs, whole 16-byte pieces.
+  if ((a.ashift != 0) != ASHIFT || a.ashift % 8 || a.ashift >= BK) __trap();
   const unsigned raw = smem_u32(clcrt::smem());
   s.base = (raw + 1023u) & ~1023u;  // 128B-swizzled TMA tiles and wgmma want 1024-byte atoms
   s.stage = 0;
@@ -766,6 +862,7 @@ __device__ void gemm_tile(const clcrt::Tile &t, const GemmArgs &a, GemmState &s)
 // ---- grouped -----------------------------------------------------------------------------------
 
 __device__ void gemm_grouped_prologue(const GemmArgs &a, GemmState &s) {
+  if (gemm::ASHIFT) __trap();  // a dense kernel's option only
   gemm::prologue(a, s);
   if (a.groups > GEMM_MAX_GROUPS) __trap();  // the host checks this; the map would not fit
   // Synchronises the CTA; the cluster barrier below then covers the peer's barriers.

@@ -57,6 +57,10 @@ typedef struct GemmArgs {
                                        are stored, a release at GPU scope (clcrt_gemm_desc.done) */
   unsigned trans;                   /* dense: 1 when A and B came swapped, so that the tiles compute D
                                        transposed: their rows are D's columns (m, n: the tiles' view) */
+  unsigned ashift;                  /* dense, 64-row tiles of one CTA: A's boxes start this many columns
+                                       (8..56) before B's, on whole lines where B's offset differs
+                                       from A's; the consumers read each k-block of A from two boxes
+                                       into registers (gemm.cu, consume_rs); 0: A's boxes are B's */
 } GemmArgs;
 
 /* The misuse words (GemmArgs.misuse): set by a grouped run whose sizes did not fit. */
@@ -68,7 +72,7 @@ typedef struct GemmArgs {
   X(a, 0) X(b, 128) X(d, 256) X(ldd, 264) X(ws, 272) X(ctr, 280) X(group_sizes, 288) X(misuse, 296) \
   X(m, 304) X(n, 308) X(k, 312) X(tm, 316) X(tn, 320) X(swizzle, 324) X(along_n, 328) X(nk, 332)   \
   X(kshift, 336) X(sk_tiles, 340) X(sk_units, 344) X(sk_tail, 348) X(groups, 352) X(group_rows, 356) \
-  X(done, 360) X(trans, 368)
+  X(done, 360) X(trans, 368) X(ashift, 372)
 #define GEMM__ARGS_CHECK(f, off) GEMM__ASSERT(GEMM__OFFSETOF(GemmArgs, f) == off, "GemmArgs." #f " is not at " #off);
 GEMM__ARGS_LAYOUT(GEMM__ARGS_CHECK)
 #undef GEMM__ARGS_CHECK

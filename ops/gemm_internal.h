@@ -153,11 +153,22 @@ static inline int gemm_variant_find(const char *name) {
   return -1;
 }
 
-/* Compiles (or finds in the cache) the variant's dense or grouped tile function from src, the
- * op's source (clcrt_gemm_source). extra: one more NVRTC option or NULL. */
-static inline clcrt_status gemm_register_opt(clcrt_runtime *rt, const char *src, const gemm_variant *v,
-                                             clcrt_sched sched, int grouped, const char *extra, clcrt_kernel **out) {
+/* The kernels of a variant: dense, grouped, dense transposed (GEMM_TRANS), and the dense A-shift
+ * kernels of 64-row tiles of one CTA (GEMM_ASHIFT: A's boxes start Args.ashift columns before
+ * B's), plain and transposed. The A-shift path is a kernel of its own so that the others keep
+ * their code and registers. */
+enum { GEMM_KIND_DENSE, GEMM_KIND_GROUPED, GEMM_KIND_TRANS, GEMM_KIND_ASHIFT, GEMM_KIND_ASHIFT_TRANS, GEMM_KINDS };
+/* The kernel a dense run with Args a needs. */
+static inline int gemm_kind_dense(const gemm_args *a) {
+  return a->ashift ? (a->trans ? GEMM_KIND_ASHIFT_TRANS : GEMM_KIND_ASHIFT) : a->trans ? GEMM_KIND_TRANS : GEMM_KIND_DENSE;
+}
+
+/* Compiles (or finds in the cache) the variant's tile function of kind `kind` (GEMM_KIND_*) from
+ * src, the op's source (clcrt_gemm_source). extra: one more NVRTC option or NULL. */
+static inline clcrt_status gemm_register_kind(clcrt_runtime *rt, const char *src, const gemm_variant *v,
+                                              clcrt_sched sched, int kind, const char *extra, clcrt_kernel **out) {
   *out = NULL;
+  const int grouped = kind == GEMM_KIND_GROUPED;
   char o[7][48];
   snprintf(o[0], sizeof o[0], "-DGEMM_BM=%u", v->bm);
   snprintf(o[1], sizeof o[1], "-DGEMM_BN=%u", v->bn);
@@ -168,7 +179,11 @@ static inline clcrt_status gemm_register_opt(clcrt_runtime *rt, const char *src,
   /* STATIC's CTAs walk their fixed tiles in waves that share B in L2: tiles made cheaper by an
    * idle warpgroup let them drift apart (gemm.cu's consume_idle). */
   snprintf(o[6], sizeof o[6], "-DGEMM_IDLE_WG=%d", sched != CLCRT_SCHED_STATIC);
-  const char *opts[8] = {o[0], o[1], o[2], o[3], o[4], o[5], o[6], extra};
+  const char *opts[10] = {o[0], o[1], o[2], o[3], o[4], o[5], o[6]};
+  int nopt = 7;
+  if (kind == GEMM_KIND_TRANS || kind == GEMM_KIND_ASHIFT_TRANS) opts[nopt++] = "-DGEMM_TRANS=1";
+  if (kind == GEMM_KIND_ASHIFT || kind == GEMM_KIND_ASHIFT_TRANS) opts[nopt++] = "-DGEMM_ASHIFT=1";
+  if (extra) opts[nopt++] = extra;
   clcrt_tile_desc d = CLCRT_TILE_DESC_INIT;
   d.source = src;
   d.tile_fn = grouped ? "gemm_grouped_tile" : "gemm_tile";
@@ -180,8 +195,13 @@ static inline clcrt_status gemm_register_opt(clcrt_runtime *rt, const char *src,
   d.smem_bytes = gemm_smem_bytes(v, grouped);
   d.sched = sched;
   d.options = opts;
-  d.num_options = extra ? 8 : 7;
+  d.num_options = nopt;
   return clcrt_register(rt, &d, out);
+}
+/* The dense (grouped 0) or grouped tile function. */
+static inline clcrt_status gemm_register_opt(clcrt_runtime *rt, const char *src, const gemm_variant *v,
+                                             clcrt_sched sched, int grouped, const char *extra, clcrt_kernel **out) {
+  return gemm_register_kind(rt, src, v, sched, grouped ? GEMM_KIND_GROUPED : GEMM_KIND_DENSE, extra, out);
 }
 static inline clcrt_status gemm_register(clcrt_runtime *rt, const char *src, const gemm_variant *v, clcrt_sched sched,
                                          int grouped, clcrt_kernel **out) {
@@ -248,16 +268,15 @@ static inline unsigned gemm_kshift(uint64_t A, uint64_t B, unsigned k) { return 
 static inline unsigned gemm_kshift_v(const gemm_variant *v, uint64_t A, uint64_t B, uint64_t lda, uint64_t ldb) {
   return v->bm > v->bn / v->cm ? gemm_kshift_ld(B, A, ldb, lda) : gemm_kshift_ld(A, B, lda, ldb);
 }
-/* ... and for a dense run whose tiles see the operands as they are (trans 0): in 64x64 tiles,
- * where the two boxes tie at 64 rows, A, the operand every tile reads again from L2 where the
- * weights (B) stream. Transposed, the tiles' B is that operand and the tie keeps it already.
- * Measured on an H200 (ops/NOTES.md, 2026-11-30), 16 shapes in 64x64 tiles at random offsets,
- * none seen before: 1.05-1.34x faster, 1.14x in geo-mean; the transposed tie the other way
- * (64x64t aligning the weights) 0.95x. 64x128c2 ties as well but was not measured: unchanged. */
-static inline unsigned gemm_kshift_dense(const gemm_variant *v, int trans, uint64_t A, uint64_t B, uint64_t lda,
-                                         uint64_t ldb) {
-  if (!trans && v->bm == 64 && v->bn == 64 && v->cm == 1) return gemm_kshift_ld(B, A, ldb, lda);
-  return gemm_kshift_v(v, A, B, lda, ldb);
+/* A's columns before B's at the start of its boxes (Args.ashift), for a dense run of variant v:
+ * where A's offset in its 128-byte line differs from B's, the rows of both lie on lines and the
+ * tiles have 64 rows and one CTA, the shift aligns B (gemm_kshift_ld) and A's boxes start this
+ * many columns earlier, on A's own lines; the run takes the A-shift kernel (GEMM_KIND_ASHIFT,
+ * which reads each k-block of A from two boxes). So both operands load whole lines, at the
+ * price of one more A box per tile. 0 (A's boxes are B's) anywhere else. */
+static inline unsigned gemm_ashift(const gemm_variant *v, uint64_t A, uint64_t B, uint64_t lda, uint64_t ldb) {
+  if (v->bm != 64 || v->cm != 1 || (lda * 2u) % 128u || (ldb * 2u) % 128u) return 0;
+  return (unsigned)((A - B) & 127u) / 2u;
 }
 
 /* The alignment, in bytes up to 128, of the loads of A and B after the shift: what the plan
@@ -326,7 +345,9 @@ static inline clcrt_status gemm_dense_args_ld(const gemm_enc *enc, clcrt_runtime
   a->m = m, a->n = n, a->k = k;
   a->tm = gemm_cdiv(m, v->bm), a->tn = gemm_cdiv(n, v->bn);
   gemm_order(a->tm, a->tn, &a->swizzle, &a->along_n);
-  a->kshift = p->shift ? gemm_kshift_dense(v, p->trans, A, B, ld.a, ld.b) : 0;
+  a->ashift = p->shift ? gemm_ashift(v, A, B, ld.a, ld.b) : 0;
+  if (p->shift)
+    a->kshift = a->ashift ? gemm_kshift_ld(A, B, ld.a, ld.b) : gemm_kshift_v(v, A, B, ld.a, ld.b);
   a->nk = gemm_cdiv(k + a->kshift, GEMM_BK);
   clcrt_sk sk = clcrt_sk_make(gemm_cdiv(a->tm, v->cm) * a->tn, a->nk, p->sk_tiles, p->sk_units, p->sk_tail);
   a->sk_tiles = sk.sk_tiles, a->sk_units = sk.sk_units, a->sk_tail = sk.tail;

@@ -24,9 +24,9 @@ static double time_plan(void *user, const gemm_plan *p) {
   gemm_args a;
   const gemm_variant *v = gemm_variant_at(p->variant);
   const clcrt_gemm_desc *d = t->d;
-  if (gemm__kernel_get(t->ops, p->variant, p->sched, 0, &k) != CLCRT_OK ||
-      clcrt_kernel_prepare(k, CLCRT_USE_SHORT) != CLCRT_OK ||
-      gemm_dense_args_ld(NULL, rt, p, &a, d->a, d->b, d->d, d->m, d->n, d->k, t->ld, 0, 0) != CLCRT_OK)
+  if (gemm_dense_args_ld(NULL, rt, p, &a, d->a, d->b, d->d, d->m, d->n, d->k, t->ld, 0, 0) != CLCRT_OK ||
+      gemm__kernel_get(t->ops, p->variant, p->sched, gemm_kind_dense(&a), &k) != CLCRT_OK ||
+      clcrt_kernel_prepare(k, CLCRT_USE_SHORT) != CLCRT_OK)
     return -1;
   if (a.sk_units) {
     CUdeviceptr part, ctr;

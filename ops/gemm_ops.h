@@ -69,7 +69,7 @@ struct clcrt_ops {
   CUcontext ctx;
   const char *src;
   pthread_mutex_t lock; /* kernels, the lists, the rule cache */
-  const clcrt_kernel *kernels[GEMM_ALL_VARIANTS][GEMM_NUM_SCHEDS][3]; /* dense, grouped, dense transposed */
+  const clcrt_kernel *kernels[GEMM_ALL_VARIANTS][GEMM_NUM_SCHEDS][GEMM_KINDS]; /* GEMM_KIND_* */
   gemm_ws *ws;
   gemm_cap_ws *caps;
   CUstream zero; /* private stream that zeroes graph workspaces' counters, made when first needed */

@@ -378,9 +378,11 @@ END_TEST
 /* Operands at 16-byte offsets (tensor views): A, B and D placed that many bytes into larger
  * buffers. With rows a multiple of 128 bytes apart the k-blocks are shifted to align the
  * operand whose box has the more rows (B in 128x256 and, on the tie, 128x256c2; A in 128x192c2
- * and 128x64; B in 64x160c2; on the tie in 64x64 tiles A, gemm_kshift_dense), and the other
- * with it when the offsets agree; otherwise nothing is shifted. Checked against cuBLAS on the
- * same operands. */
+ * and 128x64; B in 64x160c2), and the other with it when the offsets agree; otherwise nothing
+ * is shifted. 64-row tiles of one CTA (64x64, 64x16, 64x256, and 64x32 transposed) align the
+ * tiles' B and start A's boxes apart on A's own lines where the offsets differ (Args.ashift: the
+ * A-shift kernel reads each k-block of A from two boxes). Checked against cuBLAS on the same
+ * operands. */
 START_TEST(test_dense_offsets) {
   static const struct {
     unsigned m, n, k, oa, ob, od;
@@ -392,18 +394,18 @@ START_TEST(test_dense_offsets) {
       {64, 600, 1000, 32, 64, 2},    /* rows 2000 bytes apart: no shift; D at 2 bytes (the element path) */
       {2000, 1024, 192, 16, 112, 0}, /* the shift adds a k-block */
   };
-  static const char *const names[] = {"128x256", "128x256c2", "128x192c2", "64x64", "128x64", "64x160c2"};
+  static const char *const names[] = {"128x256", "128x256c2", "128x192c2", "64x64", "128x64",
+                                      "64x160c2", "64x16",     "64x256",    "64x32"};
+  const int trans = _i == 8;
   const int vi = gemm_variant_find(names[_i]);
   ck_assert_msg(vi >= 0, "no variant %s", names[_i]);
   const gemm_variant *v = gemm_variant_at(vi);
-  const int shift_a = v->bm > v->bn / v->cm || (v->bm == 64 && v->bn == 64 && v->cm == 1);
-  ck_assert_int_eq(shift_a, _i == 2 || _i == 3 || _i == 4);
+  const int rs = v->bm == 64 && v->cm == 1, shift_a = v->bm > v->bn / v->cm;
+  ck_assert_int_eq(shift_a, _i == 2 || _i == 4 || _i == 6 || _i == 8);
   rng = 0x0ff5e7ull + (uint64_t)_i;
   ctx c;
   ctx_open(&c);
-  clcrt_kernel *k = NULL;
-  ck_assert_msg(gemm_register(c.rt, clcrt_gemm_source(), v, CLCRT_SCHED_STEAL, 0, &k) == CLCRT_OK, "%s",
-                clcrt_errmsg(c.rt));
+  clcrt_kernel *ks[GEMM_KINDS] = {NULL};
   for (unsigned ci = 0; ci < sizeof cases / sizeof cases[0]; ci++) {
     const unsigned m = cases[ci].m, n = cases[ci].n, kk = cases[ci].k;
     size_t na = (size_t)m * kk, nb = (size_t)n * kk, nd = (size_t)m * n;
@@ -416,8 +418,8 @@ START_TEST(test_dense_offsets) {
     gpu_put(B, hb, nb * 2);
     unsigned align = gemm_load_align(A, B, kk);
     gemm_plan p = gemm_plan_dense(m, n, kk, align, c.rt->num_sms, 0);
-    p.variant = vi, p.trans = 0;
-    gemm_plan_share(&p, GEMM_SHARE_TAIL, m, n, kk, c.rt->num_sms, 0);
+    p.variant = vi, p.trans = trans;
+    gemm_plan_share(&p, GEMM_SHARE_TAIL, trans ? n : m, trans ? m : n, kk, c.rt->num_sms, 0);
     gemm_args a;
     ck_assert_int_eq(gemm_dense_args(c.rt, &p, &a, A, B, D, m, n, kk, 0, 0), CLCRT_OK);
     CUdeviceptr ws = 0, ctr = 0;
@@ -426,21 +428,30 @@ START_TEST(test_dense_offsets) {
       gpu_fill_u8(ctr, 0, gemm_ctr_bytes(v, &a));
       a.ws = ws, a.ctr = ctr;
     }
-    char what[160];
-    snprintf(what, sizeof what, "%s %u x %u x %u, A +%u B +%u D +%u bytes: shift %u, loads %u-byte aligned",
-             v->name, m, n, kk, cases[ci].oa, cases[ci].ob, cases[ci].od, a.kshift, align);
+    char what[224];
+    snprintf(what, sizeof what, "%s%s %u x %u x %u, A +%u B +%u D +%u bytes: shift %u, A %u before, loads %u-byte aligned",
+             v->name, trans ? "t" : "", m, n, kk, cases[ci].oa, cases[ci].ob, cases[ci].od, a.kshift, a.ashift, align);
     progress(what);
+    /* The tiles' A and B: the call's B and A when transposed. */
+    const unsigned ta = trans ? cases[ci].ob : cases[ci].oa, tb = trans ? cases[ci].oa : cases[ci].ob;
     if ((kk * 2) % 128 == 0) {
-      ck_assert_msg(a.kshift == ((shift_a ? cases[ci].oa : cases[ci].ob) % 128) / 2, "%s: shift", what);
+      ck_assert_msg(a.kshift == ((shift_a && !rs ? ta : tb) % 128) / 2, "%s: shift", what);
+      ck_assert_msg(a.ashift == (rs ? ((ta - tb) & 127u) / 2 : 0u), "%s: A's boxes", what);
       ck_assert_msg((align == 128) == (cases[ci].oa % 128 == cases[ci].ob % 128), "%s", what);
     } else {
-      ck_assert_msg(a.kshift == 0, "%s: shifted rows of no common offset", what);
+      ck_assert_msg(a.kshift == 0 && a.ashift == 0, "%s: shifted rows of no common offset", what);
     }
+    const int kind = gemm_kind_dense(&a); /* the A-shift kernel where A's boxes lie apart from B's */
+    ck_assert_int_eq(kind, a.ashift ? (trans ? GEMM_KIND_ASHIFT_TRANS : GEMM_KIND_ASHIFT)
+                                    : (trans ? GEMM_KIND_TRANS : GEMM_KIND_DENSE));
+    if (!ks[kind])
+      ck_assert_msg(gemm_register_kind(c.rt, clcrt_gemm_source(), v, CLCRT_SCHED_STEAL, kind, NULL, &ks[kind]) == CLCRT_OK,
+                    "%s", clcrt_errmsg(c.rt));
     ref_gemm(&c, A, B, R, (int)m, (int)n, (int)kk, (int)n);
     ck_assert_int_eq(clcrt_stream_sync(c.s), CLCRT_OK);
     gpu_get(hr, R, nd * 2);
     gpu_fill_u8(D0, 0xff, nd * 2 + 256);
-    ck_assert_msg(clcrt_run(c.s, k, gemm_dense_tiles(v, &a), &a, sizeof a) == CLCRT_OK, "%s: %s", what,
+    ck_assert_msg(clcrt_run(c.s, ks[kind], gemm_dense_tiles(v, &a), &a, sizeof a) == CLCRT_OK, "%s: %s", what,
                   clcrt_errmsg(c.rt));
     ck_assert_msg(clcrt_stream_sync(c.s) == CLCRT_OK, "%s: %s", what, clcrt_errmsg(c.rt));
     gpu_get(hd, D, nd * 2);
@@ -823,7 +834,7 @@ static Suite *gemm_gpu_suite(void) {
   tcase_set_timeout(tc, 120);
   tcase_add_loop_test(tc, test_dense, 0, DENSE_VARIANTS * NUM_SCHEDS);
   tcase_add_loop_test(tc, test_streamk_determinism, 0, 2 * NUM_DETERMINISM);
-  tcase_add_loop_test(tc, test_dense_offsets, 0, 6);
+  tcase_add_loop_test(tc, test_dense_offsets, 0, 9);
   tcase_add_loop_test(tc, test_dense_trans, 0, 6);
   tcase_add_test(tc, test_dense_back_to_back);
   tcase_add_loop_test(tc, test_grouped, 0, GROUPED_VARIANTS * NUM_SCHEDS);

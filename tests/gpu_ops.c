@@ -181,6 +181,7 @@ static problem random_dense(rng_t *r, size_t dcap) {
     g.m = below(r, 8) == 0 ? 1 + below(r, 16) : logu(r, 1, small ? 300 : 16384);
     g.n = below(r, 4) == 0 ? 1 + below(r, 200) : logu(r, 8, small ? 600 : 8192);
     g.k = 8 * logu(r, 1, small ? 64 : 1024);
+    if (below(r, 4) == 0) g.k = 64 * logu(r, 1, small ? 8 : 128); /* rows on 128-byte lines: the shifts */
     g.lda = below(r, 3) ? 0 : g.k + 8 * below(r, 4);
     g.ldb = below(r, 3) ? 0 : g.k + 8 * below(r, 4);
     g.ldd = below(r, 3) ? 0 : g.n + 1 + below(r, 9);
@@ -194,6 +195,13 @@ static problem random_dense(rng_t *r, size_t dcap) {
     g.variant = VARS[below(r, NVARS)];
     g.sched = SCHEDS[below(r, 4)];
     g.split = (clcrt_gemm_split)below(r, 3);
+    if (small && below(r, 3) == 0) {
+      /* Under a sanitizer, whose few problems would seldom reach them: the A-shift kernels,
+       * 64-row tiles of one CTA with rows on lines (the offsets decide, gemm_ashift). */
+      static const char *const SHIFTED[] = {"64x16", "64x32", "64x64", "64x256"};
+      if ((g.k * 2) % 128) continue;
+      g.variant = SHIFTED[below(r, 4)];
+    }
     if (!small && below(r, 16) == 0) {
       /* A long decode projection with the plan's decomposition: at most 48 rows, 40 to 82
        * transposed tiles, K of 16k to 40k, where the plan shares every tile out over the SMs in
@@ -264,6 +272,7 @@ typedef struct worker {
   problem *probs;
   int graphs, replays, own_stream;
   int sk_sms; /* problems whose plan shares every tile out over the SMs in crossing ranges */
+  int ashift; /* problems run by the A-shift kernels (Args.ashift) */
   char err[256];
 } worker;
 
@@ -293,8 +302,14 @@ static void *work(void *arg) {
       snprintf(p->what + strlen(p->what), sizeof p->what - strlen(p->what), " done");
     }
     clcrt_gemm_plan_info pi = CLCRT_GEMM_PLAN_INFO_INIT;
-    if (clcrt_gemm_plan_get(g_ops, w->s, &p->g, &pi) == CLCRT_OK && pi.units && pi.units % pi.shared_tiles)
-      w->sk_sms++;
+    const int planned = clcrt_gemm_plan_get(g_ops, w->s, &p->g, &pi) == CLCRT_OK;
+    if (planned && pi.units && pi.units % pi.shared_tiles) w->sk_sms++;
+    /* 64-row tiles of one CTA whose operands lie at different offsets of lines they are on:
+     * the A-shift kernels, A read from two boxes a k-block (gemm_ashift). */
+    const unsigned long long lda = p->g.lda ? p->g.lda : p->g.k, ldb = p->g.ldb ? p->g.ldb : p->g.k;
+    if (planned && pi.bm == 64 && pi.cluster_m == 1 && (lda * 2) % 128 == 0 && (ldb * 2) % 128 == 0 &&
+        (p->g.a - p->g.b) % 128 != 0)
+      w->ashift++;
     if (!graph) {
       poison(w, &p->g);
       clcrt_status st = clcrt_gemm(g_ops, w->s, &p->g);
@@ -403,9 +418,11 @@ START_TEST(test_dense_random_sequences) {
   for (int i = 0; i < THREADS; i++) pthread_join(t[i], NULL);
   for (int i = 0; i < 3; i++) ck_assert_int_eq(clcrt_stream_sync(s[i]), CLCRT_OK);
   int total = 0, wrong = 0, graphs = 0, replays = 0, counted = 0, miscounted = 0, sk_sms = 0, blas_off = 0;
+  int ashift = 0;
   unsigned long long blas_off_elems = 0;
   for (int i = 0; i < THREADS; i++) {
     ck_assert_msg(!w[i].err[0], "thread %d: %s", i, w[i].err);
+    ashift += w[i].ashift;
     unsigned *bad = malloc(4ull * CTRS * per), *done = malloc(4ull * DONE_PER * per);
     gpu_get(bad, w[i].bad, 4ull * CTRS * per);
     gpu_get(done, w[i].done, 4ull * DONE_PER * per);
@@ -439,12 +456,13 @@ START_TEST(test_dense_random_sequences) {
   }
   printf("gpu_ops: dense: %d GEMMs on 4 threads and 3 streams (%d captured in graphs, replayed %d times between "
          "eager runs): %d wrong; %d counted their rows into done: %d counters off; %d planned as stream-K over "
-         "every SM in ranges that cross tiles; %d where cuBLAS's reference was off fp64 (%llu elements) and the op "
-         "was not\n",
-         total, graphs, replays, wrong, counted, miscounted, sk_sms, blas_off, blas_off_elems);
+         "every SM in ranges that cross tiles; %d ran the A-shift kernels (64-row tiles, offsets apart); %d where "
+         "cuBLAS's reference was off fp64 (%llu elements) and the op was not\n",
+         total, graphs, replays, wrong, counted, miscounted, sk_sms, ashift, blas_off, blas_off_elems);
   ck_assert_int_eq(wrong, 0);
   ck_assert_int_eq(miscounted, 0);
   if (!gpu_under_sanitizer()) ck_assert_int_gt(sk_sms, 0); /* the long decode draws reach that plan */
+  ck_assert_int_gt(ashift, 0);
   for (int i = 0; i < 3; i++) clcrt_stream_destroy(s[i]), cu->cuStreamDestroy(raw[i]);
 }
 END_TEST

@@ -683,10 +683,10 @@ START_TEST(test_plan_mem_bw) {
 }
 END_TEST
 
-/* The shift aligns the operand whose box has the more rows (A's bm, B's bn / cm; B on a tie,
- * but A on a dense run's tie in 64x64 tiles), for every tile shape; the args carry it and count
- * the k-block it may add; rows at pitches that are not a multiple of 128 bytes are never
- * shifted. */
+/* The shift aligns the operand whose box has the more rows (A's bm, B's bn / cm; B on a tie),
+ * for every tile shape; dense runs in 64-row tiles of one CTA align B and start A's boxes apart
+ * (Args.ashift); the args carry both and count the k-block the shift may add; rows at pitches
+ * that are not a multiple of 128 bytes are never shifted. */
 START_TEST(test_kshift_choice) {
   const uint64_t A = 0x7f0000000000ull + 80, B = 0x7f0000100000ull + 96; /* A +80, B +96 bytes */
   int a_wins = 0, b_wins = 0;
@@ -703,21 +703,38 @@ START_TEST(test_kshift_choice) {
     p.variant = vi, p.shift = 1, p.sched = CLCRT_SCHED_STEAL;
     gemm_args a;
     ck_assert_int_eq(gemm_dense_args(NULL, &p, &a, A, B, 0x1000, 300, 3000, 4096, 0, 0), CLCRT_OK);
-    /* A dense run in 64x64 tiles aligns A, the activations (gemm_kshift_dense); transposed, the
-     * tiles' B (A of the call) as the rows rule says. */
-    const int tie64 = v->bm == 64 && v->bn == 64 && v->cm == 1;
-    ck_assert_uint_eq(a.kshift, aligns_a || tie64 ? 40u : 48u);
+    /* Dense runs in 64-row tiles of one CTA align B and start A's boxes on A's own lines,
+     * (80 - 96) mod 128 bytes = 56 columns earlier (gemm_ashift); no other shape does. */
+    const int rs = v->bm == 64 && v->cm == 1;
+    ck_assert_uint_eq(a.kshift, rs ? 48u : aligns_a ? 40u : 48u);
+    ck_assert_uint_eq(a.ashift, rs ? 56u : 0u);
     ck_assert_uint_eq(a.nk, gemm_cdiv(4096 + a.kshift, GEMM_BK));
     if (gemm_trans_ok(v)) {
       p.trans = 1; /* the tiles' A is B (+96), their B is A (+80) */
       ck_assert_int_eq(gemm_dense_args(NULL, &p, &a, A, B, 0x1000, 300, 3000, 4096, 0, 0), CLCRT_OK);
-      ck_assert_uint_eq(a.kshift, aligns_a ? 48u : 40u);
+      ck_assert_uint_eq(a.kshift, rs ? 40u : aligns_a ? 48u : 40u);
+      ck_assert_uint_eq(a.ashift, rs ? 8u : 0u);
     }
+    /* The same offsets: one shift serves both; rows off lines: no shift at all. */
+    p.trans = 0;
+    ck_assert_int_eq(gemm_dense_args(NULL, &p, &a, A + 16, B, 0x1000, 300, 3000, 4096, 0, 0), CLCRT_OK);
+    ck_assert_uint_eq(a.kshift, 48u);
+    ck_assert_uint_eq(a.ashift, 0u);
+    ck_assert_int_eq(gemm_dense_args_ld(NULL, NULL, &p, &a, A, B, 0x1000, 300, 3000, 4096, (gemm_ld){4104, 4096, 3000},
+                                        0, 0),
+                     CLCRT_OK);
+    ck_assert_uint_eq(a.kshift, 0u);
+    ck_assert_uint_eq(a.ashift, 0u);
+    p.shift = 0;
+    ck_assert_int_eq(gemm_dense_args(NULL, &p, &a, A, B, 0x1000, 300, 3000, 4096, 0, 0), CLCRT_OK);
+    ck_assert_uint_eq(a.kshift, 0u);
+    ck_assert_uint_eq(a.ashift, 0u);
   }
-  ck_assert_int_eq(gemm_kshift_dense(gemm_variant_at(gemm_variant_find("64x64")), 0, A, B, 4096, 4096), 40);
-  ck_assert_int_eq(gemm_kshift_dense(gemm_variant_at(gemm_variant_find("64x64")), 1, A, B, 4096, 4096), 48);
-  ck_assert_int_eq(gemm_kshift_dense(gemm_variant_at(gemm_variant_find("128x256c2")), 0, A, B, 4096, 4096), 48);
-  ck_assert_int_eq(gemm_kshift_dense(gemm_variant_at(gemm_variant_find("64x128c2")), 0, A, B, 4096, 4096), 48);
+  ck_assert_uint_eq(gemm_ashift(gemm_variant_at(gemm_variant_find("64x128c2")), A, B, 4096, 4096), 0u);
+  ck_assert_uint_eq(gemm_ashift(gemm_variant_at(gemm_variant_find("128x64")), A, B, 4096, 4096), 0u);
+  ck_assert_uint_eq(gemm_ashift(gemm_variant_at(gemm_variant_find("64x16")), A, B, 4096, 4096), 56u);
+  ck_assert_uint_eq(gemm_ashift(gemm_variant_at(gemm_variant_find("64x16")), A, B, 4096, 4100), 0u);
+  ck_assert_int_eq(gemm_kshift_v(gemm_variant_at(gemm_variant_find("64x128c2")), A, B, 4096, 4096), 48); /* tie */
   ck_assert_int_eq(gemm_kshift_v(gemm_variant_at(gemm_variant_find("128x192c2")), A, B, 4096, 4096), 40);
   ck_assert_int_eq(gemm_kshift_v(gemm_variant_at(gemm_variant_find("128x256c2")), A, B, 4096, 4096), 48); /* tie */
   ck_assert_int_eq(gemm_kshift_v(gemm_variant_at(gemm_variant_find("64x176c2")), A, B, 4096, 4096), 48);
@@ -1040,6 +1057,29 @@ START_TEST(test_compile_shapes) {
   snprintf(want, sizeof want, "wgmma.mma_async.sync.aligned.m64n%uk16.f32.bf16.bf16", v.bn);
   ck_assert_msg(strstr(ptx, want), "%s: no %s in the PTX", name, want);
   ck_assert_msg(strstr(ptx, "stmatrix.sync.aligned.m8n8.x4.shared.b16"), "%s: no staged epilogue", name);
+  /* Dense 64-row tiles of one CTA have A-shift kernels (GEMM_ASHIFT, for A's boxes apart from
+   * B's): the same rules (no warning, no stack, no spills), and a wgmma with A from registers
+   * ("{%r..}, %rd.." after the accumulators) for the slice that straddles two boxes. */
+  if (v.bm == 64 && v.cm == 1 && _i % 3 != 2) {
+    const int kind = _i % 2 ? GEMM_KIND_ASHIFT_TRANS : GEMM_KIND_ASHIFT;
+    clcrt_kernel *kr = NULL;
+    st = gemm_register_kind(rt, clcrt_gemm_source(), &v, CLCRT_SCHED_STEAL, kind, "--ptxas-options=--warning-as-error",
+                            &kr);
+    ck_assert_msg(st == CLCRT_OK, "%s A-shift: %s", name, clcrt_errmsg(rt));
+    clcrt_kernel_info ri = CLCRT_KERNEL_INFO_INIT;
+    ck_assert_int_eq(clcrt_kernel_info_get(kr, &ri), CLCRT_OK);
+    char rname[40];
+    snprintf(rname, sizeof rname, "%s A-shift%s", name, _i % 2 ? " transposed" : "");
+    assert_no_spills(kr, &ri, rname);
+    ck_assert_uint_eq(ri.block.x, gemm_threads(&v));
+    const char *rptx = NULL;
+    ck_assert_int_eq(clcrt_kernel_ptx(kr, &rptx), CLCRT_OK);
+    ck_assert_msg(strstr(rptx, want), "%s: no %s in the PTX", rname, want);
+    ck_assert_msg(strstr(rptx, "ldmatrix.sync.aligned.m8n8.x4.shared.b16") && strstr(rptx, "}, {%r"),
+                  "%s: no wgmma with A from registers", rname);
+    ck_assert_msg(!strstr(ptx, "}, {%r"), "%s: a wgmma with A from registers outside the A-shift kernel", name);
+    printf("test_gemm: shape %-22s %3d registers\n", rname, ri.registers);
+  }
   printf("test_gemm: shape %-10s %u stages %3d registers, %6u bytes shared, cold compile %4.0f ms\n", name, v.stages,
          info.registers, info.static_smem + info.dynamic_smem, info.compile_ms);
   clcrt_runtime_destroy(rt);
@@ -1083,7 +1123,7 @@ END_TEST
 /* The host mirror of Args against the device struct. NVRTC has no constant offsetof, so a
  * probe kernel compiled with the tile function stores every offset as a constant, each
  * encoded as value * 1000 + index so that the PTX's immediates name themselves. */
-#define NUM_LAYOUT 22
+#define NUM_LAYOUT 24
 
 START_TEST(test_args_layout) {
   const unsigned long long host[NUM_LAYOUT] = {
@@ -1094,7 +1134,7 @@ START_TEST(test_args_layout) {
       offsetof(gemm_args, tn),    offsetof(gemm_args, swizzle),  offsetof(gemm_args, along_n),
       offsetof(gemm_args, nk),    offsetof(gemm_args, kshift),   offsetof(gemm_args, sk_tiles),
       offsetof(gemm_args, sk_units), offsetof(gemm_args, sk_tail), offsetof(gemm_args, groups),
-      offsetof(gemm_args, group_rows)};
+      offsetof(gemm_args, group_rows), offsetof(gemm_args, trans), offsetof(gemm_args, ashift)};
   const char *probe =
       "\nextern \"C\" __global__ void gemm_layout_probe(unsigned long long *out) {\n"
       "  const GemmArgs *p = (const GemmArgs *)0x10000;\n"
@@ -1104,7 +1144,8 @@ START_TEST(test_args_layout) {
       "  PUT(5, OFF(ws)); PUT(6, OFF(ctr)); PUT(7, OFF(group_sizes)); PUT(8, OFF(m)); PUT(9, OFF(n));\n"
       "  PUT(10, OFF(k)); PUT(11, OFF(tm)); PUT(12, OFF(tn)); PUT(13, OFF(swizzle)); PUT(14, OFF(along_n));\n"
       "  PUT(15, OFF(nk)); PUT(16, OFF(kshift)); PUT(17, OFF(sk_tiles)); PUT(18, OFF(sk_units));\n"
-      "  PUT(19, OFF(sk_tail)); PUT(20, OFF(groups)); PUT(21, OFF(group_rows));\n"
+      "  PUT(19, OFF(sk_tail)); PUT(20, OFF(groups)); PUT(21, OFF(group_rows)); PUT(22, OFF(trans));\n"
+      "  PUT(23, OFF(ashift));\n"
       "}\n";
   clcrt_runtime *rt = rt_sm90();
   const char *src = clcrt_gemm_source();
@@ -1143,7 +1184,7 @@ START_TEST(test_args_layout) {
   static const char *names[NUM_LAYOUT] = {"sizeof", "alignof", "b",       "d",        "ldd",      "ws",
                                           "ctr",    "group_sizes", "m",   "n",        "k",        "tm",
                                           "tn",     "swizzle", "along_n", "nk",       "kshift",   "sk_tiles",
-                                          "sk_units", "sk_tail", "groups", "group_rows"};
+                                          "sk_units", "sk_tail", "groups", "group_rows", "trans", "ashift"};
   for (int i = 0; i < NUM_LAYOUT; i++) {
     ck_assert_msg(found[i], "the probe's value for %s is not in the PTX", names[i]);
     ck_assert_msg(dev[i] == host[i], "GemmArgs.%s: device %llu, host mirror gemm_args %llu", names[i], dev[i],
