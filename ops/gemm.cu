@@ -239,7 +239,6 @@ __device__ __forceinline__ unsigned full_bar(const GemmState &s, unsigned st) { 
 __device__ __forceinline__ unsigned empty_bar(const GemmState &s, unsigned st) {
   return s.base + BAR_OFF + (STAGES + st) * 8;
 }
-
 __device__ __forceinline__ void advance(GemmState &s) {
   if (++s.stage == STAGES) {
     s.stage = 0;
