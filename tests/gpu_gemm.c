@@ -400,7 +400,8 @@ START_TEST(test_dense_offsets) {
   const int vi = gemm_variant_find(names[_i]);
   ck_assert_msg(vi >= 0, "no variant %s", names[_i]);
   const gemm_variant *v = gemm_variant_at(vi);
-  const int rs = v->bm == 64 && v->cm == 1, shift_a = v->bm > v->bn / v->cm;
+  /* apart: 64-row tiles of one CTA, whose A's boxes may start apart from B's (gemm_ashift) */
+  const int apart = v->bm == 64 && v->cm == 1, shift_a = v->bm > v->bn / v->cm;
   ck_assert_int_eq(shift_a, _i == 2 || _i == 4 || _i == 6 || _i == 8);
   rng = 0x0ff5e7ull + (uint64_t)_i;
   ctx c;
@@ -435,8 +436,8 @@ START_TEST(test_dense_offsets) {
     /* The tiles' A and B: the call's B and A when transposed. */
     const unsigned ta = trans ? cases[ci].ob : cases[ci].oa, tb = trans ? cases[ci].oa : cases[ci].ob;
     if ((kk * 2) % 128 == 0) {
-      ck_assert_msg(a.kshift == ((shift_a && !rs ? ta : tb) % 128) / 2, "%s: shift", what);
-      ck_assert_msg(a.ashift == (rs ? ((ta - tb) & 127u) / 2 : 0u), "%s: A's boxes", what);
+      ck_assert_msg(a.kshift == ((shift_a && !apart ? ta : tb) % 128) / 2, "%s: shift", what);
+      ck_assert_msg(a.ashift == (apart ? ((ta - tb) & 127u) / 2 : 0u), "%s: A's boxes", what);
       ck_assert_msg((align == 128) == (cases[ci].oa % 128 == cases[ci].ob % 128), "%s", what);
     } else {
       ck_assert_msg(a.kshift == 0 && a.ashift == 0, "%s: shifted rows of no common offset", what);

@@ -705,15 +705,15 @@ START_TEST(test_kshift_choice) {
     ck_assert_int_eq(gemm_dense_args(NULL, &p, &a, A, B, 0x1000, 300, 3000, 4096, 0, 0), CLCRT_OK);
     /* Dense runs in 64-row tiles of one CTA align B and start A's boxes on A's own lines,
      * (80 - 96) mod 128 bytes = 56 columns earlier (gemm_ashift); no other shape does. */
-    const int rs = v->bm == 64 && v->cm == 1;
-    ck_assert_uint_eq(a.kshift, rs ? 48u : aligns_a ? 40u : 48u);
-    ck_assert_uint_eq(a.ashift, rs ? 56u : 0u);
+    const int apart = v->bm == 64 && v->cm == 1;
+    ck_assert_uint_eq(a.kshift, apart ? 48u : aligns_a ? 40u : 48u);
+    ck_assert_uint_eq(a.ashift, apart ? 56u : 0u);
     ck_assert_uint_eq(a.nk, gemm_cdiv(4096 + a.kshift, GEMM_BK));
     if (gemm_trans_ok(v)) {
       p.trans = 1; /* the tiles' A is B (+96), their B is A (+80) */
       ck_assert_int_eq(gemm_dense_args(NULL, &p, &a, A, B, 0x1000, 300, 3000, 4096, 0, 0), CLCRT_OK);
-      ck_assert_uint_eq(a.kshift, rs ? 40u : aligns_a ? 48u : 40u);
-      ck_assert_uint_eq(a.ashift, rs ? 8u : 0u);
+      ck_assert_uint_eq(a.kshift, apart ? 40u : aligns_a ? 48u : 40u);
+      ck_assert_uint_eq(a.ashift, apart ? 8u : 0u);
     }
     /* The same offsets: one shift serves both; rows off lines: no shift at all. */
     p.trans = 0;
