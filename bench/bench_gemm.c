@@ -626,7 +626,8 @@ static int wide_trans_candidate(const gemm_variant *v, unsigned m) {
  * differs, checked against cuBLAS's output and timed back to back with cuBLAS in the same
  * batches. The rows ("dense-wide") are what the cost model is fitted to; the default does
  * not depend on them. Their "align" is gemm_load_align's: bit 0 (GEMM_ALIGN_ROWS_OFF) set where
- * the rows of both operands are off their lines. */
+ * the rows of both operands are off their lines, bit 1 (GEMM_ALIGN_APART) where they are on
+ * lines at offsets that differ. */
 static void wide_sweep(const bgemm_shape *sh, lt_gemm *g, const uint64_t *A, const uint64_t *B, int rot,
                        CUdeviceptr D, CUdeviceptr R, size_t nd, int runs) {
   const unsigned m = sh->m, n = sh->n, k = sh->k;
@@ -935,7 +936,8 @@ static void bench_dense_shape(const bgemm_shape *sh, int idx) {
   printf("\n%s (%s, %s): cuBLASLt %.4f ms = %.1f TFLOP/s (fastest %.4f); back to back %.4f ms (%d a batch, host %.1f "
          "us a call); loads %u-byte aligned%s%s%s\n",
          sum->shape, sh->cls, sh->label, t_ref, sum->cublas_tflops, ct[0].min, bb[0].b2b_ms, runs, bb[0].host_us,
-         align & ~GEMM_ALIGN_ROWS_OFF, align & GEMM_ALIGN_ROWS_OFF ? " (rows of both operands off their lines)" : "",
+         align & ~(GEMM_ALIGN_ROWS_OFF | GEMM_ALIGN_APART),
+         align & GEMM_ALIGN_ROWS_OFF ? " (rows of both operands off their lines)" : "",
          offs, rot > 1 ? "; operands rotated" : "");
   json_row("{\"section\":\"dense\",\"class\":\"%s\",\"label\":\"%s\",\"shape\":\"%s\",\"m\":%u,\"n\":%u,\"k\":%u,"
            "\"seed\":%llu,\"a_off\":%u,\"b_off\":%u,\"contender\":\"cublas\",\"variant\":\"cublasLt\",\"median_ms\":%.5f,"

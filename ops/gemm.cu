@@ -50,7 +50,7 @@
 // columns < 0 with zeros for A and B alike), so the loads of an operand whose rows start
 // kshift columns past a 128-byte line are whole lines (the op picks it: gemm_kshift). Where
 // A's offset differs from B's, one shift serves one of them. The A-shift kernels (GEMM_ASHIFT,
-// 64-row tiles of one CTA) load A's boxes Args.ashift columns earlier, on A's own lines, and
+// 64-row tiles, of one CTA or two) load A's boxes Args.ashift columns earlier, on A's own lines, and
 // read each k-block's A from two consecutive boxes (consume_ashift); the producer loads one
 // more A box per segment.
 #include "clcrt_streamk.cuh"
@@ -105,7 +105,7 @@ constexpr unsigned MAP_OFF = EPI_OFF + EPI_BYTES;        // grouped: the prefix 
 static_assert(BM % 64 == 0 && BM >= 64 && BM <= 256, "BM: 64, 128, 192 or 256 (one consumer warpgroup per 64 rows)");
 static_assert(BN % 16 == 0 && BN >= 16 && BN <= 256, "BN: a multiple of 16 from 16 to 256");
 static_assert(CM == 1 || CM == 2, "GEMM_CM: 1 or 2");
-static_assert(!ASHIFT || (BM == 64 && CM == 1), "GEMM_ASHIFT: 64-row tiles of one CTA");
+static_assert(!ASHIFT || BM == 64, "GEMM_ASHIFT: 64-row tiles");
 static_assert(B_PART % 8 == 0, "each CTA's part of B must be whole 8-row swizzle atoms");
 // The ring, the staging, the grouped map, 1 KiB of alignment slack and the scheduler's static
 // shared memory (about 1.2 KiB) within the 227 KiB a CTA may have.

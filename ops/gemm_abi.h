@@ -57,10 +57,10 @@ typedef struct GemmArgs {
                                        are stored, a release at GPU scope (clcrt_gemm_desc.done) */
   unsigned trans;                   /* dense: 1 when A and B came swapped, so that the tiles compute D
                                        transposed: their rows are D's columns (m, n: the tiles' view) */
-  unsigned ashift;                  /* dense, 64-row tiles of one CTA: A's boxes start this many columns
-                                       (8..56) before B's, on whole lines where B's offset differs
-                                       from A's; the A-shift kernels read each k-block of A from two
-                                       boxes (gemm.cu, consume_ashift); 0: A's boxes are B's */
+  unsigned ashift;                  /* dense, 64-row tiles: A's boxes start this many columns (8..56)
+                                       before B's, on whole lines where B's offset differs from A's;
+                                       the A-shift kernels read each k-block of A from two boxes
+                                       (gemm.cu, consume_ashift); 0: A's boxes are B's */
 } GemmArgs;
 
 /* The misuse words (GemmArgs.misuse): set by a grouped run whose sizes did not fit. */

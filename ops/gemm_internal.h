@@ -154,7 +154,7 @@ static inline int gemm_variant_find(const char *name) {
 }
 
 /* The kernels of a variant: dense, grouped, dense transposed (GEMM_TRANS), and the dense A-shift
- * kernels of 64-row tiles of one CTA (GEMM_ASHIFT: A's boxes start Args.ashift columns before
+ * kernels of 64-row tiles (GEMM_ASHIFT: A's boxes start Args.ashift columns before
  * B's), plain and transposed. The A-shift path is a kernel of its own so that the others keep
  * their code and registers. */
 enum { GEMM_KIND_DENSE, GEMM_KIND_GROUPED, GEMM_KIND_TRANS, GEMM_KIND_ASHIFT, GEMM_KIND_ASHIFT_TRANS, GEMM_KINDS };
@@ -270,12 +270,13 @@ static inline unsigned gemm_kshift_v(const gemm_variant *v, uint64_t A, uint64_t
 }
 /* A's columns before B's at the start of its boxes (Args.ashift), for a dense run of variant v:
  * where A's offset in its 128-byte line differs from B's, the rows of both lie on lines and the
- * tiles have 64 rows and one CTA, the shift aligns B (gemm_kshift_ld) and A's boxes start this
- * many columns earlier, on A's own lines; the run takes the A-shift kernel (GEMM_KIND_ASHIFT,
- * which reads each k-block of A from two boxes). So both operands load whole lines, at the
- * price of one more A box per tile. 0 (A's boxes are B's) anywhere else. */
+ * tiles have 64 rows (in clusters of one CTA or two), the shift aligns B (gemm_kshift_ld) and A's
+ * boxes start this many columns earlier, on A's own lines; the run takes the A-shift kernel
+ * (GEMM_KIND_ASHIFT, which reads each k-block of A from two boxes). So both operands load whole
+ * lines, at the price of one more A box per tile. 0 (A's boxes are B's) anywhere else: in tiles
+ * of 128 rows, A-shift kernels lost to the one shift or spilled (ops/NOTES.md). */
 static inline unsigned gemm_ashift(const gemm_variant *v, uint64_t A, uint64_t B, uint64_t lda, uint64_t ldb) {
-  if (v->bm != 64 || v->cm != 1 || (lda * 2u) % 128u || (ldb * 2u) % 128u) return 0;
+  if (v->bm != 64 || (lda * 2u) % 128u || (ldb * 2u) % 128u) return 0;
   return (unsigned)((A - B) & 127u) / 2u;
 }
 
@@ -284,10 +285,15 @@ static inline unsigned gemm_ashift(const gemm_variant *v, uint64_t A, uint64_t B
  * lie at pitches off 128-byte lines (K not a multiple of 64, packed), so that no shift can put
  * either on them: most box rows of both straddle two lines (gemm_model_for_loads). */
 #define GEMM_ALIGN_ROWS_OFF 1u
+/* ... and GEMM_ALIGN_APART where the rows of both lie on lines at offsets that differ: the one
+ * shift leaves A's loads off their lines, except in the tile shapes whose A's boxes may start
+ * apart (gemm_ashift: 64-row tiles), which load both on their lines. */
+#define GEMM_ALIGN_APART 2u
 static inline unsigned gemm_load_align_ld(uint64_t A, uint64_t B, uint64_t lda, uint64_t ldb) {
   uint64_t s = 2u * gemm_kshift_ld(A, B, lda, ldb), x = (A - s) | (B - s) | (lda * 2u) | (ldb * 2u) | 128u;
   const unsigned rows_off = (lda * 2u) % 128u && (ldb * 2u) % 128u ? GEMM_ALIGN_ROWS_OFF : 0u;
-  return (unsigned)(x & (~x + 1u)) | rows_off;
+  const unsigned apart = (lda * 2u) % 128u == 0 && (ldb * 2u) % 128u == 0 && (A - B) % 128u ? GEMM_ALIGN_APART : 0u;
+  return (unsigned)(x & (~x + 1u)) | rows_off | apart;
 }
 static inline unsigned gemm_load_align(uint64_t A, uint64_t B, unsigned k) { return gemm_load_align_ld(A, B, k, k); }
 

@@ -389,13 +389,16 @@ static inline const gemm_variant *gemm_plan_candidate(int i) {
   return gemm__plan_cand[i] ? gemm_variant_at(i) : NULL;
 }
 
+/* Which tile shapes a plan looks at (gemm_plan_dense_sel): all, or only 64-row tiles of one CTA. */
+enum { GEMM_SEL_ALL, GEMM_SEL_64_ONE };
+
 /* The plan of a dense m x n x k problem whose loads are `align`-byte aligned after the shift
- * (gemm_load_align) on a device of `sms` SMs: the lowest cost over every tile shape, each
- * with its best decomposition. A tie keeps the earlier shape (the measured table's first,
- * then the generated ones in order). About 300 costings: the op keeps its plans per shape
- * (gemm.c), so a shape pays for them once. */
-static inline gemm_plan gemm_plan_dense_as(unsigned m, unsigned n, unsigned k, unsigned align, int sms, double mem_bw,
-                                           int trans) {
+ * (gemm_load_align) on a device of `sms` SMs: the lowest cost over every tile shape `sel`
+ * admits, each with its best decomposition. A tie keeps the earlier shape (the measured
+ * table's first, then the generated ones in order). About 300 costings: the op keeps its plans
+ * per shape (gemm.c), so a shape pays for them once. */
+static inline gemm_plan gemm_plan_dense_sel(unsigned m, unsigned n, unsigned k, unsigned align, int sms, double mem_bw,
+                                            int trans, int sel) {
   const gemm_model md = gemm_model_for_loads(mem_bw, align);
   gemm_plan best;
   memset(&best, 0, sizeof best);
@@ -403,6 +406,7 @@ static inline gemm_plan gemm_plan_dense_as(unsigned m, unsigned n, unsigned k, u
   for (int i = 0; i < GEMM_ALL_VARIANTS; i++) {
     const gemm_variant *v = gemm_plan_candidate(i);
     if (!v || (unsigned)sms / v->cm == 0 || (trans && !gemm_trans_ok(v))) continue;
+    if (sel == GEMM_SEL_64_ONE && (v->bm != 64 || v->cm != 1)) continue;
     gemm_plan p;
     memset(&p, 0, sizeof p);
     p.variant = i;
@@ -419,6 +423,10 @@ static inline gemm_plan gemm_plan_dense_as(unsigned m, unsigned n, unsigned k, u
     if (!have || p.cost < best.cost) best = p, have = 1;
   }
   return best;
+}
+static inline gemm_plan gemm_plan_dense_as(unsigned m, unsigned n, unsigned k, unsigned align, int sms, double mem_bw,
+                                           int trans) {
+  return gemm_plan_dense_sel(m, n, k, align, sms, mem_bw, trans, GEMM_SEL_ALL);
 }
 
 /* The plan of a dense problem; trans_ok 0: not transposed (a caller that needs D's rows written
@@ -459,6 +467,18 @@ static inline gemm_plan gemm_plan_dense_t(unsigned m, unsigned n, unsigned k, un
         t.sk_tiles = T, t.sk_units = (unsigned)sms, t.sk_tail = 0;
       p = t;
     }
+  }
+  if ((align & GEMM_ALIGN_APART) && !p.trans && gemm_variant_at(p.variant)->bm == 64 &&
+      gemm_variant_at(p.variant)->cm == 2) {
+    /* Offsets that differ with the rows on their lines: the model leaves the clusters' per-wave
+     * cost out (gemm_model_for_loads), but 64-row tiles load both operands on their lines there
+     * (A-shift kernels), so between a 64-row cluster and 64-row tiles of one CTA the choice is
+     * the aligned loads' (measured on an H200, 2026-11-30, ops/NOTES.md: 279x3072x2048,
+     * 289x2560x2560 and four more went 1.21-1.51x faster in 64-row tiles of one CTA). */
+    const gemm_variant *v = gemm_variant_at(p.variant);
+    const gemm_plan q = gemm_plan_dense_sel(m, n, k, align, sms, mem_bw, 0, GEMM_SEL_64_ONE);
+    const unsigned P = (unsigned)sms / v->cm, T = gemm_work_tiles(v, m, n);
+    if (q.cost > 0 && q.cost < p.cost + gemm_model_for(mem_bw).c2 * gemm_cdiv(T, P)) p = q;
   }
   return p;
 }

@@ -379,7 +379,7 @@ END_TEST
  * buffers. With rows a multiple of 128 bytes apart the k-blocks are shifted to align the
  * operand whose box has the more rows (B in 128x256 and, on the tie, 128x256c2; A in 128x192c2
  * and 128x64; B in 64x160c2), and the other with it when the offsets agree; otherwise nothing
- * is shifted. 64-row tiles of one CTA (64x64, 64x16, 64x256, and 64x32 transposed) align the
+ * is shifted. 64-row tiles (64x64, 64x16, 64x256, 64x160c2, and 64x32 transposed) align the
  * tiles' B and start A's boxes apart on A's own lines where the offsets differ (Args.ashift: the
  * A-shift kernel reads each k-block of A from two boxes). Checked against cuBLAS on the same
  * operands. */
@@ -400,8 +400,8 @@ START_TEST(test_dense_offsets) {
   const int vi = gemm_variant_find(names[_i]);
   ck_assert_msg(vi >= 0, "no variant %s", names[_i]);
   const gemm_variant *v = gemm_variant_at(vi);
-  /* apart: 64-row tiles of one CTA, whose A's boxes may start apart from B's (gemm_ashift) */
-  const int apart = v->bm == 64 && v->cm == 1, shift_a = v->bm > v->bn / v->cm;
+  /* apart: 64-row tiles, whose A's boxes may start apart from B's (gemm_ashift) */
+  const int apart = v->bm == 64, shift_a = v->bm > v->bn / v->cm;
   ck_assert_int_eq(shift_a, _i == 2 || _i == 4 || _i == 6 || _i == 8);
   rng = 0x0ff5e7ull + (uint64_t)_i;
   ctx c;
@@ -835,13 +835,17 @@ static Suite *gemm_gpu_suite(void) {
   tcase_set_timeout(tc, 120);
   tcase_add_loop_test(tc, test_dense, 0, DENSE_VARIANTS * NUM_SCHEDS);
   tcase_add_loop_test(tc, test_streamk_determinism, 0, 2 * NUM_DETERMINISM);
-  tcase_add_loop_test(tc, test_dense_offsets, 0, 9);
   tcase_add_loop_test(tc, test_dense_trans, 0, 6);
   tcase_add_test(tc, test_dense_back_to_back);
   tcase_add_loop_test(tc, test_grouped, 0, GROUPED_VARIANTS * NUM_SCHEDS);
   tcase_add_loop_test(tc, test_grouped_masked, 0, GROUPED_VARIANTS * NUM_SCHEDS);
   tcase_add_test(tc, test_measured_mode);
   suite_add_tcase(s, tc);
+  /* A case of its own, so that CK_RUN_CASE=offsets runs it alone. */
+  TCase *to = tcase_create("offsets");
+  tcase_set_timeout(to, 120);
+  tcase_add_loop_test(to, test_dense_offsets, 0, 9);
+  suite_add_tcase(s, to);
   return s;
 }
 

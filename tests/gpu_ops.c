@@ -197,10 +197,10 @@ static problem random_dense(rng_t *r, size_t dcap) {
     g.split = (clcrt_gemm_split)below(r, 3);
     if (small && below(r, 3) == 0) {
       /* Under a sanitizer, whose few problems would seldom reach them: the A-shift kernels,
-       * 64-row tiles of one CTA with rows on lines (the offsets decide, gemm_ashift). */
-      static const char *const SHIFTED[] = {"64x16", "64x32", "64x64", "64x256"};
+       * 64-row tiles with rows on lines (the offsets decide, gemm_ashift). */
+      static const char *const SHIFTED[] = {"64x16", "64x32", "64x64", "64x256", "64x48c2", "64x128c2"};
       if ((g.k * 2) % 128) continue;
-      g.variant = SHIFTED[below(r, 4)];
+      g.variant = SHIFTED[below(r, 6)];
     }
     if (!small && below(r, 16) == 0) {
       /* A long decode projection with the plan's decomposition: at most 48 rows, 40 to 82
@@ -304,10 +304,10 @@ static void *work(void *arg) {
     clcrt_gemm_plan_info pi = CLCRT_GEMM_PLAN_INFO_INIT;
     const int planned = clcrt_gemm_plan_get(g_ops, w->s, &p->g, &pi) == CLCRT_OK;
     if (planned && pi.units && pi.units % pi.shared_tiles) w->sk_sms++;
-    /* 64-row tiles of one CTA whose operands lie at different offsets of lines they are on:
-     * the A-shift kernels, A read from two boxes a k-block (gemm_ashift). */
+    /* 64-row tiles whose operands lie at different offsets of lines they are on: the A-shift
+     * kernels, A read from two boxes a k-block (gemm_ashift). */
     const unsigned long long lda = p->g.lda ? p->g.lda : p->g.k, ldb = p->g.ldb ? p->g.ldb : p->g.k;
-    if (planned && pi.bm == 64 && pi.cluster_m == 1 && (lda * 2) % 128 == 0 && (ldb * 2) % 128 == 0 &&
+    if (planned && pi.bm == 64 && (lda * 2) % 128 == 0 && (ldb * 2) % 128 == 0 &&
         (p->g.a - p->g.b) % 128 != 0)
       w->ashift++;
     if (!graph) {

@@ -684,7 +684,7 @@ START_TEST(test_plan_mem_bw) {
 END_TEST
 
 /* The shift aligns the operand whose box has the more rows (A's bm, B's bn / cm; B on a tie),
- * for every tile shape; dense runs in 64-row tiles of one CTA align B and start A's boxes apart
+ * for every tile shape; dense runs in 64-row tiles align B and start A's boxes apart
  * (Args.ashift); the args carry both and count the k-block the shift may add; rows at pitches
  * that are not a multiple of 128 bytes are never shifted. */
 START_TEST(test_kshift_choice) {
@@ -703,9 +703,9 @@ START_TEST(test_kshift_choice) {
     p.variant = vi, p.shift = 1, p.sched = CLCRT_SCHED_STEAL;
     gemm_args a;
     ck_assert_int_eq(gemm_dense_args(NULL, &p, &a, A, B, 0x1000, 300, 3000, 4096, 0, 0), CLCRT_OK);
-    /* Dense runs in 64-row tiles of one CTA align B and start A's boxes on A's own lines,
-     * (80 - 96) mod 128 bytes = 56 columns earlier (gemm_ashift); no other shape does. */
-    const int apart = v->bm == 64 && v->cm == 1;
+    /* Dense runs in 64-row tiles (of one CTA or two) align B and start A's boxes on A's own
+     * lines, (80 - 96) mod 128 bytes = 56 columns earlier (gemm_ashift); no other shape does. */
+    const int apart = v->bm == 64;
     ck_assert_uint_eq(a.kshift, apart ? 48u : aligns_a ? 40u : 48u);
     ck_assert_uint_eq(a.ashift, apart ? 56u : 0u);
     ck_assert_uint_eq(a.nk, gemm_cdiv(4096 + a.kshift, GEMM_BK));
@@ -730,7 +730,8 @@ START_TEST(test_kshift_choice) {
     ck_assert_uint_eq(a.kshift, 0u);
     ck_assert_uint_eq(a.ashift, 0u);
   }
-  ck_assert_uint_eq(gemm_ashift(gemm_variant_at(gemm_variant_find("64x128c2")), A, B, 4096, 4096), 0u);
+  ck_assert_uint_eq(gemm_ashift(gemm_variant_at(gemm_variant_find("64x128c2")), A, B, 4096, 4096), 56u);
+  ck_assert_uint_eq(gemm_ashift(gemm_variant_at(gemm_variant_find("128x256c2")), A, B, 4096, 4096), 0u);
   ck_assert_uint_eq(gemm_ashift(gemm_variant_at(gemm_variant_find("128x64")), A, B, 4096, 4096), 0u);
   ck_assert_uint_eq(gemm_ashift(gemm_variant_at(gemm_variant_find("64x16")), A, B, 4096, 4096), 56u);
   ck_assert_uint_eq(gemm_ashift(gemm_variant_at(gemm_variant_find("64x16")), A, B, 4096, 4100), 0u);
@@ -772,15 +773,27 @@ END_TEST
 
 /* 2-CTA clusters pay c2 per wave where the loads are aligned, not where an operand's rows stay
  * off their lines: 300x3584x18944 (measured both ways on an H200) takes 1-CTA transposed tiles
- * aligned and keeps 2-CTA ones at 16-byte offsets. */
+ * aligned and keeps 2-CTA ones at 16-byte offsets. Where the offsets differ with the rows on
+ * their lines, 64-row tiles load both operands on lines (A-shift kernels), and between a 64-row
+ * cluster and 64-row tiles of one CTA the plan chooses as where the loads are aligned:
+ * 279x3072x2048 (H200) takes the aligned plan's 64x128 there, not 64x144c2. */
 START_TEST(test_plan_c2_alignment) {
   ck_assert(gemm_model_for_loads(0, 128).c2 == GEMM_FIT_C2);
   ck_assert(gemm_model_for_loads(0, 64).c2 == 0.0);
+  ck_assert(gemm_model_for_loads(0, 64u | GEMM_ALIGN_APART).c2 == 0.0);
   ck_assert(GEMM_FIT_C2 > 0.0);
   const gemm_plan a = gemm_plan_dense(300, 3584, 18944, 128, 132, 4.8e12),
-                  u = gemm_plan_dense(300, 3584, 18944, 16, 132, 4.8e12);
+                  u = gemm_plan_dense(300, 3584, 18944, 16, 132, 4.8e12),
+                  w = gemm_plan_dense(300, 3584, 18944, 16u | GEMM_ALIGN_APART, 132, 4.8e12);
   ck_assert_int_eq(gemm_variant_at(a.variant)->cm, 1);
   ck_assert_int_eq(gemm_variant_at(u.variant)->cm, 2);
+  ck_assert_int_eq(gemm_variant_at(w.variant)->cm, 2);
+  const gemm_plan s0 = gemm_plan_dense(279, 3072, 2048, 128, 132, 4.8e12),
+                  s1 = gemm_plan_dense(279, 3072, 2048, 16u | GEMM_ALIGN_APART, 132, 4.8e12),
+                  s2 = gemm_plan_dense(279, 3072, 2048, 16u, 132, 4.8e12); /* one pitch off its lines */
+  ck_assert_str_eq(gemm_plan_variant_name(&s0), "64x128");
+  ck_assert_str_eq(gemm_plan_variant_name(&s1), "64x128");
+  ck_assert_str_eq(gemm_plan_variant_name(&s2), "64x144c2");
 }
 END_TEST
 
@@ -791,7 +804,8 @@ END_TEST
 START_TEST(test_plan_rows_off) {
   const uint64_t A = 0x7f0000000000ull, B = 0x7f0000100000ull;
   ck_assert_uint_eq(gemm_load_align(A, B, 4096), 128u);
-  ck_assert_uint_eq(gemm_load_align(A + 16, B + 48, 4096), 32u);
+  ck_assert_uint_eq(gemm_load_align(A + 16, B + 48, 4096), 32u | GEMM_ALIGN_APART);
+  ck_assert_uint_eq(gemm_load_align(A + 48, B + 48, 4096), 128u); /* the one shift serves both */
   ck_assert_uint_eq(gemm_load_align(A, B, 27912), 16u | GEMM_ALIGN_ROWS_OFF); /* rows of 55824 bytes */
   ck_assert_uint_eq(gemm_load_align(A, B, 4104), 16u | GEMM_ALIGN_ROWS_OFF);
   ck_assert_uint_eq(gemm_load_align(A + 32, B, 4128), 32u | GEMM_ALIGN_ROWS_OFF); /* rows of 8256 bytes */
@@ -1057,10 +1071,10 @@ START_TEST(test_compile_shapes) {
   snprintf(want, sizeof want, "wgmma.mma_async.sync.aligned.m64n%uk16.f32.bf16.bf16", v.bn);
   ck_assert_msg(strstr(ptx, want), "%s: no %s in the PTX", name, want);
   ck_assert_msg(strstr(ptx, "stmatrix.sync.aligned.m8n8.x4.shared.b16"), "%s: no staged epilogue", name);
-  /* Dense 64-row tiles of one CTA have A-shift kernels (GEMM_ASHIFT, for A's boxes apart from
-   * B's): the same rules (no warning, no stack, no spills), and a wgmma with A from registers
-   * ("{%r..}, %rd.." after the accumulators) for the slice that straddles two boxes. */
-  if (v.bm == 64 && v.cm == 1 && _i % 3 != 2) {
+  /* Dense 64-row tiles (of one CTA or two) have A-shift kernels (GEMM_ASHIFT, for A's boxes
+   * apart from B's): the same rules (no warning, no stack, no spills), and a wgmma with A from
+   * registers ("{%r..}, %rd.." after the accumulators) for the slice that straddles two boxes. */
+  if (v.bm == 64 && _i % 3 != 2) {
     const int kind = _i % 2 ? GEMM_KIND_ASHIFT_TRANS : GEMM_KIND_ASHIFT;
     clcrt_kernel *kr = NULL;
     st = gemm_register_kind(rt, clcrt_gemm_source(), &v, CLCRT_SCHED_STEAL, kind, "--ptxas-options=--warning-as-error",
