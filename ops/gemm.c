@@ -296,6 +296,11 @@ typedef struct gemm_call {
   size_t part_bytes, ctr_bytes;
 } gemm_call;
 
+/* The kernel a planned call runs (GEMM_KIND_*). */
+static int call_kind(const clcrt_gemm_desc *d, const gemm_call *c) {
+  return d->layout != CLCRT_GEMM_DENSE ? GEMM_KIND_GROUPED : gemm_kind_dense(&c->args);
+}
+
 /* encode 0: no tensor maps (a plan described, not run; compile-only runtimes have no driver). */
 static clcrt_status plan_call(clcrt_ops *ops, clcrt_stream *s, gemm_ws *w, const clcrt_gemm_desc *d, gemm_ld ld,
                               int vi, int encode, gemm_call *c) {
@@ -396,8 +401,7 @@ static clcrt_status run_locked(clcrt_ops *ops, clcrt_stream *s, gemm_ws *w, cons
     c.args.ws = part, c.args.ctr = ctr;
   }
   const clcrt_kernel *k;
-  const int kind = d->layout != CLCRT_GEMM_DENSE ? GEMM_KIND_GROUPED : gemm_kind_dense(&c.args);
-  if ((st = gemm__kernel_get(ops, c.plan.variant, c.sched, kind, &k)) != CLCRT_OK) return st;
+  if ((st = gemm__kernel_get(ops, c.plan.variant, c.sched, call_kind(d, &c), &k)) != CLCRT_OK) return st;
   /* Programmatic dependent launch on short runs only (include/clcrt.h, CLCRT_RUN_PDL). */
   const unsigned run_flags = d->layout == CLCRT_GEMM_DENSE && c.plan.cost > 0 && c.plan.cost <= GEMM_PDL_MAX_US
                                  ? CLCRT_RUN_PDL
@@ -457,7 +461,6 @@ clcrt_status clcrt_gemm_prepare(clcrt_ops *ops, const clcrt_stream *s, const clc
   plain.flags &= ~CLCRT_GEMM_MEASURED; /* the measured plan is made by running */
   if ((st = plan_call(ops, (clcrt_stream *)s, NULL, &plain, ld, vi, 0, &c)) != CLCRT_OK) return st;
   const clcrt_kernel *k;
-  const int kind = d->layout != CLCRT_GEMM_DENSE ? GEMM_KIND_GROUPED : gemm_kind_dense(&c.args);
-  if ((st = gemm__kernel_get(ops, c.plan.variant, c.sched, kind, &k)) != CLCRT_OK) return st;
+  if ((st = gemm__kernel_get(ops, c.plan.variant, c.sched, call_kind(d, &c), &k)) != CLCRT_OK) return st;
   return uses ? clcrt_kernel_prepare(k, uses) : CLCRT_OK;
 }

@@ -245,13 +245,19 @@ typedef struct gemm_ld {
 } gemm_ld;
 static inline gemm_ld gemm_ld_packed(unsigned n, unsigned k) { return (gemm_ld){k, k, n}; }
 
+/* Whether the rows of both operands (lda, ldb elements apart) start a whole number of 128-byte
+ * lines apart, so that one offset in a line holds for all rows of each. */
+static inline int gemm_rows_on_lines(uint64_t lda, uint64_t ldb) {
+  return (lda * 2u) % 128u == 0 && (ldb * 2u) % 128u == 0;
+}
+
 /* How many zero columns to start the k-blocks with (gemm.cu, kshift) so that the loads of A
  * and B cover whole 128-byte lines: with rows a multiple of 128 bytes apart, the offset of the
  * operands in their line, B's when A's differs. Rows at other pitches have no one offset: 0.
  * The plan's key is made with it (gemm_load_align); a run's shift depends on its tile shape
  * as well (gemm_kshift_v). */
 static inline unsigned gemm_kshift_ld(uint64_t A, uint64_t B, uint64_t lda, uint64_t ldb) {
-  if ((lda * 2u) % 128u || (ldb * 2u) % 128u) return 0;
+  if (!gemm_rows_on_lines(lda, ldb)) return 0;
   (void)A; /* A's offset is B's, or B wins: one shift serves both operands only when they agree */
   return (unsigned)(B % 128u) / 2u;
 }
@@ -276,7 +282,7 @@ static inline unsigned gemm_kshift_v(const gemm_variant *v, uint64_t A, uint64_t
  * lines, at the price of one more A box per tile. 0 (A's boxes are B's) anywhere else: in tiles
  * of 128 rows, A-shift kernels lost to the one shift or spilled (ops/NOTES.md). */
 static inline unsigned gemm_ashift(const gemm_variant *v, uint64_t A, uint64_t B, uint64_t lda, uint64_t ldb) {
-  if (v->bm != 64 || (lda * 2u) % 128u || (ldb * 2u) % 128u) return 0;
+  if (v->bm != 64 || !gemm_rows_on_lines(lda, ldb)) return 0;
   return (unsigned)((A - B) & 127u) / 2u;
 }
 
@@ -292,7 +298,7 @@ static inline unsigned gemm_ashift(const gemm_variant *v, uint64_t A, uint64_t B
 static inline unsigned gemm_load_align_ld(uint64_t A, uint64_t B, uint64_t lda, uint64_t ldb) {
   uint64_t s = 2u * gemm_kshift_ld(A, B, lda, ldb), x = (A - s) | (B - s) | (lda * 2u) | (ldb * 2u) | 128u;
   const unsigned rows_off = (lda * 2u) % 128u && (ldb * 2u) % 128u ? GEMM_ALIGN_ROWS_OFF : 0u;
-  const unsigned apart = (lda * 2u) % 128u == 0 && (ldb * 2u) % 128u == 0 && (A - B) % 128u ? GEMM_ALIGN_APART : 0u;
+  const unsigned apart = gemm_rows_on_lines(lda, ldb) && (A - B) % 128u ? GEMM_ALIGN_APART : 0u;
   return (unsigned)(x & (~x + 1u)) | rows_off | apart;
 }
 static inline unsigned gemm_load_align(uint64_t A, uint64_t B, unsigned k) { return gemm_load_align_ld(A, B, k, k); }

@@ -468,17 +468,17 @@ static inline gemm_plan gemm_plan_dense_t(unsigned m, unsigned n, unsigned k, un
       p = t;
     }
   }
-  if ((align & GEMM_ALIGN_APART) && !p.trans && gemm_variant_at(p.variant)->bm == 64 &&
-      gemm_variant_at(p.variant)->cm == 2) {
+  const gemm_variant *v = gemm_variant_at(p.variant);
+  if ((align & GEMM_ALIGN_APART) && !p.trans && v->bm == 64 && v->cm == 2) {
     /* Offsets that differ with the rows on their lines: the model leaves the clusters' per-wave
      * cost out (gemm_model_for_loads), but 64-row tiles load both operands on their lines there
      * (A-shift kernels), so between a 64-row cluster and 64-row tiles of one CTA the choice is
-     * the aligned loads' (measured on an H200, 2026-11-30, ops/NOTES.md: 279x3072x2048,
-     * 289x2560x2560 and four more went 1.21-1.51x faster in 64-row tiles of one CTA). */
-    const gemm_variant *v = gemm_variant_at(p.variant);
+     * the aligned loads': the cluster at its cost with loads aligned (measured on an H200,
+     * 2026-11-30, ops/NOTES.md: 279x3072x2048, 289x2560x2560 and four more went 1.21-1.51x
+     * faster in 64-row tiles of one CTA). */
+    const gemm_model aligned = gemm_model_for(mem_bw);
     const gemm_plan q = gemm_plan_dense_sel(m, n, k, align, sms, mem_bw, 0, GEMM_SEL_64_ONE);
-    const unsigned P = (unsigned)sms / v->cm, T = gemm_work_tiles(v, m, n);
-    if (q.cost > 0 && q.cost < p.cost + gemm_model_for(mem_bw).c2 * gemm_cdiv(T, P)) p = q;
+    if (q.cost > 0 && q.cost < gemm_plan_cost_t(&aligned, v, m, n, k, p.sk_tiles, p.sk_units, sms, 0)) p = q;
   }
   return p;
 }
