@@ -119,6 +119,30 @@ typedef enum gemm_share {
  * faster; then 16 generated shapes of other seeds 1.22x in geo-mean, 15 faster (to 1.65x:
  * 1x2048x2048), 1 slower (0.81x). Wider normal tiles (64x96 to 64x256, N of 10k and more) lost or
  * broke even (0.87-1.08x over 25 shapes): not taken. */
+/* ... and where the normal plan of 65 to GEMM_TRANS_SKINNY_M rows runs whole tiles of one CTA
+ * in two or more row blocks, the last one part empty (each block's tiles read all the weights
+ * again, and the empty rows cost what full ones do), the same transposed tiles where the model
+ * costs them lower with two terms of their own (gemm_plan_kb's cover): the tiles' rows are the
+ * weights and stream, their columns the activations, the same lines of L2 for every tile, so
+ * only the weights' bytes count against memory; a k-block takes GEMM_COVER_KB of its time with
+ * every SM busy, and the latency term GEMM_COVER_LAT of the model's. Measured on an H200,
+ * 2026-11-30, back to back (ops/NOTES.md): on 19 problems of 66 to 199 rows whose normal plan
+ * ran whole tiles, the model without these terms put the transposed plans at 1.3-3x their time
+ * (139x2048x9728 in 64x144t, stream-K: 59 us, measured 22.6; the normal plan's 64x48: 44 and
+ * 32.0), where the normal plans' costs ran 1.2-1.7x theirs; the two factors were chosen on those
+ * 19. Then, the tree before and after alternating in one call, on 45 other problems (21 of the
+ * benchmark's classes, 24 of public models' layers at random batch sizes): 1.13x in geo-mean,
+ * and of the 8 that lost up to 0.87x, 5 had one row block of 128 rows (the weights read once
+ * either way, and 128-row tiles multiply faster) and 2 no row empty (128 rows in 64-row tiles):
+ * hence the bounds; within them 1.16x over 37 (to 1.65x: 82x2048x10816; the slowest 0.90x:
+ * 116x28672x8192). As bounded, on 28 more layers none of this was drawn from, 4 of them at
+ * 16-byte offsets: 1.17x, 20 faster, the slowest 0.89x. */
+#ifndef GEMM_COVER_KB
+#define GEMM_COVER_KB 0.8
+#endif
+#ifndef GEMM_COVER_LAT
+#define GEMM_COVER_LAT 0.35
+#endif
 #ifndef GEMM_TRANS_NARROW_M
 #define GEMM_TRANS_NARROW_M 16u
 #endif
@@ -218,6 +242,9 @@ typedef struct gemm_model {
   double rowk;        /* the share of a k-block's time that rows short of the tile do not save */
   double fx, fx0, fs; /* stream-K's fix-up: per slice and 128 rows, per run, per slice */
   double c2;          /* per wave of 2-CTA clusters, beyond `first` */
+  /* Transposed tiles whose one column tile covers the problem's rows (GEMM_COVER_*; 0: costed
+   * as any other tile): the k-block time's share of gemm_plan_kb_full, and of the latency term. */
+  double cover_kb, cover_lat;
 } gemm_model;
 
 static const gemm_model GEMM_MODEL_H100 = {
@@ -272,14 +299,22 @@ static inline unsigned gemm_plan_stages(const gemm_variant *v, unsigned rows) {
   return v->stages < cap ? v->stages : cap;
 }
 
-/* The time of one k-block of variant v with u CTAs loading at once, for a problem of `rows` rows. */
+/* The time of one k-block of variant v with u CTAs loading at once, for a problem of `rows` rows.
+ * cover: a transposed plan whose one column tile covers the problem's rows, costed with the
+ * model's cover terms where it has them: only the tiles' rows (the weights) stream from memory,
+ * the columns (the activations) are the same lines of L2 for every tile. */
 static inline double gemm_plan_kb(const gemm_model *md, const gemm_variant *v, unsigned u, unsigned rows,
-                                  int stream) {
+                                  int stream, int cover) {
   const double ra = rows < v->bm ? rows : v->bm;
   const double per_sm = (ra * v->cm + v->bn) * 128.0 / v->cm; /* bytes per CTA: B shared by the cluster */
   double kb = gemm_plan_kb_full(v) * (md->rowk + (1.0 - md->rowk) * ra / v->bm);
-  const double lat = (stream ? md->lat_mem : md->lat_l2) / gemm_plan_stages(v, rows);
-  const double bytes = (u < 132u ? u : 132u) * per_sm / (stream ? md->bw_mem : md->bw_l2);
+  double lat = (stream ? md->lat_mem : md->lat_l2) / gemm_plan_stages(v, rows);
+  double bytes = (u < 132u ? u : 132u) * per_sm / (stream ? md->bw_mem : md->bw_l2);
+  if (cover && md->cover_kb > 0) {
+    kb *= md->cover_kb;
+    lat *= md->cover_lat;
+    bytes = (u < 132u ? u : 132u) * ra * 128.0 / md->bw_mem;
+  }
   if (lat > kb) kb = lat;
   if (bytes > kb) kb = bytes;
   return kb;
@@ -296,17 +331,18 @@ static inline double gemm_plan_cost_t(const gemm_model *md, const gemm_variant *
    * the row clusters are few; transposed (m x n the tiles' view, A the weights), when the column
    * tiles are. */
   const int stream = trans ? gemm_cdiv(n, v->bn) <= md->stream_rows : gemm_cdiv(tm, v->cm) <= md->stream_rows;
+  const int cover = trans && stream;
   const double E = md->epi * v->bm * v->bn / 32768.0;
   const unsigned whole = T - sk_tiles, full = whole / P, rest = whole % P;
-  double t = full * (nk * gemm_plan_kb(md, v, P * v->cm, m, stream) + E);
+  double t = full * (nk * gemm_plan_kb(md, v, P * v->cm, m, stream, cover) + E);
   if (sk_units && sk_tiles) {
     const unsigned sl = sk_units / sk_tiles, ks = gemm_cdiv(nk, sl), units = rest + sk_units;
     const unsigned w = gemm_cdiv(units, P), uu = units < P ? units : P;
     const unsigned kbs = rest && nk > ks ? nk : ks;
-    t += w * (kbs * gemm_plan_kb(md, v, uu * v->cm, m, stream) + E);
+    t += w * (kbs * gemm_plan_kb(md, v, uu * v->cm, m, stream, cover) + E);
     t += md->fx * sl * (m < v->bm ? m : v->bm) / 128.0 + md->fx0 + md->fs * sl;
   } else if (rest) {
-    t += nk * gemm_plan_kb(md, v, rest * v->cm, m, stream) + E;
+    t += nk * gemm_plan_kb(md, v, rest * v->cm, m, stream, cover) + E;
   }
   return md->t0 + t + (md->first + (v->cm == 2 ? md->c2 : 0.0)) * gemm_cdiv(T, P);
 }
@@ -429,6 +465,21 @@ static inline gemm_plan gemm_plan_dense_as(unsigned m, unsigned n, unsigned k, u
   return gemm_plan_dense_sel(m, n, k, align, sms, mem_bw, trans, GEMM_SEL_ALL);
 }
 
+/* 64-row tiles transposed, block N the narrowest that covers m (64x16t to 64x256t), with the
+ * decomposition of the swapped problem that md costs lowest; a cost of 0 where m needs more
+ * than 256. */
+static inline gemm_plan gemm_plan_cover(unsigned m, unsigned n, unsigned k, int sms, const gemm_model *md) {
+  gemm_plan t;
+  memset(&t, 0, sizeof t);
+  char name[16];
+  snprintf(name, sizeof name, "64x%u", gemm_cover_bn(m));
+  const int i = gemm_variant_find(name);
+  if (i < 0) return t;
+  t.variant = i, t.sched = CLCRT_SCHED_STEAL, t.shift = 1, t.trans = 1;
+  gemm_plan_share_md(&t, GEMM_SHARE_TAIL, n, m, k, sms, md);
+  return t;
+}
+
 /* The plan of a dense problem; trans_ok 0: not transposed (a caller that needs D's rows written
  * by row blocks, as clcrt_gemm_desc.done does). Transposed, the op swaps A and B and the tiles
  * compute D^T: a problem of few rows and many columns (a vocabulary head at a few hundred
@@ -453,19 +504,27 @@ static inline gemm_plan gemm_plan_dense_t(unsigned m, unsigned n, unsigned k, un
      * rows whose normal plan slices its tiles or pairs them in clusters: 64-row tiles transposed
      * instead, block N the narrowest that covers m, with the model's decomposition of the swapped
      * problem, or stream-K over every SM where whole tiles would leave many idle on a long run. */
-    char name[16];
-    snprintf(name, sizeof name, "64x%u", gemm_cover_bn(m));
-    const int i = gemm_variant_find(name);
-    if (i >= 0) {
-      gemm_plan t;
-      memset(&t, 0, sizeof t);
-      t.variant = i, t.sched = CLCRT_SCHED_STEAL, t.shift = 1, t.trans = 1;
-      gemm_plan_share(&t, GEMM_SHARE_TAIL, n, m, k, sms, mem_bw);
-      const unsigned T = gemm_work_tiles(gemm_variant_at(i), n, m), nk = gemm_cdiv(k, GEMM_BK);
+    const gemm_model md = gemm_model_for(mem_bw);
+    gemm_plan t = gemm_plan_cover(m, n, k, sms, &md);
+    if (t.cost > 0) {
+      const unsigned T = gemm_work_tiles(gemm_variant_at(t.variant), n, m), nk = gemm_cdiv(k, GEMM_BK);
       if (!t.sk_units && m <= GEMM_SK_SMS_MAX_M && T < GEMM_SK_SMS_MAX_FILL * sms &&
           (uint64_t)T * nk >= (uint64_t)GEMM_SK_SMS_MIN_KB * sms)
         t.sk_tiles = T, t.sk_units = (unsigned)sms, t.sk_tail = 0;
       p = t;
+    }
+  } else if (trans_ok && !p.trans && m > GEMM_TRANS_GEMV_M && m <= GEMM_TRANS_SKINNY_M && m > pv->bm && m % pv->bm) {
+    /* One of 65 to GEMM_TRANS_SKINNY_M rows whose normal plan runs whole tiles of one CTA in two
+     * or more row blocks, the last one part empty: the same transposed tiles where the model
+     * with its cover terms (GEMM_COVER_KB) costs them below the normal plan. */
+    gemm_model md = gemm_model_for_loads(mem_bw, align);
+    md.cover_kb = GEMM_COVER_KB, md.cover_lat = GEMM_COVER_LAT;
+    gemm_plan t = gemm_plan_cover(m, n, k, sms, &md);
+    if (t.cost > 0) {
+      /* the transposed epilogue's extra cost, as gemm_plan_dense_sel counts it */
+      const gemm_variant *tv = gemm_variant_at(t.variant);
+      t.cost += GEMM_TRANS_EPI * md.epi * tv->bm * tv->bn / 32768.0 * gemm_cdiv(gemm_work_tiles(tv, n, m), (unsigned)sms);
+      if (t.cost < p.cost) p = t;
     }
   }
   const gemm_variant *v = gemm_variant_at(p.variant);

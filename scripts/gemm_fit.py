@@ -111,6 +111,8 @@ class Model:
         return min(self.stages[v], c["MODEL_DEEP_STAGES"] if rows > c["DEEP_MIN_ROWS"] else c["MODEL_STAGES"])
 
     def kbt(self, v, u, rows, stream, scale=1.0, p=None):
+        """gemm_plan_kb of a normal plan (its cover terms are the transposed-tiles rule's, not
+        fitted here: GEMM_COVER_KB in gemm_plan.h)."""
         p = p or self.p
         bm, bn, cm = v
         ra = min(rows, bm)

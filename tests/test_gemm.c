@@ -587,7 +587,9 @@ START_TEST(test_plan_trans) {
   }
   {
     /* 17 rows in slices: 64x32 transposed; 65 to 208 rows where the normal plan slices its tiles
-     * or pairs them in clusters (64x80t to 64x208t); whole 1-CTA tiles kept, and past 208 rows */
+     * or pairs them in clusters (64x80t to 64x208t), or runs whole 1-CTA tiles in row blocks the
+     * last of which is part empty, where the model with its cover terms says so; not past 208
+     * rows, nor where one 128-row block holds every row or no block is part empty */
     const gemm_plan p17 = gemm_plan_dense(17, 4096, 4096, 128, sms, 0);
     ck_assert_str_eq(gemm_plan_variant_name(&p17), "64x32t");
     const gemm_plan p67 = gemm_plan_dense(67, 8192, 28672, 128, sms, 0),
@@ -596,7 +598,19 @@ START_TEST(test_plan_trans) {
     ck_assert_str_eq(gemm_plan_variant_name(&p199), "64x208t"); /* normal: 64x128c2 */
     ck_assert_int_eq(gemm_plan_dense(250, 4608, 3584, 128, sms, 0).trans, 0); /* 64x144c2, past 208 rows */
     ck_assert_int_eq(gemm_plan_dense_t(67, 8192, 28672, 128, sms, 0, 0).trans, 0); /* rows by row blocks */
-    ck_assert_int_eq(gemm_plan_dense(65, 4096, 4096, 128, sms, 0).trans, 0);      /* whole 64x64 tiles */
+    /* whole 64x64 tiles, the second row block of one row */
+    const gemm_plan p65 = gemm_plan_dense(65, 4096, 4096, 128, sms, 0);
+    ck_assert_str_eq(gemm_plan_variant_name(&p65), "64x80t");
+    ck_assert_int_eq(gemm_plan_dense_t(65, 4096, 4096, 128, sms, 0, 0).trans, 0); /* rows by row blocks */
+    const gemm_plan p139 = gemm_plan_dense(139, 2048, 9728, 128, sms, 4.8e12); /* 64x48 whole before */
+    ck_assert_str_eq(gemm_plan_variant_name(&p139), "64x144t");
+    const gemm_plan p93 = gemm_plan_dense(93, 29440, 3072, 128, sms, 4.8e12), /* one 128-row block */
+        p128 = gemm_plan_dense(128, 8192, 8192, 128, sms, 4.8e12);             /* no block part empty */
+    ck_assert_int_eq(p93.trans, 0);
+    ck_assert_uint_eq(gemm_variant_at(p93.variant)->bm, 128);
+    ck_assert_int_eq(p128.trans, 0);
+    /* The cover terms are the rule's alone: the model the other plans use has none. */
+    ck_assert(GEMM_MODEL_H100.cover_kb == 0.0 && gemm_model_for(4.8e12).cover_kb == 0.0);
   }
   ck_assert_int_eq(gemm_plan_dense(300, 151936, 5120, 128, sms, 0).trans, 1);
   ck_assert_int_eq(gemm_plan_dense(4096, 4096, 4096, 128, sms, 0).trans, 0);
