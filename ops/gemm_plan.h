@@ -140,6 +140,17 @@ typedef enum gemm_share {
 #ifndef GEMM_COVER_KB
 #define GEMM_COVER_KB 0.8
 #endif
+/* ... and where the model with GEMM_COVER_KB declines the transposed plan against a normal plan
+ * of 128-row tiles, it is asked again with GEMM_COVER_KB_128 (its plan and its cost): the factor
+ * 0.7 is nearer the k-block times such tiles ran at (0.21-0.25 us for 64x144t and 64x160t, 0.60-0.67
+ * of the table's), and against 128-row tiles it won where 0.8 declined: on an H200, 2026-11-30,
+ * 12 of 13 faster (1.04-1.28x) of the problems it changed among 600 random layers, and then, held
+ * out, 1.083x over 21 (16 faster, the slowest 0.96x: 189x15360x3840). Everywhere (against 64-row
+ * tiles too, and redoing the decomposition of plans 0.8 takes) it was mixed: 1.063x over 28 but
+ * 11 slower (to 0.80x), and 9 of 10 changed decompositions slower (0.80-0.99x). */
+#ifndef GEMM_COVER_KB_128
+#define GEMM_COVER_KB_128 0.7
+#endif
 #ifndef GEMM_COVER_LAT
 #define GEMM_COVER_LAT 0.35
 #endif
@@ -480,6 +491,16 @@ static inline gemm_plan gemm_plan_cover(unsigned m, unsigned n, unsigned k, int 
   return t;
 }
 
+/* The same with the transposed epilogue's extra cost counted, as gemm_plan_dense_sel counts it. */
+static inline gemm_plan gemm_plan_cover_epi(unsigned m, unsigned n, unsigned k, int sms, const gemm_model *md) {
+  gemm_plan t = gemm_plan_cover(m, n, k, sms, md);
+  if (t.cost > 0) {
+    const gemm_variant *v = gemm_variant_at(t.variant);
+    t.cost += GEMM_TRANS_EPI * md->epi * v->bm * v->bn / 32768.0 * gemm_cdiv(gemm_work_tiles(v, n, m), (unsigned)sms);
+  }
+  return t;
+}
+
 /* The plan of a dense problem; trans_ok 0: not transposed (a caller that needs D's rows written
  * by row blocks, as clcrt_gemm_desc.done does). Transposed, the op swaps A and B and the tiles
  * compute D^T: a problem of few rows and many columns (a vocabulary head at a few hundred
@@ -519,13 +540,13 @@ static inline gemm_plan gemm_plan_dense_t(unsigned m, unsigned n, unsigned k, un
      * with its cover terms (GEMM_COVER_KB) costs them below the normal plan. */
     gemm_model md = gemm_model_for_loads(mem_bw, align);
     md.cover_kb = GEMM_COVER_KB, md.cover_lat = GEMM_COVER_LAT;
-    gemm_plan t = gemm_plan_cover(m, n, k, sms, &md);
-    if (t.cost > 0) {
-      /* the transposed epilogue's extra cost, as gemm_plan_dense_sel counts it */
-      const gemm_variant *tv = gemm_variant_at(t.variant);
-      t.cost += GEMM_TRANS_EPI * md.epi * tv->bm * tv->bn / 32768.0 * gemm_cdiv(gemm_work_tiles(tv, n, m), (unsigned)sms);
-      if (t.cost < p.cost) p = t;
+    gemm_plan t = gemm_plan_cover_epi(m, n, k, sms, &md);
+    if (pv->bm == 128 && (t.cost <= 0 || t.cost >= p.cost)) {
+      /* Declined against 128-row tiles: asked again with GEMM_COVER_KB_128, plan and decision */
+      md.cover_kb = GEMM_COVER_KB_128;
+      t = gemm_plan_cover_epi(m, n, k, sms, &md);
     }
+    if (t.cost > 0 && t.cost < p.cost) p = t;
   }
   const gemm_variant *v = gemm_variant_at(p.variant);
   if ((align & GEMM_ALIGN_APART) && !p.trans && v->bm == 64 && v->cm == 2) {

@@ -609,6 +609,16 @@ START_TEST(test_plan_trans) {
     ck_assert_int_eq(p93.trans, 0);
     ck_assert_uint_eq(gemm_variant_at(p93.variant)->bm, 128);
     ck_assert_int_eq(p128.trans, 0);
+    /* Against 128-row tiles the model is asked again with GEMM_COVER_KB_128 where GEMM_COVER_KB
+     * declines: 136x11520x3072 (128x192 whole) goes transposed; a transposed plan GEMM_COVER_KB
+     * takes keeps its decomposition (143x18432x7168: 64x144t in 3 slices a tile, not 2). */
+    const gemm_plan p136 = gemm_plan_dense(136, 11520, 3072, 128, sms, 4.8e12),
+                    p143 = gemm_plan_dense(143, 18432, 7168, 128, sms, 4.8e12);
+    ck_assert_str_eq(gemm_plan_variant_name(&p136), "64x144t");
+    ck_assert_str_eq(gemm_plan_variant_name(&p143), "64x144t");
+    ck_assert_uint_eq(p143.sk_tiles, 24);
+    ck_assert_uint_eq(p143.sk_units, 72);
+    ck_assert(GEMM_COVER_KB_128 < GEMM_COVER_KB);
     /* The cover terms are the rule's alone: the model the other plans use has none. */
     ck_assert(GEMM_MODEL_H100.cover_kb == 0.0 && gemm_model_for(4.8e12).cover_kb == 0.0);
   }
