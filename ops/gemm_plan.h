@@ -119,10 +119,38 @@ typedef enum gemm_share {
  * faster; then 16 generated shapes of other seeds 1.22x in geo-mean, 15 faster (to 1.65x:
  * 1x2048x2048), 1 slower (0.81x). Wider normal tiles (64x96 to 64x256, N of 10k and more) lost or
  * broke even (0.87-1.08x over 25 shapes): not taken. */
-/* ... and where the normal plan of 65 to GEMM_TRANS_SKINNY_M rows runs whole tiles of one CTA
- * in two or more row blocks, the last one part empty (each block's tiles read all the weights
- * again, and the empty rows cost what full ones do), the same transposed tiles where the model
- * costs them lower with two terms of their own (gemm_plan_kb's cover): the tiles' rows are the
+#ifndef GEMM_TRANS_NARROW_M
+#define GEMM_TRANS_NARROW_M 16u
+#endif
+#ifndef GEMM_TRANS_NARROW_BN
+#define GEMM_TRANS_NARROW_BN 64u
+#endif
+/* ... and where those whole tiles would leave SMs idle on a long run, stream-K over every SM
+ * instead (clcrt_streamk.cuh, order 0: each SM one range of k-blocks that may cross tiles): when
+ * the tiles cover at most GEMM_SK_SMS_MAX_FILL of the SMs, each SM's range is at least
+ * GEMM_SK_SMS_MIN_KB k-blocks and the problem has at most GEMM_SK_SMS_MAX_M rows. Measured on an
+ * H200, 2026-11-29 (ops/NOTES.md): over 79 decode and generated shapes of 1 to 64 rows whose
+ * transposed tiles ran whole, the ranges cost about 2-4 us more (the fix-up, a range that
+ * restarts its ring at a tile boundary): 0.69-0.91x on runs under 25 us. Past 150 k-blocks an SM
+ * and at 80 or fewer tiles (61% of 132 SMs) they ran 0.985-1.19x as fast (1.18x: 16x4608x36864,
+ * 72 tiles), at 96 tiles (73%) 0.91-0.96x. Then shapes the experiment had not seen (generated
+ * shapes of six other seeds, public models' decode projections), before and after alternating
+ * twice: the 35 of at most 48 rows 1.044x in geo-mean, 32 of them 1.01-1.19x, the slowest 0.98x;
+ * of 49 to 64 rows (64x64 tiles), these 2 and the experiment's 3 ran 0.95-1.02x, 0.98x in
+ * geo-mean: not taken. */
+#ifndef GEMM_SK_SMS_MAX_FILL
+#define GEMM_SK_SMS_MAX_FILL 0.62
+#endif
+#ifndef GEMM_SK_SMS_MIN_KB
+#define GEMM_SK_SMS_MIN_KB 150u
+#endif
+#ifndef GEMM_SK_SMS_MAX_M
+#define GEMM_SK_SMS_MAX_M 48u
+#endif
+/* Where the normal plan of 65 to GEMM_TRANS_SKINNY_M rows runs whole tiles of one CTA in two
+ * or more row blocks, the last one part empty (each block's tiles read all the weights again,
+ * and the empty rows cost what full ones do): 64-row tiles transposed, block N the narrowest
+ * that covers M (as for GEMM_TRANS_SKINNY_M), where the model costs them lower with two terms of their own (gemm_plan_kb's cover): the tiles' rows are the
  * weights and stream, their columns the activations, the same lines of L2 for every tile, so
  * only the weights' bytes count against memory; a k-block takes GEMM_COVER_KB of its time with
  * every SM busy, and the latency term GEMM_COVER_LAT of the model's. Measured on an H200,
@@ -153,34 +181,6 @@ typedef enum gemm_share {
 #endif
 #ifndef GEMM_COVER_LAT
 #define GEMM_COVER_LAT 0.35
-#endif
-#ifndef GEMM_TRANS_NARROW_M
-#define GEMM_TRANS_NARROW_M 16u
-#endif
-#ifndef GEMM_TRANS_NARROW_BN
-#define GEMM_TRANS_NARROW_BN 64u
-#endif
-/* ... and where those whole tiles would leave SMs idle on a long run, stream-K over every SM
- * instead (clcrt_streamk.cuh, order 0: each SM one range of k-blocks that may cross tiles): when
- * the tiles cover at most GEMM_SK_SMS_MAX_FILL of the SMs, each SM's range is at least
- * GEMM_SK_SMS_MIN_KB k-blocks and the problem has at most GEMM_SK_SMS_MAX_M rows. Measured on an
- * H200, 2026-11-29 (ops/NOTES.md): over 79 decode and generated shapes of 1 to 64 rows whose
- * transposed tiles ran whole, the ranges cost about 2-4 us more (the fix-up, a range that
- * restarts its ring at a tile boundary): 0.69-0.91x on runs under 25 us. Past 150 k-blocks an SM
- * and at 80 or fewer tiles (61% of 132 SMs) they ran 0.985-1.19x as fast (1.18x: 16x4608x36864,
- * 72 tiles), at 96 tiles (73%) 0.91-0.96x. Then shapes the experiment had not seen (generated
- * shapes of six other seeds, public models' decode projections), before and after alternating
- * twice: the 35 of at most 48 rows 1.044x in geo-mean, 32 of them 1.01-1.19x, the slowest 0.98x;
- * of 49 to 64 rows (64x64 tiles), these 2 and the experiment's 3 ran 0.95-1.02x, 0.98x in
- * geo-mean: not taken. */
-#ifndef GEMM_SK_SMS_MAX_FILL
-#define GEMM_SK_SMS_MAX_FILL 0.62
-#endif
-#ifndef GEMM_SK_SMS_MIN_KB
-#define GEMM_SK_SMS_MIN_KB 150u
-#endif
-#ifndef GEMM_SK_SMS_MAX_M
-#define GEMM_SK_SMS_MAX_M 48u
 #endif
 /* The narrowest block N (a multiple of 16) that covers m columns. */
 static inline unsigned gemm_cover_bn(unsigned m) { return gemm_cdiv(m, 16u) * 16u; }
