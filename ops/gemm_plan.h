@@ -318,13 +318,14 @@ static inline double gemm_plan_kb(const gemm_model *md, const gemm_variant *v, u
                                   int stream, int cover) {
   const double ra = rows < v->bm ? rows : v->bm;
   const double per_sm = (ra * v->cm + v->bn) * 128.0 / v->cm; /* bytes per CTA: B shared by the cluster */
+  const double ctas = u < 132u ? u : 132u;
   double kb = gemm_plan_kb_full(v) * (md->rowk + (1.0 - md->rowk) * ra / v->bm);
   double lat = (stream ? md->lat_mem : md->lat_l2) / gemm_plan_stages(v, rows);
-  double bytes = (u < 132u ? u : 132u) * per_sm / (stream ? md->bw_mem : md->bw_l2);
+  double bytes = ctas * per_sm / (stream ? md->bw_mem : md->bw_l2);
   if (cover && md->cover_kb > 0) {
     kb *= md->cover_kb;
     lat *= md->cover_lat;
-    bytes = (u < 132u ? u : 132u) * ra * 128.0 / md->bw_mem;
+    bytes = ctas * ra * 128.0 / md->bw_mem;
   }
   if (lat > kb) kb = lat;
   if (bytes > kb) kb = bytes;
@@ -436,6 +437,13 @@ static inline const gemm_variant *gemm_plan_candidate(int i) {
   return gemm__plan_cand[i] ? gemm_variant_at(i) : NULL;
 }
 
+/* The transposed epilogue's extra cost of variant v on an m x n problem (its tiles along n): its
+ * 2-byte stores scattered over block N rows of D, GEMM_TRANS_EPI more epilogues per wave. */
+static inline double gemm_plan_trans_epi(const gemm_variant *v, unsigned m, unsigned n, int sms) {
+  return GEMM_TRANS_EPI * GEMM_MODEL_H100.epi * v->bm * v->bn / 32768.0 *
+         gemm_cdiv(gemm_work_tiles(v, n, m), (unsigned)sms / v->cm);
+}
+
 /* Which tile shapes a plan looks at (gemm_plan_dense_sel): all, or only 64-row tiles of one CTA. */
 enum { GEMM_SEL_ALL, GEMM_SEL_64_ONE };
 
@@ -462,8 +470,7 @@ static inline gemm_plan gemm_plan_dense_sel(unsigned m, unsigned n, unsigned k, 
     p.trans = trans;
     if (trans) {
       gemm_plan_share_md(&p, GEMM_SHARE_TAIL, n, m, k, sms, &md);
-      p.cost += GEMM_TRANS_EPI * GEMM_MODEL_H100.epi * v->bm * v->bn / 32768.0 * gemm_cdiv(gemm_work_tiles(v, n, m),
-                                                                                           (unsigned)sms / v->cm);
+      p.cost += gemm_plan_trans_epi(v, m, n, sms);
     } else {
       gemm_plan_share_md(&p, GEMM_SHARE_TAIL, m, n, k, sms, &md);
     }
@@ -494,10 +501,7 @@ static inline gemm_plan gemm_plan_cover(unsigned m, unsigned n, unsigned k, int 
 /* The same with the transposed epilogue's extra cost counted, as gemm_plan_dense_sel counts it. */
 static inline gemm_plan gemm_plan_cover_epi(unsigned m, unsigned n, unsigned k, int sms, const gemm_model *md) {
   gemm_plan t = gemm_plan_cover(m, n, k, sms, md);
-  if (t.cost > 0) {
-    const gemm_variant *v = gemm_variant_at(t.variant);
-    t.cost += GEMM_TRANS_EPI * md->epi * v->bm * v->bn / 32768.0 * gemm_cdiv(gemm_work_tiles(v, n, m), (unsigned)sms);
-  }
+  if (t.cost > 0) t.cost += gemm_plan_trans_epi(gemm_variant_at(t.variant), m, n, sms);
   return t;
 }
 
