@@ -182,6 +182,38 @@ typedef enum gemm_share {
 #ifndef GEMM_COVER_LAT
 #define GEMM_COVER_LAT 0.35
 #endif
+/* ... and for problems of more rows than GEMM_COVER_WIDE_MIN_M (and at most GEMM_TRANS_SKINNY_M),
+ * whatever the plan so far: 128-row tiles transposed, block N the narrowest that covers M, whole,
+ * where the model with the cover terms (the k-block time GEMM_COVER_KB_WIDE of the table's)
+ * costs them lower, the last wave is at least GEMM_COVER_WIDE_MIN_FILL full, and the plan so far
+ * is not 64-row tiles at offsets 16 or 32 bytes apart (which load both operands on their lines,
+ * gemm_ashift, where 128-row tiles would leave the weights off them). Normal 128-row tiles take
+ * such an M in two row blocks, each reading all the weights; 64-row tiles transposed read the
+ * activations once per 64 rows of weights, as many bytes as the weights' own; 128-row tiles
+ * transposed read the weights once and the activations half as often. Measured on an H200,
+ * 2026-11-30, back to back (ops/NOTES.md):
+ *   - a sweep of 20 problems of 77 to 203 rows over 64- and 128-row tiles both ways, clusters of
+ *     1 and 2: whole 128-row transposed tiles ran 1.07-1.45x the plan before on the 6 of more
+ *     than 128 rows with 79 to 224 tiles (to 0.87-0.95 of cuBLAS), 0.41-0.75x with 20 to 48
+ *     tiles; cut into stream-K slices they lost to 64-row ones; at 128 rows or fewer, where one
+ *     normal row block reads the weights once, they gained nothing;
+ *   - then the tree before and after alternating twice in one call: with the k-block time x0.8
+ *     (GEMM_COVER_KB), 41 problems (34 public-model layers) 1.08x, 8 slower (to 0.80x), 6 of
+ *     them with a last wave under half full (192, 280, 296 tiles); with x1.0, 29 more layers
+ *     1.11x, the 2 slower (0.93x) with 296 tiles, and at offsets 16 bytes apart 2 of 4 slower
+ *     (0.82-0.85x) against 64-row tiles: hence the bounds;
+ *   - as landed, 74 layers of 15 other public models at random batch sizes, 34 of them at
+ *     random 16-byte offsets, none seen before: 1.15x in geo-mean, 68 faster, 2 slower (0.91x:
+ *     197x28672x4096; 0.92x), against cuBLAS 0.77 -> 0.90. */
+#ifndef GEMM_COVER_WIDE_MIN_M
+#define GEMM_COVER_WIDE_MIN_M 128u
+#endif
+#ifndef GEMM_COVER_KB_WIDE
+#define GEMM_COVER_KB_WIDE 1.0
+#endif
+#ifndef GEMM_COVER_WIDE_MIN_FILL
+#define GEMM_COVER_WIDE_MIN_FILL 0.5
+#endif
 /* The narrowest block N (a multiple of 16) that covers m columns. */
 static inline unsigned gemm_cover_bn(unsigned m) { return gemm_cdiv(m, 16u) * 16u; }
 
@@ -483,26 +515,34 @@ static inline gemm_plan gemm_plan_dense_as(unsigned m, unsigned n, unsigned k, u
   return gemm_plan_dense_sel(m, n, k, align, sms, mem_bw, trans, GEMM_SEL_ALL);
 }
 
-/* 64-row tiles transposed, block N the narrowest that covers m (64x16t to 64x256t), with the
- * decomposition of the swapped problem that md costs lowest; a cost of 0 where m needs more
- * than 256. */
-static inline gemm_plan gemm_plan_cover(unsigned m, unsigned n, unsigned k, int sms, const gemm_model *md) {
+/* bm-row tiles transposed (bm 64 or 128), block N the narrowest that covers m (bmx16t to
+ * bmx256t), with the decomposition of the swapped problem that md costs lowest; a cost of 0
+ * where m needs more than 256. */
+static inline gemm_plan gemm_plan_cover_bm(unsigned bm, unsigned m, unsigned n, unsigned k, int sms,
+                                           const gemm_model *md) {
   gemm_plan t;
   memset(&t, 0, sizeof t);
   char name[16];
-  snprintf(name, sizeof name, "64x%u", gemm_cover_bn(m));
+  snprintf(name, sizeof name, "%ux%u", bm, gemm_cover_bn(m));
   const int i = gemm_variant_find(name);
   if (i < 0) return t;
   t.variant = i, t.sched = CLCRT_SCHED_STEAL, t.shift = 1, t.trans = 1;
   gemm_plan_share_md(&t, GEMM_SHARE_TAIL, n, m, k, sms, md);
   return t;
 }
+static inline gemm_plan gemm_plan_cover(unsigned m, unsigned n, unsigned k, int sms, const gemm_model *md) {
+  return gemm_plan_cover_bm(64u, m, n, k, sms, md);
+}
 
 /* The same with the transposed epilogue's extra cost counted, as gemm_plan_dense_sel counts it. */
-static inline gemm_plan gemm_plan_cover_epi(unsigned m, unsigned n, unsigned k, int sms, const gemm_model *md) {
-  gemm_plan t = gemm_plan_cover(m, n, k, sms, md);
+static inline gemm_plan gemm_plan_cover_bm_epi(unsigned bm, unsigned m, unsigned n, unsigned k, int sms,
+                                               const gemm_model *md) {
+  gemm_plan t = gemm_plan_cover_bm(bm, m, n, k, sms, md);
   if (t.cost > 0) t.cost += gemm_plan_trans_epi(gemm_variant_at(t.variant), m, n, sms);
   return t;
+}
+static inline gemm_plan gemm_plan_cover_epi(unsigned m, unsigned n, unsigned k, int sms, const gemm_model *md) {
+  return gemm_plan_cover_bm_epi(64u, m, n, k, sms, md);
 }
 
 /* The plan of a dense problem; trans_ok 0: not transposed (a caller that needs D's rows written
@@ -551,6 +591,18 @@ static inline gemm_plan gemm_plan_dense_t(unsigned m, unsigned n, unsigned k, un
       t = gemm_plan_cover_epi(m, n, k, sms, &md);
     }
     if (t.cost > 0 && t.cost < p.cost) p = t;
+  }
+  if (trans_ok && m > GEMM_COVER_WIDE_MIN_M && m <= GEMM_TRANS_SKINNY_M) {
+    /* More rows than one 128-row block, at most GEMM_TRANS_SKINNY_M: 128-row tiles transposed,
+     * whole, where the model with its cover terms costs them below the plan so far, within the
+     * bounds GEMM_COVER_WIDE_MIN_M states. */
+    gemm_model md = gemm_model_for_loads(mem_bw, align);
+    md.cover_kb = GEMM_COVER_KB_WIDE, md.cover_lat = GEMM_COVER_LAT;
+    const gemm_plan t = gemm_plan_cover_bm_epi(128u, m, n, k, sms, &md);
+    const unsigned last = gemm_cdiv(n, 128u) % (unsigned)sms; /* the last wave's tiles, 0: full */
+    const int ashift = (align & GEMM_ALIGN_APART) && (align & ~3u) < 64u && gemm_variant_at(p.variant)->bm == 64;
+    if (t.cost > 0 && !t.sk_units && (!last || last >= GEMM_COVER_WIDE_MIN_FILL * sms) && !ashift && t.cost < p.cost)
+      p = t;
   }
   const gemm_variant *v = gemm_variant_at(p.variant);
   if ((align & GEMM_ALIGN_APART) && !p.trans && v->bm == 64 && v->cm == 2) {

@@ -610,15 +610,34 @@ START_TEST(test_plan_trans) {
     ck_assert_uint_eq(gemm_variant_at(p93.variant)->bm, 128);
     ck_assert_int_eq(p128.trans, 0);
     /* Against 128-row tiles the model is asked again with GEMM_COVER_KB_128 where GEMM_COVER_KB
-     * declines: 136x11520x3072 (128x192 whole) goes transposed; a transposed plan GEMM_COVER_KB
+     * declines: 168x17920x4096 (128x144 whole) goes transposed; a transposed plan GEMM_COVER_KB
      * takes keeps its decomposition (143x18432x7168: 64x144t in 3 slices a tile, not 2). */
-    const gemm_plan p136 = gemm_plan_dense(136, 11520, 3072, 128, sms, 4.8e12),
+    const gemm_plan p168 = gemm_plan_dense(168, 17920, 4096, 128, sms, 4.8e12),
                     p143 = gemm_plan_dense(143, 18432, 7168, 128, sms, 4.8e12);
-    ck_assert_str_eq(gemm_plan_variant_name(&p136), "64x144t");
+    ck_assert_str_eq(gemm_plan_variant_name(&p168), "64x176t");
     ck_assert_str_eq(gemm_plan_variant_name(&p143), "64x144t");
     ck_assert_uint_eq(p143.sk_tiles, 24);
     ck_assert_uint_eq(p143.sk_units, 72);
     ck_assert(GEMM_COVER_KB_128 < GEMM_COVER_KB);
+    /* More than 128 rows: 128-row tiles transposed, whole, where the model with the cover terms
+     * costs them lower, their last wave at least half full, and not against 64-row tiles that load
+     * both operands on their lines where 128-row ones would not (offsets 16 bytes apart). */
+    const gemm_plan p131 = gemm_plan_dense(131, 10112, 3584, 128, sms, 4.8e12), /* 79 tiles: 128x176 before */
+        p150 = gemm_plan_dense(150, 28672, 4096, 128, sms, 4.8e12),             /* 224 tiles: 64x160t before */
+        p167 = gemm_plan_dense(167, 37888, 3584, 128, sms, 4.8e12),             /* 296 tiles, 32 in the last wave */
+        p163 = gemm_plan_dense(163, 2560, 10240, 128, sms, 4.8e12),             /* 20 tiles */
+        p127 = gemm_plan_dense(127, 12288, 4096, 128, sms, 4.8e12),             /* one 128-row block */
+        p154 = gemm_plan_dense(154, 28672, 3584, 16 | GEMM_ALIGN_APART, sms, 4.8e12),
+        p154b = gemm_plan_dense(154, 28672, 3584, 64 | GEMM_ALIGN_APART, sms, 4.8e12);
+    ck_assert_str_eq(gemm_plan_variant_name(&p131), "128x144t");
+    ck_assert_uint_eq(p131.sk_units, 0);
+    ck_assert_str_eq(gemm_plan_variant_name(&p150), "128x160t");
+    ck_assert_str_eq(gemm_plan_variant_name(&p167), "64x176t");
+    ck_assert(!p163.trans || gemm_variant_at(p163.variant)->bm == 64);
+    ck_assert(!p127.trans || gemm_variant_at(p127.variant)->bm == 64);
+    ck_assert_str_eq(gemm_plan_variant_name(&p154), "64x160t");
+    ck_assert_str_eq(gemm_plan_variant_name(&p154b), "128x160t");
+    ck_assert_int_eq(gemm_plan_dense_t(131, 10112, 3584, 128, sms, 4.8e12, 0).trans, 0); /* rows by row blocks */
     /* The cover terms are the rule's alone: the model the other plans use has none. */
     ck_assert(GEMM_MODEL_H100.cover_kb == 0.0 && gemm_model_for(4.8e12).cover_kb == 0.0);
   }
