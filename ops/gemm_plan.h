@@ -214,6 +214,23 @@ typedef enum gemm_share {
 #ifndef GEMM_COVER_WIDE_MIN_FILL
 #define GEMM_COVER_WIDE_MIN_FILL 0.5
 #endif
+/* Where a problem of 65 to 128 rows runs 64-row tiles transposed (the rules above), the normal
+ * plan of 128-row tiles of one CTA, whole, runs instead where the model costs it at most
+ * GEMM_ONE_BLOCK_KEEP times the transposed plan (with the cover terms): one such row block reads
+ * the weights once, and reads the activations once per 176 to 256 columns where the 64-row tiles
+ * transposed read them once per 64. The model with the cover terms counts only the weights'
+ * bytes for the transposed tiles, and so misses the activations' traffic, as many bytes as the
+ * weights' at 64 rows and more. Measured on an H200, 2026-11-30 (ops/NOTES.md): a sweep of 20
+ * problems of 67 to 128 rows over 64- and 128-row tiles both ways put normal 128-row tiles whole
+ * at 1.07-1.14x the transposed plan on the 3 of 24576 to 28672 columns, where the model costs
+ * them 1.10-1.14x as much; 1.15 takes those 3 and no other of the 20. Then, the tree before and
+ * after alternating twice in one call, 33 public-model layers none of it was drawn from (15 at
+ * random 16-byte offsets): aligned 1.146x over 18, all faster; at offsets 1.081x over 15, 12
+ * faster, the 3 slower (0.92-0.97x) with offsets 16 bytes apart, where 5 others gained
+ * 1.04-1.10x (the 64-row tiles load both operands on their lines there, the 128-row ones not). */
+#ifndef GEMM_ONE_BLOCK_KEEP
+#define GEMM_ONE_BLOCK_KEEP 1.15
+#endif
 /* The narrowest block N (a multiple of 16) that covers m columns. */
 static inline unsigned gemm_cover_bn(unsigned m) { return gemm_cdiv(m, 16u) * 16u; }
 
@@ -476,8 +493,9 @@ static inline double gemm_plan_trans_epi(const gemm_variant *v, unsigned m, unsi
          gemm_cdiv(gemm_work_tiles(v, n, m), (unsigned)sms / v->cm);
 }
 
-/* Which tile shapes a plan looks at (gemm_plan_dense_sel): all, or only 64-row tiles of one CTA. */
-enum { GEMM_SEL_ALL, GEMM_SEL_64_ONE };
+/* Which tile shapes a plan looks at (gemm_plan_dense_sel): all, or only 64-row (128-row) tiles
+ * of one CTA. */
+enum { GEMM_SEL_ALL, GEMM_SEL_64_ONE, GEMM_SEL_128_ONE };
 
 /* The plan of a dense m x n x k problem whose loads are `align`-byte aligned after the shift
  * (gemm_load_align) on a device of `sms` SMs: the lowest cost over every tile shape `sel`
@@ -494,6 +512,7 @@ static inline gemm_plan gemm_plan_dense_sel(unsigned m, unsigned n, unsigned k, 
     const gemm_variant *v = gemm_plan_candidate(i);
     if (!v || (unsigned)sms / v->cm == 0 || (trans && !gemm_trans_ok(v))) continue;
     if (sel == GEMM_SEL_64_ONE && (v->bm != 64 || v->cm != 1)) continue;
+    if (sel == GEMM_SEL_128_ONE && (v->bm != 128 || v->cm != 1)) continue;
     gemm_plan p;
     memset(&p, 0, sizeof p);
     p.variant = i;
@@ -591,6 +610,16 @@ static inline gemm_plan gemm_plan_dense_t(unsigned m, unsigned n, unsigned k, un
       t = gemm_plan_cover_epi(m, n, k, sms, &md);
     }
     if (t.cost > 0 && t.cost < p.cost) p = t;
+  }
+  if (p.trans && gemm_variant_at(p.variant)->bm == 64 && m > GEMM_TRANS_GEMV_M && m <= 128u) {
+    /* 65 to 128 rows in 64-row tiles transposed: normal 128-row tiles of one CTA, whole, where
+     * the model costs them within GEMM_ONE_BLOCK_KEEP of the transposed plan with its cover
+     * terms. */
+    gemm_model md = gemm_model_for_loads(mem_bw, align);
+    md.cover_kb = GEMM_COVER_KB, md.cover_lat = GEMM_COVER_LAT;
+    const gemm_plan c = gemm_plan_cover_epi(m, n, k, sms, &md);
+    const gemm_plan q = gemm_plan_dense_sel(m, n, k, align, sms, mem_bw, 0, GEMM_SEL_128_ONE);
+    if (c.cost > 0 && q.cost > 0 && !q.sk_units && q.cost <= GEMM_ONE_BLOCK_KEEP * c.cost) p = q;
   }
   if (trans_ok && m > GEMM_COVER_WIDE_MIN_M && m <= GEMM_TRANS_SKINNY_M) {
     /* More rows than one 128-row block, at most GEMM_TRANS_SKINNY_M: 128-row tiles transposed,

@@ -638,6 +638,14 @@ START_TEST(test_plan_trans) {
     ck_assert_str_eq(gemm_plan_variant_name(&p154), "64x160t");
     ck_assert_str_eq(gemm_plan_variant_name(&p154b), "128x160t");
     ck_assert_int_eq(gemm_plan_dense_t(131, 10112, 3584, 128, sms, 4.8e12, 0).trans, 0); /* rows by row blocks */
+    /* 65 to 128 rows in 64-row tiles transposed: normal 128-row tiles of one CTA, whole, where
+     * the model costs them within GEMM_ONE_BLOCK_KEEP of the transposed plan */
+    const gemm_plan p94 = gemm_plan_dense(94, 28672, 4096, 128, sms, 4.8e12),
+                    p79 = gemm_plan_dense(79, 14336, 4096, 128, sms, 4.8e12);
+    ck_assert_str_eq(gemm_plan_variant_name(&p94), "128x224");
+    ck_assert_uint_eq(p94.sk_units, 0);
+    ck_assert_int_eq(gemm_plan_dense_t(94, 28672, 4096, 128, sms, 4.8e12, 0).trans, 0);
+    ck_assert_str_eq(gemm_plan_variant_name(&p79), "64x80t"); /* 128x112 costs 1.5x: kept */
     /* The cover terms are the rule's alone: the model the other plans use has none. */
     ck_assert(GEMM_MODEL_H100.cover_kb == 0.0 && gemm_model_for(4.8e12).cover_kb == 0.0);
   }
