@@ -201,7 +201,8 @@ typedef enum gemm_share {
  *     (GEMM_COVER_KB), 41 problems (34 public-model layers) 1.08x, 8 slower (to 0.80x), 6 of
  *     them with a last wave under half full (192, 280, 296 tiles); with x1.0, 29 more layers
  *     1.11x, the 2 slower (0.93x) with 296 tiles, and at offsets 16 bytes apart 2 of 4 slower
- *     (0.82-0.85x) against 64-row tiles: hence the bounds;
+ *     (0.82-0.85x) against 64-row tiles: hence the bounds (32 bytes apart, not measured then,
+ *     bounded as 16: the weights' box rows straddle two lines either way);
  *   - as landed, 74 layers of 15 other public models at random batch sizes, 34 of them at
  *     random 16-byte offsets, none seen before: 1.15x in geo-mean, 68 faster, 2 slower (0.91x:
  *     197x28672x4096; 0.92x), against cuBLAS 0.77 -> 0.90. */
@@ -621,7 +622,7 @@ static inline gemm_plan gemm_plan_dense_t(unsigned m, unsigned n, unsigned k, un
     const gemm_plan q = gemm_plan_dense_sel(m, n, k, align, sms, mem_bw, 0, GEMM_SEL_128_ONE);
     if (c.cost > 0 && q.cost > 0 && !q.sk_units && q.cost <= GEMM_ONE_BLOCK_KEEP * c.cost) p = q;
   }
-  if (trans_ok && m > GEMM_COVER_WIDE_MIN_M && m <= GEMM_TRANS_SKINNY_M) {
+  if (trans_ok && sms > 0 && m > GEMM_COVER_WIDE_MIN_M && m <= GEMM_TRANS_SKINNY_M) {
     /* More rows than one 128-row block, at most GEMM_TRANS_SKINNY_M: 128-row tiles transposed,
      * whole, where the model with its cover terms costs them below the plan so far, within the
      * bounds GEMM_COVER_WIDE_MIN_M states. */
