@@ -150,9 +150,10 @@ typedef enum gemm_share {
 /* Where the normal plan of 65 to GEMM_TRANS_SKINNY_M rows runs whole tiles of one CTA in two
  * or more row blocks, the last one part empty (each block's tiles read all the weights again,
  * and the empty rows cost what full ones do): 64-row tiles transposed, block N the narrowest
- * that covers M (as for GEMM_TRANS_SKINNY_M), where the model costs them lower with two terms of their own (gemm_plan_kb's cover): the tiles' rows are the
- * weights and stream, their columns the activations, the same lines of L2 for every tile, so
- * only the weights' bytes count against memory; a k-block takes GEMM_COVER_KB of its time with
+ * that covers M (as for GEMM_TRANS_SKINNY_M), where the model costs them lower with two terms
+ * of their own (gemm_plan_kb's cover): the tiles' rows are the weights and stream, their columns
+ * the activations, the same lines of L2 for every tile, so only the weights' bytes count against
+ * memory; a k-block takes GEMM_COVER_KB of its time with
  * every SM busy, and the latency term GEMM_COVER_LAT of the model's. Measured on an H200,
  * 2026-11-30, back to back (ops/NOTES.md): on 19 problems of 66 to 199 rows whose normal plan
  * ran whole tiles, the model without these terms put the transposed plans at 1.3-3x their time
@@ -168,14 +169,14 @@ typedef enum gemm_share {
 #ifndef GEMM_COVER_KB
 #define GEMM_COVER_KB 0.8
 #endif
-/* ... and where the model with GEMM_COVER_KB declines the transposed plan against a normal plan
- * of 128-row tiles, it is asked again with GEMM_COVER_KB_128 (its plan and its cost): the factor
- * 0.7 is nearer the k-block times such tiles ran at (0.21-0.25 us for 64x144t and 64x160t, 0.60-0.67
- * of the table's), and against 128-row tiles it won where 0.8 declined: on an H200, 2026-11-30,
- * 12 of 13 faster (1.04-1.28x) of the problems it changed among 600 random layers, and then, held
+/* ... and where the model with GEMM_COVER_KB declines the transposed plan against a normal plan of
+ * 128-row tiles, it is asked again with GEMM_COVER_KB_128 (its plan and its cost): the factor 0.7
+ * is nearer the k-block times such tiles ran at (0.21-0.25 us for 64x144t and 64x160t, 0.60-0.67
+ * of the table's), and against 128-row tiles it won where 0.8 declined: on an H200, 2026-11-30, 12
+ * of 13 faster (1.04-1.28x) of the problems it changed among 600 random layers, and then, held
  * out, 1.083x over 21 (16 faster, the slowest 0.96x: 189x15360x3840). Everywhere (against 64-row
- * tiles too, and redoing the decomposition of plans 0.8 takes) it was mixed: 1.063x over 28 but
- * 11 slower (to 0.80x), and 9 of 10 changed decompositions slower (0.80-0.99x). */
+ * tiles too, and redoing the decomposition of plans 0.8 takes) it was mixed: 1.063x over 28 but 11
+ * slower (to 0.80x), and 9 of 10 changed decompositions slower (0.80-0.99x). */
 #ifndef GEMM_COVER_KB_128
 #define GEMM_COVER_KB_128 0.7
 #endif
@@ -434,6 +435,14 @@ static inline gemm_model gemm_model_for_loads(double mem_bw, unsigned align) {
   return md;
 }
 
+/* The same with the cover terms (gemm_plan_kb's cover): the k-block time x kb, the latency term
+ * x GEMM_COVER_LAT; for the transposed plans of 65 to GEMM_TRANS_SKINNY_M rows. */
+static inline gemm_model gemm_model_cover(double mem_bw, unsigned align, double kb) {
+  gemm_model md = gemm_model_for_loads(mem_bw, align);
+  md.cover_kb = kb, md.cover_lat = GEMM_COVER_LAT;
+  return md;
+}
+
 /* The decomposition `share` of an m x n x k problem for p->variant on `sms` SMs with model md,
  * into p. */
 static inline void gemm_plan_share_md(gemm_plan *p, gemm_share share, unsigned m, unsigned n, unsigned k, int sms,
@@ -602,8 +611,7 @@ static inline gemm_plan gemm_plan_dense_t(unsigned m, unsigned n, unsigned k, un
     /* One of 65 to GEMM_TRANS_SKINNY_M rows whose normal plan runs whole tiles of one CTA in two
      * or more row blocks, the last one part empty: the same transposed tiles where the model
      * with its cover terms (GEMM_COVER_KB) costs them below the normal plan. */
-    gemm_model md = gemm_model_for_loads(mem_bw, align);
-    md.cover_kb = GEMM_COVER_KB, md.cover_lat = GEMM_COVER_LAT;
+    gemm_model md = gemm_model_cover(mem_bw, align, GEMM_COVER_KB);
     gemm_plan t = gemm_plan_cover_epi(m, n, k, sms, &md);
     if (pv->bm == 128 && (t.cost <= 0 || t.cost >= p.cost)) {
       /* Declined against 128-row tiles: asked again with GEMM_COVER_KB_128, plan and decision */
@@ -612,12 +620,11 @@ static inline gemm_plan gemm_plan_dense_t(unsigned m, unsigned n, unsigned k, un
     }
     if (t.cost > 0 && t.cost < p.cost) p = t;
   }
-  if (p.trans && gemm_variant_at(p.variant)->bm == 64 && m > GEMM_TRANS_GEMV_M && m <= 128u) {
+  if (p.trans && gemm_variant_at(p.variant)->bm == 64 && m > GEMM_TRANS_GEMV_M && m <= GEMM_COVER_WIDE_MIN_M) {
     /* 65 to 128 rows in 64-row tiles transposed: normal 128-row tiles of one CTA, whole, where
      * the model costs them within GEMM_ONE_BLOCK_KEEP of the transposed plan with its cover
      * terms. */
-    gemm_model md = gemm_model_for_loads(mem_bw, align);
-    md.cover_kb = GEMM_COVER_KB, md.cover_lat = GEMM_COVER_LAT;
+    const gemm_model md = gemm_model_cover(mem_bw, align, GEMM_COVER_KB);
     const gemm_plan c = gemm_plan_cover_epi(m, n, k, sms, &md);
     const gemm_plan q = gemm_plan_dense_sel(m, n, k, align, sms, mem_bw, 0, GEMM_SEL_128_ONE);
     if (c.cost > 0 && q.cost > 0 && !q.sk_units && q.cost <= GEMM_ONE_BLOCK_KEEP * c.cost) p = q;
@@ -626,8 +633,7 @@ static inline gemm_plan gemm_plan_dense_t(unsigned m, unsigned n, unsigned k, un
     /* More rows than one 128-row block, at most GEMM_TRANS_SKINNY_M: 128-row tiles transposed,
      * whole, where the model with its cover terms costs them below the plan so far, within the
      * bounds GEMM_COVER_WIDE_MIN_M states. */
-    gemm_model md = gemm_model_for_loads(mem_bw, align);
-    md.cover_kb = GEMM_COVER_KB_WIDE, md.cover_lat = GEMM_COVER_LAT;
+    const gemm_model md = gemm_model_cover(mem_bw, align, GEMM_COVER_KB_WIDE);
     const gemm_plan t = gemm_plan_cover_bm_epi(128u, m, n, k, sms, &md);
     const unsigned last = gemm_cdiv(n, 128u) % (unsigned)sms; /* the last wave's tiles, 0: full */
     const int ashift = (align & GEMM_ALIGN_APART) && (align & ~3u) < 64u && gemm_variant_at(p.variant)->bm == 64;
