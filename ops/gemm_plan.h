@@ -57,6 +57,28 @@ typedef enum gemm_share {
 #define GEMM_SK_MIN_KB 4u     /* the fewest k-blocks a slice gets */
 #define GEMM_SK_MAX_SLICES 4u /* 7 and 9 slices lost to 2 (0.47x against 0.94x cuBLAS) */
 
+/* Problems of more than GEMM_C2_ONE_MIN_M rows, up to GEMM_C2_ONE_MAX_M, whose plan runs 64-row
+ * tiles in 2-CTA clusters run the same tiles in one CTA each (gemm_plan_dense_t), where the loads
+ * are on their lines after the shift (operands aligned, or at one offset) or at offsets apart
+ * (64-row tiles load both operands on their lines there, and the plan chooses as where they are
+ * aligned). Not where the rows of both operands are off their lines (215x5120x18392 ran 1.7x
+ * slower in its twin), nor where one pitch is. The model costs such a cluster 8% below its
+ * one-CTA twin there (the clusters' k-block times were measured on problems of 1024 rows and
+ * more, where the multicast halves the L2 traffic of many row blocks); measured on an H200,
+ * 2026-11-30 (ops/NOTES.md), the clusters ran 11-12% slower than the twins over 457 pairs timed
+ * back to back in the sweeps of 129 to 512 rows (level at 65 to 128 rows and at 513 to 2048;
+ * past 2048 rows 14% faster, as the model says). On public-model layers at random batch sizes,
+ * none in the sweeps, the tree before and after alternating twice: on 48, the model's best
+ * one-CTA plan 1.10x in geo-mean and the twin 1.01x faster than that; on 32 others the twin
+ * 1.10x, and 1.09x with both operands 16 bytes past a line. Offsets apart were not timed under
+ * this rule; there the A-shift rule's own runs had put 64-row tiles of one CTA 1.21-1.51x ahead
+ * of the clusters on six problems of 279-289 rows. */
+#ifndef GEMM_C2_ONE_MIN_M
+#define GEMM_C2_ONE_MIN_M 128u
+#endif
+#ifndef GEMM_C2_ONE_MAX_M
+#define GEMM_C2_ONE_MAX_M 512u
+#endif
 /* Runs the model puts at or under this many microseconds go with programmatic dependent launch
  * (CLCRT_RUN_PDL). Measured on the H100, 2026-11-27 (the same 14 shapes back to back, launch
  * attribute off and on, twice, in one call): runs of 13-22 us gained 0.5-1.7 us, the model's cost
@@ -574,6 +596,22 @@ static inline gemm_plan gemm_plan_cover_epi(unsigned m, unsigned n, unsigned k, 
   return gemm_plan_cover_bm_epi(64u, m, n, k, sms, md);
 }
 
+/* The one-CTA twin of 2-CTA variant v (same block M and N), with the decomposition the model
+ * for `align` costs lowest; a cost of 0 where there is none. */
+static inline gemm_plan gemm_plan_twin_one(const gemm_variant *v, unsigned m, unsigned n, unsigned k, unsigned align,
+                                           int sms, double mem_bw) {
+  gemm_plan q;
+  memset(&q, 0, sizeof q);
+  char name[16];
+  snprintf(name, sizeof name, "%ux%u", v->bm, v->bn);
+  const int i = gemm_variant_find(name);
+  if (i < 0 || !gemm_plan_candidate(i)) return q;
+  const gemm_model md = gemm_model_for_loads(mem_bw, align);
+  q.variant = i, q.sched = CLCRT_SCHED_STEAL, q.shift = 1;
+  gemm_plan_share_md(&q, GEMM_SHARE_TAIL, m, n, k, sms, &md);
+  return q;
+}
+
 /* The plan of a dense problem; trans_ok 0: not transposed (a caller that needs D's rows written
  * by row blocks, as clcrt_gemm_desc.done does). Transposed, the op swaps A and B and the tiles
  * compute D^T: a problem of few rows and many columns (a vocabulary head at a few hundred
@@ -651,6 +689,16 @@ static inline gemm_plan gemm_plan_dense_t(unsigned m, unsigned n, unsigned k, un
     const gemm_model aligned = gemm_model_for(mem_bw);
     const gemm_plan q = gemm_plan_dense_sel(m, n, k, align, sms, mem_bw, 0, GEMM_SEL_64_ONE);
     if (q.cost > 0 && q.cost < gemm_plan_cost_t(&aligned, v, m, n, k, p.sk_tiles, p.sk_units, sms, 0)) p = q;
+  }
+  v = gemm_variant_at(p.variant);
+  if ((align == 128u || (align & GEMM_ALIGN_APART)) && !p.trans && v->bm == 64 && v->cm == 2 &&
+      m > GEMM_C2_ONE_MIN_M && m <= GEMM_C2_ONE_MAX_M) {
+    /* Loads on their lines (after the shift; or offsets apart, where 64-row tiles load both
+     * operands on theirs and the choice is the aligned loads', as above), more than
+     * GEMM_C2_ONE_MIN_M rows, up to GEMM_C2_ONE_MAX_M, 64-row tiles in 2-CTA clusters still: the
+     * same tiles of one CTA, with the model's decomposition. */
+    const gemm_plan q = gemm_plan_twin_one(v, m, n, k, align, sms, mem_bw);
+    if (q.cost > 0) p = q;
   }
   return p;
 }

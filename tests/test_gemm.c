@@ -848,6 +848,40 @@ START_TEST(test_plan_c2_alignment) {
 }
 END_TEST
 
+/* 64-row tiles in 2-CTA clusters at more than GEMM_C2_ONE_MIN_M rows, up to GEMM_C2_ONE_MAX_M,
+ * loads on their lines or offsets apart: the same tiles of one CTA (measured on an H200: the
+ * clusters 11-12% slower there). 285x3072x8192 and 393x2048x10944 (public-model layers of the
+ * A/B) take 64x144 and 64x128 aligned, with both operands at one offset (the shift aligns both)
+ * and at offsets apart; rows off their lines and 600 rows keep the cluster. */
+START_TEST(test_plan_c2_one) {
+  static const struct {
+    unsigned m, n, k;
+    uint64_t a_off, b_off;
+    const char *want;
+  } cases[] = {
+      {285, 3072, 8192, 0, 0, "64x144"},         {285, 3072, 8192, 16, 16, "64x144"},
+      {285, 3072, 8192, 16, 48, "64x144"},       {393, 2048, 10944, 0, 0, "64x128"},
+      {393, 2048, 10944, 48, 48, "64x128"},      {600, 2048, 10944, 0, 0, "64x160c2"},
+      {215, 5120, 18392, 0, 0, "64x224c2"}, /* K not a multiple of 64: both operands' rows off */
+  };
+  for (unsigned i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    const uint64_t A = 0x7f0000000000ull + cases[i].a_off, B = 0x7f0000100000ull + cases[i].b_off;
+    const gemm_plan p = gemm_plan_dense(cases[i].m, cases[i].n, cases[i].k, gemm_load_align(A, B, cases[i].k), 132,
+                                        4.8e12);
+    ck_assert_msg(!strcmp(gemm_plan_variant_name(&p), cases[i].want) && !p.sk_units, "%ux%ux%u @%llu,%llu: %s, not %s",
+                  cases[i].m, cases[i].n, cases[i].k, (unsigned long long)cases[i].a_off,
+                  (unsigned long long)cases[i].b_off, gemm_plan_variant_name(&p), cases[i].want);
+  }
+  /* The twin keeps the tile shape and drops the cluster. */
+  const gemm_variant *c2 = gemm_variant_at(gemm_variant_find("64x144c2"));
+  const gemm_plan t = gemm_plan_twin_one(c2, 285, 3072, 8192, 128, 132, 4.8e12);
+  ck_assert_int_eq(gemm_variant_at(t.variant)->bm, 64);
+  ck_assert_int_eq(gemm_variant_at(t.variant)->bn, 144);
+  ck_assert_int_eq(gemm_variant_at(t.variant)->cm, 1);
+  ck_assert(t.cost > 0);
+}
+END_TEST
+
 /* Rows of both operands off their lines (K not a multiple of 64, packed): gemm_load_align marks
  * them (GEMM_ALIGN_ROWS_OFF), whatever the bases; one operand's pitch off, or offsets the shift
  * can mend, are not marked. The model loads such rows at GEMM_ROWS_OFF_L2, and 12919x7168x27912
@@ -1316,6 +1350,7 @@ static Suite *gemm_suite(void) {
   tcase_add_test(tc, test_plan_rows_off);
   tcase_add_test(tc, test_plan_model);
   tcase_add_test(tc, test_plan_c2_alignment);
+  tcase_add_test(tc, test_plan_c2_one);
   tcase_add_test(tc, test_stage_counts);
   tcase_add_test(tc, test_measured);
   suite_add_tcase(s, tc);
