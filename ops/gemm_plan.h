@@ -566,20 +566,27 @@ static inline gemm_plan gemm_plan_dense_as(unsigned m, unsigned n, unsigned k, u
   return gemm_plan_dense_sel(m, n, k, align, sms, mem_bw, trans, GEMM_SEL_ALL);
 }
 
-/* bm-row tiles transposed (bm 64 or 128), block N the narrowest that covers m (bmx16t to
- * bmx256t), with the decomposition of the swapped problem that md costs lowest; a cost of 0
- * where m needs more than 256. */
-static inline gemm_plan gemm_plan_cover_bm(unsigned bm, unsigned m, unsigned n, unsigned k, int sms,
-                                           const gemm_model *md) {
+/* The plan of the bm x bn tiles of one CTA, transposed or not, with the decomposition of the
+ * problem (swapped where transposed) that md costs lowest; a cost of 0 where there is no such
+ * tile shape. */
+static inline gemm_plan gemm_plan_of(unsigned bm, unsigned bn, int trans, unsigned m, unsigned n, unsigned k, int sms,
+                                     const gemm_model *md) {
   gemm_plan t;
   memset(&t, 0, sizeof t);
   char name[16];
-  snprintf(name, sizeof name, "%ux%u", bm, gemm_cover_bn(m));
+  snprintf(name, sizeof name, "%ux%u", bm, bn);
   const int i = gemm_variant_find(name);
   if (i < 0) return t;
-  t.variant = i, t.sched = CLCRT_SCHED_STEAL, t.shift = 1, t.trans = 1;
-  gemm_plan_share_md(&t, GEMM_SHARE_TAIL, n, m, k, sms, md);
+  t.variant = i, t.sched = CLCRT_SCHED_STEAL, t.shift = 1, t.trans = trans;
+  gemm_plan_share_md(&t, GEMM_SHARE_TAIL, trans ? n : m, trans ? m : n, k, sms, md);
   return t;
+}
+
+/* bm-row tiles transposed (bm 64 or 128), block N the narrowest that covers m (bmx16t to
+ * bmx256t); a cost of 0 where m needs more than 256. */
+static inline gemm_plan gemm_plan_cover_bm(unsigned bm, unsigned m, unsigned n, unsigned k, int sms,
+                                           const gemm_model *md) {
+  return gemm_plan_of(bm, gemm_cover_bn(m), 1, m, n, k, sms, md);
 }
 static inline gemm_plan gemm_plan_cover(unsigned m, unsigned n, unsigned k, int sms, const gemm_model *md) {
   return gemm_plan_cover_bm(64u, m, n, k, sms, md);
@@ -596,20 +603,12 @@ static inline gemm_plan gemm_plan_cover_epi(unsigned m, unsigned n, unsigned k, 
   return gemm_plan_cover_bm_epi(64u, m, n, k, sms, md);
 }
 
-/* The one-CTA twin of 2-CTA variant v (same block M and N), with the decomposition the model
- * for `align` costs lowest; a cost of 0 where there is none. */
+/* The one-CTA twin of 2-CTA variant v (same block M and N), normal, with the decomposition the
+ * model for `align` costs lowest; a cost of 0 where there is none. */
 static inline gemm_plan gemm_plan_twin_one(const gemm_variant *v, unsigned m, unsigned n, unsigned k, unsigned align,
                                            int sms, double mem_bw) {
-  gemm_plan q;
-  memset(&q, 0, sizeof q);
-  char name[16];
-  snprintf(name, sizeof name, "%ux%u", v->bm, v->bn);
-  const int i = gemm_variant_find(name);
-  if (i < 0 || !gemm_plan_candidate(i)) return q;
   const gemm_model md = gemm_model_for_loads(mem_bw, align);
-  q.variant = i, q.sched = CLCRT_SCHED_STEAL, q.shift = 1;
-  gemm_plan_share_md(&q, GEMM_SHARE_TAIL, m, n, k, sms, &md);
-  return q;
+  return gemm_plan_of(v->bm, v->bn, 0, m, n, k, sms, &md);
 }
 
 /* The plan of a dense problem; trans_ok 0: not transposed (a caller that needs D's rows written
