@@ -244,15 +244,16 @@ def main():
                                        ", ".join("%.3ff" % kb.get((bm, bn, cm), float("nan"))
                                                  for bn in range(16, 257, 16))))
     p, kb_h = header_constants(a.header)
-    missing = sorted(v for v in kb_h if v not in kb)
-    if missing:  # no compute-bound problem timed these tile shapes: the header's figures stand in
-        print("  (not in the sweep, the header's figure used: %s)"
-              % ", ".join("%dx%d%s" % (bm, bn, "c2" if cm == 2 else "") for bm, bn, cm in missing))
-        for v in missing:
-            kb[v] = kb_h[v]
     caps = stage_caps(a.header)
     if a.fit:
         from scipy.optimize import differential_evolution
+
+        missing = sorted(v for v in kb_h if v not in kb)
+        if missing:  # no compute-bound problem timed these tile shapes: the header's figures stand in
+            print("  (not in the sweep, the header's figure fitted with: %s)"
+                  % ", ".join("%dx%d%s" % (bm, bn, "c2" if cm == 2 else "") for bm, bn, cm in missing))
+            for v in missing:
+                kb[v] = kb_h[v]
 
         shapes = [(key, rs, min(r["b2b_ms"] for r in rs)) for key, rs in by.items()]
         x0 = [min(max(p.get(k, (lo + hi) / 2), lo), hi) for k, (lo, hi) in zip(KEYS, BOUNDS)]
