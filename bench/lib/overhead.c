@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "bench.h"
+#include "clcrt_ops.h"
 
 extern const char *k_scale_src;
 
@@ -16,12 +17,22 @@ static const char *const k_bare_src =
     "                                                               const __grid_constant__ BareParams p) {\n"
     "  unsigned long long i = p.w[0] * 256ull + threadIdx.x;\n"
     "  if (i < a.n4) { float4 v = a.x[i]; a.y[i] = make_float4(a.a * v.x, a.a * v.y, a.a * v.z, a.a * v.w); }\n"
+    "}\n"
+    /* The GEMM op's parameter bytes: its 384-byte Args (two tensor maps and the problem), then
+     * the same 128-byte block. */
+    "struct BigArgs { unsigned long long w[48]; };\n"
+    "extern \"C\" __global__ void __launch_bounds__(256) bare_big(const __grid_constant__ BigArgs a,\n"
+    "                                                             const __grid_constant__ BareParams p) {\n"
+    "  if (threadIdx.x == 0 && p.w[0] == 1u) *(unsigned long long *)a.w[0] = a.w[1];\n"
     "}\n";
 
 /* One call of contender `which` (see bench_overhead). */
 typedef struct {
   clcrt_kernel *k, *kf;
   CUfunction fn;      /* the plain kernel's */
+  CUfunction big;     /* the plain kernel of the GEMM op's parameter bytes */
+  clcrt_ops *ops;     /* the GEMM op and a 1 x 256 x 256 problem */
+  const clcrt_gemm_desc *g;
   CUkernel kern;      /* ... and its context-independent handle */
   const void *args;
   size_t args_size;
@@ -30,6 +41,10 @@ typedef struct {
 static void one_call(const oh_ctx *o, int which) {
   if (which == 1 || which == 3) {
     if (clcrt_run(st, which == 1 ? o->k : o->kf, (clcrt_dim3){1, 1, 1}, o->args, o->args_size) != CLCRT_OK) exit(1);
+    return;
+  }
+  if (which == 7) {
+    if (clcrt_gemm(o->ops, st, o->g) != CLCRT_OK) exit(1);
     return;
   }
   if (which == 2) {
@@ -43,8 +58,16 @@ static void one_call(const oh_ctx *o, int which) {
   cfg.gridDimX = cfg.gridDimY = cfg.gridDimZ = 1;
   cfg.blockDimX = 256, cfg.blockDimY = cfg.blockDimZ = 1;
   cfg.hStream = cs;
-  void *kp[2] = {(void *)o->args, (void *)o->params};
-  CK(cu->cuLaunchKernelEx(&cfg, which == 4 ? (CUfunction)o->kern : o->fn, kp, NULL));
+  CUlaunchAttribute attr;
+  if (which == 5) { /* programmatic dependent launch, as clcrt_run_ex asks for it (CLCRT_RUN_PDL) */
+    memset(&attr, 0, sizeof attr);
+    attr.id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
+    attr.value.programmaticStreamSerializationAllowed = 1;
+    cfg.attrs = &attr, cfg.numAttrs = 1;
+  }
+  static const unsigned long long big[48];
+  void *kp[2] = {which == 6 ? (void *)big : (void *)o->args, (void *)o->params};
+  CK(cu->cuLaunchKernelEx(&cfg, which == 4 ? (CUfunction)o->kern : which == 6 ? o->big : o->fn, kp, NULL));
 }
 
 /* The median of v[0..n) (sorts v). */
@@ -81,13 +104,32 @@ void bench_overhead(void) {
    *     whether the stream is being captured): the driver's share of the difference
    *   3 clcrt_run of a FIXED kernel (no capture query, no sequence lock)
    *   4 bare launch of the plain kernel's context-independent CUkernel, which runs in the
-   *     stream's context and would spare clcrt_run the context query, were it not dearer */
-  enum { NC = 5 };
-  static const char *const names[NC] = {"bare launch", "clcrt_run", "bare + queries", "clcrt_run FIXED",
-                                        "bare (CUkernel)"};
+   *     stream's context and would spare clcrt_run the context query, were it not dearer
+   *   5 the bare launch with the programmatic-dependent-launch attribute, which the GEMM op
+   *     asks for on short runs
+   *   6 a bare launch of a plain kernel of the GEMM op's 512 parameter bytes
+   *   7 clcrt_gemm of a 1 x 256 x 256 problem (the op's host path and its launch; what the
+   *     Python op adds to it, python/bench/overhead.py measures) */
+  enum { NC = 8 };
+  static const char *const names[NC] = {"bare launch",     "clcrt_run",   "bare + queries", "clcrt_run FIXED",
+                                        "bare (CUkernel)", "bare + PDL",  "bare, 512 B",    "clcrt_gemm 1x256x256"};
+  clcrt_ops *ops;
+  CUdeviceptr ga, gb, gd;
+  if (clcrt_ops_create(rt, &ops) != CLCRT_OK) exit(1);
+  CK(cu->cuMemAlloc(&ga, 256 * 2));
+  CK(cu->cuMemAlloc(&gb, 256 * 256 * 2));
+  CK(cu->cuMemAlloc(&gd, 256 * 2));
+  CK(cu->cuMemsetD8(ga, 0x3c, 256 * 2)); /* 0x3c3c: a bf16 near 0.012, never zeros */
+  CK(cu->cuMemsetD8(gb, 0x3c, 256 * 256 * 2));
+  clcrt_gemm_desc g = CLCRT_GEMM_DESC_INIT;
+  g.m = 1, g.n = 256, g.k = 256, g.a = ga, g.b = gb, g.d = gd;
+  if (clcrt_gemm_prepare(ops, st, &g, CLCRT_USE_SHORT) != CLCRT_OK || clcrt_gemm(ops, st, &g) != CLCRT_OK) {
+    fprintf(stderr, "overhead: clcrt_gemm: %s\n", clcrt_errmsg(rt));
+    exit(1);
+  }
   const int batches = 41, per = 200;
   double t[NC][41];
-  oh_ctx o = {k, kf, lib_fn(lib, "bare_scale"), kern, &args, sizeof args, params};
+  oh_ctx o = {k, kf, lib_fn(lib, "bare_scale"), lib_fn(lib, "bare_big"), ops, &g, kern, &args, sizeof args, params};
   for (int b = 0; b < batches; b++) {
     for (int which = 0; which < NC; which++) {
       CK(cu->cuStreamSynchronize(cs));
@@ -112,8 +154,9 @@ void bench_overhead(void) {
   printf("  clcrt_run against a bare cuLaunchKernelEx of the same parameters: %+.3f us (difference of medians %+.3f us)\n",
          dmed[1], med[1] - med[0]);
   emit_json("\"workload\":\"host-overhead\",\"bare_launch_us\":%.4f,\"clcrt_run_us\":%.4f,\"paired_diff_us\":%.4f,"
-            "\"bare_with_queries_diff_us\":%.4f,\"fixed_run_diff_us\":%.4f,\"cukernel_diff_us\":%.4f",
-            med[0], med[1], dmed[1], dmed[2], dmed[3], dmed[4]);
+            "\"bare_with_queries_diff_us\":%.4f,\"fixed_run_diff_us\":%.4f,\"cukernel_diff_us\":%.4f,"
+            "\"pdl_diff_us\":%.4f,\"bytes512_diff_us\":%.4f,\"gemm_us\":%.4f,\"gemm_diff_us\":%.4f",
+            med[0], med[1], dmed[1], dmed[2], dmed[3], dmed[4], dmed[5], dmed[6], med[7], dmed[7]);
   /* The same contenders call by call: every round makes one call of each (in an order that
    * rotates), each timed on its own, so that the host's drifts, which move whole batches, fall
    * on every contender alike; medians of the calls and of each round's difference from the
@@ -141,8 +184,9 @@ void bench_overhead(void) {
            cdiff[c]);
   emit_json("\"workload\":\"host-overhead-per-call\",\"bare_launch_us\":%.4f,\"clcrt_run_us\":%.4f,"
             "\"paired_diff_us\":%.4f,\"bare_with_queries_diff_us\":%.4f,\"fixed_run_diff_us\":%.4f,"
-            "\"cukernel_diff_us\":%.4f",
-            cmed[0], cmed[1], cdiff[1], cdiff[2], cdiff[3], cdiff[4]);
+            "\"cukernel_diff_us\":%.4f,\"pdl_diff_us\":%.4f,\"bytes512_diff_us\":%.4f,\"gemm_us\":%.4f,"
+            "\"gemm_diff_us\":%.4f",
+            cmed[0], cmed[1], cdiff[1], cdiff[2], cdiff[3], cdiff[4], cdiff[5], cdiff[6], cmed[7], cdiff[7]);
   /* The driver queries alone, timed the same way (clcrt_run makes the first and the last). */
   double ctx[41], cap[41], isc[41];
   for (int b = 0; b < batches; b++) {
@@ -170,7 +214,9 @@ void bench_overhead(void) {
   emit_json("\"workload\":\"host-queries\",\"ctx_get_current_us\":%.4f,\"stream_capture_info_us\":%.4f,"
             "\"stream_is_capturing_us\":%.4f",
             mctx, mcap, misc);
-  cu->cuMemFree(x), cu->cuMemFree(y);
+  CK(cu->cuStreamSynchronize(cs));
+  clcrt_ops_destroy(ops);
+  cu->cuMemFree(x), cu->cuMemFree(y), cu->cuMemFree(ga), cu->cuMemFree(gb), cu->cuMemFree(gd);
   cu->cuLibraryUnload(lib);
 }
 
