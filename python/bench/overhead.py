@@ -21,8 +21,9 @@ Contenders:
   C call clcrt_py_gemm_dense the op's one call into C alone, its arguments prepacked integers
   torch.empty(1, 256)        the allocation of the op's output, as ops.gemm without out= makes it
   clcrt.ops.gemm(a, w[, out])  the GEMM op on a 1 x 256 x 256 problem (one call into C), with and
-                             without a given output; torch.ops.clcrt.gemm, the same through the
-                             dispatcher (what torch.compile records); F.linear, torch's own
+                             without a given output; ops._gemm_py, its Python function (the op
+                             where torch lacks substitute_in_graph); torch.ops.clcrt.gemm, the
+                             same through the dispatcher (what torch.compile records); F.linear
 
 --parts also times, one at a time, the queries the op's eager path makes of a tensor (dtype,
 shape, stride(), get_device(), data_ptr()), the current stream's lookup, and the ways torch
@@ -111,6 +112,10 @@ def contenders(sched, parts=False):
     c["torch.empty(1, 256)"] = lambda: torch.empty((1, 256), device="cuda", dtype=torch.bfloat16)
     c["clcrt.ops.gemm(a, w, out=o)"] = lambda: clcrt.ops.gemm(ga, gw, out=go_)
     c["clcrt.ops.gemm(a, w)"] = lambda: clcrt.ops.gemm(ga, gw)
+    # The op's Python function, which is clcrt.ops.gemm where torch cannot be told to trace it in
+    # place of the C function (torch.compiler.substitute_in_graph)
+    c["ops._gemm_py(a, w, out=o)"] = lambda: clcrt.ops._gemm_py(ga, gw, out=go_)
+    c["ops._gemm_py(a, w)"] = lambda: clcrt.ops._gemm_py(ga, gw)
     c["torch.ops.clcrt.gemm(a, w)"] = lambda: torch.ops.clcrt.gemm(ga, gw)
     c["F.linear(a, w)"] = lambda: torch.nn.functional.linear(ga, gw)
     if parts:  # what the eager path asks of each tensor, one query at a time
@@ -170,10 +175,25 @@ def main():
         print("  %-28s %7.3f  (min %.3f, max %.3f)  %+7.3f vs bare ctypes clcrt_run" % (n, med, min(v), max(v), med - base))
     m = {n: statistics.median(v) for n, v in per.items()}
     g, gn, kr, fl = m["clcrt.ops.gemm(a, w, out=o)"], m["clcrt.ops.gemm(a, w)"], m["clcrt k.run(args)"], m["F.linear(a, w)"]
+    print("clcrt.ops.gemm is %s" % ("the C function (clcrt._fastops.gemm)" if clcrt.ops.gemm is not clcrt.ops._gemm_py
+                                     else "the Python function"))
     print("gemm op: with out %.3f us = k.run %+.3f us, %.2fx F.linear; without out %.3f us = k.run %+.3f us, %.2fx "
           "F.linear (targets: at most k.run + 2 us and 0.6x F.linear)" % (g, g - kr, g / fl, gn, gn - kr, gn / fl))
+    # The same comparisons round by round: each round times every contender once, so the median
+    # of the rounds' differences leaves out the host's drift from round to round, which moves
+    # every contender of a round alike (the figures above are medians taken apart).
+    def paired(n, ref, ratio=False):
+        return statistics.median((x / y if ratio else x - y) for x, y in zip(per[n], per[ref]))
+
+    go_n, gn_n = "clcrt.ops.gemm(a, w, out=o)", "clcrt.ops.gemm(a, w)"
+    pg, pgn = paired(go_n, "clcrt k.run(args)"), paired(gn_n, "clcrt k.run(args)")
+    rg, rgn = paired(go_n, "F.linear(a, w)", True), paired(gn_n, "F.linear(a, w)", True)
+    print("gemm op, paired round by round: with out k.run %+.3f us, %.2fx F.linear; without out k.run %+.3f us, %.2fx "
+          "F.linear" % (pg, rg, pgn, rgn))
     out = {"device": dev, "python": sys.version.split()[0], "torch": torch.__version__, "rounds": o.rounds,
-           "batch": o.batch, "sched": o.sched, "rows": rows}
+           "batch": o.batch, "sched": o.sched, "rows": rows,
+           "paired": {"out_minus_krun_us": pg, "alloc_minus_krun_us": pgn, "out_over_linear": rg,
+                      "alloc_over_linear": rgn}}
     if o.leak:
         gc.collect()
         before = rss()

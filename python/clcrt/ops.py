@@ -44,7 +44,7 @@ try:  # gemm's eager path in C (clcrt/_ext/fastops.c); without it, the same path
     from . import _fastops
 except ImportError:
     _fastops = None
-_fast_gemm = None  # _fastops.gemm once set up (torch seen, the library loaded)
+_fast_gemm = None  # _fastops.gemm3 once set up (torch seen, the library loaded)
 
 
 def source():
@@ -186,7 +186,7 @@ def _torch_mod():
 
 
 def _fast_setup():
-    global _fast_gemm
+    global _fast_gemm, gemm
     if _fastops is None or _raw_stream is None or _fast_gemm is not None:
         return
     try:
@@ -194,7 +194,75 @@ def _fast_setup():
     except Exception:  # the library cannot load: the Python path reports it when it runs
         return
     _fastops.setup(_bf16, _raw_stream, fn)
-    _fast_gemm = _fastops.gemm
+    _fast_gemm = _fastops.gemm3
+    # clcrt.ops.gemm becomes the C function itself, which spares an eager call its Python frame
+    # and the compiler query (0.26-0.56 us on H200 hosts, python/bench/overhead.py), where
+    # torch.compile can be told to trace the Python path in its place
+    # (torch.compiler.substitute_in_graph); elsewhere gemm stays the Python function, with the
+    # same C path inside it. A name imported before this point keeps the Python function, which
+    # works alike.
+    if getattr(getattr(_torch, "compiler", None), "substitute_in_graph", None) is not None:
+        gemm = _fastops.gemm
+        _polyfill_with_dynamo()
+
+
+def _polyfill_with_dynamo():
+    """Tells torch's compiler (dynamo) to trace _gemm_py where it meets the C function. The
+    registration imports torch._dynamo, which takes seconds (4.5 s measured on an H100 host), so
+    it waits until torch imports dynamo itself: at once if it has, else right after dynamo's own
+    import, which torch.compile makes before it traces anything. Should it fail, clcrt.ops.gemm
+    goes back to the Python function, which dynamo traces as it is."""
+    if "torch._dynamo" in sys.modules:
+        _register_polyfill()
+        return
+    sys.meta_path.insert(0, _DynamoFinder())
+
+
+def _register_polyfill():
+    global gemm
+    try:
+        _torch.compiler.substitute_in_graph(_fastops.gemm)(_gemm_py)
+    except Exception:  # this torch's dynamo refuses it (or has it already)
+        if not _polyfilled():
+            gemm = _gemm_py
+
+
+def _polyfilled():
+    try:
+        from torch._dynamo.trace_rules import _polyfilled_function_ids
+    except Exception:
+        return False
+    return id(_fastops.gemm) in _polyfilled_function_ids
+
+
+class _DynamoFinder:
+    """An import hook that finds nothing itself: when torch._dynamo is imported, it lets the
+    other finders find it and registers the polyfill once the module has run. It removes itself
+    then, so it costs every other import one comparison until dynamo's."""
+
+    def find_spec(self, name, path=None, target=None):
+        global gemm
+        if name != "torch._dynamo":
+            return None
+        try:
+            sys.meta_path.remove(self)
+        except ValueError:
+            pass
+        try:
+            import importlib.util
+
+            spec = importlib.util.find_spec(name)
+            run = spec.loader.exec_module
+
+            def exec_module(module):
+                run(module)
+                _register_polyfill()
+
+            spec.loader.exec_module = exec_module
+        except Exception:  # not a module this hook knows how to follow: the other finders import
+            gemm = _gemm_py  # it, and clcrt.ops.gemm is the Python function, which dynamo traces
+            return None
+        return spec
 
 
 def _stream(rt, stream):
@@ -256,16 +324,9 @@ def _out(torch, out, name, rows, n, device):
 # ---- dense ----
 
 
-def gemm(a, b, out=None, *, variant=None, sched=None, stream=None, split=None, measured=False, done=None):
-    """``out = a @ b.T`` for bf16 a (M x K) and b (N x K), fp32 accumulation; K a multiple of 8.
-
-    ``out`` (M x N, bf16, rows contiguous) is made when not given. ``variant`` names one of
-    variants(), ``sched`` a scheduler ("steal", "static", "fixed"), ``split`` "none" or "all"
-    (stream-K everywhere): each None for the plan's choice. ``measured``: the plan measured once
-    per shape class and kept (synchronises on that first call). ``done``: an int32 tensor on the
-    same GPU of at least ceil(M / 64) counters, one per 64 rows of out, to which the run adds
-    rows x N per block as the rows are stored (clcrt_gemm_desc.done: for consumers that start
-    on finished rows while the GEMM runs, as clcrt.tp does). Returns out."""
+def _gemm_py(a, b, out=None, *, variant=None, sched=None, stream=None, split=None, measured=False, done=None):
+    """The Python path of gemm (below); its eager path in C, _fastops.gemm, leaves it every call
+    it does not take, and torch.compile traces it in its place."""
     # The eager path in C (clcrt/_ext/fastops.c): the checks below, the stream and one call,
     # or None where they do not all pass and the Python path below decides.
     if _fast_gemm is not None and variant is None and sched is None and stream is None and split is None and \
@@ -348,6 +409,19 @@ def gemm(a, b, out=None, *, variant=None, sched=None, stream=None, split=None, m
     if st:
         rt._check(st)
     return out
+
+
+def _raise_status(a, st):
+    """The runtime's message for the op's nonzero status st (from _fastops.gemm)."""
+    runtime(a.get_device())._check(st)
+
+
+# clcrt.ops.gemm: this Python function until torch is seen, then the eager path in C where torch
+# can trace through it (_fast_setup). The docstring lives once, with the C function.
+gemm = _gemm_py
+if _fastops is not None:
+    _gemm_py.__doc__ = _fastops.gemm.__doc__
+    _fastops.gemm_setup(_gemm_py, _raise_status)
 
 
 def _py_gemm_dense(*args):
@@ -467,7 +541,7 @@ def register_torch_ops():
                    "str? sched=None) -> Tensor")
 
         def gemm_impl(a, b, variant=None, sched=None):
-            return gemm(a, b, variant=variant, sched=sched)
+            return _gemm_py(a, b, variant=variant, sched=sched)
 
         def grouped_impl(a, b, group_sizes, variant=None, sched=None):
             # A functional op has no unwritten rows: those past the sizes' sum are zero.

@@ -122,18 +122,25 @@ def test_grouped_gemm():
 
 def test_ops_refusals():
     a, b = operands(64, 64, 64)
-    with pytest.raises(clcrt.InvalidError, match="dtype"):
-        clcrt.ops.gemm(a.float(), b)
-    with pytest.raises(clcrt.InvalidError, match="N x K"):
-        clcrt.ops.gemm(a, b[:, :32].contiguous())
-    with pytest.raises(clcrt.InvalidError, match="multiple of 8"):
-        clcrt.ops.gemm(a[:, :12].contiguous(), b[:, :12].contiguous())
-    with pytest.raises(clcrt.InvalidError, match="GPU"):
-        clcrt.ops.gemm(a.cpu(), b)
-    with pytest.raises(clcrt.InvalidError, match="contiguous"):
-        clcrt.ops.gemm(a, b.T)
-    with pytest.raises(clcrt.InvalidError, match="out is"):
-        clcrt.ops.gemm(a, b, out=torch.empty(3, 3, dtype=torch.bfloat16, device="cuda"))
+    if hasattr(torch.compiler, "substitute_in_graph"):  # then the op is the C function
+        assert clcrt.ops.gemm is clcrt._fastops.gemm
+    for gemm in (clcrt.ops.gemm, clcrt.ops._gemm_py):  # the C function and the Python path
+        with pytest.raises(clcrt.InvalidError, match="dtype"):
+            gemm(a.float(), b)
+        with pytest.raises(clcrt.InvalidError, match="N x K"):
+            gemm(a, b[:, :32].contiguous())
+        with pytest.raises(clcrt.InvalidError, match="multiple of 8"):  # the op's status, raised
+            gemm(a[:, :12].contiguous(), b[:, :12].contiguous())
+        with pytest.raises(clcrt.InvalidError, match="multiple of 8"):
+            gemm(a[:, :12].contiguous(), b[:, :12].contiguous(), out=torch.empty_like(a))
+        with pytest.raises(clcrt.InvalidError, match="GPU"):
+            gemm(a.cpu(), b)
+        with pytest.raises(clcrt.InvalidError, match="contiguous"):
+            gemm(a, b.T)
+        with pytest.raises(clcrt.InvalidError, match="out is"):
+            gemm(a, b, out=torch.empty(3, 3, dtype=torch.bfloat16, device="cuda"))
+        with pytest.raises(TypeError):
+            gemm(a, b, None, out=None)
     gs = torch.tensor([64], dtype=torch.int32, device="cuda")
     with pytest.raises(clcrt.InvalidError, match="1 to 1024"):
         clcrt.ops.grouped_gemm(a, b.reshape(1, 64, 64).expand(2000, 64, 64).contiguous(),
@@ -311,6 +318,44 @@ def test_opcheck():
     sizes = torch.tensor([30, 0, 70], dtype=torch.int32, device="cuda")
     bg = torch.randn(3, 64, 64, device="cuda").to(torch.bfloat16)
     torch.library.opcheck(torch.ops.clcrt.grouped_gemm.default, (a, bg, sizes))
+
+
+# Each order of imports in a fresh process: clcrt imported after torch and before dynamo (the
+# polyfill is registered once torch.compile imports dynamo), and after dynamo (at once).
+_COMPILE_SCRIPT = r"""
+import sys, time
+import torch
+%s
+t0 = time.perf_counter()
+import clcrt
+took = time.perf_counter() - t0
+dynamo = "torch._dynamo" in sys.modules
+from clcrt import _fastops
+a = torch.randn(300, 512, device="cuda").to(torch.bfloat16)
+b = torch.randn(1000, 512, device="cuda").to(torch.bfloat16)
+eager = clcrt.ops.gemm(a, b)
+is_c = clcrt.ops.gemm is _fastops.gemm
+compiled = torch.compile(lambda x, w: torch.relu(clcrt.ops.gemm(x, w).float()), fullgraph=True)(a, b)
+ok = torch.allclose(compiled, torch.relu(eager.float()), rtol=1e-2, atol=1e-1)
+print("RESULT", took, dynamo, is_c, ok, clcrt.ops.gemm is _fastops.gemm)
+"""
+
+
+@pytest.mark.parametrize("first", ["torch", "dynamo"])
+def test_torch_compile_after_either_import(first):
+    import subprocess
+    import sys
+
+    script = _COMPILE_SCRIPT % ("import torch._dynamo" if first == "dynamo" else "")
+    r = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
+    line = [x for x in r.stdout.splitlines() if x.startswith("RESULT")]
+    assert r.returncode == 0 and line, r.stdout[-2000:] + r.stderr[-4000:]
+    took, dynamo, is_c, ok, still_c = line[0].split()[1:]
+    print("compile after %s: import clcrt %.2f s, dynamo loaded %s, ops.gemm the C function %s" %
+          (first, float(took), dynamo, is_c))
+    assert dynamo == ("True" if first == "dynamo" else "False")  # importing clcrt does not load dynamo
+    assert ok == "True"
+    assert is_c == still_c == ("True" if hasattr(torch.compiler, "substitute_in_graph") else "False")
 
 
 def test_torch_compile_fullgraph():

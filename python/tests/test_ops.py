@@ -189,15 +189,15 @@ def test_fastops_takes_the_checks_of_the_python_path():
     a = _FakeTensor(bf16, (64, 256), (264, 1), 0, 0xA000)  # a row slice: pitch 264
     b = _FakeTensor(bf16, (128, 256), (256, 1), 0, 0xB000)
     out = _FakeTensor(bf16, (64, 128), (128, 1), 0, 0xC000)
-    assert _fastops.gemm(a, b, out) is None  # no device bound yet: the Python path decides
+    assert _fastops.gemm3(a, b, out) is None  # no device bound yet: the Python path decides
     assert _fastops.bind(0, 0x7000, streams) is True
     try:
-        assert _fastops.gemm(a, b, out) is out
+        assert _fastops.gemm3(a, b, out) is out
         assert calls[-1] == (0x7000, 0x5000, 0xA000, 0xB000, 0xC000, 64, 128, 256, 264, 256, 128, 0)
-        r = _fastops.gemm(a, b, None)  # an output made with new_empty, rows packed
+        r = _fastops.gemm3(a, b, None)  # an output made with new_empty, rows packed
         assert r is a.made[-1] and r.shape == (64, 128) and calls[-1][4] == 0xD000 and calls[-1][10] == 128
         one = _FakeTensor(bf16, (1, 256), (7, 1), 0, 0xA000)  # one row: its pitch is K, as the Python path says
-        assert _fastops.gemm(one, b, _FakeTensor(bf16, (1, 128), (5, 1), 0, 0xC000)) is not None
+        assert _fastops.gemm3(one, b, _FakeTensor(bf16, (1, 128), (5, 1), 0, 0xC000)) is not None
         assert calls[-1][8] == 256 and calls[-1][10] == 128
         n = len(calls)
         declined = [
@@ -213,16 +213,123 @@ def test_fastops_takes_the_checks_of_the_python_path():
             ("not a tensor", b, out),
         ]
         for args in declined:
-            assert _fastops.gemm(*args) is None
+            assert _fastops.gemm3(*args) is None
         streams.clear()  # torch's current stream not wrapped yet: the Python path wraps it
-        assert _fastops.gemm(a, b, out) is None
+        assert _fastops.gemm3(a, b, out) is None
         assert len(calls) == n  # nothing declined reached the op
         streams[0x1234] = type("S", (), {"_h": 0x5000})()
         status[0] = 3  # the op's error comes back as its status, for the runtime's message
-        assert _fastops.gemm(a, b, out) == 3
+        assert _fastops.gemm3(a, b, out) == 3
         _fastops.unbind(0, 0x7001)  # another op's unbinding leaves this one
         status[0] = 0
-        assert _fastops.gemm(a, b, out) is out
+        assert _fastops.gemm3(a, b, out) is out
     finally:
         _fastops.unbind(0, 0x7000)
-    assert _fastops.gemm(a, b, out) is None
+    assert _fastops.gemm3(a, b, out) is None
+
+
+def test_fastops_entry_takes_plain_calls_and_forwards_the_rest():
+    """clcrt.ops.gemm as the C function (_fastops.gemm): gemm(a, b), gemm(a, b, out) and
+    gemm(a, b, out=out) run in C; every other call reaches the Python path with its arguments as
+    given, and an op's nonzero status reaches the function that raises the runtime's message."""
+    from clcrt import _fastops
+
+    u64, u = ctypes.c_uint64, ctypes.c_uint
+    proto = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p, u64, u64, u64, u, u, u, u64, u64, u64, u)
+    calls, status, forwarded, raised = [], [0], [], []
+
+    def fake_gemm(*args):
+        calls.append(args)
+        return status[0]
+
+    def fallback(*args, **kwargs):
+        forwarded.append((args, kwargs))
+        return "python path"
+
+    class OpError(Exception):
+        pass
+
+    def raise_status(a, st):
+        raised.append((a, st))
+        raise OpError("status %d" % st)
+
+    cb = proto(fake_gemm)
+    bf16, other = object(), object()
+    _fastops.setup(bf16, lambda dev: 0x1234 + dev, ctypes.cast(cb, ctypes.c_void_p).value)
+    _fastops.gemm_setup(fallback, raise_status)
+    streams = {0x1234: type("S", (), {"_h": 0x5000})()}
+    a = _FakeTensor(bf16, (64, 256), (256, 1), 0, 0xA000)
+    b = _FakeTensor(bf16, (128, 256), (256, 1), 0, 0xB000)
+    out = _FakeTensor(bf16, (64, 128), (128, 1), 0, 0xC000)
+    gemm = _fastops.gemm
+    assert gemm(a, b, out) == "python path"  # no device bound yet
+    assert forwarded[-1] == ((a, b, out), {})
+    assert _fastops.bind(0, 0x7000, streams) is True
+    try:
+        n = len(forwarded)
+        assert gemm(a, b, out) is out and gemm(a, b, out=out) is out and gemm(a, b, None) is a.made[-1]
+        assert gemm(a, b) is a.made[-1] and gemm(a, b, out=None) is a.made[-1]
+        assert len(calls) == 5 and len(forwarded) == n
+        assert calls[-1][:5] == (0x7000, 0x5000, 0xA000, 0xB000, 0xD000)
+        # Everything else goes to the Python path as given.
+        for args, kwargs in [((a, b), {"variant": "128x128"}), ((a, b, out), {"stream": 7}), ((a,), {}),
+                             ((a, b), {"out": out, "done": 5}), ((a, b, out, 4), {}), ((a, b), {"outs": out}),
+                             ((_FakeTensor(other, (64, 256), (256, 1), 0, 0xA000), b), {"out": out})]:
+            assert gemm(*args, **kwargs) == "python path"
+            assert forwarded[-1] == (args, kwargs)
+        assert len(calls) == 5  # none of them reached the op from C
+        status[0] = 3
+        with pytest.raises(OpError, match="status 3"):
+            gemm(a, b, out=out)
+        assert raised == [(a, 3)]
+        made = len(a.made)
+        with pytest.raises(OpError):
+            gemm(a, b)  # the tensor made for it is dropped with the error
+        assert len(a.made) == made + 1
+        status[0] = 0
+    finally:
+        _fastops.unbind(0, 0x7000)
+        import clcrt.ops as ops
+
+        _fastops.gemm_setup(ops._gemm_py, ops._raise_status)
+    import inspect
+
+    sig = inspect.signature(_fastops.gemm)  # what torch.compiler.substitute_in_graph compares
+    assert sig == inspect.signature(clcrt.ops._gemm_py)
+    assert "fp32 accumulation" in clcrt.ops._gemm_py.__doc__
+
+
+_TRACE_SCRIPT = r"""
+import sys, torch
+%s
+import clcrt
+from clcrt import _fastops
+loaded = "torch._dynamo" in sys.modules
+is_c = clcrt.ops.gemm is _fastops.gemm
+graphs = []
+def backend(gm, example_inputs):  # records the graph; nothing runs (no GPU needed)
+    graphs.append(gm)
+    return lambda *args: [torch.zeros(3, 5)]
+a, b = torch.zeros(3, 8, dtype=torch.bfloat16), torch.zeros(5, 8, dtype=torch.bfloat16)
+torch.compile(lambda x, w: clcrt.ops.gemm(x, w), backend=backend, fullgraph=True)(a, b)
+print("RESULT", loaded, is_c, graphs[0].code.count("torch.ops.clcrt.gemm"))
+"""
+
+
+@pytest.mark.parametrize("first", ["torch", "dynamo"])
+def test_compile_traces_the_op_after_either_import(first):
+    """clcrt imported after torch does not load torch's compiler (seconds); torch.compile, which
+    does, traces clcrt.ops.gemm (the C function where torch has substitute_in_graph) into the
+    custom op, whether dynamo was loaded before clcrt or after."""
+    torch = _torch()
+    import subprocess
+    import sys
+
+    script = _TRACE_SCRIPT % ("import torch._dynamo" if first == "dynamo" else "")
+    r = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
+    line = [x for x in r.stdout.splitlines() if x.startswith("RESULT")]
+    assert r.returncode == 0 and line, r.stdout[-2000:] + r.stderr[-4000:]
+    loaded, is_c, ops = line[0].split()[1:]
+    assert loaded == str(first == "dynamo")
+    assert is_c == str(hasattr(torch.compiler, "substitute_in_graph"))
+    assert ops == "1"

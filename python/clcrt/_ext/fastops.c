@@ -7,17 +7,20 @@
  * so that one build serves every CPython from 3.10 on), and the op is called with the GIL
  * released, as ctypes calls it.
  *
- * gemm(a, b, out) returns:
+ * Two entries. gemm3(a, b, out), which clcrt.ops.gemm's Python path calls first, returns:
  *   - out (or a new tensor when out is None) once the op has been enqueued;
  *   - an int, the op's nonzero clcrt_status: the caller raises with the runtime's message;
  *   - None where this path does not apply (a dtype, device, shape or layout the Python path
  *     must check and explain, or a device whose runtime is not bound yet): the caller takes the
  *     Python path, which gives the same answer or a clear error.
+ * gemm(a, b, out=None, **kw) is clcrt.ops.gemm itself where torch can trace around a C function
+ * (see fast_entry): it runs gemm3 and leaves the Python path what gemm3 leaves it.
  * Nothing here decides anything the Python path does not: it is the same checks in the same
  * order (python/tests/test_ops.py drives each one on the CPU through fake tensors; the GPU
  * differential test runs both paths against torch).
  *
- * State, set from Python (clcrt/ops.py): setup(bf16, raw_stream, gemm_dense) once; bind(dev,
+ * State, set from Python (clcrt/ops.py): gemm_setup(python path, raise_status) at import;
+ * setup(bf16, raw_stream, gemm_dense) once torch is seen; bind(dev,
  * ops, streams) when a device's default runtime makes its clcrt_ops, and unbind(dev) before the
  * runtime destroys it (Runtime.close runs that first), so that no call here sees a freed op. */
 #define Py_LIMITED_API 0x030A0000
@@ -37,13 +40,8 @@ static void *g_ops[MAX_DEVICES];
 static PyObject *g_streams[MAX_DEVICES]; /* the runtime's dict: raw CUstream -> clcrt.Stream */
 static PyObject *s_dtype, *s_shape, *s_stride, *s_get_device, *s_data_ptr, *s_new_empty, *s_h;
 
-static PyObject *call0(PyObject *o, PyObject *name) {
-  PyObject *f = PyObject_GetAttr(o, name);
-  if (!f) return NULL;
-  PyObject *r = PyObject_CallNoArgs(f);
-  Py_DECREF(f);
-  return r;
-}
+/* o.name(): CPython looks the method up without making a bound method object. */
+static PyObject *call0(PyObject *o, PyObject *name) { return PyObject_CallMethodObjArgs(o, name, NULL); }
 
 /* A 2-tuple of ints (a shape or strides) into x, y; 0 if it is not one. */
 static int pair(PyObject *t, long long *x, long long *y) {
@@ -100,11 +98,11 @@ static int data_ptr(PyObject *t, unsigned long long *p) {
     Py_RETURN_NONE;                                                                                                    \
   } while (0)
 
-static PyObject *fast_gemm(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
-  (void)self;
+/* gemm3(a, b, out) for fast_gemm and fast_entry: a new reference to out (or to the tensor made),
+ * an int status, or None; never an exception. */
+static PyObject *gemm3(PyObject *a, PyObject *b, PyObject *out) {
   PyObject *made = NULL;
-  if (nargs != 3 || !g_gemm || !g_bf16) DECLINE();
-  PyObject *a = args[0], *b = args[1], *out = args[2];
+  if (!g_gemm || !g_bf16) DECLINE();
   long long m, k, n, kb, sa0, sa1, sb0, sb1, dev, devb;
   if (!is_bf16(a) || !is_bf16(b)) DECLINE();
   if (!meta(a, &m, &k, &sa0, &sa1, &dev) || !meta(b, &n, &kb, &sb0, &sb1, &devb)) DECLINE();
@@ -118,9 +116,7 @@ static PyObject *fast_gemm(PyObject *self, PyObject *const *args, Py_ssize_t nar
     /* new_empty(m, n), the sizes as two arguments: torch parses them faster than one tuple
      * (2.2 against 3.1 us per call on an H100 host, 2026-11-27). */
     PyObject *pm = PyLong_FromLongLong(m), *pn = PyLong_FromLongLong(n);
-    PyObject *f = pm && pn ? PyObject_GetAttr(a, s_new_empty) : NULL;
-    made = f ? PyObject_CallFunctionObjArgs(f, pm, pn, NULL) : NULL;
-    Py_XDECREF(f);
+    made = pm && pn ? PyObject_CallMethodObjArgs(a, s_new_empty, pm, pn, NULL) : NULL;
     Py_XDECREF(pm);
     Py_XDECREF(pn);
     if (!made) DECLINE();
@@ -161,6 +157,79 @@ static PyObject *fast_gemm(PyObject *self, PyObject *const *args, Py_ssize_t nar
   if (made) return made;
   Py_INCREF(out);
   return out;
+}
+
+static PyObject *fast_gemm(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+  (void)self;
+  if (nargs != 3) Py_RETURN_NONE;
+  return gemm3(args[0], args[1], args[2]);
+}
+
+/* ---- clcrt.ops.gemm itself ----
+ * With torch.compiler.substitute_in_graph (ops.py), clcrt.ops.gemm is this function, so that an
+ * eager call runs no Python frame: gemm(a, b), gemm(a, b, out) and gemm(a, b, out=out) take the
+ * path above; anything else (other keywords, a call it declines) goes to the Python
+ * implementation with the same arguments, and torch.compile traces that implementation in its
+ * place. An op's nonzero status goes to a Python function that raises the runtime's message. */
+static PyObject *g_fallback; /* clcrt.ops._gemm_py */
+static PyObject *g_raise;    /* clcrt.ops._raise_status(a, status) */
+static PyObject *s_out;
+
+static PyObject *forward(PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames) {
+  if (!g_fallback) {
+    PyErr_SetString(PyExc_RuntimeError, "clcrt._fastops: gemm_setup was not called");
+    return NULL;
+  }
+  PyObject *t = PyTuple_New(nargs), *kw = NULL, *r = NULL;
+  if (!t) return NULL;
+  for (Py_ssize_t i = 0; i < nargs; i++) {
+    Py_INCREF(args[i]);
+    PyTuple_SetItem(t, i, args[i]); /* steals */
+  }
+  Py_ssize_t nk = kwnames ? PyTuple_Size(kwnames) : 0;
+  if (nk > 0) {
+    if (!(kw = PyDict_New())) goto done;
+    for (Py_ssize_t j = 0; j < nk; j++)
+      if (PyDict_SetItem(kw, PyTuple_GetItem(kwnames, j), args[nargs + j]) < 0) goto done;
+  }
+  r = PyObject_Call(g_fallback, t, kw);
+done:
+  Py_DECREF(t);
+  Py_XDECREF(kw);
+  return r;
+}
+
+static PyObject *fast_entry(PyObject *self, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames) {
+  (void)self;
+  PyObject *out = Py_None;
+  Py_ssize_t nk = kwnames ? PyTuple_Size(kwnames) : 0;
+  if (nargs == 3 && nk == 0)
+    out = args[2];
+  else if (nargs == 2 && nk == 1 && PyUnicode_Compare(PyTuple_GetItem(kwnames, 0), s_out) == 0)
+    out = args[2];
+  else if (nargs != 2 || nk != 0)
+    return forward(args, nargs, kwnames);
+  PyObject *r = gemm3(args[0], args[1], out);
+  if (r == Py_None) {
+    Py_DECREF(r);
+    return forward(args, nargs, kwnames);
+  }
+  if (!PyLong_Check(r) || !g_raise) return r;
+  PyObject *e = PyObject_CallFunctionObjArgs(g_raise, args[0], r, NULL);
+  Py_DECREF(r);
+  return e;
+}
+
+static PyObject *fast_entry_setup(PyObject *self, PyObject *args) {
+  (void)self;
+  PyObject *fallback, *raise;
+  if (!PyArg_ParseTuple(args, "OO", &fallback, &raise)) return NULL;
+  Py_INCREF(fallback);
+  Py_INCREF(raise);
+  Py_XDECREF(g_fallback);
+  Py_XDECREF(g_raise);
+  g_fallback = fallback, g_raise = raise;
+  Py_RETURN_NONE;
 }
 
 static PyObject *fast_setup(PyObject *self, PyObject *args) {
@@ -205,11 +274,24 @@ static PyObject *fast_unbind(PyObject *self, PyObject *args) {
 }
 
 static PyMethodDef methods[] = {
-    {"gemm", (PyCFunction)(void (*)(void))fast_gemm, METH_FASTCALL,
-     "gemm(a, b, out): clcrt.ops.gemm's eager path; out, a status, or None (take the Python path)"},
+    {"gemm3", (PyCFunction)(void (*)(void))fast_gemm, METH_FASTCALL,
+     "gemm3(a, b, out): clcrt.ops.gemm's eager path; out, a status, or None (take the Python path)"},
     {"setup", fast_setup, METH_VARARGS, "setup(torch.bfloat16, raw_stream_fn, clcrt_py_gemm_dense address)"},
     {"bind", fast_bind, METH_VARARGS, "bind(device, ops handle, the runtime's stream dict)"},
     {"unbind", fast_unbind, METH_VARARGS, "unbind(device, ops handle): before the op is destroyed"},
+    {"gemm", (PyCFunction)(void (*)(void))fast_entry, METH_FASTCALL | METH_KEYWORDS,
+     "gemm($module, a, b, out=None, *, variant=None, sched=None, stream=None, split=None, measured=False, "
+     "done=None)\n--\n\n"
+     "out = a @ b.T for bf16 a (M x K) and b (N x K), fp32 accumulation; K a multiple of 8.\n"
+     "\n"
+     "out (M x N, bf16, rows contiguous) is made when not given. variant names one of\n"
+     "variants(), sched a scheduler (\"steal\", \"static\", \"fixed\"), split \"none\" or \"all\"\n"
+     "(stream-K everywhere): each None for the plan's choice. measured: the plan measured once\n"
+     "per shape class and kept (synchronises on that first call). done: an int32 tensor on the\n"
+     "same GPU of at least ceil(M / 64) counters, one per 64 rows of out, to which the run adds\n"
+     "rows x N per block as the rows are stored (clcrt_gemm_desc.done: for consumers that start\n"
+     "on finished rows while the GEMM runs, as clcrt.tp does). Returns out."},
+    {"gemm_setup", fast_entry_setup, METH_VARARGS, "gemm_setup(python gemm, raise_status(a, status))"},
     {NULL, NULL, 0, NULL}};
 
 static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_fastops", "clcrt.ops.gemm's eager path in C", -1, methods,
@@ -224,6 +306,8 @@ PyMODINIT_FUNC PyInit__fastops(void) {
   s_data_ptr = PyUnicode_InternFromString("data_ptr");
   s_new_empty = PyUnicode_InternFromString("new_empty");
   s_h = PyUnicode_InternFromString("_h");
-  if (!s_dtype || !s_shape || !s_stride || !s_get_device || !s_data_ptr || !s_new_empty || !s_h) return NULL;
+  s_out = PyUnicode_InternFromString("out");
+  if (!s_dtype || !s_shape || !s_stride || !s_get_device || !s_data_ptr || !s_new_empty || !s_h || !s_out)
+    return NULL;
   return PyModule_Create(&module);
 }
