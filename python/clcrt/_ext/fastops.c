@@ -14,7 +14,7 @@
  *     must check and explain, or a device whose runtime is not bound yet): the caller takes the
  *     Python path, which gives the same answer or a clear error.
  * gemm(a, b, out=None, **kw) is clcrt.ops.gemm itself where torch can trace around a C function
- * (see fast_entry): it runs gemm3 and leaves the Python path what gemm3 leaves it.
+ * (see fast_gemm): it runs gemm3 and leaves the Python path what gemm3 leaves it.
  * Nothing here decides anything the Python path does not: it is the same checks in the same
  * order (python/tests/test_ops.py drives each one on the CPU through fake tensors; the GPU
  * differential test runs both paths against torch).
@@ -98,7 +98,7 @@ static int data_ptr(PyObject *t, unsigned long long *p) {
     Py_RETURN_NONE;                                                                                                    \
   } while (0)
 
-/* gemm3(a, b, out) for fast_gemm and fast_entry: a new reference to out (or to the tensor made),
+/* gemm3(a, b, out) for fast_gemm3 and fast_gemm: a new reference to out (or to the tensor made),
  * an int status, or None; never an exception. */
 static PyObject *gemm3(PyObject *a, PyObject *b, PyObject *out) {
   PyObject *made = NULL;
@@ -159,7 +159,7 @@ static PyObject *gemm3(PyObject *a, PyObject *b, PyObject *out) {
   return out;
 }
 
-static PyObject *fast_gemm(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+static PyObject *fast_gemm3(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
   (void)self;
   if (nargs != 3) Py_RETURN_NONE;
   return gemm3(args[0], args[1], args[2]);
@@ -199,7 +199,7 @@ done:
   return r;
 }
 
-static PyObject *fast_entry(PyObject *self, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames) {
+static PyObject *fast_gemm(PyObject *self, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames) {
   (void)self;
   PyObject *out = Py_None;
   Py_ssize_t nk = kwnames ? PyTuple_Size(kwnames) : 0;
@@ -220,7 +220,7 @@ static PyObject *fast_entry(PyObject *self, PyObject *const *args, Py_ssize_t na
   return e;
 }
 
-static PyObject *fast_entry_setup(PyObject *self, PyObject *args) {
+static PyObject *fast_gemm_setup(PyObject *self, PyObject *args) {
   (void)self;
   PyObject *fallback, *raise;
   if (!PyArg_ParseTuple(args, "OO", &fallback, &raise)) return NULL;
@@ -274,12 +274,12 @@ static PyObject *fast_unbind(PyObject *self, PyObject *args) {
 }
 
 static PyMethodDef methods[] = {
-    {"gemm3", (PyCFunction)(void (*)(void))fast_gemm, METH_FASTCALL,
+    {"gemm3", (PyCFunction)(void (*)(void))fast_gemm3, METH_FASTCALL,
      "gemm3(a, b, out): clcrt.ops.gemm's eager path; out, a status, or None (take the Python path)"},
     {"setup", fast_setup, METH_VARARGS, "setup(torch.bfloat16, raw_stream_fn, clcrt_py_gemm_dense address)"},
     {"bind", fast_bind, METH_VARARGS, "bind(device, ops handle, the runtime's stream dict)"},
     {"unbind", fast_unbind, METH_VARARGS, "unbind(device, ops handle): before the op is destroyed"},
-    {"gemm", (PyCFunction)(void (*)(void))fast_entry, METH_FASTCALL | METH_KEYWORDS,
+    {"gemm", (PyCFunction)(void (*)(void))fast_gemm, METH_FASTCALL | METH_KEYWORDS,
      "gemm($module, a, b, out=None, *, variant=None, sched=None, stream=None, split=None, measured=False, "
      "done=None)\n--\n\n"
      "out = a @ b.T for bf16 a (M x K) and b (N x K), fp32 accumulation; K a multiple of 8.\n"
@@ -291,7 +291,7 @@ static PyMethodDef methods[] = {
      "same GPU of at least ceil(M / 64) counters, one per 64 rows of out, to which the run adds\n"
      "rows x N per block as the rows are stored (clcrt_gemm_desc.done: for consumers that start\n"
      "on finished rows while the GEMM runs, as clcrt.tp does). Returns out."},
-    {"gemm_setup", fast_entry_setup, METH_VARARGS, "gemm_setup(python gemm, raise_status(a, status))"},
+    {"gemm_setup", fast_gemm_setup, METH_VARARGS, "gemm_setup(python gemm, raise_status(a, status))"},
     {NULL, NULL, 0, NULL}};
 
 static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_fastops", "clcrt.ops.gemm's eager path in C", -1, methods,
