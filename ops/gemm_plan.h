@@ -70,9 +70,8 @@ typedef enum gemm_share {
  * past 2048 rows 14% faster, as the model says). On public-model layers at random batch sizes,
  * none in the sweeps, the tree before and after alternating twice: on 48, the model's best
  * one-CTA plan 1.10x in geo-mean and the twin 1.01x faster than that; on 32 others the twin
- * 1.10x, and 1.09x with both operands 16 bytes past a line. Offsets apart were not timed under
- * this rule; there the A-shift rule's own runs had put 64-row tiles of one CTA 1.21-1.51x ahead
- * of the clusters on six problems of 279-289 rows. */
+ * 1.10x, and 1.09x with both operands 16 bytes past a line; the same 32 at offsets apart (A 16,
+ * B 48 bytes past a line) 1.05x, against the tree with this rule for aligned loads only. */
 #ifndef GEMM_C2_ONE_MIN_M
 #define GEMM_C2_ONE_MIN_M 128u
 #endif
