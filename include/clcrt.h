@@ -644,7 +644,11 @@ typedef struct clcrt_driver {
 /* The runtime's driver table; NULL in compile-only mode. */
 CLCRT_API const clcrt_driver *clcrt_runtime_driver(const clcrt_runtime *rt);
 /* The device's primary context, which the runtime retains: make it current (cuCtxSetCurrent)
- * before driver calls of your own on a thread. NULL in compile-only mode. */
+ * before driver calls of your own on a thread. NULL in compile-only mode. clcrt's calls run in
+ * it: where the calling thread has another context current (another device's, as a PyTorch
+ * thread whose current device is another GPU has), they push this one and pop it before they
+ * return, so the thread finds its own again, as torch's operators leave the current device;
+ * where the thread has none, they make this one current and leave it so. */
 CLCRT_API CUcontext clcrt_runtime_context(const clcrt_runtime *rt);
 #ifdef __cplusplus
 }

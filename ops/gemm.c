@@ -145,6 +145,24 @@ void clcrt_ops_destroy(clcrt_ops *ops) {
   free(ops);
 }
 
+clcrt_status gemm__ctx_enter(clcrt_ops *ops, gemm_ctx *c) {
+  c->pushed = 0;
+  if (!ops->cu || !ops->ctx) return CLCRT_OK;
+  CUcontext cur = NULL;
+  if (ops->cu->cuCtxGetCurrent(&cur) == CUDA_SUCCESS && cur == ops->ctx) return CLCRT_OK;
+  const CUresult r = cur ? ops->cu->cuCtxPushCurrent(ops->ctx) : ops->cu->cuCtxSetCurrent(ops->ctx);
+  if (r != CUDA_SUCCESS)
+    return clcrt_errmsg_set(ops->rt, CLCRT_E_CUDA, "gemm: making the runtime's context current failed (CUDA error %d)",
+                            (int)r);
+  c->pushed = cur != NULL;
+  return CLCRT_OK;
+}
+
+void gemm__ctx_leave(clcrt_ops *ops, const gemm_ctx *c) {
+  CUcontext popped;
+  if (c->pushed) (void)ops->cu->cuCtxPopCurrent(&popped);
+}
+
 clcrt_status gemm__kernel_get(clcrt_ops *ops, int v, clcrt_sched sched, int kind, const clcrt_kernel **out) {
   const char *arch = clcrt_runtime_arch(ops->rt);
   if (!arch || strncmp(arch, "sm_90", 5))
@@ -426,10 +444,14 @@ clcrt_status clcrt_gemm(clcrt_ops *ops, clcrt_stream *s, const clcrt_gemm_desc *
   clcrt_status st = check_desc(ops, d, &ld, &vi);
   if (st != CLCRT_OK) return st;
   if (d->m == 0 || d->n == 0) return CLCRT_OK;
+  gemm_ctx cx;
+  if ((st = gemm__ctx_enter(ops, &cx)) != CLCRT_OK) return st;
   gemm_ws *w;
-  if ((st = gemm__ws_stream(ops, s, &w)) != CLCRT_OK) return st;
-  st = run_locked(ops, s, w, d, ld, vi);
-  gemm__ws_unlock(w);
+  if ((st = gemm__ws_stream(ops, s, &w)) == CLCRT_OK) {
+    st = run_locked(ops, s, w, d, ld, vi);
+    gemm__ws_unlock(w);
+  }
+  gemm__ctx_leave(ops, &cx);
   return st;
 }
 

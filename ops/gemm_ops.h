@@ -110,6 +110,18 @@ int gemm__rule_lookup(clcrt_ops *ops, const clcrt_gemm_desc *d, unsigned align, 
 clcrt_status gemm__plan_measured(clcrt_ops *ops, clcrt_stream *s, gemm_ws *w, const clcrt_gemm_desc *d, gemm_ld ld,
                                  unsigned align, int sms, gemm_plan *out);
 
+/* Every entry of the op library that reaches the driver (an allocation, a memset, a launch)
+ * runs in its runtime's context: a thread whose current context is another device's (a
+ * PyTorch thread whose current device is another GPU) had stream-K counters allocated on that
+ * device, and the kernel then read them across devices (an illegal address, found by the
+ * every-device differential test). The thread's own context is current again on return; a
+ * thread with none keeps the runtime's, as clcrt_run leaves it (include/clcrt.h, clcrt_runtime_context). */
+typedef struct gemm_ctx {
+  int pushed;
+} gemm_ctx;
+clcrt_status gemm__ctx_enter(clcrt_ops *ops, gemm_ctx *c);
+void gemm__ctx_leave(clcrt_ops *ops, const gemm_ctx *c);
+
 /* Runs a driver call in relaxed capture mode, so that an allocation made while another thread
  * captures a graph in global mode neither fails nor breaks that capture. */
 CUresult gemm__relaxed_begin(const clcrt_driver *cu, CUstreamCaptureMode *saved);

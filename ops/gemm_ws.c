@@ -307,10 +307,13 @@ clcrt_status clcrt_ops_stream_release(clcrt_ops *ops, clcrt_stream *s) {
   /* A call in flight on the stream holds its lock: wait for it. */
   pthread_mutex_lock(&w->lock);
   pthread_mutex_unlock(&w->lock);
+  gemm_ctx cx;
+  const int entered = gemm__ctx_enter(ops, &cx) == CLCRT_OK; /* the frees need the buffers' context */
   CUstreamCaptureMode mode;
   int relaxed = gemm__relaxed_begin(ops->cu, &mode) == CUDA_SUCCESS;
   ws_free(ops, w, 1);
   if (relaxed) gemm__relaxed_end(ops->cu, &mode);
+  if (entered) gemm__ctx_leave(ops, &cx);
   return CLCRT_OK;
 }
 

@@ -427,7 +427,12 @@ const char *clcrt_taskgraph_source(const clcrt_taskgraph *g) { return g ? g->src
 
 void clcrt_taskgraph_destroy(clcrt_taskgraph *g) {
   if (!g) return;
-  if (g->trace) (void)g->ops->cu->cuMemFree(g->trace);
+  if (g->trace) {
+    gemm_ctx cx;
+    const int entered = gemm__ctx_enter(g->ops, &cx) == CLCRT_OK;
+    (void)g->ops->cu->cuMemFree(g->trace);
+    if (entered) gemm__ctx_leave(g->ops, &cx);
+  }
   free(g->src);
   free(g);
 }
@@ -523,17 +528,21 @@ clcrt_status clcrt_taskgraph_run_ex(clcrt_taskgraph *g, clcrt_stream *s, const c
   if (st != CLCRT_OK) return st;
   if (total == 0) return CLCRT_OK;
   for (unsigned i = 0; i < g->nn; i++) memcpy(buf + g->off[i], args[i], g->nodes[i].args_size);
+  gemm_ctx cx;
+  if ((st = gemm__ctx_enter(ops, &cx)) != CLCRT_OK) return st;
   gemm_ws *w;
-  if ((st = gemm__ws_stream(ops, s, &w)) != CLCRT_OK) return st;
-  int capturing = 0;
-  CUdeviceptr part = 0, ctr = 0;
-  if ((st = gemm__ws_capturing(ops, w, "clcrt_taskgraph_run", &capturing)) == CLCRT_OK &&
-      (st = gemm__ws_reserve(ops, w, capturing, 0, (size_t)words * 4u, &part, &ctr)) == CLCRT_OK) {
-    unsigned long long c = (unsigned long long)ctr;
-    memcpy(buf, &c, 8);
-    st = clcrt_run_ex(s, g->k, (clcrt_dim3){total, 1, 1}, buf, g->args_bytes, flags);
+  if ((st = gemm__ws_stream(ops, s, &w)) == CLCRT_OK) {
+    int capturing = 0;
+    CUdeviceptr part = 0, ctr = 0;
+    if ((st = gemm__ws_capturing(ops, w, "clcrt_taskgraph_run", &capturing)) == CLCRT_OK &&
+        (st = gemm__ws_reserve(ops, w, capturing, 0, (size_t)words * 4u, &part, &ctr)) == CLCRT_OK) {
+      unsigned long long c = (unsigned long long)ctr;
+      memcpy(buf, &c, 8);
+      st = clcrt_run_ex(s, g->k, (clcrt_dim3){total, 1, 1}, buf, g->args_bytes, flags);
+    }
+    gemm__ws_unlock(w);
   }
-  gemm__ws_unlock(w);
+  gemm__ctx_leave(ops, &cx);
   return st;
 }
 
@@ -547,6 +556,9 @@ clcrt_status clcrt_taskgraph_trace_enable(clcrt_taskgraph *g, size_t capacity) {
   if (capacity > (1u << 26))
     return bad(ops, "clcrt_taskgraph_trace_enable: %zu records; at most 2^26 (%u bytes each)", capacity, TG_REC_BYTES);
   if (capacity == g->trace_cap && (capacity == 0) == (g->trace == 0)) return CLCRT_OK;
+  gemm_ctx cx;
+  clcrt_status st = gemm__ctx_enter(ops, &cx);
+  if (st != CLCRT_OK) return st;
   CUstreamCaptureMode mode;
   CUresult r = gemm__relaxed_begin(ops->cu, &mode);
   if (r == CUDA_SUCCESS) {
@@ -560,6 +572,7 @@ clcrt_status clcrt_taskgraph_trace_enable(clcrt_taskgraph *g, size_t capacity) {
     }
     gemm__relaxed_end(ops->cu, &mode);
   }
+  gemm__ctx_leave(ops, &cx);
   if (r != CUDA_SUCCESS)
     return clcrt_errmsg_set(ops->rt, r == CUDA_ERROR_OUT_OF_MEMORY ? CLCRT_E_NOMEM : CLCRT_E_CUDA,
                             "clcrt_taskgraph_trace_enable: the trace buffer could not be made (CUDA error %d)", (int)r);
@@ -573,6 +586,9 @@ clcrt_status clcrt_taskgraph_trace_read(clcrt_taskgraph *g, clcrt_stream *s, clc
   clcrt_ops *ops = g->ops;
   if (!g->trace)
     return bad(ops, "clcrt_taskgraph_trace_read: tracing is off; call clcrt_taskgraph_trace_enable before the runs");
+  gemm_ctx cx;
+  clcrt_status st0 = gemm__ctx_enter(ops, &cx);
+  if (st0 != CLCRT_OK) return st0;
   CUresult r = ops->cu->cuStreamSynchronize(clcrt_stream_cu(s));
   uint32_t count = 0;
   if (r == CUDA_SUCCESS) r = ops->cu->cuMemcpyDtoH(&count, g->trace, 4);
@@ -581,10 +597,12 @@ clcrt_status clcrt_taskgraph_trace_read(clcrt_taskgraph *g, clcrt_stream *s, clc
   clcrt_trace_record *rec = n ? calloc(2 * n, sizeof *rec) : NULL;
   if (n && (!dev || !rec)) {
     free(dev), free(rec);
+    gemm__ctx_leave(ops, &cx);
     return clcrt_errmsg_set(ops->rt, CLCRT_E_NOMEM, "clcrt_taskgraph_trace_read: out of memory for %zu records", n);
   }
   if (r == CUDA_SUCCESS && n) r = ops->cu->cuMemcpyDtoH(dev, g->trace + TG_TRACE_HDR, n * sizeof *dev);
   if (r == CUDA_SUCCESS) r = ops->cu->cuMemsetD8(g->trace, 0, 4);
+  gemm__ctx_leave(ops, &cx);
   if (r != CUDA_SUCCESS) {
     free(dev), free(rec);
     return clcrt_errmsg_set(ops->rt, CLCRT_E_CUDA, "clcrt_taskgraph_trace_read: reading the records failed (CUDA error %d)",

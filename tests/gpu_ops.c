@@ -467,6 +467,104 @@ START_TEST(test_dense_random_sequences) {
 }
 END_TEST
 
+/* ---- the calling thread's context ---------------------------------------------------------------- */
+
+/* Random problems from a thread whose current context is not the runtime's at each call: none
+ * (a fresh thread), or another device's primary context (a PyTorch thread whose current device
+ * is another GPU). The op must allocate, zero and launch on its own device, and leave the
+ * thread's context as it found it (none: the runtime's stays current). Before the op entered
+ * its runtime's context, the second case allocated stream-K counters on the other device and
+ * faulted (an illegal address). The test's own driver and cuBLAS calls push the runtime's
+ * context around themselves. */
+typedef struct ctx_job {
+  CUcontext other; /* NULL: no context current at each call */
+  clcrt_stream *s;
+  cublasHandle_t blas;
+  CUdeviceptr D, R, bad;
+  size_t dcap;
+  int problems, left_wrong; /* calls that left another context current than they found */
+} ctx_job;
+
+static void ctx_push(void) { ck_assert_int_eq(gpu_cu()->cuCtxPushCurrent(clcrt_runtime_context(g_rt)), CUDA_SUCCESS); }
+static void ctx_pop(void) {
+  CUcontext c;
+  ck_assert_int_eq(gpu_cu()->cuCtxPopCurrent(&c), CUDA_SUCCESS);
+}
+
+static void *ctx_work(void *arg) {
+  ctx_job *j = arg;
+  const clcrt__driver *cu = gpu_cu();
+  const CUcontext mine = clcrt_runtime_context(g_rt);
+  CUstream cs = clcrt_stream_cu(j->s);
+  rng_t r = {0xC0FFEEull + (j->other != NULL)};
+  for (int i = 0; i < j->problems; i++) {
+    problem p = random_dense(&r, j->dcap);
+    p.g.d = j->D;
+    const unsigned long long ldd = p.g.ldd ? p.g.ldd : p.g.n;
+    ctx_push();
+    ck_assert_int_eq(cu->cuMemsetD8Async(j->D, 0xff, ((unsigned long long)p.g.m + GUARD) * ldd * 2, cs), CUDA_SUCCESS);
+    ctx_pop();
+    ck_assert_int_eq(cu->cuCtxSetCurrent(j->other), CUDA_SUCCESS);
+    const clcrt_status st = clcrt_gemm(g_ops, j->s, &p.g);
+    ck_assert_msg(st == CLCRT_OK, "%s: %s", p.what, clcrt_errmsg(g_rt));
+    CUcontext now = NULL;
+    ck_assert_int_eq(cu->cuCtxGetCurrent(&now), CUDA_SUCCESS);
+    j->left_wrong += now != (j->other ? j->other : mine);
+    ctx_push();
+    reference(j->blas, &p.g, p.g.a, p.g.m, p.g.b, j->R);
+    const opnds o = {p.g.a, p.g.b, p.g.lda ? p.g.lda : p.g.k, p.g.ldb ? p.g.ldb : p.g.k, j->bad + 4};
+    compare(j->s, j->D, j->R, p.g.m, p.g.n, ldd, GUARD, j->bad, p.g.k, &o);
+    ck_assert_int_eq(cu->cuStreamSynchronize(cs), CUDA_SUCCESS);
+    ctx_pop();
+  }
+  return NULL;
+}
+
+START_TEST(test_other_context) {
+  const clcrt__driver *cu = gpu_cu();
+  int count = 0;
+  ck_assert_int_eq(cu->cuDeviceGetCount(&count), CUDA_SUCCESS);
+  CUcontext other = NULL;
+  CUdevice odev = 0;
+  if (count >= 2) {
+    ck_assert_int_eq(cu->cuDeviceGet(&odev, (g_rt->opts.device + 1) % count), CUDA_SUCCESS);
+    ck_assert_int_eq(cu->cuDevicePrimaryCtxRetain(&other, odev), CUDA_SUCCESS);
+  } else {
+    printf("gpu_ops: one GPU: the calls from another device's context are not run (two GPUs are needed)\n");
+  }
+  const int per = gpu_under_sanitizer() ? 6 : 120;
+  int total = 0, wrong = 0, left_wrong = 0;
+  for (int kind = 0; kind < (other ? 2 : 1); kind++) {
+    ctx_job j;
+    memset(&j, 0, sizeof j);
+    j.other = kind ? other : NULL;
+    j.problems = per;
+    j.dcap = gpu_under_sanitizer() ? (1u << 22) : (size_t)(16384 + GUARD) * 8201;
+    ck_assert_int_eq(clcrt_stream_create(g_rt, NULL, &j.s), CLCRT_OK);
+    j.D = gpu_alloc(j.dcap * 2), j.R = gpu_alloc(j.dcap * 4), j.bad = gpu_alloc(4ull * CTRS);
+    gpu_fill_u8(j.bad, 0, 4ull * CTRS);
+    ck_assert(cublasCreate(&j.blas) == CUBLAS_STATUS_SUCCESS);
+    ck_assert(cublasSetStream(j.blas, clcrt_stream_cu(j.s)) == CUBLAS_STATUS_SUCCESS);
+    pthread_t t;
+    pthread_create(&t, NULL, ctx_work, &j);
+    pthread_join(t, NULL);
+    unsigned bad[CTRS];
+    gpu_get(bad, j.bad, sizeof bad);
+    printf("gpu_ops: %d GEMMs from a thread with %s current: %u elements wrong, %d calls left another context "
+           "current than they found\n",
+           per, kind ? "another device's context" : "no context", bad[0], j.left_wrong);
+    total += per, wrong += (int)bad[0], left_wrong += j.left_wrong;
+    cublasDestroy(j.blas);
+    gpu_free(j.D), gpu_free(j.R), gpu_free(j.bad);
+    clcrt_stream_destroy(j.s);
+  }
+  if (other) cu->cuDevicePrimaryCtxRelease(odev);
+  ck_assert_int_gt(total, 0);
+  ck_assert_int_eq(wrong, 0);
+  ck_assert_int_eq(left_wrong, 0);
+}
+END_TEST
+
 /* ---- grouped and masked ------------------------------------------------------------------------- */
 
 /* One grouped (or masked) problem: the sizes, the op, a reference per group, the comparison of
@@ -582,6 +680,7 @@ static Suite *suite(void) {
   tcase_set_timeout(tc, 600);
   tcase_add_test(tc, test_dense_random_sequences);
   tcase_add_test(tc, test_grouped_random);
+  tcase_add_test(tc, test_other_context);
   suite_add_tcase(s, tc);
   return s;
 }

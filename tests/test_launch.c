@@ -47,6 +47,7 @@ static size_t g_args_size = 16;       /* the Args parameter's size cuFuncGetPara
 static CUstreamCaptureStatus g_capture = CU_STREAM_CAPTURE_STATUS_NONE;
 static CUresult g_launch_result = CUDA_SUCCESS;
 static int g_launches;
+static CUcontext g_launch_ctx; /* the context current at the last launch */
 static int g_pdl = -1; /* the last launch's programmatic-serialization attribute; -1: none */
 static CUlaunchConfig g_cfg;           /* the last launch's */
 static CUfunction g_fn;
@@ -95,6 +96,7 @@ static CUresult CUDAAPI f_launch(const CUlaunchConfig *c, CUfunction f, void **k
       g_pdl = (int)c->attrs[i].value.programmaticStreamSerializationAllowed;
   memcpy(g_args, kp[0], g_args_size);
   memcpy(&g_p, kp[1], sizeof g_p);
+  g_launch_ctx = fake_current;
   g_launches++;
   return CUDA_SUCCESS;
 }
@@ -878,16 +880,31 @@ START_TEST(run_ex_pdl) {
 }
 END_TEST
 
-/* The context is asked for on every run and made current when someone changed it (the
- * function launched is the runtime context's). */
+/* The context is asked for on every run, and a run launches in the runtime's (the function
+ * launched is that context's): where the thread had another context current (another device's),
+ * the run pushes the runtime's and pops it, so the thread's own is current again; where it had
+ * none, the runtime's is made current and stays. */
 START_TEST(run_restores_the_context) {
   ck_assert_int_eq(run(g_steal, 20000, 1, 1), CLCRT_OK);
   ck_assert_int_eq(g_set_current, 0);
+  const int pushes = fake_pushes;
   fake_current = (CUcontext)0x9999;
   ck_assert_int_eq(run(g_steal, 20000, 1, 1), CLCRT_OK);
-  ck_assert_int_eq(g_set_current, 1);
-  ck_assert_ptr_eq(fake_current, FAKE_CTX);
+  ck_assert_ptr_eq(g_launch_ctx, FAKE_CTX);
+  ck_assert_int_eq(fake_pushes, pushes + 1);
+  ck_assert_int_eq(g_set_current, 0);
+  ck_assert_ptr_eq(fake_current, (CUcontext)0x9999); /* the caller's, popped back */
   ck_assert_ptr_eq(g_cfg.hStream, g_s->cu);
+  /* A failed launch pops too. */
+  g_launch_result = CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES;
+  ck_assert_int_ne(run(g_steal, 20000, 1, 1), CLCRT_OK);
+  g_launch_result = CUDA_SUCCESS;
+  ck_assert_ptr_eq(fake_current, (CUcontext)0x9999);
+  fake_current = NULL;
+  ck_assert_int_eq(run(g_steal, 20000, 1, 1), CLCRT_OK);
+  ck_assert_ptr_eq(g_launch_ctx, FAKE_CTX);
+  ck_assert_int_eq(g_set_current, 1);
+  ck_assert_ptr_eq(fake_current, FAKE_CTX); /* none before: the runtime's stays */
 }
 END_TEST
 

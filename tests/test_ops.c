@@ -280,6 +280,7 @@ typedef struct alloc_rec {
   CUdeviceptr p;
   size_t n;
   int live;
+  CUcontext ctx; /* current at the allocation */
 } alloc_rec;
 static alloc_rec g_allocs[4096];
 static int g_nallocs;
@@ -287,9 +288,11 @@ typedef struct memset_rec {
   CUdeviceptr p;
   size_t n;
   CUstream s;
+  CUcontext ctx; /* current at the memset */
 } memset_rec;
 static memset_rec g_memsets[1024];
 static int g_nmemsets, g_syncs;
+static CUcontext g_launch_ctx; /* current at the last launch */
 static CUhostFn g_uo_fn[256];
 static void *g_uo_ptr[256];
 static int g_nuo, g_retained;
@@ -326,6 +329,7 @@ static CUresult CUDAAPI f_occ_clusters(int *n, CUfunction f, const CUlaunchConfi
 static CUresult CUDAAPI f_launch(const CUlaunchConfig *c, CUfunction f, void **kp, void **extra) {
   (void)c, (void)f, (void)extra;
   memcpy(&g_last, kp[0], sizeof g_last);
+  g_launch_ctx = fake_current;
   g_launches++;
   return CUDA_SUCCESS;
 }
@@ -366,7 +370,7 @@ static CUresult CUDAAPI f_alloc(CUdeviceptr *p, size_t n) {
   if (!m) return CUDA_ERROR_OUT_OF_MEMORY;
   memset(m, 0x5a, n < (1u << 20) ? n : (1u << 20)); /* poison: only a memset makes it zero */
   *p = (CUdeviceptr)(uintptr_t)m;
-  if (g_nallocs < 4096) g_allocs[g_nallocs++] = (alloc_rec){*p, n, 1};
+  if (g_nallocs < 4096) g_allocs[g_nallocs++] = (alloc_rec){*p, n, 1, fake_current};
   return CUDA_SUCCESS;
 }
 static CUresult CUDAAPI f_free(CUdeviceptr p) {
@@ -377,7 +381,7 @@ static CUresult CUDAAPI f_free(CUdeviceptr p) {
 }
 static CUresult CUDAAPI f_memset_async(CUdeviceptr p, unsigned char v, size_t n, CUstream s) {
   memset((void *)(uintptr_t)p, v, n);
-  if (g_nmemsets < 1024) g_memsets[g_nmemsets++] = (memset_rec){p, n, s};
+  if (g_nmemsets < 1024) g_memsets[g_nmemsets++] = (memset_rec){p, n, s, fake_current};
   return CUDA_SUCCESS;
 }
 static CUresult CUDAAPI f_host_alloc(void **p, size_t n, unsigned flags) {
@@ -413,15 +417,6 @@ static CUresult CUDAAPI f_retain(CUgraph g, CUuserObject o, unsigned n, unsigned
   return CUDA_SUCCESS;
 }
 
-static CUresult CUDAAPI f_push(CUcontext c) {
-  fake_current = c;
-  return CUDA_SUCCESS;
-}
-static CUresult CUDAAPI f_pop(CUcontext *c) {
-  if (c) *c = fake_current;
-  return CUDA_SUCCESS;
-}
-
 static clcrt_runtime *g_rt;
 static clcrt_ops *g_ops;
 
@@ -451,8 +446,6 @@ static void use_fake(void) {
   g_fake.cuUserObjectCreate = f_uo_create;
   g_fake.cuUserObjectRelease = f_uo_release;
   g_fake.cuGraphRetainUserObject = f_retain;
-  g_fake.cuCtxPushCurrent = f_push;
-  g_fake.cuCtxPopCurrent = f_pop;
   clcrt__driver_override(&g_fake);
 }
 
@@ -543,6 +536,36 @@ START_TEST(test_ws_sequences) {
   }
   ck_assert_int_gt(shared, 50);
   for (int i = 0; i < 3; i++) clcrt_stream_destroy(s[i]);
+}
+END_TEST
+
+/* A call from a thread whose current context is another (another device's): the workspace is
+ * allocated and zeroed, and the run launched, in the runtime's context, and the caller's is
+ * current again on return; from a thread with none, the runtime's stays current. Before the op
+ * entered its context, a PyTorch thread whose current device was another GPU got its stream-K
+ * counters allocated there, and the kernel faulted reading them (an illegal address). */
+START_TEST(test_calls_in_the_runtime_context) {
+  clcrt_stream *s;
+  ck_assert_int_eq(clcrt_stream_create(g_rt, NULL, &s), CLCRT_OK);
+  const CUcontext other = (CUcontext)0x9999;
+  for (int none = 0; none < 2; none++) {
+    fake_current = none ? NULL : other;
+    const int allocs = g_nallocs, memsets = g_nmemsets;
+    GemmArgs a = dense(s, 1000 << (2 * none), 1000 << (2 * none), 4096, CLCRT_GEMM_SPLIT_ALL, NULL); /* grows it */
+    ck_assert(a.sk_units && a.ws && a.ctr);
+    ck_assert_int_gt(g_nallocs, allocs);
+    for (int i = allocs; i < g_nallocs; i++) ck_assert_ptr_eq(g_allocs[i].ctx, FAKE_CTX);
+    ck_assert_int_gt(g_nmemsets, memsets);
+    for (int i = memsets; i < g_nmemsets; i++) ck_assert_ptr_eq(g_memsets[i].ctx, FAKE_CTX);
+    ck_assert_ptr_eq(g_launch_ctx, FAKE_CTX);
+    ck_assert_ptr_eq(fake_current, none ? FAKE_CTX : other);
+  }
+  /* The releases free in it too. */
+  fake_current = other;
+  ck_assert_int_eq(clcrt_ops_stream_release(g_ops, s), CLCRT_OK);
+  ck_assert_ptr_eq(fake_current, other);
+  fake_current = FAKE_CTX;
+  clcrt_stream_destroy(s);
 }
 END_TEST
 
@@ -725,6 +748,7 @@ static Suite *ops_suite(void) {
   tcase_add_unchecked_fixture(tc, setup_once, NULL);
   tcase_add_test(tc, test_ws_sequences);
   tcase_add_test(tc, test_ws_per_stream);
+  tcase_add_test(tc, test_calls_in_the_runtime_context);
   tcase_add_test(tc, test_ws_capture);
   tcase_add_test(tc, test_ws_per_thread_stream);
   tcase_add_test(tc, test_grouped_misuse_reported);

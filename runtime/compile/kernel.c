@@ -67,9 +67,17 @@ clcrt_status clcrt__kernel_occupancy(clcrt_runtime *rt, const clcrt_kernel *k, c
 /* Loads the cubin context-independently and prepares the kernel for launches: parameter
  * layout checked against the scheduler's, attributes that depend on the description set
  * once. */
+static clcrt_status load_entered(clcrt_runtime *rt, clcrt_kernel *k);
 static clcrt_status load(clcrt_runtime *rt, clcrt_kernel *k) {
-  clcrt_status st = clcrt__ctx_enter(rt);
+  clcrt__ctx_saved sv;
+  clcrt_status st = clcrt__ctx_push(rt, &sv);
   if (st != CLCRT_OK) return st;
+  st = load_entered(rt, k);
+  clcrt__ctx_leave(rt, &sv);
+  return st;
+}
+static clcrt_status load_entered(clcrt_runtime *rt, clcrt_kernel *k) {
+  clcrt_status st;
   double t0 = clcrt__now_ms();
   CU_CHECK(rt, cuLibraryLoadData(&k->lib, k->cubin, NULL, NULL, 0, NULL, NULL, 0));
   CU_CHECK(rt, cuLibraryGetKernel(&k->kern, k->lib, k->name));

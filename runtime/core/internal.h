@@ -142,6 +142,15 @@ void clcrt__log(clcrt_runtime *rt, clcrt_log_level lvl, const char *fmt, ...) __
 
 /* Makes rt's context current on this thread (no-op in compile-only mode). */
 clcrt_status clcrt__ctx_enter(clcrt_runtime *rt);
+/* The same for the length of one call: where the thread had another context current (another
+ * device's, as a PyTorch thread whose current device is another GPU has), rt's is pushed and
+ * clcrt__ctx_leave pops it, so the caller finds its own again; where it had none, rt's is made
+ * current and stays, as clcrt__ctx_enter leaves it. */
+typedef struct clcrt__ctx_saved {
+  int pushed;
+} clcrt__ctx_saved;
+clcrt_status clcrt__ctx_push(clcrt_runtime *rt, clcrt__ctx_saved *sv);
+void clcrt__ctx_leave(clcrt_runtime *rt, const clcrt__ctx_saved *sv);
 
 /* The name of a driver error, e.g. "CUDA_ERROR_ILLEGAL_ADDRESS". */
 const char *clcrt__cu_name(const clcrt_runtime *rt, CUresult r);

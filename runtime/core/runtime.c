@@ -200,11 +200,16 @@ static clcrt_status device_setup(clcrt_runtime *rt) {
   /* Hopper and Blackwell datacenter parts run clusters of 16 with the non-portable
    * attribute; whether a kernel may is checked per kernel at launch. */
   rt->max_cluster_size = 16;
-  clcrt_status st = clcrt__ctx_enter(rt);
+  /* In the new context; a caller's other context is current again on return (a thread with
+   * none keeps this one current). */
+  clcrt__ctx_saved sv;
+  clcrt_status st = clcrt__ctx_push(rt, &sv);
   if (st != CLCRT_OK) return st;
-  CU_CHECK(rt, cuCtxGetStreamPriorityRange(&rt->prio_least, &rt->prio_greatest));
+  CUresult r = rt->cu->cuCtxGetStreamPriorityRange(&rt->prio_least, &rt->prio_greatest);
   /* The graph claim table and the preemption words of this context (sched_state.h). */
-  return clcrt__devstate_acquire(rt);
+  st = r == CUDA_SUCCESS ? clcrt__devstate_acquire(rt) : CLCRT__CU_FAIL(rt, r, cuCtxGetStreamPriorityRange);
+  clcrt__ctx_leave(rt, &sv);
+  return st;
 }
 
 /* Asks the driver which context is current rather than remembering it: the user, or
@@ -216,6 +221,25 @@ clcrt_status clcrt__ctx_enter(clcrt_runtime *rt) {
   if (rt->cu->cuCtxGetCurrent(&cur) == CUDA_SUCCESS && cur == rt->ctx) return CLCRT_OK;
   CU_CHECK(rt, cuCtxSetCurrent(rt->ctx));
   return CLCRT_OK;
+}
+
+clcrt_status clcrt__ctx_push(clcrt_runtime *rt, clcrt__ctx_saved *sv) {
+  sv->pushed = 0;
+  if (rt->compile_only) return CLCRT_OK;
+  CUcontext cur = NULL;
+  if (rt->cu->cuCtxGetCurrent(&cur) == CUDA_SUCCESS && cur == rt->ctx) return CLCRT_OK;
+  if (!cur) {
+    CU_CHECK(rt, cuCtxSetCurrent(rt->ctx));
+    return CLCRT_OK;
+  }
+  CU_CHECK(rt, cuCtxPushCurrent(rt->ctx));
+  sv->pushed = 1;
+  return CLCRT_OK;
+}
+
+void clcrt__ctx_leave(clcrt_runtime *rt, const clcrt__ctx_saved *sv) {
+  CUcontext popped;
+  if (sv->pushed) (void)rt->cu->cuCtxPopCurrent(&popped);
 }
 
 /* The toolkit whose include directories NVRTC gets (compile.c). One named by the caller
@@ -351,7 +375,8 @@ void clcrt_runtime_destroy(clcrt_runtime *rt) {
    * some): queued ones are dropped, a running one finishes, so that no kernel is freed under
    * a build. */
   clcrt__builder_stop(rt);
-  if (rt->cu && rt->ctx) rt->cu->cuCtxSetCurrent(rt->ctx);
+  clcrt__ctx_saved sv = {0};
+  if (rt->cu && rt->ctx) (void)clcrt__ctx_push(rt, &sv);
   for (clcrt_kernel *k = rt->kernels, *next; k; k = next) {
     next = k->next;
     clcrt__kernel_free(k);
@@ -360,6 +385,7 @@ void clcrt_runtime_destroy(clcrt_runtime *rt) {
   if (rt->hint_pages) clcrt__hint_free(rt); /* after the kernels: no run of theirs is in flight */
   if (rt->devstate) clcrt__devstate_release(rt);
   if (rt->cu && rt->ctx) rt->cu->cuDevicePrimaryCtxRelease(rt->dev);
+  if (rt->cu) clcrt__ctx_leave(rt, &sv);
   clcrt__free(rt->target_arch_own);
   clcrt__free(rt->cache_dir_own);
   clcrt__free(rt->cuda_home_own);

@@ -257,6 +257,9 @@ static clcrt_status launch_run(clcrt_stream *s, const clcrt_kernel *k0, const cl
   return st_end;
 }
 
+static clcrt_status run_entered(clcrt_stream *s, const clcrt_kernel *k, clcrt_dim3 tiles, const void *args,
+                                unsigned flags);
+
 clcrt_status clcrt_run(clcrt_stream *s, const clcrt_kernel *k, clcrt_dim3 tiles, const void *args,
                        size_t args_size) {
   return clcrt_run_ex(s, k, tiles, args, args_size, 0);
@@ -270,12 +273,22 @@ clcrt_status clcrt_run_ex(clcrt_stream *s, const clcrt_kernel *k, clcrt_dim3 til
     return clcrt__fail(s->rt, CLCRT_E_INVALID, "clcrt_run_ex: flags 0x%x: only CLCRT_RUN_PDL (0x%x) exists", flags,
                        CLCRT_RUN_PDL);
   if (tiles.x == 0 || tiles.y == 0 || tiles.z == 0) return CLCRT_OK; /* an empty tile grid is a no-op */
-  clcrt_runtime *rt = s->rt;
   /* Launching the context-independent CUkernel instead (which runs in the stream's context,
    * cuda.h) would spare this query, but measured on the H100 host such launches cost more than
-   * the query (bench, overhead section: "bare (CUkernel)"). */
-  if ((st = clcrt__ctx_enter(rt)) != CLCRT_OK) return st;
+   * the query (bench, overhead section: "bare (CUkernel)"). A caller whose thread has another
+   * device's context current gets it back (clcrt__ctx_push). */
+  clcrt__ctx_saved sv;
+  if ((st = clcrt__ctx_push(s->rt, &sv)) != CLCRT_OK) return st;
+  st = run_entered(s, k, tiles, args, flags);
+  clcrt__ctx_leave(s->rt, &sv);
+  return st;
+}
 
+/* clcrt_run_ex's launch, checked, in the runtime's context. */
+static clcrt_status run_entered(clcrt_stream *s, const clcrt_kernel *k, clcrt_dim3 tiles, const void *args,
+                                unsigned flags) {
+  clcrt_runtime *rt = s->rt;
+  clcrt_status st;
   /* From the registered kernel: variants only add bits, and k may be a variant a caller got
    * from clcrt_kernel_variant (a short one would run only the units of its own). */
   const clcrt_kernel *k0 = k->base;

@@ -86,9 +86,14 @@ clcrt_status clcrt_stream_create_ex(clcrt_runtime *rt, const clcrt_stream_opts *
                        rt->arch);
   clcrt_status st = opts_check(rt, &o);
   if (st != CLCRT_OK) return st;
-  if ((st = clcrt__ctx_enter(rt)) != CLCRT_OK) return st;
+  /* In the runtime's context; a caller's other context is current again on return. */
+  clcrt__ctx_saved sv;
+  if ((st = clcrt__ctx_push(rt, &sv)) != CLCRT_OK) return st;
   clcrt_stream *s = clcrt__calloc(1, sizeof *s);
-  if (!s) return clcrt__fail(rt, CLCRT_E_NOMEM, "out of memory allocating a stream");
+  if (!s) {
+    clcrt__ctx_leave(rt, &sv);
+    return clcrt__fail(rt, CLCRT_E_NOMEM, "out of memory allocating a stream");
+  }
   s->rt = rt;
   /* clcrt's levels (0 the least urgent) to CUDA's numbers (prio_least down to prio_greatest). */
   int cuda_prio = rt->prio_least - (int)(o.priority > CLCRT__MAX_LEVEL ? CLCRT__MAX_LEVEL : o.priority);
@@ -125,18 +130,21 @@ clcrt_status clcrt_stream_create_ex(clcrt_runtime *rt, const clcrt_stream_opts *
   clcrt__builder_start(rt);
   clcrt__variants_preemptible(rt, NULL);
   *out = s;
+  clcrt__ctx_leave(rt, &sv);
   return CLCRT_OK;
 fail:
   if (s->state) rt->cu->cuMemFree(s->state);
   if (s->owned) destroy_cu(s);
   clcrt__free(s);
+  clcrt__ctx_leave(rt, &sv);
   return st;
 }
 
 void clcrt_stream_destroy(clcrt_stream *s) {
   if (!s) return;
   clcrt_runtime *rt = s->rt;
-  if (clcrt__ctx_enter(rt) == CLCRT_OK) {
+  clcrt__ctx_saved sv;
+  if (clcrt__ctx_push(rt, &sv) == CLCRT_OK) {
     /* Still inside clcrt_preempt_begin: lift it, or lower-priority runs yield for ever. */
     if (s->preempt_depth > 0) {
       s->preempt_depth = 0;
@@ -150,6 +158,7 @@ void clcrt_stream_destroy(clcrt_stream *s) {
     if (s->trace) rt->cu->cuMemFree(s->trace);
     rt->cu->cuMemFree(s->state);
     if (s->owned) destroy_cu(s);
+    clcrt__ctx_leave(rt, &sv);
   }
   if (rt->devstate) clcrt__devstate_stream_remove(rt->devstate, s->level);
   if (s->observing) __atomic_sub_fetch(&rt->observing, 1, __ATOMIC_SEQ_CST);
@@ -158,9 +167,11 @@ void clcrt_stream_destroy(clcrt_stream *s) {
 
 clcrt_status clcrt_stream_sync(clcrt_stream *s) {
   if (!s) return clcrt__fail_norts(CLCRT_E_INVALID, "clcrt_stream_sync: the stream is NULL");
-  clcrt_status st = clcrt__ctx_enter(s->rt);
+  clcrt__ctx_saved sv;
+  clcrt_status st = clcrt__ctx_push(s->rt, &sv);
   if (st != CLCRT_OK) return st;
   CUresult r = s->rt->cu->cuStreamSynchronize(s->cu);
+  clcrt__ctx_leave(s->rt, &sv);
   if (r != CUDA_SUCCESS) {
     /* After a fault the driver never runs the host functions behind clcrt_run_notify. */
     clcrt__notify_fail(s, CLCRT_E_CUDA);
@@ -190,15 +201,18 @@ static clcrt_status preempt_check(clcrt_stream *s, const char *fn) {
                        "%s: the stream has the device's lowest priority, so there is nothing it could preempt: "
                        "create its CUstream with cuStreamCreateWithPriority (a priority above %d) and wrap that",
                        fn, s->rt->prio_least);
-  return clcrt__ctx_enter(s->rt);
+  return CLCRT_OK;
 }
 
 clcrt_status clcrt_preempt_begin(clcrt_stream *s) {
   clcrt_status st = preempt_check(s, "clcrt_preempt_begin");
   if (st != CLCRT_OK) return st;
-  if (s->preempt_depth == 0 && (st = clcrt__stream_preempt_write(s, s->level)) != CLCRT_OK) return st;
-  s->preempt_depth++;
-  return CLCRT_OK;
+  clcrt__ctx_saved sv;
+  if ((st = clcrt__ctx_push(s->rt, &sv)) != CLCRT_OK) return st;
+  if (s->preempt_depth == 0) st = clcrt__stream_preempt_write(s, s->level);
+  if (st == CLCRT_OK) s->preempt_depth++;
+  clcrt__ctx_leave(s->rt, &sv);
+  return st;
 }
 
 clcrt_status clcrt_preempt_end(clcrt_stream *s) {
@@ -207,9 +221,12 @@ clcrt_status clcrt_preempt_end(clcrt_stream *s) {
   if (s->preempt_depth == 0)
     return clcrt__fail(s->rt, CLCRT_E_INVALID,
                        "clcrt_preempt_end without a matching clcrt_preempt_begin on this stream");
-  if (s->preempt_depth == 1 && (st = clcrt__stream_preempt_write(s, 0)) != CLCRT_OK) return st;
-  s->preempt_depth--;
-  return CLCRT_OK;
+  clcrt__ctx_saved sv;
+  if ((st = clcrt__ctx_push(s->rt, &sv)) != CLCRT_OK) return st;
+  if (s->preempt_depth == 1) st = clcrt__stream_preempt_write(s, 0);
+  if (st == CLCRT_OK) s->preempt_depth--;
+  clcrt__ctx_leave(s->rt, &sv);
+  return st;
 }
 
 /* ---- statistics -------------------------------------------------------------------- */
@@ -228,16 +245,20 @@ clcrt_status clcrt_stream_stats_enable(clcrt_stream *s, int on) {
   const int hold = on && !s->stats;
   clcrt_status st = hold ? clcrt__observe_hold(s->rt) : CLCRT_OK;
   if (st != CLCRT_OK) return st;
-  st = stats_enable(s, on);
+  clcrt__ctx_saved sv;
+  if ((st = clcrt__ctx_push(s->rt, &sv)) == CLCRT_OK) {
+    st = stats_enable(s, on);
+    clcrt__ctx_leave(s->rt, &sv);
+  }
   clcrt__stream_observing(s);
   if (hold) clcrt__observe_release(s->rt);
   return st;
 }
 
+/* In the runtime's context (clcrt_stream_stats_enable). */
 static clcrt_status stats_enable(clcrt_stream *s, int on) {
   clcrt_runtime *rt = s->rt;
-  clcrt_status st = clcrt__ctx_enter(rt);
-  if (st != CLCRT_OK) return st;
+  clcrt_status st;
   if (on && !s->stats) {
     CU_CHECK(rt, cuStreamSynchronize(s->cu));
     CU_CHECK(rt, cuMemAlloc(&s->stats, CLCRT__STATS_WORDS * 8));
@@ -255,8 +276,20 @@ static clcrt_status stats_enable(clcrt_stream *s, int on) {
   return CLCRT_OK;
 }
 
+static clcrt_status stats_read(clcrt_stream *s, clcrt_stream_stats *out);
+
 clcrt_status clcrt_stream_stats_read(clcrt_stream *s, clcrt_stream_stats *out) {
   if (!s) return clcrt__fail_norts(CLCRT_E_INVALID, "clcrt_stream_stats_read: the stream is NULL");
+  clcrt__ctx_saved sv;
+  clcrt_status st = clcrt__ctx_push(s->rt, &sv);
+  if (st != CLCRT_OK) return st;
+  st = stats_read(s, out);
+  clcrt__ctx_leave(s->rt, &sv);
+  return st;
+}
+
+/* clcrt_stream_stats_read in the runtime's context. */
+static clcrt_status stats_read(clcrt_stream *s, clcrt_stream_stats *out) {
   clcrt_runtime *rt = s->rt;
   if (!out) return clcrt__fail(rt, CLCRT_E_INVALID, "clcrt_stream_stats_read: out is NULL");
   if (out->size < sizeof(size_t) || out->size > sizeof *out)
@@ -265,8 +298,7 @@ clcrt_status clcrt_stream_stats_read(clcrt_stream *s, clcrt_stream_stats *out) {
                        out->size);
   if (!s->stats)
     return clcrt__fail(rt, CLCRT_E_INVALID, "statistics are off on this stream: call clcrt_stream_stats_enable first");
-  clcrt_status st = clcrt__ctx_enter(rt);
-  if (st != CLCRT_OK) return st;
+  clcrt_status st;
   if ((st = clcrt_stream_sync(s)) != CLCRT_OK) return st;
   CU_CHECK(rt, cuMemcpyDtoH(s->host_stats, s->stats, sizeof s->host_stats));
   if ((st = clcrt__zero_device(rt, s->stats, CLCRT__STATS_WORDS * 8)) != CLCRT_OK) return st;

@@ -30,12 +30,17 @@ clcrt_status clcrt_stream_trace_enable(clcrt_stream *s, size_t capacity) {
   const int hold = capacity > 0 && capacity <= TRACE_MAX_RECORDS;
   clcrt_status st = hold ? clcrt__observe_hold(s->rt) : CLCRT_OK;
   if (st != CLCRT_OK) return st;
-  st = trace_enable(s, capacity);
+  clcrt__ctx_saved sv;
+  if ((st = clcrt__ctx_push(s->rt, &sv)) == CLCRT_OK) {
+    st = trace_enable(s, capacity);
+    clcrt__ctx_leave(s->rt, &sv);
+  }
   clcrt__stream_observing(s);
   if (hold) clcrt__observe_release(s->rt);
   return st;
 }
 
+/* In the runtime's context (clcrt_stream_trace_enable). */
 static clcrt_status trace_enable(clcrt_stream *s, size_t capacity) {
   clcrt_runtime *rt = s->rt;
   if (capacity > TRACE_MAX_RECORDS)
@@ -43,8 +48,7 @@ static clcrt_status trace_enable(clcrt_stream *s, size_t capacity) {
                        "clcrt_stream_trace_enable: capacity %zu records is too large: at most %llu (%u bytes of "
                        "device memory each); tracing is left as it was",
                        capacity, TRACE_MAX_RECORDS, CLCRT__TRACE_RECORD_BYTES);
-  clcrt_status st = clcrt__ctx_enter(rt);
-  if (st != CLCRT_OK) return st;
+  clcrt_status st;
   if (s->trace) {
     CU_CHECK(rt, cuStreamSynchronize(s->cu));
     rt->cu->cuMemFree(s->trace);
@@ -77,15 +81,26 @@ fail:
   return st;
 }
 
+static clcrt_status trace_read(clcrt_stream *s, clcrt_trace **out);
+
 clcrt_status clcrt_stream_trace_read(clcrt_stream *s, clcrt_trace **out) {
   if (!s) return clcrt__fail_norts(CLCRT_E_INVALID, "clcrt_stream_trace_read: the stream is NULL");
+  clcrt__ctx_saved sv;
+  clcrt_status st = clcrt__ctx_push(s->rt, &sv);
+  if (st != CLCRT_OK) return st;
+  st = trace_read(s, out);
+  clcrt__ctx_leave(s->rt, &sv);
+  return st;
+}
+
+/* clcrt_stream_trace_read in the runtime's context. */
+static clcrt_status trace_read(clcrt_stream *s, clcrt_trace **out) {
   clcrt_runtime *rt = s->rt;
   if (!out) return clcrt__fail(rt, CLCRT_E_INVALID, "clcrt_stream_trace_read: out is NULL");
   *out = NULL;
   if (!s->trace)
     return clcrt__fail(rt, CLCRT_E_INVALID, "tracing is off on this stream: call clcrt_stream_trace_enable first");
-  clcrt_status st = clcrt__ctx_enter(rt);
-  if (st != CLCRT_OK) return st;
+  clcrt_status st;
   if ((st = clcrt_stream_sync(s)) != CLCRT_OK) return st;
   uint32_t count = 0;
   CU_CHECK(rt, cuMemcpyDtoH(&count, s->trace + TRACE_COUNTER_OFFSET, sizeof count));

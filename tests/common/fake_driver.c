@@ -7,6 +7,7 @@
 #include <string.h>
 
 CUcontext fake_current;
+int fake_pushes;
 
 static CUresult CUDAAPI f_init(unsigned f) { (void)f; return CUDA_SUCCESS; }
 static CUresult CUDAAPI f_count(int *n) { *n = 1; return CUDA_SUCCESS; }
@@ -34,6 +35,22 @@ static CUresult CUDAAPI f_retain(CUcontext *c, CUdevice d) { (void)d; *c = FAKE_
 static CUresult CUDAAPI f_release(CUdevice d) { (void)d; return CUDA_SUCCESS; }
 static CUresult CUDAAPI f_set_current(CUcontext c) { fake_current = c; return CUDA_SUCCESS; }
 static CUresult CUDAAPI f_get_current(CUcontext *c) { *c = fake_current; return CUDA_SUCCESS; }
+/* The context stack: as the driver's (per thread there; the suites push and pop on one). */
+static CUcontext fake_stack[16];
+static int fake_depth;
+static CUresult CUDAAPI f_push_current(CUcontext c) {
+  if (fake_depth == 16) return CUDA_ERROR_INVALID_VALUE;
+  fake_stack[fake_depth++] = fake_current;
+  fake_current = c;
+  fake_pushes++;
+  return CUDA_SUCCESS;
+}
+static CUresult CUDAAPI f_pop_current(CUcontext *c) {
+  if (!fake_current) return CUDA_ERROR_INVALID_CONTEXT;
+  if (c) *c = fake_current;
+  fake_current = fake_depth ? fake_stack[--fake_depth] : NULL;
+  return CUDA_SUCCESS;
+}
 static CUresult CUDAAPI f_prio_range(int *least, int *greatest) { *least = 0, *greatest = -5; return CUDA_SUCCESS; }
 static CUresult CUDAAPI f_lib_unload(CUlibrary l) { (void)l; return CUDA_SUCCESS; }
 static CUresult CUDAAPI f_get_kernel(CUkernel *k, CUlibrary l, const char *name) {
@@ -95,6 +112,8 @@ void fake_driver_base(clcrt__driver *t) {
   t->cuDevicePrimaryCtxRelease = f_release;
   t->cuCtxSetCurrent = f_set_current;
   t->cuCtxGetCurrent = f_get_current;
+  t->cuCtxPushCurrent = f_push_current;
+  t->cuCtxPopCurrent = f_pop_current;
   t->cuCtxGetStreamPriorityRange = f_prio_range;
   t->cuLibraryUnload = f_lib_unload;
   t->cuLibraryGetKernel = f_get_kernel;

@@ -10,13 +10,16 @@
 enum { FAKE_SMS = 132 };
 #define FAKE_CTX ((CUcontext)0x1000)
 
-/* The current context: cuCtxSetCurrent's default sets it, cuCtxGetCurrent reads it. */
+/* The current context: cuCtxSetCurrent's default sets it, cuCtxGetCurrent reads it, and
+ * cuCtxPushCurrent and cuCtxPopCurrent keep a stack of them (fake_pushes counts the pushes). */
 extern CUcontext fake_current;
+extern int fake_pushes;
 
 /* Zeroes t and sets the shared entries: cuInit, cuDeviceGetCount/Get/GetAttribute/GetName
  * (compute capability 9.0, FAKE_SMS SMs, 227 KiB of opt-in shared memory, clusters, an H100
  * SXM's memory clock and bus),
- * cuDevicePrimaryCtxRetain/Release, cuCtxSetCurrent/GetCurrent, cuCtxGetStreamPriorityRange
+ * cuDevicePrimaryCtxRetain/Release, cuCtxSetCurrent/GetCurrent/PushCurrent/PopCurrent,
+ * cuCtxGetStreamPriorityRange
  * (0 to -5), cuLibraryUnload, cuLibraryGetKernel and cuKernelGetFunction (the handle passed on),
  * cuFuncGetAttribute (0) and cuFuncSetAttribute, cuStreamSynchronize, cuMemAlloc/Free,
  * cuMemcpyHtoD/DtoH, cuStreamWriteValue32 (done at once), cuMemHostGetDevicePointer (the host
