@@ -164,20 +164,34 @@ def _random_problem(rng, big=16384):
         k = 8 * int(math.exp(rng.uniform(0, math.log(1024))))
         if m * n * k <= 1.2e11:
             break
-    return dict(m=max(m, 1), n=max(n, 1), k=k, pad_a=8 * rng.randint(0, 3) if rng.random() < 0.3 else 0,
-                pad_b=8 * rng.randint(0, 3) if rng.random() < 0.3 else 0, off=8 * rng.randint(0, 7),
-                variant=rng.choice([None, None] + [v["name"] for v in clcrt.ops.variants()] +
-                                   ["128x160c2t", "64x48t", "128x256t"]),
-                sched=rng.choice([None, "steal", "static", "fixed"]), split=rng.choice([None, "none", "all"]))
+    p = dict(m=max(m, 1), n=max(n, 1), k=k, pad_a=8 * rng.randint(0, 3) if rng.random() < 0.3 else 0,
+             pad_b=8 * rng.randint(0, 3) if rng.random() < 0.3 else 0, off=8 * rng.randint(0, 7),
+             variant=None, sched=None, split=None)
+    if rng.random() < 0.6:  # what a user calls: the plan's choice, through the C entry
+        return p
+    p.update(variant=rng.choice([None, None] + [v["name"] for v in clcrt.ops.variants()] +
+                                ["128x160c2t", "64x48t", "128x256t"]),
+             sched=rng.choice([None, "steal", "static", "fixed"]), split=rng.choice([None, "none", "all"]))
+    return p
+
+
+def _run(a, b, out, p):
+    """One GEMM of problem p into out (None: the op allocates it); returns the output. Problems
+    without options take the call users write, clcrt.ops.gemm(a, b[, out=]), which is the C
+    entry; with options, the keywords (the Python path)."""
+    kw = {n: p[n] for n in ("variant", "sched", "split") if p[n] is not None}
+    if kw:
+        return clcrt.ops.gemm(a, b, out=out, **kw)
+    return clcrt.ops.gemm(a, b) if out is None else clcrt.ops.gemm(a, b, out=out)
 
 
 class _Pool:
     """Random bf16 operand pools that problems are cut from (rows at a pitch, 16-byte offsets)."""
 
-    def __init__(self):
-        g = torch.Generator(device="cuda").manual_seed(123)
-        self.a = (torch.rand(POOL_A + 64, device="cuda", generator=g) * 2 - 1).to(torch.bfloat16)
-        self.b = (torch.rand(POOL_B + 64, device="cuda", generator=g) * 2 - 1).to(torch.bfloat16)
+    def __init__(self, device="cuda"):
+        g = torch.Generator(device=device).manual_seed(123)
+        self.a = (torch.rand(POOL_A + 64, device=device, generator=g) * 2 - 1).to(torch.bfloat16)
+        self.b = (torch.rand(POOL_B + 64, device=device, generator=g) * 2 - 1).to(torch.bfloat16)
 
     def view(self, base, rows, cols, pitch, off):
         return base[off: off + rows * pitch].view(rows, pitch)[:, :cols]
@@ -212,6 +226,7 @@ def test_differential_random_sequences():
     import threading
 
     pool = _Pool()
+    torch.cuda.synchronize()  # the pool was filled on the default stream; the threads read it on others
     per_thread = int(os.environ.get("CLCRT_TEST_DIFF_GEMMS", "500"))
     streams = [torch.cuda.Stream(), torch.cuda.Stream(), torch.cuda.Stream()]
     results, errors = [], []
@@ -228,13 +243,12 @@ def test_differential_random_sequences():
                         continue
                     a, b = pool.operands(p)
                     out = torch.full((p["m"], p["n"]), float("nan"), dtype=torch.bfloat16, device="cuda")
-                    kw = dict(variant=p["variant"], sched=p["sched"], split=p["split"])
                     # One thread captures: torch.cuda.graph synchronises the device as it begins,
                     # which another thread's capture would not permit.
                     if tid == 0 and rng.random() < 0.1:
                         g = torch.cuda.CUDAGraph()
                         with torch.cuda.graph(g, stream=s, capture_error_mode="thread_local"):
-                            clcrt.ops.gemm(a, b, out=out, **kw)
+                            _run(a, b, out, p)
                         for _ in range(2):
                             q = _random_problem(rng, big=2048)
                             if _fits(q):
@@ -243,8 +257,13 @@ def test_differential_random_sequences():
                             out.fill_(float("nan"))
                             g.replay()
                         p["graph"] = True
+                    elif rng.random() < 0.25:
+                        # The op's own output: poisoned through the caching allocator, which hands
+                        # the block just freed on this stream to the next request of its size.
+                        del out
+                        out = _run(a, b, None, p)
                     else:
-                        clcrt.ops.gemm(a, b, out=out, **kw)
+                        _run(a, b, out, p)
                     results.append((p, _check(out, a, b)))
         except Exception as e:  # reported on the main thread
             errors.append((tid, repr(e)))
@@ -258,9 +277,73 @@ def test_differential_random_sequences():
     assert not errors, errors
     wrong = [(p, n) for p, n in results if n]
     graphs = sum(1 for p, _ in results if p.get("graph"))
-    print("differential: %d GEMMs (%d from graphs) on 3 streams from 4 threads: %d wrong"
-          % (len(results), graphs, len(wrong)))
+    plain = sum(1 for p, _ in results if p["variant"] is None and p["sched"] is None and p["split"] is None)
+    print("differential: %d GEMMs (%d from graphs, %d as users call it) on 3 streams from 4 threads: %d wrong"
+          % (len(results), graphs, plain, len(wrong)))
     assert len(results) >= per_thread * 3
+    assert not wrong, wrong[:5]
+
+
+def test_differential_every_device():
+    """Random GEMMs on every GPU at once, one thread per GPU and one that alternates between
+    them, each with the current device set to another GPU than its tensors' (the op must take
+    the tensors' device, that device's current stream and its own runtime, and leave the current
+    device as it found it), on a stream of its own and on the default stream; outputs poisoned,
+    every element checked. Zero mismatches. Before the op entered its runtime's context, such
+    calls allocated stream-K counters on the other GPU and faulted (an illegal address)."""
+    import random
+    import threading
+
+    count = torch.cuda.device_count()
+    if count < 2:
+        pytest.skip("one GPU: the every-device run needs two or more")
+    per_thread = int(os.environ.get("CLCRT_TEST_DIFF_DEVICE_GEMMS", "150"))
+    pools = [_Pool("cuda:%d" % d) for d in range(count)]
+    for d in range(count):
+        torch.cuda.synchronize(d)  # filled on each GPU's default stream, read on others
+    streams = [torch.cuda.Stream(device=d) for d in range(count)]
+    results, errors = [], []
+
+    def work(tid):
+        rng = random.Random(2000 + tid)
+        try:
+            for i in range(per_thread):
+                d = tid if tid < count else rng.randrange(count)
+                p = _random_problem(rng, big=4096)
+                if not _fits(p):
+                    continue
+                a, b = pools[d].operands(p)
+                on_own = rng.random() < 0.5
+                torch.cuda.set_device(d)  # the stream context below is entered on the tensors' device
+                with torch.cuda.stream(streams[d] if on_own and tid < count else torch.cuda.default_stream(d)):
+                    out = torch.full((p["m"], p["n"]), float("nan"), dtype=torch.bfloat16, device=a.device)
+                    torch.cuda.set_device((d + 1) % count)  # the current device: another GPU
+                    if rng.random() < 0.25:
+                        del out  # the op's own output, poisoned through the allocator (as above)
+                        out = _run(a, b, None, p)
+                    else:
+                        _run(a, b, out, p)
+                    assert out.device == a.device, (out.device, a.device)
+                    # The caller's current device is left as it was, as torch's operators leave it.
+                    assert torch.cuda.current_device() == (d + 1) % count, (torch.cuda.current_device(), d)
+                    torch.cuda.set_device(d)
+                    results.append((d, p, _check(out, a, b)))  # on the stream the GEMM ran on
+        except Exception as e:  # reported on the main thread
+            errors.append((tid, repr(e)))
+
+    threads = [threading.Thread(target=work, args=(t,)) for t in range(count + 1)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors
+    for d in range(count):
+        torch.cuda.synchronize(d)
+    wrong = [(d, p, n) for d, p, n in results if n]
+    print("differential on %d GPUs: %d GEMMs (%s a GPU) from %d threads: %d wrong"
+          % (count, len(results), "/".join(str(sum(1 for r in results if r[0] == d)) for d in range(count)),
+             count + 1, len(wrong)))
+    assert len(results) >= per_thread * count
     assert not wrong, wrong[:5]
 
 
