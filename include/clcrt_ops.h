@@ -110,7 +110,9 @@ typedef struct clcrt_gemm_desc {
    .variant = NULL, .sched = CLCRT_SCHED_AUTO, .split = CLCRT_GEMM_SPLIT_AUTO, .flags = 0, .done = 0}
 
 /* Runs the GEMM on s, asynchronously. m == 0 or n == 0 is a no-op. The first run of a variant
- * compiles it (or loads it from the disk cache); clcrt_gemm_prepare does that ahead. */
+ * compiles it (or loads it from the disk cache); clcrt_gemm_prepare does that ahead. An output
+ * that shares memory with a or b is refused (CLCRT_E_INVALID): the tiles read them while others
+ * store d. Beside them is fine (other columns of the same rows, other rows). */
 CLCRT_API clcrt_status clcrt_gemm(clcrt_ops *ops, clcrt_stream *s, const clcrt_gemm_desc *d);
 
 /* What clcrt_gemm would run for d on s (s NULL: the whole device), without running it. */

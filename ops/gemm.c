@@ -241,6 +241,37 @@ static clcrt_status bad(const clcrt_ops *ops, const char *fmt, unsigned long lon
   return clcrt_errmsg_set(ops->rt, CLCRT_E_INVALID, fmt, x, y);
 }
 
+/* Whether two row-strided regions of bytes share one: base, rows, pitch and row width in bytes.
+ * Exact where both have one row or the same pitch (the rows' byte columns compared modulo the
+ * pitch: columns of one buffer side by side do not meet), else whether their spans meet. */
+static int regions_meet(uint64_t b1, uint64_t r1, uint64_t p1, uint64_t w1, uint64_t b2, uint64_t r2, uint64_t p2,
+                        uint64_t w2) {
+  if (!r1 || !r2 || !w1 || !w2) return 0;
+  if (b1 + (r1 - 1) * p1 + w1 <= b2 || b2 + (r2 - 1) * p2 + w2 <= b1) return 0;
+  if (r1 == 1 && r2 == 1) return 1;
+  if (r1 == 1) p1 = p2;
+  if (r2 == 1) p2 = p1;
+  if (p1 != p2 || w1 > p1 || w2 > p2) return 1;
+  const uint64_t s1 = b1 % p1, s2 = b2 % p1;
+  return (s2 + p1 - s1) % p1 < w1 || (s1 + p1 - s2) % p1 < w2;
+}
+
+/* D must not share memory with A or B: the tiles read A and B while others store D, so such a
+ * run gives wrong numbers silently (torch refuses such an out= too). Checked for runs only: a
+ * plan described (clcrt_gemm_plan_get) reads nothing. */
+static clcrt_status check_overlap(const clcrt_ops *ops, const clcrt_gemm_desc *d, const gemm_ld *ld) {
+  const uint64_t g = d->layout == CLCRT_GEMM_DENSE ? 1 : d->groups;
+  const uint64_t rows_a = d->layout == CLCRT_GEMM_MASKED ? g * d->m : d->m, rows_b = g * d->n;
+  const uint64_t k2 = 2ull * d->k, n2 = 2ull * d->n;
+  if (regions_meet(d->d, rows_a, 2 * ld->d, n2, d->a, rows_a, 2 * ld->a, k2))
+    return bad(ops, "gemm: the output d (0x%llx) shares memory with a (0x%llx): the op reads a while it writes d; "
+               "give d memory of its own", d->d, d->a);
+  if (regions_meet(d->d, rows_a, 2 * ld->d, n2, d->b, rows_b, 2 * ld->b, k2))
+    return bad(ops, "gemm: the output d (0x%llx) shares memory with b (0x%llx): the op reads b while it writes d; "
+               "give d memory of its own", d->d, d->b);
+  return CLCRT_OK;
+}
+
 /* The descriptor checked, its pitches filled in (ld) and its variant found (*vi, -1 none). */
 static clcrt_status check_desc(const clcrt_ops *ops, const clcrt_gemm_desc *d, gemm_ld *ld, int *vi) {
   if (!d || d->size != sizeof *d)
@@ -442,7 +473,7 @@ clcrt_status clcrt_gemm(clcrt_ops *ops, clcrt_stream *s, const clcrt_gemm_desc *
   gemm_ld ld;
   int vi;
   clcrt_status st = check_desc(ops, d, &ld, &vi);
-  if (st != CLCRT_OK) return st;
+  if (st != CLCRT_OK || (st = check_overlap(ops, d, &ld)) != CLCRT_OK) return st;
   if (d->m == 0 || d->n == 0) return CLCRT_OK;
   gemm_ctx cx;
   if ((st = gemm__ctx_enter(ops, &cx)) != CLCRT_OK) return st;

@@ -483,7 +483,7 @@ static clcrt_gemm_plan_info g_last_plan;
 /* A dense run of m x n x k with the given split on s; returns the Args it launched with. */
 static GemmArgs dense(clcrt_stream *s, unsigned m, unsigned n, unsigned k, clcrt_gemm_split split, const char *var) {
   clcrt_gemm_desc g = CLCRT_GEMM_DESC_INIT;
-  g.m = m, g.n = n, g.k = k, g.a = 0x1000000, g.b = 0x2000000, g.d = 0x3000000, g.split = split, g.variant = var;
+  g.m = m, g.n = n, g.k = k, g.a = 1ull << 36, g.b = 2ull << 36, g.d = 3ull << 36, g.split = split, g.variant = var;
   int before = g_launches;
   g_last_plan = (clcrt_gemm_plan_info)CLCRT_GEMM_PLAN_INFO_INIT;
   ck_assert_int_eq(clcrt_gemm_plan_get(g_ops, s, &g, &g_last_plan), CLCRT_OK);
@@ -569,6 +569,43 @@ START_TEST(test_calls_in_the_runtime_context) {
 }
 END_TEST
 
+/* An output that shares memory with an input is refused with a message (the tiles would read A
+ * or B while others store D: wrong numbers, silently); outputs beside their inputs run. */
+START_TEST(test_overlap_refused) {
+  clcrt_stream *s;
+  ck_assert_int_eq(clcrt_stream_create(g_rt, NULL, &s), CLCRT_OK);
+  const unsigned long long A = 1ull << 36, B = 2ull << 36;
+  static const char *const cases[] = {"d_is_a", "d_in_b", "d_in_groups_b", "d_cols_of_a", "beside_cols",
+                                      "after_a"};
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    const char *w = cases[i];
+    clcrt_gemm_desc g = CLCRT_GEMM_DESC_INIT;
+    g.m = 100, g.n = 200, g.k = 64, g.a = A, g.b = B, g.d = 3ull << 36;
+    const char *says = NULL;
+    if (!strcmp(w, "d_is_a")) g.d = g.a, says = "shares memory with a";
+    if (!strcmp(w, "d_in_b")) g.d = g.b + 64, says = "shares memory with b";
+    if (!strcmp(w, "d_in_groups_b")) /* B's third group */
+      g.layout = CLCRT_GEMM_GROUPED, g.groups = 4, g.group_sizes = 4ull << 36, g.d = g.b + 2ull * 200 * 64 * 2,
+      says = "shares memory with b";
+    if (!strcmp(w, "d_cols_of_a")) /* columns 32 to 95 of A's rows */
+      g.lda = 256, g.ldd = 256, g.n = 64, g.d = g.a + 64, says = "shares memory with a";
+    if (!strcmp(w, "beside_cols")) g.lda = 256, g.ldd = 256, g.n = 64, g.d = g.a + 128; /* columns 64 to 127 */
+    if (!strcmp(w, "after_a")) g.n = 64, g.d = g.a + 100 * 64 * 2;
+    const int before = g_launches;
+    const clcrt_status st = clcrt_gemm(g_ops, s, &g);
+    if (says) {
+      ck_assert_msg(st == CLCRT_E_INVALID, "%s: %s", w, clcrt_status_name(st));
+      ck_assert_msg(strstr(clcrt_errmsg(g_rt), says), "%s: \"%s\" does not say %s", w, clcrt_errmsg(g_rt), says);
+      ck_assert_int_eq(g_launches, before);
+    } else {
+      ck_assert_msg(st == CLCRT_OK, "%s: %s", w, clcrt_errmsg(g_rt));
+      ck_assert_int_eq(g_launches, before + 1);
+    }
+  }
+  clcrt_stream_destroy(s);
+}
+END_TEST
+
 /* Runs on two streams never share buffers; growth synchronises the stream before freeing. */
 START_TEST(test_ws_per_stream) {
   clcrt_stream *a, *b;
@@ -616,7 +653,7 @@ START_TEST(test_ws_capture) {
   /* Flags that synchronise are refused while capturing. */
   g_capture = CU_STREAM_CAPTURE_STATUS_ACTIVE;
   clcrt_gemm_desc g = CLCRT_GEMM_DESC_INIT;
-  g.m = g.n = 256, g.k = 64, g.a = 0x1000000, g.b = 0x2000000, g.d = 0x3000000, g.flags = CLCRT_GEMM_MEASURED;
+  g.m = g.n = 256, g.k = 64, g.a = 1ull << 36, g.b = 2ull << 36, g.d = 3ull << 36, g.flags = CLCRT_GEMM_MEASURED;
   ck_assert_int_eq(clcrt_gemm(g_ops, s, &g), CLCRT_E_INVALID);
   ck_assert_ptr_nonnull(strstr(clcrt_errmsg(g_rt), "captured"));
   g_capture = CU_STREAM_CAPTURE_STATUS_NONE;
@@ -662,7 +699,7 @@ static CUresult CUDAAPI f_attr_none(int *v, CUdevice_attribute a, CUdevice d) {
 static const char *plan_variant(clcrt_ops *ops, unsigned m, unsigned n, unsigned k) {
   clcrt_gemm_plan_info p = CLCRT_GEMM_PLAN_INFO_INIT;
   clcrt_gemm_desc g = CLCRT_GEMM_DESC_INIT;
-  g.m = m, g.n = n, g.k = k, g.a = 0x1000000, g.b = 0x2000000, g.d = 0x3000000;
+  g.m = m, g.n = n, g.k = k, g.a = 1ull << 36, g.b = 2ull << 36, g.d = 3ull << 36;
   ck_assert_int_eq(clcrt_gemm_plan_get(ops, NULL, &g, &p), CLCRT_OK);
   return p.variant; /* a static name */
 }
@@ -701,7 +738,7 @@ START_TEST(test_grouped_misuse_reported) {
   ck_assert_int_eq(clcrt_stream_create(g_rt, NULL, &s), CLCRT_OK);
   clcrt_gemm_desc g = CLCRT_GEMM_DESC_INIT;
   g.layout = CLCRT_GEMM_GROUPED, g.m = 64, g.n = 256, g.k = 128, g.groups = 4;
-  g.a = 0x1000000, g.b = 0x2000000, g.d = 0x3000000, g.group_sizes = 0x4000000;
+  g.a = 1ull << 36, g.b = 2ull << 36, g.d = 3ull << 36, g.group_sizes = 0x4000000;
   ck_assert_int_eq(clcrt_gemm(g_ops, s, &g), CLCRT_OK);
   ck_assert(g_last.misuse != 0);
   ck_assert_uint_eq(g_last.m, 64);
@@ -749,6 +786,7 @@ static Suite *ops_suite(void) {
   tcase_add_test(tc, test_ws_sequences);
   tcase_add_test(tc, test_ws_per_stream);
   tcase_add_test(tc, test_calls_in_the_runtime_context);
+  tcase_add_test(tc, test_overlap_refused);
   tcase_add_test(tc, test_ws_capture);
   tcase_add_test(tc, test_ws_per_thread_stream);
   tcase_add_test(tc, test_grouped_misuse_reported);

@@ -141,6 +141,15 @@ def test_ops_refusals():
             gemm(a, b, out=torch.empty(3, 3, dtype=torch.bfloat16, device="cuda"))
         with pytest.raises(TypeError):
             gemm(a, b, None, out=None)
+        # An output that shares memory with an input (torch refuses such an out= too); beside it, fine.
+        buf = torch.randn(64, 128, device="cuda").to(torch.bfloat16)
+        with pytest.raises(clcrt.InvalidError, match="shares memory with a"):
+            gemm(buf[:, :64], b, out=buf[:, 32:96])
+        with pytest.raises(clcrt.InvalidError, match="shares memory with b"):
+            gemm(a, buf[:, :64], out=buf[:, 16:80])
+        x = buf[:, :64].clone()
+        gemm(buf[:, :64], b, out=buf[:, 64:])
+        assert close(buf[:, 64:], torch.matmul(x.float(), b.float().T))[0] and torch.equal(buf[:, :64], x)
     gs = torch.tensor([64], dtype=torch.int32, device="cuda")
     with pytest.raises(clcrt.InvalidError, match="1 to 1024"):
         clcrt.ops.grouped_gemm(a, b.reshape(1, 64, 64).expand(2000, 64, 64).contiguous(),
