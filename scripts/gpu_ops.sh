@@ -4,7 +4,9 @@
 # build machine, the Python wheel). Usage: scripts/gpu_ops.sh STEP... ; logs go to $OUT.
 #   csuite     gpu_ops (the C differential test), gpu_gemm, then every other GPU suite
 #   sanitize   gpu_ops and gpu_gemm under compute-sanitizer memcheck, racecheck, synccheck
-#   py         the wheel installed; the Python GPU tests of the op, the exit test, overhead.py
+#   py         the wheel installed; the Python GPU tests of the op (on every GPU, and with the
+#              tensors on another GPU than the current one where there are two), the exit test,
+#              overhead.py
 #   overhead   python/bench/overhead.py alone (host time per call)
 #   exit       python/tests/exit_stress.py with $EXIT_PER_KIND processes of each kind
 #   tp         python/bench/tp_layer.py on every GPU, every mode, --check
@@ -107,7 +109,7 @@ for step in "$@"; do
       wheel
       cd python/tests
       PYTHONPATH=/tmp/site CUDA_HOME=/usr/local/cuda timeout -k 5 ${PY_LIMIT:-420} python3 -m pytest -q -x -rs -p no:cacheprovider \
-        -s test_gpu_ops.py test_ops.py test_gpu_exit.py > "$OUT/pytest-ops.log" 2>&1
+        -s test_gpu_ops.py test_ops.py test_gpu_exit.py test_gpu_other_device.py > "$OUT/pytest-ops.log" 2>&1
       echo "pytest exit $?"; grep -E "differential:|passed|failed|Error|error|exit_stress" "$OUT/pytest-ops.log" | tail -25
       cd ../..
       overhead ;;
