@@ -558,7 +558,31 @@ START_TEST(test_other_context) {
     gpu_free(j.D), gpu_free(j.R), gpu_free(j.bad);
     clcrt_stream_destroy(j.s);
   }
-  if (other) cu->cuDevicePrimaryCtxRelease(odev);
+  if (other) {
+    cu->cuDevicePrimaryCtxRelease(odev);
+    /* A runtime of the other GPU made and destroyed while this one's context is current, its
+     * release the other primary context's last: this thread's context is current again, and
+     * usable. */
+    const CUcontext mine = clcrt_runtime_context(g_rt);
+    ck_assert_int_eq(cu->cuCtxSetCurrent(mine), CUDA_SUCCESS);
+    clcrt_runtime_opts o = CLCRT_RUNTIME_OPTS_INIT;
+    o.device = (g_rt->opts.device + 1) % count;
+    clcrt_runtime *rt1 = NULL;
+    ck_assert_msg(clcrt_runtime_create(&rt1, &o) == CLCRT_OK, "%s", clcrt_errmsg(rt1));
+    CUcontext now = NULL;
+    ck_assert_int_eq(cu->cuCtxGetCurrent(&now), CUDA_SUCCESS);
+    ck_assert_ptr_eq(now, mine);
+    clcrt_stream *s1 = NULL;
+    ck_assert_int_eq(clcrt_stream_create(rt1, NULL, &s1), CLCRT_OK);
+    clcrt_stream_destroy(s1);
+    clcrt_runtime_destroy(rt1);
+    ck_assert_int_eq(cu->cuCtxGetCurrent(&now), CUDA_SUCCESS);
+    ck_assert_ptr_eq(now, mine);
+    CUdeviceptr p = gpu_alloc(256);
+    gpu_fill_u8(p, 7, 256);
+    gpu_free(p);
+    printf("gpu_ops: a runtime of the other GPU made and destroyed from this one's context: the context kept\n");
+  }
   ck_assert_int_gt(total, 0);
   ck_assert_int_eq(wrong, 0);
   ck_assert_int_eq(left_wrong, 0);

@@ -384,8 +384,10 @@ void clcrt_runtime_destroy(clcrt_runtime *rt) {
   clcrt__cache_fini(rt);
   if (rt->hint_pages) clcrt__hint_free(rt); /* after the kernels: no run of theirs is in flight */
   if (rt->devstate) clcrt__devstate_release(rt);
-  if (rt->cu && rt->ctx) rt->cu->cuDevicePrimaryCtxRelease(rt->dev);
+  /* The caller's context back before the release, which may end the primary context (its
+   * last reference), and a pushed context that has ended may not pop. */
   if (rt->cu) clcrt__ctx_leave(rt, &sv);
+  if (rt->cu && rt->ctx) rt->cu->cuDevicePrimaryCtxRelease(rt->dev);
   clcrt__free(rt->target_arch_own);
   clcrt__free(rt->cache_dir_own);
   clcrt__free(rt->cuda_home_own);
