@@ -115,7 +115,10 @@ clcrt_status gemm__plan_measured(clcrt_ops *ops, clcrt_stream *s, gemm_ws *w, co
  * PyTorch thread whose current device is another GPU) had stream-K counters allocated on that
  * device, and the kernel then read them across devices (an illegal address, found by the
  * every-device differential test). The thread's own context is current again on return; a
- * thread with none keeps the runtime's, as clcrt_run leaves it (include/clcrt.h, clcrt_runtime_context). */
+ * thread with none keeps the runtime's, as clcrt_run leaves it (include/clcrt.h, clcrt_runtime_context).
+ * The same rule as the runtime's clcrt__ctx_push, written again here because the op library uses
+ * the public API alone (clcrt_runtime_driver and clcrt_runtime_context). Entered once per call:
+ * the clcrt_run inside then finds the context current and only asks (cuCtxGetCurrent). */
 typedef struct gemm_ctx {
   int pushed;
 } gemm_ctx;
