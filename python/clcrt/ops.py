@@ -1,7 +1,9 @@
 """clcrt.ops: the op library's GEMMs (include/clcrt_ops.h) on torch tensors.
 
 ``gemm(a, b)`` computes ``a @ b.T`` for bf16 ``a`` (M x K) and ``b`` (N x K), fp32 accumulation:
-``torch.nn.functional.linear(a, b)`` with ``b`` a weight of shape (out_features, in_features).
+``torch.nn.functional.linear(a, b)`` with ``b`` a weight of shape (out_features, in_features);
+``a`` may be ... x K as there (its leading dimensions taken as rows). Where an operand requires
+grad and grad mode is on, autograd records the call; the backward runs through torch.matmul.
 ``grouped_gemm(a, b, group_sizes)`` is the mixture-of-experts form: group g's rows of ``a``
 (consecutive, ``group_sizes[g]`` of them, int32 counts in GPU memory) times ``b[g].T``;
 ``masked_gemm`` the same with group g's rows at row ``g * rows_per_group``.
@@ -193,7 +195,7 @@ def _fast_setup():
         fn = ctypes.cast(_native.lib().clcrt_py_gemm_dense, ctypes.c_void_p).value
     except Exception:  # the library cannot load: the Python path reports it when it runs
         return
-    _fastops.setup(_bf16, _raw_stream, fn)
+    _fastops.setup(_bf16, _raw_stream, fn, getattr(_torch._C, "is_grad_enabled", None) or _torch.is_grad_enabled)
     _fast_gemm = _fastops.gemm3
     # clcrt.ops.gemm becomes the C function itself, which spares an eager call its Python frame
     # and the compiler query (0.26-0.56 us on H200 hosts, python/bench/overhead.py), where
@@ -347,6 +349,61 @@ def _gemm_py(a, b, out=None, *, variant=None, sched=None, stream=None, split=Non
             return r
         out.copy_(r)
         return out
+    if _wants_grad(torch, a, b):
+        if out is not None:
+            raise InvalidError("gemm: out= cannot take part in autograd (a or b requires grad), as with torch's "
+                               "out= functions: leave out= out, or run under torch.no_grad()")
+        return _GemmGrad.apply(a, b, dict(variant=variant, sched=sched, stream=stream, split=split,
+                                          measured=measured, done=done))
+    return _gemm_eager(a, b, out, variant=variant, sched=sched, stream=stream, split=split, measured=measured,
+                       done=done)
+
+
+def _wants_grad(torch, a, b):
+    """Whether autograd must record gemm(a, b): grad mode on and an operand that requires grad
+    (the C path asks the same and leaves such calls here)."""
+    return torch.is_grad_enabled() and (getattr(a, "requires_grad", False) is True or
+                                        getattr(b, "requires_grad", False) is True)
+
+
+def _gemm_grads(torch, a, b, g, need_a, need_b):
+    """The gradients of out = a @ b.T (a ... x K, b N x K) for the output's gradient g (... x N):
+    g @ b and g^T @ a, through torch.matmul, as F.linear's backward computes them."""
+    ga = torch.matmul(g, b) if need_a else None
+    gb = None
+    if need_b:
+        n, k = b.shape
+        gb = torch.matmul(g.reshape(-1, n).t(), a.reshape(-1, k))
+    return ga, gb
+
+
+def _gemm_nd(torch, a, b, out, **kw):
+    """gemm of an a of 1 or more than 2 dimensions (... x K), as F.linear takes it: its leading
+    dimensions as rows (a view where the strides allow, else a copy), out ... x N."""
+    _operand(torch, a, "gemm: a", (a.dim(),), torch.bfloat16)
+    _operand(torch, b, "gemm: b", (2,), torch.bfloat16, a.device)
+    lead, k, n = tuple(a.shape[:-1]), a.shape[-1], b.shape[0]
+    rows = 1
+    for d in lead:
+        rows *= d
+    a2 = a.reshape(rows, k)
+    o2 = None
+    if out is not None:
+        _operand(torch, out, "gemm: out", (a.dim(),), torch.bfloat16, a.device)
+        if tuple(out.shape) != lead + (n,):
+            raise InvalidError("gemm: out is %s, expected %s" % (tuple(out.shape), lead + (n,)))
+        try:
+            o2 = out.view(rows, n)
+        except RuntimeError:
+            raise InvalidError("gemm: out (strides %s) cannot be seen as %d rows of %d without a copy: pass a "
+                               "contiguous out" % (out.stride(), rows, n)) from None
+    r = _gemm_eager(a2, b, o2, **kw)
+    return out if out is not None else r.view(lead + (n,))
+
+
+def _gemm_eager(a, b, out=None, *, variant=None, sched=None, stream=None, split=None, measured=False, done=None):
+    """gemm without autograd: the checks, then one call into C."""
+    torch = _torch
     # The fast path: the checks C cannot make (types, dtypes, devices, shapes), then one call.
     # Anything unusual goes through the slow checks, which raise with a message or let it on.
     bf16 = _bf16
@@ -361,6 +418,9 @@ def _gemm_py(a, b, out=None, *, variant=None, sched=None, stream=None, split=Non
         if kb != k or dev < 0 or b.get_device() != dev or (sa1 != 1 and k > 1) or (sb1 != 1 and k > 1):
             raise ValueError
     except (ValueError, AttributeError, TypeError):
+        if isinstance(a, torch.Tensor) and a.dim() >= 1 and a.dim() != 2:
+            return _gemm_nd(torch, a, b, out, variant=variant, sched=sched, stream=stream, split=split,
+                            measured=measured, done=done)
         m, k, n, sa0, sb0 = _dense_shapes(torch, a, b)
         dev = a.get_device()
     if out is None:
@@ -498,7 +558,7 @@ def grouped_gemm(a, b, group_sizes, out=None, *, variant=None, sched=None, strea
             return r
         out.copy_(r)
         return out
-    return _grouped_run(_GROUPED, "grouped_gemm", a, b, group_sizes, out, 0, variant, sched, stream, checked)
+    return _grouped_call(_GROUPED, "grouped_gemm", a, b, group_sizes, out, 0, variant, sched, stream, checked)
 
 
 def masked_gemm(a, b, group_sizes, rows_per_group, out=None, *, variant=None, sched=None, stream=None):
@@ -514,7 +574,188 @@ def masked_gemm(a, b, group_sizes, rows_per_group, out=None, *, variant=None, sc
         return out
     if not isinstance(rows_per_group, int) or rows_per_group <= 0:
         raise InvalidError("masked_gemm: rows_per_group=%r: a positive int" % (rows_per_group,))
-    return _grouped_run(_MASKED, "masked_gemm", a, b, group_sizes, out, rows_per_group, variant, sched, stream, False)
+    return _grouped_call(_MASKED, "masked_gemm", a, b, group_sizes, out, rows_per_group, variant, sched, stream, False)
+
+
+def _grouped_call(layout, name, a, b, group_sizes, out, rows_per_group, variant, sched, stream, checked):
+    """An eager grouped or masked run, through autograd's function where autograd records it."""
+    torch = _torch_mod()
+    if not _wants_grad(torch, a, b):
+        return _grouped_run(layout, name, a, b, group_sizes, out, rows_per_group, variant, sched, stream, checked)
+    if out is not None:
+        raise InvalidError("%s: out= cannot take part in autograd (a or b requires grad), as with torch's out= "
+                           "functions: leave out= out, or run under torch.no_grad()" % name)
+
+    def run():
+        return _grouped_run(layout, name, a, b, group_sizes, None, rows_per_group, variant, sched, stream, checked)
+
+    return _GroupedGrad.apply(a, b, group_sizes, layout, rows_per_group, run)
+
+
+# ---- autograd ----
+# The backward passes run through torch's matmul (cuBLAS), as F.linear's do: the op library has
+# no transposed-operand GEMM yet, and the gradients' shapes (K x N products, sums over tokens)
+# are what cuBLAS is tuned for.
+
+_GemmGrad = None  # torch.autograd.Function classes, made once torch is seen (register_torch_ops)
+_GroupedGrad = None
+
+
+def _group_rows(layout, sizes, rows, rows_per_group):
+    """[(group, first row, end row)] of the groups' rows as the forward run wrote them, from the
+    sizes read back (a host sync: the backward of a routing decided on the GPU). Sizes the
+    forward run did not trust are refused here too."""
+    out, row = [], 0
+    for g, s in enumerate(sizes):
+        if s < 0:
+            raise InvalidError("grouped backward: group_sizes[%d] = %d is negative" % (g, s))
+        if layout == _MASKED:
+            r0 = g * rows_per_group
+            out.append((g, r0, r0 + min(s, rows_per_group)))
+        else:
+            out.append((g, row, row + s))
+            row += s
+    if layout != _MASKED and row > rows:
+        raise InvalidError("grouped backward: group_sizes add up to %d rows, a has %d" % (row, rows))
+    return out
+
+
+def _grouped_grads(torch, layout, a, b, group_sizes, rows_per_group, g, need_a, need_b):
+    """The gradients of a grouped or masked GEMM: each group's rows of g times its b[g] (for a)
+    and its rows of g^T times its rows of a (for b); rows no group wrote get none."""
+    groups = group_sizes.shape[0]
+    bg = b.reshape(groups, -1, b.shape[-1])
+    ga = torch.zeros_like(a) if need_a else None
+    gb = torch.zeros_like(bg) if need_b else None
+    for i, r0, r1 in _group_rows(layout, group_sizes.tolist(), a.shape[0], rows_per_group):
+        if r1 <= r0:
+            continue
+        gi = g[r0:r1]
+        if need_a:
+            ga[r0:r1] = torch.matmul(gi, bg[i])
+        if need_b:
+            gb[i] = torch.matmul(gi.t(), a[r0:r1])
+    return ga, (gb.reshape(b.shape) if need_b else None)
+
+
+def _register_autograd(torch, lib):
+    global _GemmGrad, _GroupedGrad
+
+    class GemmGrad(torch.autograd.Function):
+        """clcrt.ops.gemm where autograd records it (eager, any option)."""
+
+        @staticmethod
+        def forward(ctx, a, b, kw):
+            ctx.save_for_backward(a, b)
+            return _gemm_eager(a, b, None, **kw)
+
+        @staticmethod
+        def backward(ctx, g):
+            a, b = ctx.saved_tensors
+            ga, gb = _gemm_grads(torch, a, b, g, ctx.needs_input_grad[0], ctx.needs_input_grad[1])
+            return ga, gb, None
+
+    class GroupedGrad(torch.autograd.Function):
+        """clcrt.ops.grouped_gemm and masked_gemm where autograd records them (eager)."""
+
+        @staticmethod
+        def forward(ctx, a, b, group_sizes, layout, rows_per_group, run):
+            ctx.save_for_backward(a, b, group_sizes)
+            ctx.layout, ctx.rows_per_group = layout, rows_per_group
+            return run()
+
+        @staticmethod
+        def backward(ctx, g):
+            a, b, sizes = ctx.saved_tensors
+            ga, gb = _grouped_grads(torch, ctx.layout, a, b, sizes, ctx.rows_per_group, g, ctx.needs_input_grad[0],
+                                    ctx.needs_input_grad[1])
+            return ga, gb, None, None, None, None
+
+    _GemmGrad, _GroupedGrad = GemmGrad, GroupedGrad
+
+    # The custom ops' Autograd kernels. torch.library.register_autograd would do, but its
+    # kernel costs every call through the dispatcher (what a compiled graph without CUDA graphs
+    # makes) a second Python kernel whether or not grad is needed: 9.5 -> 13.7 us a call on an
+    # H200 host (python/bench/overhead.py). These run the CUDA kernel's work themselves where
+    # nothing is recorded and the operands are plain CUDA tensors with no dispatch mode active
+    # (fake tensors and tracing modes have one), and otherwise go below autograd: through an
+    # autograd.Function where grad is needed, straight on where not.
+    below = torch._C._AutoDispatchBelowAutograd
+    modes = getattr(torch._C, "_len_torch_dispatch_stack", None) or (lambda: 1)
+    grad_on = getattr(torch._C, "is_grad_enabled", None) or torch.is_grad_enabled
+    tensor = torch.Tensor
+
+    class GemmOp(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, a, b, variant, sched):
+            ctx.save_for_backward(a, b)
+            with below():
+                return torch.ops.clcrt.gemm.default(a, b, variant, sched)
+
+        @staticmethod
+        def backward(ctx, g):
+            a, b = ctx.saved_tensors
+            return _gemm_grads(torch, a, b, g, ctx.needs_input_grad[0], ctx.needs_input_grad[1]) + (None, None)
+
+    class GroupedOp(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, a, b, group_sizes, layout, rows_per_group, variant, sched):
+            ctx.save_for_backward(a, b, group_sizes)
+            ctx.layout, ctx.rows_per_group = layout, rows_per_group
+            with below():
+                if layout == _MASKED:
+                    return torch.ops.clcrt.masked_gemm.default(a, b, group_sizes, rows_per_group, variant, sched)
+                return torch.ops.clcrt.grouped_gemm.default(a, b, group_sizes, variant, sched)
+
+        @staticmethod
+        def backward(ctx, g):
+            a, b, sizes = ctx.saved_tensors
+            ga, gb = _grouped_grads(torch, ctx.layout, a, b, sizes, ctx.rows_per_group, g, ctx.needs_input_grad[0],
+                                    ctx.needs_input_grad[1])
+            return ga, gb, None, None, None, None, None
+
+    def gemm_autograd(a, b, variant=None, sched=None):
+        if (a.requires_grad or b.requires_grad) and grad_on():
+            return GemmOp.apply(a, b, variant, sched)
+        if type(a) is tensor and type(b) is tensor and a.is_cuda and not modes():
+            return _gemm_eager(a, b, None, variant=variant, sched=sched)
+        with below():
+            return torch.ops.clcrt.gemm.default(a, b, variant, sched)
+
+    def grouped_autograd(a, b, group_sizes, variant=None, sched=None):
+        if (a.requires_grad or b.requires_grad) and grad_on():
+            return GroupedOp.apply(a, b, group_sizes, _GROUPED, 0, variant, sched)
+        if type(a) is tensor and type(b) is tensor and type(group_sizes) is tensor and a.is_cuda and not modes():
+            return _grouped_impl(torch, a, b, group_sizes, variant, sched)
+        with below():
+            return torch.ops.clcrt.grouped_gemm.default(a, b, group_sizes, variant, sched)
+
+    def masked_autograd(a, b, group_sizes, rows_per_group, variant=None, sched=None):
+        if (a.requires_grad or b.requires_grad) and grad_on():
+            return GroupedOp.apply(a, b, group_sizes, _MASKED, rows_per_group, variant, sched)
+        if type(a) is tensor and type(b) is tensor and type(group_sizes) is tensor and a.is_cuda and not modes():
+            return _masked_impl(torch, a, b, group_sizes, rows_per_group, variant, sched)
+        with below():
+            return torch.ops.clcrt.masked_gemm.default(a, b, group_sizes, rows_per_group, variant, sched)
+
+    lib.impl("gemm", gemm_autograd, "Autograd")
+    lib.impl("grouped_gemm", grouped_autograd, "Autograd")
+    lib.impl("masked_gemm", masked_autograd, "Autograd")
+
+
+def _grouped_impl(torch, a, b, group_sizes, variant=None, sched=None):
+    """torch.ops.clcrt.grouped_gemm's CUDA kernel. A functional op has no unwritten rows: those
+    past the sizes' sum are zero."""
+    n = b.shape[1] if b.dim() == 3 else b.shape[0] // max(group_sizes.shape[0], 1)
+    out = torch.zeros((a.shape[0], n), dtype=torch.bfloat16, device=a.device)
+    return _grouped_run(_GROUPED, "grouped_gemm", a, b, group_sizes, out, 0, variant, sched, None, False)
+
+
+def _masked_impl(torch, a, b, group_sizes, rows_per_group, variant=None, sched=None):
+    """torch.ops.clcrt.masked_gemm's CUDA kernel (rows no group writes are zero)."""
+    n = b.shape[1] if b.dim() == 3 else b.shape[0] // max(group_sizes.shape[0], 1)
+    out = torch.zeros((a.shape[0], n), dtype=torch.bfloat16, device=a.device)
+    return _grouped_run(_MASKED, "masked_gemm", a, b, group_sizes, out, rows_per_group, variant, sched, None, False)
 
 
 # ---- torch custom ops ----
@@ -541,27 +782,20 @@ def register_torch_ops():
                    "str? sched=None) -> Tensor")
 
         def gemm_impl(a, b, variant=None, sched=None):
-            return _gemm_py(a, b, variant=variant, sched=sched)
+            return _gemm_eager(a, b, variant=variant, sched=sched)
 
         def grouped_impl(a, b, group_sizes, variant=None, sched=None):
-            # A functional op has no unwritten rows: those past the sizes' sum are zero.
-            rows = a.shape[0]
-            n = b.shape[1] if b.dim() == 3 else b.shape[0] // group_sizes.shape[0]
-            out = torch.zeros((rows, n), dtype=torch.bfloat16, device=a.device)
-            return _grouped_run(_GROUPED, "grouped_gemm", a, b, group_sizes, out, 0, variant, sched, None, False)
+            return _grouped_impl(torch, a, b, group_sizes, variant, sched)
 
         def masked_impl(a, b, group_sizes, rows_per_group, variant=None, sched=None):
-            n = b.shape[1] if b.dim() == 3 else b.shape[0] // group_sizes.shape[0]
-            out = torch.zeros((a.shape[0], n), dtype=torch.bfloat16, device=a.device)
-            return _grouped_run(_MASKED, "masked_gemm", a, b, group_sizes, out, rows_per_group, variant, sched, None,
-                                False)
+            return _masked_impl(torch, a, b, group_sizes, rows_per_group, variant, sched)
 
         lib.impl("gemm", gemm_impl, "CUDA")
         lib.impl("grouped_gemm", grouped_impl, "CUDA")
         lib.impl("masked_gemm", masked_impl, "CUDA")
 
         def gemm_fake(a, b, variant=None, sched=None):
-            return a.new_empty((a.shape[0], b.shape[0]))
+            return a.new_empty(tuple(a.shape[:-1]) + (b.shape[0],))
 
         def grouped_fake(a, b, group_sizes, variant=None, sched=None):
             n = b.shape[1] if b.dim() == 3 else b.shape[0] // group_sizes.shape[0]
@@ -573,6 +807,7 @@ def register_torch_ops():
         torch.library.register_fake("clcrt::gemm", gemm_fake, lib=lib)
         torch.library.register_fake("clcrt::grouped_gemm", grouped_fake, lib=lib)
         torch.library.register_fake("clcrt::masked_gemm", masked_fake, lib=lib)
+        _register_autograd(torch, lib)
         globals()["_torch_lib"] = lib  # the registrations live as long as the Library object
         compiler = getattr(torch, "compiler", None)
         if compiler is not None and hasattr(compiler, "is_compiling"):

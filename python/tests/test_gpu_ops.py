@@ -176,6 +176,8 @@ def _random_problem(rng, big=16384):
     p = dict(m=max(m, 1), n=max(n, 1), k=k, pad_a=8 * rng.randint(0, 3) if rng.random() < 0.3 else 0,
              pad_b=8 * rng.randint(0, 3) if rng.random() < 0.3 else 0, off=8 * rng.randint(0, 7),
              variant=None, sched=None, split=None)
+    # a as F.linear takes it, 3-D (a view of the same rows): now and then, wherever M divides
+    p["nd"] = m % 2 == 0 and rng.random() < 0.1
     if rng.random() < 0.6:  # what a user calls: the plan's choice, through the C entry
         return p
     p.update(variant=rng.choice([None, None] + [v["name"] for v in clcrt.ops.variants()] +
@@ -189,6 +191,13 @@ def _run(a, b, out, p):
     without options take the call users write, clcrt.ops.gemm(a, b[, out=]), which is the C
     entry; with options, the keywords (the Python path)."""
     kw = {n: p[n] for n in ("variant", "sched", "split") if p[n] is not None}
+    if p.get("nd"):  # 3-D: a's rows in two blocks, out the same (a view of the 2-D one given)
+        m, n = a.shape[0], b.shape[0]
+        a = a.unflatten(0, (2, m // 2))
+        o = None if out is None else out.view(2, m // 2, n)
+        r = clcrt.ops.gemm(a, b, out=o, **kw) if kw or o is not None else clcrt.ops.gemm(a, b)
+        assert r.shape == (2, m // 2, n) and (o is None or r is o)
+        return r.view(m, n)
     if kw:
         return clcrt.ops.gemm(a, b, out=out, **kw)
     return clcrt.ops.gemm(a, b) if out is None else clcrt.ops.gemm(a, b, out=out)
@@ -400,6 +409,149 @@ def test_masked_gemm_graph_replays_new_counts():
             assert torch.all(out[gi * cap + c: (gi + 1) * cap] == 0)
 
 
+# ---- F.linear's shapes and autograd ----------------------------------------------------------------
+
+
+def test_gemm_takes_leading_dimensions():
+    """a of 1, 3 or 4 dimensions, as F.linear takes it: the leading ones as rows (a view, or a
+    copy where the strides allow none), out= of the matching shape, poisoned first."""
+    a, b = operands(300, 384, 256, seed=21)
+    ref = torch.matmul(a.float(), b.float().T)
+    nan = float("nan")
+    for gemm in (clcrt.ops.gemm, clcrt.ops._gemm_py):  # the C entry and the Python path
+        a3 = a.view(6, 50, 256)
+        r = gemm(a3, b)
+        assert r.shape == (6, 50, 384) and close(r.reshape(300, 384), ref)[0]
+        out = torch.full((6, 50, 384), nan, dtype=torch.bfloat16, device="cuda")
+        assert gemm(a3, b, out=out) is out and close(out.view(300, 384), ref)[0]
+        r = gemm(a.view(2, 3, 50, 256), b)
+        assert r.shape == (2, 3, 50, 384) and close(r.reshape(300, 384), ref)[0]
+        t = gemm(a3.transpose(0, 1), b)  # leading dimensions that do not merge: a copy
+        assert t.shape == (50, 6, 384) and close(t, ref.view(6, 50, 384).transpose(0, 1))[0]
+        v = gemm(a[7], b)  # one row, 1-D: out is N
+        assert v.shape == (384,) and close(v, ref[7])[0]
+        assert gemm(a3[:0], b).shape == (0, 50, 384)
+        lin = torch.nn.functional.linear(a3, b)
+        assert close(gemm(a3, b).float(), lin.float())[0]
+        with pytest.raises(clcrt.InvalidError, match="contiguous out"):
+            gemm(a3, b, out=torch.empty(6, 60, 384, dtype=torch.bfloat16, device="cuda")[:, :50])
+        with pytest.raises(clcrt.InvalidError, match="expected"):
+            gemm(a3, b, out=torch.empty(6, 50, 383, dtype=torch.bfloat16, device="cuda"))
+        with pytest.raises(clcrt.InvalidError, match="dtype"):
+            gemm(a3.float(), b)
+        with pytest.raises(clcrt.InvalidError, match="dimensions"):
+            gemm(a3, b.view(2, 192, 256))
+
+
+def _linear_grads(x, w, gy):
+    """F.linear's gradients in fp32: the reference."""
+    xr = x.detach().float().requires_grad_(x.requires_grad)
+    wr = w.detach().float().requires_grad_(w.requires_grad)
+    (torch.nn.functional.linear(xr, wr) * gy.float()).sum().backward()
+    return xr.grad, wr.grad
+
+
+def test_gemm_autograd():
+    """Where an operand requires grad and grad mode is on, the call is recorded and its
+    gradients are F.linear's: 2-D and 3-D, through the C entry, keyword options and the custom
+    op; under no_grad or inference_mode (a Parameter weight included) nothing is recorded;
+    out= is refused as torch refuses it."""
+    g = torch.Generator(device="cuda").manual_seed(31)
+    w = torch.nn.Linear(256, 520, bias=False, device="cuda", dtype=torch.bfloat16).weight
+    for shape in [(148, 256), (4, 37, 256)]:
+        x = torch.randn(shape, device="cuda", generator=g).to(torch.bfloat16).requires_grad_()
+        gy = torch.randn(shape[:-1] + (520,), device="cuda", generator=g).to(torch.bfloat16)
+        rx, rw = _linear_grads(x, w, gy)
+        calls = [lambda: clcrt.ops.gemm(x, w), lambda: clcrt.ops._gemm_py(x, w),
+                 lambda: clcrt.ops.gemm(x, w, variant="128x128"), lambda: clcrt.ops.gemm(x, w, sched="static"),
+                 lambda: torch.ops.clcrt.gemm(x, w)]
+        for i, call in enumerate(calls):
+            x.grad = w.grad = None
+            y = call()
+            assert y.requires_grad and y.shape == shape[:-1] + (520,), i
+            y.backward(gy)
+            assert close(x.grad, rx)[0] and close(w.grad, rw)[0], (shape, i, close(x.grad, rx), close(w.grad, rw))
+        # one operand only
+        x.grad = w.grad = None
+        xd = x.detach()
+        clcrt.ops.gemm(xd, w).backward(gy)
+        assert x.grad is None and close(w.grad, _linear_grads(xd, w, gy)[1])[0]
+        w.grad = None
+        clcrt.ops.gemm(x, w.detach()).backward(gy)
+        assert w.grad is None and close(x.grad, rx)[0]
+        x.grad = None
+    with torch.no_grad():
+        assert not clcrt.ops.gemm(x, w).requires_grad
+    with torch.inference_mode():
+        y = clcrt.ops.gemm(x, w)
+        assert not y.requires_grad and close(y.float(), torch.nn.functional.linear(x, w).float())[0]
+    with pytest.raises(clcrt.InvalidError, match="autograd"):
+        clcrt.ops.gemm(x, w, out=torch.empty(shape[:-1] + (520,), dtype=torch.bfloat16, device="cuda"))
+
+
+def test_torch_compile_backward():
+    """A training step through torch.compile(fullgraph=True): the custom op's registered
+    backward, traced, gives the eager gradients."""
+    g = torch.Generator(device="cuda").manual_seed(32)
+    x = torch.randn(3, 100, 512, device="cuda", generator=g).to(torch.bfloat16).requires_grad_()
+    w = torch.nn.Parameter(torch.randn(1000, 512, device="cuda", generator=g).to(torch.bfloat16) * 0.05)
+
+    def f(x, w):
+        return torch.relu(clcrt.ops.gemm(x, w).float()).square().sum()
+
+    loss = f(x, w)
+    loss.backward()
+    gx, gw = x.grad.clone(), w.grad.clone()
+    x.grad = w.grad = None
+    closs = torch.compile(f, fullgraph=True)(x, w)
+    closs.backward()
+    assert torch.allclose(closs, loss, rtol=1e-2)
+    assert close(x.grad, gx.float())[0] and close(w.grad, gw.float())[0]
+
+
+def test_grouped_autograd():
+    """grouped_gemm and masked_gemm recorded by autograd: each group's gradients as a loop of
+    F.linear over the groups computes them; rows no group wrote get none."""
+    gen = torch.Generator(device="cuda").manual_seed(33)
+    groups, n, k = 4, 192, 128
+    sizes = [37, 0, 100, 5]
+    total = sum(sizes) + 6
+    a = torch.randn(total, k, device="cuda", generator=gen).to(torch.bfloat16).requires_grad_()
+    b = (torch.randn(groups, n, k, device="cuda", generator=gen) * 0.1).to(torch.bfloat16).requires_grad_()
+    gs = torch.tensor(sizes, dtype=torch.int32, device="cuda")
+    gy = torch.randn(total, n, device="cuda", generator=gen).to(torch.bfloat16)
+    used = sum(sizes)
+    for call in (lambda: clcrt.ops.grouped_gemm(a, b, gs), lambda: torch.ops.clcrt.grouped_gemm(a, b, gs)):
+        a.grad = b.grad = None
+        y = call()
+        (y[:used].float() * gy[:used].float()).sum().backward()
+        ar, br = a.detach().float().requires_grad_(), b.detach().float().requires_grad_()
+        row, loss = 0, 0
+        for i, m in enumerate(sizes):
+            loss = loss + (torch.nn.functional.linear(ar[row:row + m], br[i]) * gy[row:row + m].float()).sum()
+            row += m
+        loss.backward()
+        assert close(a.grad, ar.grad)[0] and close(b.grad, br.grad)[0]
+        assert torch.all(a.grad[used:] == 0)
+    rpg = 64
+    am = torch.randn(groups * rpg, k, device="cuda", generator=gen).to(torch.bfloat16).requires_grad_()
+    gym = torch.randn(groups * rpg, n, device="cuda", generator=gen).to(torch.bfloat16)
+    msizes = [64, 0, 100, 5]  # above rows_per_group counts as rows_per_group
+    mask = torch.zeros(groups * rpg, 1, device="cuda")
+    for i, m in enumerate(msizes):
+        mask[i * rpg: i * rpg + min(m, rpg)] = 1
+    gm = torch.tensor(msizes, dtype=torch.int32, device="cuda")
+    y = clcrt.ops.masked_gemm(am, b, gm, rpg)
+    b.grad = None
+    (y.float().nan_to_num() * gym.float() * mask).sum().backward()
+    ar, br = am.detach().float().requires_grad_(), b.detach().float().requires_grad_()
+    ref = torch.einsum("gmk,gnk->gmn", ar.view(groups, rpg, k), br).reshape(groups * rpg, n)
+    (ref * gym.float() * mask).sum().backward()
+    assert close(am.grad, ar.grad)[0] and close(b.grad, br.grad)[0]
+    with pytest.raises(clcrt.InvalidError, match="autograd"):
+        clcrt.ops.grouped_gemm(a, b, gs, out=torch.empty(total, n, dtype=torch.bfloat16, device="cuda"))
+
+
 # ---- torch custom ops ----------------------------------------------------------------------------
 
 
@@ -410,6 +562,11 @@ def test_opcheck():
     sizes = torch.tensor([30, 0, 70], dtype=torch.int32, device="cuda")
     bg = torch.randn(3, 64, 64, device="cuda").to(torch.bfloat16)
     torch.library.opcheck(torch.ops.clcrt.grouped_gemm.default, (a, bg, sizes))
+    # F.linear's shapes and autograd: a 3-D a, and operands that require grad (the registered
+    # backward, also traced by AOT autograd)
+    torch.library.opcheck(torch.ops.clcrt.gemm.default, (a.view(2, 50, 64), b))
+    torch.library.opcheck(torch.ops.clcrt.gemm.default, (a.clone().requires_grad_(), b.clone().requires_grad_()))
+    torch.library.opcheck(torch.ops.clcrt.gemm.default, (a.view(4, 25, 64).clone().requires_grad_(), b))
 
 
 # Each order of imports in a fresh process: clcrt imported after torch and before dynamo (the

@@ -148,10 +148,11 @@ def test_torch_ops_registered_with_fakes():
 
 class _FakeTensor:
     """What _fastops reads of a tensor: dtype, shape, stride(), get_device(), data_ptr(),
-    new_empty()."""
+    new_empty(), requires_grad."""
 
-    def __init__(self, dtype, shape, strides, dev, ptr):
+    def __init__(self, dtype, shape, strides, dev, ptr, requires_grad=False):
         self.dtype, self.shape, self._strides, self._dev, self._ptr = dtype, tuple(shape), tuple(strides), dev, ptr
+        self.requires_grad = requires_grad
         self.made = []
 
     def stride(self):
@@ -226,6 +227,60 @@ def test_fastops_takes_the_checks_of_the_python_path():
     finally:
         _fastops.unbind(0, 0x7000)
     assert _fastops.gemm3(a, b, out) is None
+
+
+def test_fastops_leaves_autograd_calls_to_python():
+    """With grad mode on, a call whose operand requires grad is left to the Python path, which
+    runs it through autograd's function; with grad mode off (torch.no_grad, inference_mode: an
+    nn.Parameter weight requires grad there too) it runs in C. Grad mode is asked only where an
+    operand requires grad."""
+    from clcrt import _fastops
+
+    u64, u = ctypes.c_uint64, ctypes.c_uint
+    proto = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p, u64, u64, u64, u, u, u, u64, u64, u64, u)
+    calls, grad_on, asked = [], [True], []
+
+    def fake_gemm(*args):
+        calls.append(args)
+        return 0
+
+    def is_grad_enabled():
+        asked.append(1)
+        return grad_on[0]
+
+    class Failing(_FakeTensor):
+        @property
+        def requires_grad(self):
+            raise RuntimeError("no")
+
+        @requires_grad.setter
+        def requires_grad(self, v):
+            pass
+
+    cb = proto(fake_gemm)
+    bf16 = object()
+    _fastops.setup(bf16, lambda dev: 0x1234, ctypes.cast(cb, ctypes.c_void_p).value, is_grad_enabled)
+    streams = {0x1234: type("S", (), {"_h": 0x5000})()}
+    a = _FakeTensor(bf16, (64, 256), (256, 1), 0, 0xA000)
+    w = _FakeTensor(bf16, (128, 256), (256, 1), 0, 0xB000, requires_grad=True)  # a Parameter
+    x = _FakeTensor(bf16, (64, 256), (256, 1), 0, 0xA000, requires_grad=True)
+    b = _FakeTensor(bf16, (128, 256), (256, 1), 0, 0xB000)
+    assert _fastops.bind(0, 0x7000, streams) is True
+    try:
+        assert _fastops.gemm3(a, b, None) is a.made[-1] and len(calls) == 1  # nothing requires grad
+        assert not asked  # and grad mode was not asked
+        assert _fastops.gemm3(a, w, None) is None and _fastops.gemm3(x, b, None) is None
+        assert _fastops.gemm3(Failing(bf16, (64, 256), (256, 1), 0, 0xA000), b, None) is None
+        assert len(calls) == 1 and not a.made[1:]
+        grad_on[0] = False
+        n = len(asked)
+        assert _fastops.gemm3(x, w, None) is x.made[-1] and len(calls) == 2
+        assert len(asked) == n + 1
+        grad_on[0] = None  # not a bool: taken as off, as torch's answer is always a bool
+        assert _fastops.gemm3(x, w, None) is not None and len(calls) == 3
+    finally:
+        _fastops.unbind(0, 0x7000)
+        _fastops.setup(bf16, lambda dev: 0x1234, ctypes.cast(cb, ctypes.c_void_p).value)
 
 
 def test_fastops_entry_takes_plain_calls_and_forwards_the_rest():

@@ -11,8 +11,8 @@
  *   - out (or a new tensor when out is None) once the op has been enqueued;
  *   - an int, the op's nonzero clcrt_status: the caller raises with the runtime's message;
  *   - None where this path does not apply (a dtype, device, shape or layout the Python path
- *     must check and explain, or a device whose runtime is not bound yet): the caller takes the
- *     Python path, which gives the same answer or a clear error.
+ *     must check and explain, a device whose runtime is not bound yet, or a call autograd must
+ *     record): the caller takes the Python path, which gives the same answer or a clear error.
  * gemm(a, b, out=None, **kw) is clcrt.ops.gemm itself where torch can trace around a C function
  * (see fast_gemm): it runs gemm3 and leaves the Python path what gemm3 leaves it.
  * Nothing here decides anything the Python path does not: it is the same checks in the same
@@ -20,7 +20,7 @@
  * differential test runs both paths against torch).
  *
  * State, set from Python (clcrt/ops.py): gemm_setup(python path, raise_status) at import;
- * setup(bf16, raw_stream, gemm_dense) once torch is seen; bind(dev,
+ * setup(bf16, raw_stream, gemm_dense, is_grad_enabled) once torch is seen; bind(dev,
  * ops, streams) when a device's default runtime makes its clcrt_ops, and unbind(dev) before the
  * runtime destroys it (Runtime.close runs that first), so that no call here sees a freed op. */
 #define Py_LIMITED_API 0x030A0000
@@ -38,7 +38,8 @@ static PyObject *g_raw_stream; /* torch._C._cuda_getCurrentRawStream */
 static gemm_dense_fn g_gemm;   /* clcrt_py_gemm_dense in the package's libclcrt_py.so */
 static void *g_ops[MAX_DEVICES];
 static PyObject *g_streams[MAX_DEVICES]; /* the runtime's dict: raw CUstream -> clcrt.Stream */
-static PyObject *s_dtype, *s_shape, *s_stride, *s_get_device, *s_data_ptr, *s_new_empty, *s_h;
+static PyObject *g_grad_enabled; /* torch._C.is_grad_enabled, or NULL (setup without it) */
+static PyObject *s_dtype, *s_shape, *s_stride, *s_get_device, *s_data_ptr, *s_new_empty, *s_h, *s_requires_grad;
 
 /* o.name(): CPython looks the method up without making a bound method object. */
 static PyObject *call0(PyObject *o, PyObject *name) { return PyObject_CallMethodObjArgs(o, name, NULL); }
@@ -90,6 +91,27 @@ static int data_ptr(PyObject *t, unsigned long long *p) {
   return !PyErr_Occurred();
 }
 
+/* 1 where autograd must record the call (an operand that requires grad, grad mode on: the
+ * Python path runs it through its autograd function), 0 where not, -1 on an error. The
+ * operands are asked first: where neither requires grad (inference, weights without grad) grad
+ * mode is not asked at all. */
+static int wants_grad(PyObject *a, PyObject *b) {
+  PyObject *ops[2] = {a, b};
+  int any = 0;
+  for (int i = 0; i < 2 && !any; i++) {
+    PyObject *r = PyObject_GetAttr(ops[i], s_requires_grad);
+    if (!r) return -1;
+    any = r == Py_True;
+    Py_DECREF(r);
+  }
+  if (!any || !g_grad_enabled) return any && !g_grad_enabled ? 1 : 0;
+  PyObject *on = PyObject_CallObject(g_grad_enabled, NULL);
+  if (!on) return -1;
+  int e = on == Py_True;
+  Py_DECREF(on);
+  return e;
+}
+
 /* Any exception raised by a tensor method is dropped: the Python path raises its own. */
 #define DECLINE()                                                                                                      \
   do {                                                                                                                 \
@@ -111,6 +133,7 @@ static PyObject *gemm3(PyObject *a, PyObject *b, PyObject *out) {
     DECLINE();
   if (m <= 0 || n <= 0 || k <= 0 || m > 0xffffffffll || n > 0xffffffffll || k > 0xffffffffll) DECLINE();
   if (!g_ops[dev] || !g_streams[dev]) DECLINE();
+  if (wants_grad(a, b)) DECLINE(); /* autograd's, or an error (-1): the Python path's */
   long long ldd;
   if (out == Py_None) {
     /* new_empty(m, n), the sizes as two arguments: torch parses them faster than one tuple
@@ -234,14 +257,17 @@ static PyObject *fast_gemm_setup(PyObject *self, PyObject *args) {
 
 static PyObject *fast_setup(PyObject *self, PyObject *args) {
   (void)self;
-  PyObject *bf16, *raw;
+  PyObject *bf16, *raw, *grad = NULL;
   unsigned long long fn;
-  if (!PyArg_ParseTuple(args, "OOK", &bf16, &raw, &fn)) return NULL;
+  if (!PyArg_ParseTuple(args, "OOK|O", &bf16, &raw, &fn, &grad)) return NULL;
+  if (grad == Py_None) grad = NULL;
   Py_XDECREF(g_bf16);
   Py_XDECREF(g_raw_stream);
+  Py_XDECREF(g_grad_enabled);
   Py_INCREF(bf16);
   Py_INCREF(raw);
-  g_bf16 = bf16, g_raw_stream = raw;
+  Py_XINCREF(grad);
+  g_bf16 = bf16, g_raw_stream = raw, g_grad_enabled = grad;
   g_gemm = (gemm_dense_fn)(uintptr_t)fn;
   Py_RETURN_NONE;
 }
@@ -276,13 +302,16 @@ static PyObject *fast_unbind(PyObject *self, PyObject *args) {
 static PyMethodDef methods[] = {
     {"gemm3", (PyCFunction)(void (*)(void))fast_gemm3, METH_FASTCALL,
      "gemm3(a, b, out): clcrt.ops.gemm's eager path; out, a status, or None (take the Python path)"},
-    {"setup", fast_setup, METH_VARARGS, "setup(torch.bfloat16, raw_stream_fn, clcrt_py_gemm_dense address)"},
+    {"setup", fast_setup, METH_VARARGS, "setup(torch.bfloat16, raw_stream_fn, clcrt_py_gemm_dense address[, is_grad_enabled])"},
     {"bind", fast_bind, METH_VARARGS, "bind(device, ops handle, the runtime's stream dict)"},
     {"unbind", fast_unbind, METH_VARARGS, "unbind(device, ops handle): before the op is destroyed"},
     {"gemm", (PyCFunction)(void (*)(void))fast_gemm, METH_FASTCALL | METH_KEYWORDS,
      "gemm($module, a, b, out=None, *, variant=None, sched=None, stream=None, split=None, measured=False, "
      "done=None)\n--\n\n"
-     "out = a @ b.T for bf16 a (M x K) and b (N x K), fp32 accumulation; K a multiple of 8.\n"
+     "out = a @ b.T for bf16 a (M x K) and b (N x K), fp32 accumulation; K a multiple of 8:\n"
+     "torch.nn.functional.linear(a, b). a may have other than two dimensions (... x K, its\n"
+     "leading ones taken as rows), out then ... x N. Where a or b requires grad and grad mode\n"
+     "is on, autograd records the call (the gradients through torch.matmul; no out= then).\n"
      "\n"
      "out (M x N, bf16, rows contiguous) is made when not given. variant names one of\n"
      "variants(), sched a scheduler (\"steal\", \"static\", \"fixed\"), split \"none\" or \"all\"\n"
@@ -307,7 +336,9 @@ PyMODINIT_FUNC PyInit__fastops(void) {
   s_new_empty = PyUnicode_InternFromString("new_empty");
   s_h = PyUnicode_InternFromString("_h");
   s_out = PyUnicode_InternFromString("out");
-  if (!s_dtype || !s_shape || !s_stride || !s_get_device || !s_data_ptr || !s_new_empty || !s_h || !s_out)
+  s_requires_grad = PyUnicode_InternFromString("requires_grad");
+  if (!s_dtype || !s_shape || !s_stride || !s_get_device || !s_data_ptr || !s_new_empty || !s_h || !s_out ||
+      !s_requires_grad)
     return NULL;
   return PyModule_Create(&module);
 }
