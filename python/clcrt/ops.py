@@ -349,6 +349,8 @@ def _gemm_py(a, b, out=None, *, variant=None, sched=None, stream=None, split=Non
             return r
         out.copy_(r)
         return out
+    if _autocast_on(torch):
+        a, b = _autocast(torch, a), _autocast(torch, b)
     if _wants_grad(torch, a, b):
         if out is not None:
             raise InvalidError("gemm: out= cannot take part in autograd (a or b requires grad), as with torch's "
@@ -357,6 +359,25 @@ def _gemm_py(a, b, out=None, *, variant=None, sched=None, stream=None, split=Non
                                           measured=measured, done=done))
     return _gemm_eager(a, b, out, variant=variant, sched=sched, stream=stream, split=split, measured=measured,
                        done=done)
+
+
+def _autocast_on(torch):
+    """Whether torch.autocast is on for CUDA in this thread."""
+    try:
+        return torch.is_autocast_enabled("cuda")
+    except TypeError:  # a torch before 2.4 asks about CUDA without an argument
+        return torch.is_autocast_enabled()
+
+
+def _autocast(torch, t):
+    """An operand under torch.autocast: a CUDA tensor of another floating dtype (fp32 master
+    weights, fp16 activations) cast to bf16, the op's only dtype, whatever autocast's own dtype,
+    as torch.library.register_autocast does for the custom ops; the cast is recorded by autograd
+    like F.linear's. fp64 stays as it is (autocast does not cast it) and is refused."""
+    if isinstance(t, torch.Tensor) and t.dtype is not _bf16 and t.dtype in (torch.float32, torch.float16) and \
+            t.is_cuda:
+        return t.to(_bf16)
+    return t
 
 
 def _wants_grad(torch, a, b):
@@ -580,6 +601,8 @@ def masked_gemm(a, b, group_sizes, rows_per_group, out=None, *, variant=None, sc
 def _grouped_call(layout, name, a, b, group_sizes, out, rows_per_group, variant, sched, stream, checked):
     """An eager grouped or masked run, through autograd's function where autograd records it."""
     torch = _torch_mod()
+    if _autocast_on(torch):
+        a, b = _autocast(torch, a), _autocast(torch, b)
     if not _wants_grad(torch, a, b):
         return _grouped_run(layout, name, a, b, group_sizes, out, rows_per_group, variant, sched, stream, checked)
     if out is not None:
@@ -674,12 +697,12 @@ def _register_autograd(torch, lib):
     _GemmGrad, _GroupedGrad = GemmGrad, GroupedGrad
 
     # The custom ops' Autograd kernels. torch.library.register_autograd would do, but its
-    # kernel costs every call through the dispatcher (what a compiled graph without CUDA graphs
-    # makes) a second Python kernel whether or not grad is needed: 9.5 -> 13.7 us a call on an
-    # H200 host (python/bench/overhead.py). These run the CUDA kernel's work themselves where
-    # nothing is recorded and the operands are plain CUDA tensors with no dispatch mode active
-    # (fake tensors and tracing modes have one), and otherwise go below autograd: through an
-    # autograd.Function where grad is needed, straight on where not.
+    # kernel adds a second Python kernel to every call through the dispatcher (what a compiled
+    # graph without CUDA graphs makes), grad or not: 13.0 -> 34.7 us a call on a busy H200 host
+    # (python/bench/overhead.py). These run the CUDA kernel's work themselves where nothing is
+    # recorded and the operands are plain CUDA tensors with no dispatch mode active (fake
+    # tensors and tracing modes have one): 9.5 -> 12.1-12.9 us on a quieter host. Otherwise they
+    # go below autograd: through an autograd.Function where grad is needed, straight on where not.
     below = torch._C._AutoDispatchBelowAutograd
     modes = getattr(torch._C, "_len_torch_dispatch_stack", None) or (lambda: 1)
     grad_on = getattr(torch._C, "is_grad_enabled", None) or torch.is_grad_enabled
@@ -741,6 +764,12 @@ def _register_autograd(torch, lib):
     lib.impl("gemm", gemm_autograd, "Autograd")
     lib.impl("grouped_gemm", grouped_autograd, "Autograd")
     lib.impl("masked_gemm", masked_autograd, "Autograd")
+    # Under torch.autocast the custom ops cast their floating operands to bf16 (what the eager
+    # path does, _autocast); a kernel on the autocast key, which costs nothing outside autocast.
+    register = getattr(torch.library, "register_autocast", None)
+    if register is not None:
+        for name in ("gemm", "grouped_gemm", "masked_gemm"):
+            register("clcrt::" + name, "cuda", torch.bfloat16, lib=lib)
 
 
 def _grouped_impl(torch, a, b, group_sizes, variant=None, sched=None):

@@ -552,6 +552,37 @@ def test_grouped_autograd():
         clcrt.ops.grouped_gemm(a, b, gs, out=torch.empty(total, n, dtype=torch.bfloat16, device="cuda"))
 
 
+def test_gemm_autocast():
+    """Under torch.autocast, fp32 operands (master weights, activations) are cast to bf16 as
+    F.linear's are and the gradients reach the fp32 tensors: through the C entry, the Python
+    path, the custom op and torch.compile; fp16 operands too, whatever autocast's dtype (the op
+    runs bf16 only). Outside autocast fp32 is refused, as before."""
+    g = torch.Generator(device="cuda").manual_seed(34)
+    x = torch.randn(2, 64, 256, device="cuda", generator=g).requires_grad_()
+    w = torch.nn.Parameter(torch.randn(320, 256, device="cuda", generator=g) * 0.05)
+    gy = torch.randn(2, 64, 320, device="cuda", generator=g).to(torch.bfloat16)
+    with torch.autocast("cuda", dtype=torch.bfloat16):
+        ref = torch.nn.functional.linear(x, w)
+    ref.backward(gy)
+    rx, rw = x.grad.clone(), w.grad.clone()
+    compiled = torch.compile(lambda x, w: clcrt.ops.gemm(x, w), fullgraph=True)
+    calls = [("C entry", clcrt.ops.gemm), ("Python path", lambda x, w: clcrt.ops._gemm_py(x, w, sched="steal")),
+             ("custom op", lambda x, w: torch.ops.clcrt.gemm(x, w)), ("compiled", compiled)]
+    for name, call in calls:
+        x.grad = w.grad = None
+        with torch.autocast("cuda", dtype=torch.bfloat16):
+            y = call(x, w)
+        assert y.dtype == torch.bfloat16 and y.shape == (2, 64, 320), name
+        assert close(y.float(), ref.detach().float())[0], name
+        y.backward(gy)
+        assert x.grad.dtype == torch.float32 and close(x.grad, rx)[0] and close(w.grad, rw)[0], name
+    with torch.no_grad(), torch.autocast("cuda", dtype=torch.float16):
+        y = clcrt.ops.gemm(x.half(), w)
+        assert y.dtype == torch.bfloat16 and close(y.float(), ref.float())[0]
+    with pytest.raises(clcrt.InvalidError, match="dtype"):
+        clcrt.ops.gemm(x, w)
+
+
 # ---- torch custom ops ----------------------------------------------------------------------------
 
 
