@@ -4,6 +4,7 @@
 ``torch.nn.functional.linear(a, b)`` with ``b`` a weight of shape (out_features, in_features);
 ``a`` may be ... x K as there (its leading dimensions taken as rows). Where an operand requires
 grad and grad mode is on, autograd records the call; the backward runs through torch.matmul.
+Under ``torch.autocast("cuda")`` fp32 and fp16 operands are cast to bf16, the ops' only dtype.
 ``grouped_gemm(a, b, group_sizes)`` is the mixture-of-experts form: group g's rows of ``a``
 (consecutive, ``group_sizes[g]`` of them, int32 counts in GPU memory) times ``b[g].T``;
 ``masked_gemm`` the same with group g's rows at row ``g * rows_per_group``.

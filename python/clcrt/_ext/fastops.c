@@ -302,7 +302,8 @@ static PyObject *fast_unbind(PyObject *self, PyObject *args) {
 static PyMethodDef methods[] = {
     {"gemm3", (PyCFunction)(void (*)(void))fast_gemm3, METH_FASTCALL,
      "gemm3(a, b, out): clcrt.ops.gemm's eager path; out, a status, or None (take the Python path)"},
-    {"setup", fast_setup, METH_VARARGS, "setup(torch.bfloat16, raw_stream_fn, clcrt_py_gemm_dense address[, is_grad_enabled])"},
+    {"setup", fast_setup, METH_VARARGS,
+     "setup(torch.bfloat16, raw_stream_fn, clcrt_py_gemm_dense address[, is_grad_enabled])"},
     {"bind", fast_bind, METH_VARARGS, "bind(device, ops handle, the runtime's stream dict)"},
     {"unbind", fast_unbind, METH_VARARGS, "unbind(device, ops handle): before the op is destroyed"},
     {"gemm", (PyCFunction)(void (*)(void))fast_gemm, METH_FASTCALL | METH_KEYWORDS,
@@ -312,6 +313,7 @@ static PyMethodDef methods[] = {
      "torch.nn.functional.linear(a, b). a may have other than two dimensions (... x K, its\n"
      "leading ones taken as rows), out then ... x N. Where a or b requires grad and grad mode\n"
      "is on, autograd records the call (the gradients through torch.matmul; no out= then).\n"
+     "Under torch.autocast(\"cuda\"), fp32 and fp16 operands are cast to bf16 first.\n"
      "\n"
      "out (M x N, bf16, rows contiguous) is made when not given. variant names one of\n"
      "variants(), sched a scheduler (\"steal\", \"static\", \"fixed\"), split \"none\" or \"all\"\n"
