@@ -238,15 +238,27 @@ void clcrt__notify_fail(const clcrt_stream *s, clcrt_status st) {
   pthread_mutex_unlock(&g_notify_lock);
 }
 
+static clcrt_status notify_entered(clcrt_runtime *rt, clcrt_stream *s, uv_loop_t *loop, clcrt_notify_cb cb,
+                                   void *user);
+
 clcrt_status clcrt_run_notify(clcrt_stream *s, uv_loop_t *loop, clcrt_notify_cb cb, void *user) {
   clcrt_runtime *rt = clcrt__stream_runtime(s);
   if (!rt) return clcrt__fail_norts(CLCRT_E_INVALID, "clcrt_run_notify: the stream is NULL");
   if (!loop || !cb)
     return clcrt__fail(rt, CLCRT_E_INVALID, "clcrt_run_notify: %s is NULL", !loop ? "the loop" : "the callback");
   if (!rt->cu) return clcrt__fail(rt, CLCRT_E_UNSUPPORTED, "clcrt_run_notify: the runtime only compiles");
-  CUstream cs = clcrt_stream_cu(s);
-  clcrt_status st = clcrt__ctx_enter(rt);
+  clcrt__ctx_saved sv;
+  clcrt_status st = clcrt__ctx_push(rt, &sv);
   if (st != CLCRT_OK) return st;
+  st = notify_entered(rt, s, loop, cb, user);
+  clcrt__ctx_leave(rt, &sv);
+  return st;
+}
+
+/* clcrt_run_notify in the runtime's context. */
+static clcrt_status notify_entered(clcrt_runtime *rt, clcrt_stream *s, uv_loop_t *loop, clcrt_notify_cb cb,
+                                   void *user) {
+  CUstream cs = clcrt_stream_cu(s);
   /* In a graph the host function would run on every replay, long after the one-shot
    * handle is gone. Notification belongs to the replay, not to the capture. */
   CUstreamCaptureStatus cap = CU_STREAM_CAPTURE_STATUS_NONE;

@@ -140,12 +140,10 @@ const char *clcrt__err_get(const clcrt_runtime *rt);  /* this thread's message, 
 void clcrt__err_forget(const clcrt_runtime *rt);      /* drops this thread's message for rt */
 void clcrt__log(clcrt_runtime *rt, clcrt_log_level lvl, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 
-/* Makes rt's context current on this thread (no-op in compile-only mode). */
-clcrt_status clcrt__ctx_enter(clcrt_runtime *rt);
-/* The same for the length of one call: where the thread had another context current (another
- * device's, as a PyTorch thread whose current device is another GPU has), rt's is pushed and
- * clcrt__ctx_leave pops it, so the caller finds its own again; where it had none, rt's is made
- * current and stays, as clcrt__ctx_enter leaves it. */
+/* Makes rt's context current on this thread for the length of one call (no-op in compile-only
+ * mode): where the thread had another context current (another device's, as a PyTorch thread
+ * whose current device is another GPU has), rt's is pushed and clcrt__ctx_leave pops it, so the
+ * caller finds its own again; where it had none, rt's is made current and stays. */
 typedef struct clcrt__ctx_saved {
   int pushed;
 } clcrt__ctx_saved;

@@ -215,14 +215,6 @@ static clcrt_status device_setup(clcrt_runtime *rt) {
 /* Asks the driver which context is current rather than remembering it: the user, or
  * another runtime on another device, may have changed it since (a cached answer once let
  * a launch go to the wrong context). cuCtxGetCurrent costs tens of nanoseconds. */
-clcrt_status clcrt__ctx_enter(clcrt_runtime *rt) {
-  if (rt->compile_only) return CLCRT_OK;
-  CUcontext cur = NULL;
-  if (rt->cu->cuCtxGetCurrent(&cur) == CUDA_SUCCESS && cur == rt->ctx) return CLCRT_OK;
-  CU_CHECK(rt, cuCtxSetCurrent(rt->ctx));
-  return CLCRT_OK;
-}
-
 clcrt_status clcrt__ctx_push(clcrt_runtime *rt, clcrt__ctx_saved *sv) {
   sv->pushed = 0;
   if (rt->compile_only) return CLCRT_OK;
