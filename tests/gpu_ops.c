@@ -20,7 +20,11 @@
  * 10x4480x39432 wrong, where fp32 matmul and the op agreed with fp64).
  *
  * Half the dense problems also pass clcrt_gemm_desc.done: afterwards every 64-row block's
- * counter must have grown by exactly (runs) x (the block's rows) x n. */
+ * counter must have grown by exactly (runs) x (the block's rows) x n.
+ *
+ * The problems are drawn from fixed seeds, so that a failure replays. CLCRT_TEST_SEED=N draws
+ * other sequences (every stream of problems mixed with N; the run prints it): what a longer
+ * search for wrong answers runs, seed after seed. */
 #include <check.h>
 #include <cublas_v2.h>
 #include <execinfo.h>
@@ -147,6 +151,13 @@ static void teardown(void) {
 typedef struct rng_t {
   uint64_t s;
 } rng_t;
+/* A generator's start: its fixed seed, mixed with CLCRT_TEST_SEED where that is set. */
+static uint64_t g_seed;
+static rng_t rng_from(uint64_t fixed) {
+  rng_t r = {fixed ^ (g_seed * 0x9E3779B97F4A7C15ull)};
+  if (!r.s) r.s = fixed ? fixed : 1; /* xorshift stays at zero */
+  return r;
+}
 static uint64_t next(rng_t *r) {
   r->s ^= r->s << 13, r->s ^= r->s >> 7, r->s ^= r->s << 17;
   return r->s;
@@ -286,7 +297,7 @@ static void *work(void *arg) {
   worker *w = arg;
   const clcrt__driver *cu = gpu_cu();
   cu->cuCtxSetCurrent(clcrt_runtime_context(g_rt));
-  rng_t r = {0x1234567ull * (uint64_t)(w->id + 1)};
+  rng_t r = rng_from(0x1234567ull * (uint64_t)(w->id + 1));
   CUstream cs = clcrt_stream_cu(w->s);
   for (int i = 0; i < w->count; i++) {
     problem *p = &w->probs[i];
@@ -496,7 +507,7 @@ static void *ctx_work(void *arg) {
   const clcrt__driver *cu = gpu_cu();
   const CUcontext mine = clcrt_runtime_context(g_rt);
   CUstream cs = clcrt_stream_cu(j->s);
-  rng_t r = {0xC0FFEEull + (j->other != NULL)};
+  rng_t r = rng_from(0xC0FFEEull + (j->other != NULL));
   for (int i = 0; i < j->problems; i++) {
     problem p = random_dense(&r, j->dcap);
     p.g.d = j->D;
@@ -673,7 +684,7 @@ START_TEST(test_grouped_random) {
   const size_t cap = gpu_under_sanitizer() ? (1u << 22) : (size_t)70000 * 4096;
   CUdeviceptr D = gpu_alloc(cap * 2), R = gpu_alloc(cap * 4), sizes = gpu_alloc(4096), bad = gpu_alloc(4ull * CTRS);
   gpu_fill_u8(bad, 0, 4ull * CTRS);
-  rng_t r = {0xfeedull};
+  rng_t r = rng_from(0xfeedull);
   int total = 0, wrong = 0, over = 0;
   unsigned blas_off = 0;
   for (int i = 0; i < count; i++) {
@@ -724,6 +735,16 @@ int main(void) {
   signal(SIGSEGV, on_crash);
   signal(SIGBUS, on_crash);
   gpu_skip_if_absent("gpu_ops");
+  const char *seed = getenv("CLCRT_TEST_SEED");
+  if (seed && *seed) {
+    char *end;
+    g_seed = strtoull(seed, &end, 0);
+    if (*end) {
+      fprintf(stderr, "gpu_ops: CLCRT_TEST_SEED=%s is not a number\n", seed);
+      return 2;
+    }
+    printf("gpu_ops: CLCRT_TEST_SEED=%llu\n", (unsigned long long)g_seed);
+  }
   SRunner *r = srunner_create(suite());
   srunner_run_all(r, CK_NORMAL);
   int failed = srunner_ntests_failed(r);

@@ -10,7 +10,8 @@
  * delays in the tiles), random tile counts per run on one graph, every scheduler of the device,
  * runs back to back on two streams (the counters must be zero again after each run), graph
  * capture and replays, preemption by a stream of higher priority, an SM budget, and the run-time
- * refusals. Every value equal and every tile run once. */
+ * refusals. Every value equal and every tile run once. The graphs come from a fixed seed, so
+ * that a failure replays; CLCRT_TEST_SEED=N draws others (the run prints it). */
 #include <check.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -529,6 +530,18 @@ END_TEST
 
 int main(void) {
   gpu_skip_if_absent("gpu_taskgraph");
+  const char *seed = getenv("CLCRT_TEST_SEED");
+  if (seed && *seed) {
+    char *end;
+    const unsigned long long v = strtoull(seed, &end, 0);
+    if (*end) {
+      fprintf(stderr, "gpu_taskgraph: CLCRT_TEST_SEED=%s is not a number\n", seed);
+      return 2;
+    }
+    g_seed ^= v * 0xD1B54A32D192ED03ull;
+    if (!g_seed) g_seed = 1; /* xorshift stays at zero */
+    printf("gpu_taskgraph: CLCRT_TEST_SEED=%llu\n", v);
+  }
   Suite *su = suite_create("taskgraph");
   TCase *tc = tcase_create("taskgraph");
   tcase_set_timeout(tc, 600);
