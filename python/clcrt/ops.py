@@ -10,9 +10,12 @@ Under ``torch.autocast("cuda")`` fp32 and fp16 operands are cast to bf16, the op
 ``masked_gemm`` the same with group g's rows at row ``g * rows_per_group``.
 
 Each run is one call into C (clcrt_gemm), which plans the problem, keeps the stream's stream-K
-workspace and launches on torch's current stream (or ``stream=``). Operands may be row slices:
-rows must be contiguous (stride 1 along K) with a row pitch that is a multiple of 8 elements,
-and the base 16-byte aligned.
+workspace and launches on torch's current stream (or ``stream=``). The kernels load operands
+whose rows are contiguous (stride 1 along K), with K and the row pitch multiples of 8 elements
+and the base 16-byte aligned: row slices of contiguous tensors at any 16-byte offset run as they
+are. Any other operand (an odd K, a transposed weight, a slice at an odd element) runs on a copy
+(K padded with zeros to a multiple of 8) made on the stream at each call: right answers for every
+input F.linear takes, at the cost of the copy (``plan()`` names the operands copied).
 
 The same functions are registered as PyTorch custom ops, ``torch.ops.clcrt.gemm``,
 ``torch.ops.clcrt.grouped_gemm`` and ``torch.ops.clcrt.masked_gemm`` (with fake
@@ -150,13 +153,20 @@ def kernel(variant=None, sched=None, grouped=False, rt=None):
 
 
 def plan(a, b, *, variant=None, sched=None, split=None, stream=None):
-    """What gemm(a, b, ...) would run (clcrt_gemm_plan_get): variant, scheduler, slices, tiles."""
+    """What gemm(a, b, ...) would run (clcrt_gemm_plan_get): variant, scheduler, slices, tiles,
+    and ``copies``, the operands it runs on a copy (the module's note on layouts)."""
     torch = _torch_mod()
-    m, k, n, lda, ldb = _dense_shapes(torch, a, b)
+    m, k, n = _dense_shapes(torch, a, b)
     rt = runtime(a.get_device())
     s = _stream(rt, stream)
+    # An operand gemm would copy (_loadable_copy) is planned as its copy: K padded, the rows
+    # contiguous, the base aligned as the caching allocator aligns it.
+    copied = tuple(name for name, t in (("a", a), ("b", b)) if m and n and not _loadable(t))
+    k8 = k + (-k & 7) if k else 8
+    pa, lda = (512, k8) if "a" in copied else (a.data_ptr(), _pitch(a, "gemm: a"))
+    pb, ldb = (512, k8) if "b" in copied else (b.data_ptr(), _pitch(b, "gemm: b"))
     d = T.sized(T.GemmDesc)
-    d.m, d.n, d.k, d.a, d.b, d.d, d.lda, d.ldb = m, n, k, a.data_ptr(), b.data_ptr(), 16, lda, ldb
+    d.m, d.n, d.k, d.a, d.b, d.d, d.lda, d.ldb = m, n, k8 if copied else k, pa, pb, 16, lda, ldb
     vi = _variant(variant)
     d.variant = None if vi < 0 else _variant_name(vi)
     d.sched, d.split = _sched(sched), _split(split)
@@ -164,7 +174,7 @@ def plan(a, b, *, variant=None, sched=None, split=None, stream=None):
     rt._check(rt._lib.clcrt_gemm_plan_get(_ops(rt), s._h, ctypes.byref(d), ctypes.byref(p)))
     return {"variant": p.variant.decode(), "sched": Sched(p.sched).name.lower(), "splits": p.splits,
             "shared_tiles": p.shared_tiles, "units": p.units, "tiles": (p.tiles.x, p.tiles.y, p.tiles.z),
-            "workspace_bytes": p.workspace_bytes}
+            "workspace_bytes": p.workspace_bytes, "copies": copied}
 
 
 def _split(split):
@@ -303,15 +313,36 @@ def _pitch(t, name):
     return s0 if rows > 1 else cols
 
 
+def _loadable(t):
+    """Whether the kernels load the 2-D t as it is: rows contiguous, K and the row pitch multiples
+    of 8 elements, the base 16-byte aligned."""
+    rows, k = t.shape
+    s0, s1 = t.stride()
+    return k > 0 and not k & 7 and s1 == 1 and (rows <= 1 or not s0 & 7) and not t.data_ptr() & 15
+
+
+def _loadable_copy(torch, t):
+    """A copy of t (... x K) that the kernels load: contiguous, K padded with zeros to a multiple
+    of 8 (zeros add nothing to the sums; K = 0 gets 8), the base as the caching allocator aligns
+    it."""
+    k = t.shape[-1]
+    if not k:  # eight zeros: an empty sum, as F.linear gives it
+        return t.new_zeros(tuple(t.shape[:-1]) + (8,))
+    pad = -k & 7
+    if pad:
+        return torch.nn.functional.pad(t, (0, pad))
+    return t.clone(memory_format=torch.contiguous_format)
+
+
 def _dense_shapes(torch, a, b):
-    """(m, k, n, lda, ldb) of a and b, or an InvalidError saying what is wrong."""
+    """(m, k, n) of a and b, or an InvalidError saying what is wrong."""
     _operand(torch, a, "gemm: a", (2,), torch.bfloat16)
     _operand(torch, b, "gemm: b", (2,), torch.bfloat16, a.device)
     m, k = a.shape
     n = b.shape[0]
     if b.shape[1] != k:
         raise InvalidError("gemm: a is %d x %d and b is %d x %d: b must be N x K (out = a @ b.T)" % (m, k, n, b.shape[1]))
-    return m, k, n, _pitch(a, "gemm: a"), _pitch(b, "gemm: b")
+    return m, k, n
 
 
 def _out(torch, out, name, rows, n, device):
@@ -356,8 +387,8 @@ def _gemm_py(a, b, out=None, *, variant=None, sched=None, stream=None, split=Non
         if out is not None:
             raise InvalidError("gemm: out= cannot take part in autograd (a or b requires grad), as with torch's "
                                "out= functions: leave out= out, or run under torch.no_grad()")
-        return _GemmGrad.apply(a, b, dict(variant=variant, sched=sched, stream=stream, split=split,
-                                          measured=measured, done=done))
+        return _GemmFn.apply(a, b, lambda: _gemm_eager(a, b, None, variant=variant, sched=sched, stream=stream,
+                                                       split=split, measured=measured, done=done))
     return _gemm_eager(a, b, out, variant=variant, sched=sched, stream=stream, split=split, measured=measured,
                        done=done)
 
@@ -417,8 +448,10 @@ def _gemm_nd(torch, a, b, out, **kw):
         try:
             o2 = out.view(rows, n)
         except RuntimeError:
-            raise InvalidError("gemm: out (strides %s) cannot be seen as %d rows of %d without a copy: pass a "
-                               "contiguous out" % (out.stride(), rows, n)) from None
+            if kw.get("done") is not None:
+                raise InvalidError("gemm: out (strides %s) cannot be seen as %d rows of %d, and done= counts the "
+                                   "rows written there: pass a contiguous out" % (out.stride(), rows, n)) from None
+            return out.copy_(_gemm_eager(a2, b, None, **kw).view(lead + (n,)))
     r = _gemm_eager(a2, b, o2, **kw)
     return out if out is not None else r.view(lead + (n,))
 
@@ -426,8 +459,9 @@ def _gemm_nd(torch, a, b, out, **kw):
 def _gemm_eager(a, b, out=None, *, variant=None, sched=None, stream=None, split=None, measured=False, done=None):
     """gemm without autograd: the checks, then one call into C."""
     torch = _torch
-    # The fast path: the checks C cannot make (types, dtypes, devices, shapes), then one call.
-    # Anything unusual goes through the slow checks, which raise with a message or let it on.
+    # The fast path: the checks C cannot make (types, dtypes, devices, shapes), and the layout
+    # the kernels load, then one call. Anything unusual goes through the slow checks, which raise
+    # with a message, or copy an operand the kernels cannot load as it is (_loadable_copy).
     bf16 = _bf16
     try:
         if a.dtype is not bf16 or b.dtype is not bf16:
@@ -437,14 +471,27 @@ def _gemm_eager(a, b, out=None, *, variant=None, sched=None, stream=None, split=
         sa0, sa1 = a.stride()
         sb0, sb1 = b.stride()
         dev = a.get_device()
-        if kb != k or dev < 0 or b.get_device() != dev or (sa1 != 1 and k > 1) or (sb1 != 1 and k > 1):
+        if kb != k or dev < 0 or b.get_device() != dev or (sa1 != 1 and k > 1) or (sb1 != 1 and k > 1) or \
+                not k or k & 7 or (sa0 & 7 and m > 1) or (sb0 & 7 and n > 1):
+            raise ValueError
+        pa, pb = a.data_ptr(), b.data_ptr()
+        if (pa | pb) & 15:
             raise ValueError
     except (ValueError, AttributeError, TypeError):
         if isinstance(a, torch.Tensor) and a.dim() >= 1 and a.dim() != 2:
             return _gemm_nd(torch, a, b, out, variant=variant, sched=sched, stream=stream, split=split,
                             measured=measured, done=done)
-        m, k, n, sa0, sb0 = _dense_shapes(torch, a, b)
+        m, k, n = _dense_shapes(torch, a, b)
         dev = a.get_device()
+        if m and n:
+            if not _loadable(a):
+                a = _loadable_copy(torch, a)
+            if not _loadable(b):
+                b = _loadable_copy(torch, b)
+            k = a.shape[1]
+        sa0, sb0 = a.stride(0), b.stride(0)
+        pa, pb = a.data_ptr(), b.data_ptr()
+    staged = None
     if out is None:
         out = a.new_empty(m, n)  # two ints: torch parses them faster than a tuple
         ldd = n
@@ -457,11 +504,18 @@ def _gemm_eager(a, b, out=None, *, variant=None, sched=None, stream=None, split=
             if om != m or on != n or (ld1 != 1 and n > 1):
                 raise ValueError
         except (ValueError, AttributeError, TypeError):
-            _out(torch, out, "gemm", m, n, a.device)
-            ld0 = out.stride(0)
+            _operand(torch, out, "gemm: out", (2,), torch.bfloat16, a.device)
+            if tuple(out.shape) != (m, n):
+                raise InvalidError("gemm: out is %s, expected (%d, %d)" % (tuple(out.shape), m, n)) from None
+            if done is not None:
+                raise InvalidError("gemm: out's rows are not contiguous (strides %s), and done= counts the rows "
+                                   "written there: pass a contiguous out" % (out.stride(),)) from None
+            # Rows not contiguous: the product goes to a new tensor, then into out.
+            staged, out = out, a.new_empty(m, n)
+            ld0 = n
         ldd = ld0 if m > 1 else n
     if m == 0 or n == 0:
-        return out
+        return out if staged is None else staged
     rt = _runtimes.get(dev) or runtime(dev)
     if stream is None:
         s = rt._streams.get(_raw_stream(dev)) if _raw_stream else None
@@ -475,7 +529,7 @@ def _gemm_eager(a, b, out=None, *, variant=None, sched=None, stream=None, split=
         if not done.is_contiguous() or done.numel() < (m + 63) // 64:
             raise InvalidError("gemm: done must be a contiguous int32 tensor of at least ceil(M / 64) = %d counters, "
                                "not %s" % ((m + 63) // 64, tuple(done.shape)))
-        st = _py_gemm(ops, s._h, _DENSE, a.data_ptr(), b.data_ptr(), out.data_ptr(), m, n, k, sa0 if m > 1 else k,
+        st = _py_gemm(ops, s._h, _DENSE, pa, pb, out.data_ptr(), m, n, k, sa0 if m > 1 else k,
                       sb0 if n > 1 else k, ldd, 0, 0, _variant(variant), _sched(sched), _split(split),
                       MEASURED if measured else 0, done.data_ptr())
         if st:
@@ -486,11 +540,11 @@ def _gemm_eager(a, b, out=None, *, variant=None, sched=None, stream=None, split=
         vi = _variant(variant)
         opts = ((vi & 0xFF) + 1 if vi >= 0 else 0) | _sched(sched) << 8 | _split(split) << 12 | \
             (MEASURED if measured else 0) << 16 | (1 << 24 if vi >= 0 and vi & _TRANS else 0)
-    st = _py_gemm_dense(ops, s._h, a.data_ptr(), b.data_ptr(), out.data_ptr(), m, n, k, sa0 if m > 1 else k,
+    st = _py_gemm_dense(ops, s._h, pa, pb, out.data_ptr(), m, n, k, sa0 if m > 1 else k,
                         sb0 if n > 1 else k, ldd, opts)
     if st:
         rt._check(st)
-    return out
+    return out if staged is None else staged.copy_(out)
 
 
 def _raise_status(a, st):
@@ -534,14 +588,10 @@ def _grouped_run(layout, name, a, b, group_sizes, out, rows_per_group, variant, 
         if b.shape[0] != groups:
             raise InvalidError("%s: b has %d groups, group_sizes %d" % (name, b.shape[0], groups))
         n = b.shape[1]
-        if not b.is_contiguous():
-            raise InvalidError("%s: b (G x N x K) is not contiguous: pass .contiguous()" % name)
-        ldb = k
     else:
         if b.shape[0] % groups:
             raise InvalidError("%s: b is %s: (G*N) x K with G = %d groups" % (name, tuple(b.shape), groups))
         n = b.shape[0] // groups
-        ldb = _pitch(b, name + ": b")
     if b.shape[-1] != k:
         raise InvalidError("%s: a has K = %d, b has K = %d" % (name, k, b.shape[-1]))
     if not sizes.is_contiguous():
@@ -553,6 +603,15 @@ def _grouped_run(layout, name, a, b, group_sizes, out, rows_per_group, variant, 
     out = _out(torch, out, name, rows, n, a.device)
     if rows == 0 or n == 0:
         return out
+    # Operands the kernels cannot load as they are run on copies, as gemm's do.
+    if not _loadable(a):
+        a = _loadable_copy(torch, a)
+    if b.dim() == 2 and not _loadable(b):
+        b = _loadable_copy(torch, b)
+    elif b.dim() == 3 and (k & 7 or not k or not b.is_contiguous() or b.data_ptr() & 15):
+        b = _loadable_copy(torch, b)
+    k = a.shape[1]
+    ldb = k if b.dim() == 3 else _pitch(b, name + ": b")
     rt = runtime(a.get_device())
     s = _stream(rt, stream)
     st = _py_gemm(_ops(rt), s._h, layout, a.data_ptr(), b.data_ptr(), out.data_ptr(),
@@ -613,7 +672,7 @@ def _grouped_call(layout, name, a, b, group_sizes, out, rows_per_group, variant,
     def run():
         return _grouped_run(layout, name, a, b, group_sizes, None, rows_per_group, variant, sched, stream, checked)
 
-    return _GroupedGrad.apply(a, b, group_sizes, layout, rows_per_group, run)
+    return _GroupedFn.apply(a, b, group_sizes, layout, rows_per_group, run)
 
 
 # ---- autograd ----
@@ -621,8 +680,8 @@ def _grouped_call(layout, name, a, b, group_sizes, out, rows_per_group, variant,
 # no transposed-operand GEMM yet, and the gradients' shapes (K x N products, sums over tokens)
 # are what cuBLAS is tuned for.
 
-_GemmGrad = None  # torch.autograd.Function classes, made once torch is seen (register_torch_ops)
-_GroupedGrad = None
+_GemmFn = None  # torch.autograd.Function classes, made once torch is seen (register_torch_ops)
+_GroupedFn = None
 
 
 def _group_rows(layout, sizes, rows, rows_per_group):
@@ -663,15 +722,16 @@ def _grouped_grads(torch, layout, a, b, group_sizes, rows_per_group, g, need_a, 
 
 
 def _register_autograd(torch, lib):
-    global _GemmGrad, _GroupedGrad
+    global _GemmFn, _GroupedFn
 
-    class GemmGrad(torch.autograd.Function):
-        """clcrt.ops.gemm where autograd records it (eager, any option)."""
+    class GemmFn(torch.autograd.Function):
+        """A dense GEMM where autograd records it: run() makes the output (the eager call with its
+        options, or the custom op below autograd); the gradients are F.linear's."""
 
         @staticmethod
-        def forward(ctx, a, b, kw):
+        def forward(ctx, a, b, run):
             ctx.save_for_backward(a, b)
-            return _gemm_eager(a, b, None, **kw)
+            return run()
 
         @staticmethod
         def backward(ctx, g):
@@ -679,8 +739,8 @@ def _register_autograd(torch, lib):
             ga, gb = _gemm_grads(torch, a, b, g, ctx.needs_input_grad[0], ctx.needs_input_grad[1])
             return ga, gb, None
 
-    class GroupedGrad(torch.autograd.Function):
-        """clcrt.ops.grouped_gemm and masked_gemm where autograd records them (eager)."""
+    class GroupedFn(torch.autograd.Function):
+        """A grouped or masked GEMM where autograd records it (run() as GemmFn's)."""
 
         @staticmethod
         def forward(ctx, a, b, group_sizes, layout, rows_per_group, run):
@@ -695,7 +755,7 @@ def _register_autograd(torch, lib):
                                     ctx.needs_input_grad[1])
             return ga, gb, None, None, None, None
 
-    _GemmGrad, _GroupedGrad = GemmGrad, GroupedGrad
+    _GemmFn, _GroupedFn = GemmFn, GroupedFn
 
     # The custom ops' Autograd kernels. torch.library.register_autograd would do, but its
     # kernel adds a second Python kernel to every call through the dispatcher (what a compiled
@@ -709,58 +769,36 @@ def _register_autograd(torch, lib):
     grad_on = getattr(torch._C, "is_grad_enabled", None) or torch.is_grad_enabled
     tensor = torch.Tensor
 
-    class GemmOp(torch.autograd.Function):
-        @staticmethod
-        def forward(ctx, a, b, variant, sched):
-            ctx.save_for_backward(a, b)
-            with below():
-                return torch.ops.clcrt.gemm.default(a, b, variant, sched)
-
-        @staticmethod
-        def backward(ctx, g):
-            a, b = ctx.saved_tensors
-            return _gemm_grads(torch, a, b, g, ctx.needs_input_grad[0], ctx.needs_input_grad[1]) + (None, None)
-
-    class GroupedOp(torch.autograd.Function):
-        @staticmethod
-        def forward(ctx, a, b, group_sizes, layout, rows_per_group, variant, sched):
-            ctx.save_for_backward(a, b, group_sizes)
-            ctx.layout, ctx.rows_per_group = layout, rows_per_group
-            with below():
-                if layout == _MASKED:
-                    return torch.ops.clcrt.masked_gemm.default(a, b, group_sizes, rows_per_group, variant, sched)
-                return torch.ops.clcrt.grouped_gemm.default(a, b, group_sizes, variant, sched)
-
-        @staticmethod
-        def backward(ctx, g):
-            a, b, sizes = ctx.saved_tensors
-            ga, gb = _grouped_grads(torch, ctx.layout, a, b, sizes, ctx.rows_per_group, g, ctx.needs_input_grad[0],
-                                    ctx.needs_input_grad[1])
-            return ga, gb, None, None, None, None, None
-
-    def gemm_autograd(a, b, variant=None, sched=None):
-        if (a.requires_grad or b.requires_grad) and grad_on():
-            return GemmOp.apply(a, b, variant, sched)
-        if type(a) is tensor and type(b) is tensor and a.is_cuda and not modes():
-            return _gemm_eager(a, b, None, variant=variant, sched=sched)
+    def gemm_below(a, b, variant, sched):
         with below():
             return torch.ops.clcrt.gemm.default(a, b, variant, sched)
 
-    def grouped_autograd(a, b, group_sizes, variant=None, sched=None):
-        if (a.requires_grad or b.requires_grad) and grad_on():
-            return GroupedOp.apply(a, b, group_sizes, _GROUPED, 0, variant, sched)
-        if type(a) is tensor and type(b) is tensor and type(group_sizes) is tensor and a.is_cuda and not modes():
-            return _grouped_impl(torch, a, b, group_sizes, variant, sched)
+    def grouped_below(a, b, group_sizes, layout, rows_per_group, variant, sched):
         with below():
+            if layout == _MASKED:
+                return torch.ops.clcrt.masked_gemm.default(a, b, group_sizes, rows_per_group, variant, sched)
             return torch.ops.clcrt.grouped_gemm.default(a, b, group_sizes, variant, sched)
 
-    def masked_autograd(a, b, group_sizes, rows_per_group, variant=None, sched=None):
+    def gemm_autograd(a, b, variant=None, sched=None):
         if (a.requires_grad or b.requires_grad) and grad_on():
-            return GroupedOp.apply(a, b, group_sizes, _MASKED, rows_per_group, variant, sched)
+            return GemmFn.apply(a, b, lambda: gemm_below(a, b, variant, sched))
+        if type(a) is tensor and type(b) is tensor and a.is_cuda and not modes():
+            return _gemm_eager(a, b, None, variant=variant, sched=sched)
+        return gemm_below(a, b, variant, sched)
+
+    def grouped_any(a, b, group_sizes, layout, rows_per_group, variant, sched):
+        if (a.requires_grad or b.requires_grad) and grad_on():
+            return GroupedFn.apply(a, b, group_sizes, layout, rows_per_group,
+                                   lambda: grouped_below(a, b, group_sizes, layout, rows_per_group, variant, sched))
         if type(a) is tensor and type(b) is tensor and type(group_sizes) is tensor and a.is_cuda and not modes():
-            return _masked_impl(torch, a, b, group_sizes, rows_per_group, variant, sched)
-        with below():
-            return torch.ops.clcrt.masked_gemm.default(a, b, group_sizes, rows_per_group, variant, sched)
+            return _grouped_functional(torch, layout, a, b, group_sizes, rows_per_group, variant, sched)
+        return grouped_below(a, b, group_sizes, layout, rows_per_group, variant, sched)
+
+    def grouped_autograd(a, b, group_sizes, variant=None, sched=None):
+        return grouped_any(a, b, group_sizes, _GROUPED, 0, variant, sched)
+
+    def masked_autograd(a, b, group_sizes, rows_per_group, variant=None, sched=None):
+        return grouped_any(a, b, group_sizes, _MASKED, rows_per_group, variant, sched)
 
     lib.impl("gemm", gemm_autograd, "Autograd")
     lib.impl("grouped_gemm", grouped_autograd, "Autograd")
@@ -773,19 +811,13 @@ def _register_autograd(torch, lib):
             register("clcrt::" + name, "cuda", torch.bfloat16, lib=lib)
 
 
-def _grouped_impl(torch, a, b, group_sizes, variant=None, sched=None):
-    """torch.ops.clcrt.grouped_gemm's CUDA kernel. A functional op has no unwritten rows: those
-    past the sizes' sum are zero."""
+def _grouped_functional(torch, layout, a, b, group_sizes, rows_per_group, variant=None, sched=None):
+    """torch.ops.clcrt.grouped_gemm's and masked_gemm's CUDA kernel. A functional op has no
+    unwritten rows: those no group writes are zero."""
     n = b.shape[1] if b.dim() == 3 else b.shape[0] // max(group_sizes.shape[0], 1)
     out = torch.zeros((a.shape[0], n), dtype=torch.bfloat16, device=a.device)
-    return _grouped_run(_GROUPED, "grouped_gemm", a, b, group_sizes, out, 0, variant, sched, None, False)
-
-
-def _masked_impl(torch, a, b, group_sizes, rows_per_group, variant=None, sched=None):
-    """torch.ops.clcrt.masked_gemm's CUDA kernel (rows no group writes are zero)."""
-    n = b.shape[1] if b.dim() == 3 else b.shape[0] // max(group_sizes.shape[0], 1)
-    out = torch.zeros((a.shape[0], n), dtype=torch.bfloat16, device=a.device)
-    return _grouped_run(_MASKED, "masked_gemm", a, b, group_sizes, out, rows_per_group, variant, sched, None, False)
+    name = "masked_gemm" if layout == _MASKED else "grouped_gemm"
+    return _grouped_run(layout, name, a, b, group_sizes, out, rows_per_group, variant, sched, None, False)
 
 
 # ---- torch custom ops ----
@@ -815,10 +847,10 @@ def register_torch_ops():
             return _gemm_eager(a, b, variant=variant, sched=sched)
 
         def grouped_impl(a, b, group_sizes, variant=None, sched=None):
-            return _grouped_impl(torch, a, b, group_sizes, variant, sched)
+            return _grouped_functional(torch, _GROUPED, a, b, group_sizes, 0, variant, sched)
 
         def masked_impl(a, b, group_sizes, rows_per_group, variant=None, sched=None):
-            return _masked_impl(torch, a, b, group_sizes, rows_per_group, variant, sched)
+            return _grouped_functional(torch, _MASKED, a, b, group_sizes, rows_per_group, variant, sched)
 
         lib.impl("gemm", gemm_impl, "CUDA")
         lib.impl("grouped_gemm", grouped_impl, "CUDA")

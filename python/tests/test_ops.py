@@ -211,6 +211,13 @@ def test_fastops_takes_the_checks_of_the_python_path():
             (a, b, _FakeTensor(bf16, (64, 128), (1, 64), 0, 0xC000)),  # out's rows not contiguous
             (_FakeTensor(bf16, (0, 256), (256, 1), 0, 0xA000), b, out),  # empty: the Python path's
             (_FakeTensor(bf16, (2, 3, 4), (12, 4, 1), 0, 0xA000), b, out),  # not a matrix
+            # layouts the kernels do not load: the Python path runs them on copies
+            (_FakeTensor(bf16, (64, 250), (250, 1), 0, 0xA000), _FakeTensor(bf16, (128, 250), (250, 1), 0, 0xB000),
+             out),  # K not a multiple of 8
+            (_FakeTensor(bf16, (64, 256), (260, 1), 0, 0xA000), b, out),  # a's row pitch not a multiple of 8
+            (a, _FakeTensor(bf16, (128, 256), (300, 1), 0, 0xB000), out),  # b's
+            (_FakeTensor(bf16, (64, 256), (264, 1), 0, 0xA002), b, out),  # a at an odd element
+            (a, _FakeTensor(bf16, (128, 256), (256, 1), 0, 0xB008), out),  # b 8 bytes past 16
             ("not a tensor", b, out),
         ]
         for args in declined:

@@ -132,8 +132,12 @@ static PyObject *gemm3(PyObject *a, PyObject *b, PyObject *out) {
   if (kb != k || dev < 0 || dev >= MAX_DEVICES || devb != dev || (sa1 != 1 && k > 1) || (sb1 != 1 && k > 1))
     DECLINE();
   if (m <= 0 || n <= 0 || k <= 0 || m > 0xffffffffll || n > 0xffffffffll || k > 0xffffffffll) DECLINE();
+  /* the layout the kernels load (the Python path copies any other operand) */
+  if ((k & 7) || (m > 1 && (sa0 & 7)) || (n > 1 && (sb0 & 7))) DECLINE();
   if (!g_ops[dev] || !g_streams[dev]) DECLINE();
   if (wants_grad(a, b)) DECLINE(); /* autograd's, or an error (-1): the Python path's */
+  unsigned long long pa, pb, pd;
+  if (!data_ptr(a, &pa) || !data_ptr(b, &pb) || ((pa | pb) & 15)) DECLINE();
   long long ldd;
   if (out == Py_None) {
     /* new_empty(m, n), the sizes as two arguments: torch parses them faster than one tuple
@@ -163,8 +167,7 @@ static PyObject *gemm3(PyObject *a, PyObject *b, PyObject *out) {
   void *sh = hv && hv != Py_None ? PyLong_AsVoidPtr(hv) : NULL;
   Py_XDECREF(hv);
   if (!sh || PyErr_Occurred()) DECLINE();
-  unsigned long long pa, pb, pd;
-  if (!data_ptr(a, &pa) || !data_ptr(b, &pb) || !data_ptr(out, &pd)) DECLINE();
+  if (!data_ptr(out, &pd)) DECLINE();
   void *ops = g_ops[dev];
   Py_INCREF(stream); /* alive while the GIL is released */
   const uint64_t lda = m > 1 ? (uint64_t)sa0 : (uint64_t)k, ldb = n > 1 ? (uint64_t)sb0 : (uint64_t)k;
@@ -309,13 +312,15 @@ static PyMethodDef methods[] = {
     {"gemm", (PyCFunction)(void (*)(void))fast_gemm, METH_FASTCALL | METH_KEYWORDS,
      "gemm($module, a, b, out=None, *, variant=None, sched=None, stream=None, split=None, measured=False, "
      "done=None)\n--\n\n"
-     "out = a @ b.T for bf16 a (M x K) and b (N x K), fp32 accumulation; K a multiple of 8:\n"
-     "torch.nn.functional.linear(a, b). a may have other than two dimensions (... x K, its\n"
+     "out = a @ b.T for bf16 a (M x K) and b (N x K), fp32 accumulation:\n"
+     "torch.nn.functional.linear(a, b). Operands whose rows are not contiguous, or whose K, row\n"
+     "pitch or base the kernels cannot load (K or pitch not a multiple of 8, base not 16-byte\n"
+     "aligned) run on a copy made each call. a may have other than two dimensions (... x K, its\n"
      "leading ones taken as rows), out then ... x N. Where a or b requires grad and grad mode\n"
      "is on, autograd records the call (the gradients through torch.matmul; no out= then).\n"
      "Under torch.autocast(\"cuda\"), fp32 and fp16 operands are cast to bf16 first.\n"
      "\n"
-     "out (M x N, bf16, rows contiguous) is made when not given. variant names one of\n"
+     "out (M x N, bf16) is made when not given. variant names one of\n"
      "variants(), sched a scheduler (\"steal\", \"static\", \"fixed\"), split \"none\" or \"all\"\n"
      "(stream-K everywhere): each None for the plan's choice. measured: the plan measured once\n"
      "per shape class and kept (synchronises on that first call). done: an int32 tensor on the\n"
