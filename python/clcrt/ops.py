@@ -684,33 +684,65 @@ _GemmFn = None  # torch.autograd.Function classes, made once torch is seen (regi
 _GroupedFn = None
 
 
-def _group_rows(layout, sizes, rows, rows_per_group):
-    """[(group, first row, end row)] of the groups' rows as the forward run wrote them, from the
-    sizes read back (a host sync: the backward of a routing decided on the GPU). Sizes the
-    forward run did not trust are refused here too."""
+def _group_rows(sizes, rows):
+    """[(group, first row, end row)] of the grouped layout's rows as the forward run wrote them,
+    from the sizes read back (a host sync). Sizes the forward run did not trust are refused here
+    too."""
     out, row = [], 0
     for g, s in enumerate(sizes):
         if s < 0:
             raise InvalidError("grouped backward: group_sizes[%d] = %d is negative" % (g, s))
-        if layout == _MASKED:
-            r0 = g * rows_per_group
-            out.append((g, r0, r0 + min(s, rows_per_group)))
-        else:
-            out.append((g, row, row + s))
-            row += s
-    if layout != _MASKED and row > rows:
+        out.append((g, row, row + s))
+        row += s
+    if row > rows:
         raise InvalidError("grouped backward: group_sizes add up to %d rows, a has %d" % (row, rows))
     return out
 
 
+def _aligned16(t):
+    """Whether the 2-D or 3-D t's last stride is 1 and its other strides and offset are multiples
+    of 16 bytes (what torch._grouped_mm asks; from the strides, so that tracing can ask it)."""
+    e = t.element_size()
+    return t.stride(-1) == 1 and all(s * e % 16 == 0 for s in t.stride()[:-1]) and t.storage_offset() * e % 16 == 0
+
+
 def _grouped_grads(torch, layout, a, b, group_sizes, rows_per_group, g, need_a, need_b):
     """The gradients of a grouped or masked GEMM: each group's rows of g times its b[g] (for a)
-    and its rows of g^T times its rows of a (for b); rows no group wrote get none."""
+    and its rows of g^T times its rows of a (for b); rows no group wrote get none. The sizes stay
+    on the GPU (no host sync, and torch.compile traces it) for the masked layout (batched
+    matmuls, rows past a group's size masked) and, where torch has torch._grouped_mm and the
+    operands suit it, for the grouped one; else the sizes are read back (_grouped_grads_loop)."""
     groups = group_sizes.shape[0]
     bg = b.reshape(groups, -1, b.shape[-1])
+    g = g.contiguous()
+    if layout == _MASKED:
+        rows = rows_per_group
+        keep = torch.arange(rows, device=g.device) < group_sizes.clamp(0, rows).unsqueeze(1)  # G x R
+        gm = torch.where(keep.unsqueeze(2), g.view(groups, rows, -1), 0)
+        ga = torch.bmm(gm, bg).reshape(a.shape) if need_a else None
+        gb = torch.bmm(gm.transpose(1, 2), a.reshape(groups, rows, -1)).reshape(b.shape) if need_b else None
+        return ga, gb
+    mm = getattr(torch, "_grouped_mm", None)
+    if mm is not None and a.dtype == torch.bfloat16 and all(_aligned16(t) for t in (a, bg, g)):
+        # Rows are the groups' in order, ending at the sizes' running sums (negative sizes as 0,
+        # past a's rows cut there: the rows the forward run computed); rows after the last get none.
+        ends = group_sizes.clamp(min=0).cumsum(0).clamp(max=a.shape[0]).to(torch.int32)
+        live = (torch.arange(a.shape[0], device=g.device) < ends[-1]).unsqueeze(1)
+        gz = torch.where(live, g, 0)
+        ga = torch.where(live, mm(gz, bg, offs=ends), 0) if need_a else None
+        gb = None
+        if need_b:  # an empty group's product is an empty sum: zeros, whatever the kernel leaves
+            rows = torch.diff(ends, prepend=ends.new_zeros(1))
+            gb = torch.where((rows > 0).view(groups, 1, 1), mm(gz.t(), a, offs=ends), 0).reshape(b.shape)
+        return ga, gb
+    return _grouped_grads_loop(torch, a, bg, b.shape, group_sizes, g, need_a, need_b)
+
+
+def _grouped_grads_loop(torch, a, bg, b_shape, group_sizes, g, need_a, need_b):
+    """_grouped_grads of the grouped layout with the sizes read back: one torch.matmul per group."""
     ga = torch.zeros_like(a) if need_a else None
     gb = torch.zeros_like(bg) if need_b else None
-    for i, r0, r1 in _group_rows(layout, group_sizes.tolist(), a.shape[0], rows_per_group):
+    for i, r0, r1 in _group_rows(group_sizes.tolist(), a.shape[0]):
         if r1 <= r0:
             continue
         gi = g[r0:r1]
@@ -718,7 +750,7 @@ def _grouped_grads(torch, layout, a, b, group_sizes, rows_per_group, g, need_a, 
             ga[r0:r1] = torch.matmul(gi, bg[i])
         if need_b:
             gb[i] = torch.matmul(gi.t(), a[r0:r1])
-    return ga, (gb.reshape(b.shape) if need_b else None)
+    return ga, (gb.reshape(b_shape) if need_b else None)
 
 
 def _register_autograd(torch, lib):

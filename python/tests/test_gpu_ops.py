@@ -526,6 +526,51 @@ def test_torch_compile_backward():
     assert close(x.grad, gx.float())[0] and close(w.grad, gw.float())[0]
 
 
+def test_grouped_compile_backward():
+    """grouped_gemm and masked_gemm in torch.compile(fullgraph=True) training steps: their
+    backward keeps the sizes on the GPU, so it traces; the gradients are the eager ones (which
+    test_grouped_autograd checks against F.linear's). With K = 45 the grouped backward cannot use
+    torch._grouped_mm and reads the sizes back: eager gradients against F.linear's."""
+    gen = torch.Generator(device="cuda").manual_seed(36)
+    groups, n = 4, 192
+    sizes = [37, 0, 100, 5]
+    used = sum(sizes)
+    gs = torch.tensor(sizes, dtype=torch.int32, device="cuda")
+    rpg = 64
+    gm = torch.tensor([64, 0, 100, 5], dtype=torch.int32, device="cuda")
+    mask = torch.zeros(groups * rpg, 1, device="cuda")
+    for i, m in enumerate([64, 0, 100, 5]):
+        mask[i * rpg: i * rpg + min(m, rpg)] = 1
+    for k in (128, 45):
+        a = torch.randn(used + 6, k, device="cuda", generator=gen).to(torch.bfloat16).requires_grad_()
+        b = (torch.randn(groups, n, k, device="cuda", generator=gen) * 0.1).to(torch.bfloat16).requires_grad_()
+        am = torch.randn(groups * rpg, k, device="cuda", generator=gen).to(torch.bfloat16).requires_grad_()
+
+        def grouped(a, b, gs):
+            return (clcrt.ops.grouped_gemm(a, b, gs)[:used].float().square()).sum()
+
+        def masked(am, b, gm):
+            return (clcrt.ops.masked_gemm(am, b, gm, rpg).float().nan_to_num() * mask).square().sum()
+
+        for f, x, sz in ((grouped, a, gs), (masked, am, gm)):
+            x.grad = b.grad = None
+            f(x, b, sz).backward()
+            gx, gb = x.grad.clone(), b.grad.clone()
+            if k % 8 == 0:
+                x.grad = b.grad = None
+                torch.compile(f, fullgraph=True)(x, b, sz).backward()
+                assert close(x.grad, gx.float())[0] and close(b.grad, gb.float())[0], (f.__name__, k)
+            elif f is grouped:  # the loop's gradients against F.linear's
+                ar, br = x.detach().float().requires_grad_(), b.detach().float().requires_grad_()
+                row, loss = 0, 0
+                for i, m in enumerate(sizes):
+                    loss = loss + torch.nn.functional.linear(ar[row:row + m], br[i]).square().sum()
+                    row += m
+                loss.backward()
+                assert close(gx, ar.grad)[0] and close(gb, br.grad)[0]
+                assert torch.all(gx[used:] == 0)
+
+
 def test_layouts_the_kernels_do_not_load_run_on_copies():
     """Whatever F.linear takes runs: K not a multiple of 8 (1, 3, 100, 4099) and K = 0, a
     transposed weight, operands at odd elements and row pitches, an out whose rows are not
