@@ -167,7 +167,8 @@ _SEED = int(os.environ.get("CLCRT_TEST_SEED", "0"), 0)
 def _random_problem(rng, big=16384):
     """A random dense problem: M from 1 to 16384 (log-uniform), odd N, K a multiple of 8,
     operands sometimes row slices of wider tensors at 16-byte offsets, now and then a layout
-    the op runs on copies, a random variant, scheduler and split. Kept under ~1e11 multiply-adds so that thousands run in minutes."""
+    the op runs on copies, a random variant, scheduler and split. Kept under ~1e11
+    multiply-adds so that thousands run in minutes."""
     import math
 
     while True:
