@@ -735,16 +735,7 @@ int main(void) {
   signal(SIGSEGV, on_crash);
   signal(SIGBUS, on_crash);
   gpu_skip_if_absent("gpu_ops");
-  const char *seed = getenv("CLCRT_TEST_SEED");
-  if (seed && *seed) {
-    char *end;
-    g_seed = strtoull(seed, &end, 0);
-    if (*end) {
-      fprintf(stderr, "gpu_ops: CLCRT_TEST_SEED=%s is not a number\n", seed);
-      return 2;
-    }
-    printf("gpu_ops: CLCRT_TEST_SEED=%llu\n", (unsigned long long)g_seed);
-  }
+  g_seed = gpu_test_seed("gpu_ops");
   SRunner *r = srunner_create(suite());
   srunner_run_all(r, CK_NORMAL);
   int failed = srunner_ntests_failed(r);

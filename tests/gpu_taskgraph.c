@@ -530,18 +530,8 @@ END_TEST
 
 int main(void) {
   gpu_skip_if_absent("gpu_taskgraph");
-  const char *seed = getenv("CLCRT_TEST_SEED");
-  if (seed && *seed) {
-    char *end;
-    const unsigned long long v = strtoull(seed, &end, 0);
-    if (*end) {
-      fprintf(stderr, "gpu_taskgraph: CLCRT_TEST_SEED=%s is not a number\n", seed);
-      return 2;
-    }
-    g_seed ^= v * 0xD1B54A32D192ED03ull;
-    if (!g_seed) g_seed = 1; /* xorshift stays at zero */
-    printf("gpu_taskgraph: CLCRT_TEST_SEED=%llu\n", v);
-  }
+  g_seed ^= gpu_test_seed("gpu_taskgraph") * 0xD1B54A32D192ED03ull;
+  if (!g_seed) g_seed = 1; /* xorshift stays at zero */
   Suite *su = suite_create("taskgraph");
   TCase *tc = tcase_create("taskgraph");
   tcase_set_timeout(tc, 600);

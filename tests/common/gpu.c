@@ -83,3 +83,16 @@ int gpu_under_sanitizer(void) {
   const char *s = getenv("CLCRT_TEST_SANITIZER");
   return s && *s && strcmp(s, "0") != 0;
 }
+
+uint64_t gpu_test_seed(const char *suite) {
+  const char *s = getenv("CLCRT_TEST_SEED");
+  if (!s || !*s) return 0;
+  char *end;
+  const unsigned long long v = strtoull(s, &end, 0);
+  if (*end) {
+    fprintf(stderr, "%s: CLCRT_TEST_SEED=%s is not a number\n", suite, s);
+    exit(2);
+  }
+  printf("%s: CLCRT_TEST_SEED=%llu\n", suite, v);
+  return v;
+}

@@ -30,4 +30,8 @@ void fill_random(float *x, size_t n, uint64_t seed);
   } while (0)
 /* 1 when running under compute-sanitizer (smaller problems, no fault test). */
 int gpu_under_sanitizer(void);
+/* CLCRT_TEST_SEED: 0 where unset (the suites' fixed sequences, so that a failure replays), else
+ * the number, which the suite mixes into its generators to draw other sequences; printed as
+ * "<suite>: CLCRT_TEST_SEED=N". Not a number: says so and exits 2. */
+uint64_t gpu_test_seed(const char *suite);
 #endif
