@@ -162,7 +162,7 @@ def plan(a, b, *, variant=None, sched=None, split=None, stream=None):
     # An operand gemm would copy (_loadable_copy) is planned as its copy: K padded, the rows
     # contiguous, the base aligned as the caching allocator aligns it.
     copied = tuple(name for name, t in (("a", a), ("b", b)) if m and n and not _loadable(t))
-    k8 = k + (-k & 7) if k else 8
+    k8 = _copy_k(k)
     pa, lda = (512, k8) if "a" in copied else (a.data_ptr(), _pitch(a, "gemm: a"))
     pb, ldb = (512, k8) if "b" in copied else (b.data_ptr(), _pitch(b, "gemm: b"))
     d = T.sized(T.GemmDesc)
@@ -314,23 +314,34 @@ def _pitch(t, name):
 
 
 def _loadable(t):
-    """Whether the kernels load the 2-D t as it is: rows contiguous, K and the row pitch multiples
-    of 8 elements, the base 16-byte aligned."""
-    rows, k = t.shape
+    """Whether the kernels load t as it is: K a multiple of 8 elements, the base 16-byte aligned,
+    and a 2-D t's rows contiguous with a row pitch of a multiple of 8, a 3-D t (grouped weights,
+    whose groups are K x N apart) contiguous."""
+    k = t.shape[-1]
+    if not k or k & 7 or t.data_ptr() & 15:
+        return False
+    if t.dim() == 3:
+        return t.is_contiguous()
+    rows = t.shape[0]
     s0, s1 = t.stride()
-    return k > 0 and not k & 7 and s1 == 1 and (rows <= 1 or not s0 & 7) and not t.data_ptr() & 15
+    return s1 == 1 and (rows <= 1 or not s0 & 7)
+
+
+def _copy_k(k):
+    """K of an operand's copy (_loadable_copy): padded with zeros to a multiple of 8 (zeros add
+    nothing to the sums), and 8 where K = 0 (an empty sum, as F.linear gives it)."""
+    return k + (-k & 7) if k else 8
 
 
 def _loadable_copy(torch, t):
-    """A copy of t (... x K) that the kernels load: contiguous, K padded with zeros to a multiple
-    of 8 (zeros add nothing to the sums; K = 0 gets 8), the base as the caching allocator aligns
-    it."""
+    """A copy of t (... x K) that the kernels load: contiguous, K padded to _copy_k(K), the base
+    as the caching allocator aligns it."""
     k = t.shape[-1]
-    if not k:  # eight zeros: an empty sum, as F.linear gives it
-        return t.new_zeros(tuple(t.shape[:-1]) + (8,))
-    pad = -k & 7
-    if pad:
-        return torch.nn.functional.pad(t, (0, pad))
+    k8 = _copy_k(k)
+    if not k:
+        return t.new_zeros(tuple(t.shape[:-1]) + (k8,))
+    if k8 != k:
+        return torch.nn.functional.pad(t, (0, k8 - k))
     return t.clone(memory_format=torch.contiguous_format)
 
 
@@ -606,9 +617,7 @@ def _grouped_run(layout, name, a, b, group_sizes, out, rows_per_group, variant, 
     # Operands the kernels cannot load as they are run on copies, as gemm's do.
     if not _loadable(a):
         a = _loadable_copy(torch, a)
-    if b.dim() == 2 and not _loadable(b):
-        b = _loadable_copy(torch, b)
-    elif b.dim() == 3 and (k & 7 or not k or not b.is_contiguous() or b.data_ptr() & 15):
+    if not _loadable(b):
         b = _loadable_copy(torch, b)
     k = a.shape[1]
     ldb = k if b.dim() == 3 else _pitch(b, name + ": b")
