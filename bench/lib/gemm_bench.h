@@ -112,6 +112,10 @@ typedef struct bgemm_summary {
   double target_ratio;   /* the one of the two the targets use (is_short: back to back) */
   double oracle_ratio;   /* the best contender of the rounds, the default included */
   double gemv_frac;      /* M <= 16: B's bytes over the default's time, over the copy's bandwidth */
+  double gemv_frac_same; /* ... over the bandwidth of a copy of B's bytes timed back to back beside it
+                            (0: not measured): the same launch, ramp and tail a stream of that size
+                            pays */
+  double cublas_frac_same; /* cuBLAS's, the same way */
   double vs_aligned;     /* operands off 128-byte lines (align16, @A,B, --align < 128): the default's time
                             on 1024-byte aligned copies of the windows over its time here, in the
                             target figure (0: not measured) */

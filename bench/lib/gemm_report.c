@@ -90,8 +90,12 @@ void bgemm_summary_print(const bgemm_summary *sums, int count, uint64_t seed, bg
       printf("  %-8s %-24s %-20s skipped\n", s->sh->cls, s->sh->label, s->shape);
       continue;
     }
-    char extra[48] = "";
-    if (s->gemv_frac > 0) snprintf(extra, sizeof extra, "  B at %.2f of copy", s->gemv_frac);
+    char extra[80] = "";
+    if (s->gemv_frac > 0 && s->gemv_frac_same > 0)
+      snprintf(extra, sizeof extra, "  B at %.2f of copy, %.2f of a same-size copy", s->gemv_frac,
+               s->gemv_frac_same);
+    else if (s->gemv_frac > 0)
+      snprintf(extra, sizeof extra, "  B at %.2f of copy", s->gemv_frac);
     printf("  %-8s %-24s %-20s %9.1f  %-34s %7.3f %7.3f %7.3f  %7.3f %s%s\n", s->sh->cls, s->sh->label, s->shape,
            s->cublas_tflops, s->def_what, s->def_ratio, s->def_b2b_ratio, s->target_ratio, s->oracle_ratio,
            s->oracle_what, extra);
