@@ -385,11 +385,18 @@ static void lt_free(lt_gemm *g) {
   cublasLtMatrixLayoutDestroy(g->la), cublasLtMatrixLayoutDestroy(g->lb), cublasLtMatrixLayoutDestroy(g->lc);
   cublasLtMatmulDescDestroy(g->op);
 }
+/* The rotation window a contender's next run takes, stepping it: every launcher below keeps
+ * `next` over its `rot` windows. */
+static int next_window(int *next, int rot) {
+  const int i = *next;
+  *next = (i + 1) % rot;
+  return i;
+}
+
 static void lt_launch(void *p) {
   lt_gemm *g = p;
   const float one = 1.0f, zero = 0.0f;
-  int i = g->next;
-  g->next = (g->next + 1) % g->rot;
+  const int i = next_window(&g->next, g->rot);
   CKB(cublasLtMatmul(lt, g->op, &one, (const void *)g->B[i], g->la, (const void *)g->A[i], g->lb, &zero,
                      (const void *)g->D, g->lc, (void *)g->D, g->lc, &g->algo, (void *)lt_ws, LT_WS_BYTES, cs));
 }
@@ -404,8 +411,7 @@ typedef struct copy_ctx {
 
 static void copy_launch(void *p) {
   copy_ctx *c = p;
-  const int i = c->next;
-  c->next = (c->next + 1) % c->rot;
+  const int i = next_window(&c->next, c->rot);
   CK(cu->cuMemcpyDtoDAsync(c->dst, c->src[i], c->bytes, cs));
 }
 
@@ -438,8 +444,7 @@ typedef struct run_ctx {
 
 static void clcrt_launch(void *p) {
   run_ctx *c = p;
-  int i = c->next;
-  c->next = (c->next + 1) % c->rot;
+  const int i = next_window(&c->next, c->rot);
   if (clcrt_run(st, c->k, c->tiles, &c->a[i], sizeof c->a[i]) != CLCRT_OK) {
     fprintf(stderr, "clcrt_run: %s\n", clcrt_errmsg(rt));
     exit(1);
@@ -469,8 +474,7 @@ typedef struct op_ctx {
 
 static void op_launch(void *p) {
   op_ctx *c = p;
-  const int i = c->next;
-  c->next = (c->next + 1) % c->rot;
+  const int i = next_window(&c->next, c->rot);
   c->d.a = c->A[i], c->d.b = c->B[i];
   if (clcrt_gemm(c->ops, st, &c->d) != CLCRT_OK) {
     fprintf(stderr, "clcrt_gemm: %s\n", clcrt_errmsg(rt));
