@@ -426,6 +426,19 @@ CLCRT_API clcrt_status clcrt_tensor_map_2d(clcrt_runtime *rt, clcrt_tensor_map *
                                            unsigned long long base, uint64_t rows, uint64_t cols,
                                            uint64_t row_stride_bytes, uint32_t box_rows, uint32_t box_cols,
                                            clcrt_swizzle swizzle);
+/* The same with the L2 promotion of the map's loads given (clcrt_tensor_map_2d promotes to
+ * 256 bytes). A stream read once in narrow boxes may run faster without: the GEMM's weights in
+ * its 64-row transposed tiles do (ops/NOTES.md). */
+typedef enum clcrt_l2_promotion {
+  CLCRT_L2_PROMOTION_256B = 0,
+  CLCRT_L2_PROMOTION_NONE,
+  CLCRT_L2_PROMOTION_64B,
+  CLCRT_L2_PROMOTION_128B
+} clcrt_l2_promotion;
+CLCRT_API clcrt_status clcrt_tensor_map_2d_l2(clcrt_runtime *rt, clcrt_tensor_map *out, clcrt_dtype dtype,
+                                              unsigned long long base, uint64_t rows, uint64_t cols,
+                                              uint64_t row_stride_bytes, uint32_t box_rows, uint32_t box_cols,
+                                              clcrt_swizzle swizzle, clcrt_l2_promotion promotion);
 
 /* Compile cache counters of a runtime (an observed variant, see tracing, counts as a kernel of
  * its own). */

@@ -191,9 +191,10 @@ clcrt_status gemm__kernel_get(clcrt_ops *ops, int v, clcrt_sched sched, int kind
 /* ---- tensor maps, cached ------------------------------------------------------------------- */
 
 static clcrt_status map_cached(void *user, clcrt_runtime *rt, clcrt_tensor_map *out, uint64_t base, uint64_t rows,
-                               uint64_t cols, uint64_t pitch_bytes, uint32_t box_rows, uint32_t box_cols) {
+                               uint64_t cols, uint64_t pitch_bytes, uint32_t box_rows, uint32_t box_cols,
+                               clcrt_l2_promotion promotion) {
   clcrt_ops *ops = user;
-  const uint64_t box = (uint64_t)box_rows << 32 | box_cols;
+  const uint64_t box = (uint64_t)promotion << 48 | (uint64_t)box_rows << 32 | box_cols;
   uint64_t h = (base >> 4) * 0x9E3779B97F4A7C15ull ^ rows * 0xBF58476D1CE4E5B9ull ^ (pitch_bytes + box);
   gemm_map_entry *e = &ops->maps[(h >> 40) % GEMM_MAP_CACHE];
   pthread_mutex_lock(&ops->map_lock);
@@ -203,8 +204,8 @@ static clcrt_status map_cached(void *user, clcrt_runtime *rt, clcrt_tensor_map *
     return CLCRT_OK;
   }
   pthread_mutex_unlock(&ops->map_lock);
-  clcrt_status st = clcrt_tensor_map_2d(rt, out, CLCRT_DTYPE_BF16, base, rows, cols, pitch_bytes, box_rows, box_cols,
-                                        CLCRT_SWIZZLE_128B);
+  clcrt_status st = clcrt_tensor_map_2d_l2(rt, out, CLCRT_DTYPE_BF16, base, rows, cols, pitch_bytes, box_rows,
+                                           box_cols, CLCRT_SWIZZLE_128B, promotion);
   if (st != CLCRT_OK) return st;
   pthread_mutex_lock(&ops->map_lock);
   e->base = base, e->rows = rows, e->cols = cols, e->pitch = pitch_bytes, e->box = box, e->map = *out;

@@ -48,7 +48,7 @@ typedef struct gemm_rule_entry {
  * weights of a layer, a benchmark's buffers) skips cuTensorMapEncodeTiled. A map depends on its
  * key alone, so an entry stays right whatever was freed or reallocated at that address. */
 typedef struct gemm_map_entry {
-  uint64_t base, rows, pitch, cols, box; /* box: rows << 32 | columns */
+  uint64_t base, rows, pitch, cols, box; /* box: L2 promotion << 48 | rows << 32 | columns */
   clcrt_tensor_map map;
 } gemm_map_entry;
 #define GEMM_MAP_CACHE 64

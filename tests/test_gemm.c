@@ -1,5 +1,5 @@
 /* CPU suite for the GEMM pieces (tile maps, tensor maps, stream-K), no GPU or driver needed:
- *   - clcrt_tensor_map_2d: every bad argument with its status and message; a compile-only
+ *   - clcrt_tensor_map_2d (and _l2): every bad argument with its status and message; a compile-only
  *     runtime refuses to encode;
  *   - the tile maps' portable core (nvrtc_src/clcrt_tilemap.cuh, included here as C): the
  *     swizzled raster against a brute-force walk of its definition, the grouped map's group
@@ -131,8 +131,87 @@ START_TEST(test_tensor_map_args) {
   ck_assert_int_eq(clcrt_tensor_map_2d(NULL, &m, CLCRT_DTYPE_BF16, GOOD_BASE, 64, 64, 128, 64, 64, CLCRT_SWIZZLE_128B),
                    CLCRT_E_INVALID);
   ck_assert_ptr_nonnull(strstr(clcrt_errmsg(NULL), "rt is NULL"));
+  /* clcrt_tensor_map_2d_l2: every promotion passes the checks, one out of range fails first
+   * (the runtime is compile-only, so a valid description stops at the missing driver). */
+  for (int p = CLCRT_L2_PROMOTION_256B; p <= CLCRT_L2_PROMOTION_128B; p++) {
+    ck_assert_int_eq(clcrt_tensor_map_2d_l2(rt, &m, CLCRT_DTYPE_BF16, GOOD_BASE, 64, 64, 128, 64, 64,
+                                            CLCRT_SWIZZLE_128B, (clcrt_l2_promotion)p),
+                     CLCRT_E_UNSUPPORTED);
+    ck_assert_ptr_nonnull(strstr(clcrt_errmsg(rt), "compile-only"));
+  }
+  for (int p = -1; p <= 4; p += 5) {
+    memset(&m, 0xab, sizeof m);
+    ck_assert_int_eq(clcrt_tensor_map_2d_l2(rt, &m, CLCRT_DTYPE_BF16, GOOD_BASE, 64, 64, 128, 64, 64,
+                                            CLCRT_SWIZZLE_128B, (clcrt_l2_promotion)p),
+                     CLCRT_E_INVALID);
+    char want[64];
+    snprintf(want, sizeof want, "L2 promotion %d is not a clcrt_l2_promotion", p);
+    ck_assert_msg(strstr(clcrt_errmsg(rt), want) != NULL, "promotion %d: %s", p, clcrt_errmsg(rt));
+    ck_assert_int_eq(((unsigned char *)&m)[0], 0xab);
+  }
+  ck_assert_int_eq(clcrt_tensor_map_2d_l2(NULL, &m, CLCRT_DTYPE_BF16, GOOD_BASE, 64, 64, 128, 64, 64,
+                                          CLCRT_SWIZZLE_128B, CLCRT_L2_PROMOTION_NONE),
+                   CLCRT_E_INVALID);
+  ck_assert_ptr_nonnull(strstr(clcrt_errmsg(NULL), "rt is NULL"));
   ck_assert_int_eq(_Alignof(clcrt_tensor_map), 64);
   ck_assert_int_eq(sizeof(clcrt_tensor_map), 128);
+  clcrt_runtime_destroy(rt);
+}
+END_TEST
+
+/* ---- the maps' L2 promotion ---- */
+
+typedef struct enc_rec {
+  int n;
+  uint64_t base[2];
+  uint32_t box_rows[2];
+  clcrt_l2_promotion promo[2];
+} enc_rec;
+static clcrt_status enc_record(void *user, clcrt_runtime *rt, clcrt_tensor_map *out, uint64_t base, uint64_t rows,
+                               uint64_t cols, uint64_t pitch_bytes, uint32_t box_rows, uint32_t box_cols,
+                               clcrt_l2_promotion promotion) {
+  (void)rt, (void)rows, (void)cols, (void)pitch_bytes, (void)box_cols;
+  enc_rec *r = user;
+  memset(out, 0, sizeof *out);
+  if (r->n < 2) r->base[r->n] = base, r->box_rows[r->n] = box_rows, r->promo[r->n] = promotion;
+  r->n++;
+  return CLCRT_OK;
+}
+
+/* A transposed 64-row kernel streams the weights (the caller's B) through the tiles' A without
+ * L2 promotion; every other map, and every map of the plain kernels, promotes 256 bytes. */
+START_TEST(test_map_promotion) {
+  clcrt_runtime *rt = rt_sm90();
+  const uint64_t A = 0x100000, B = 0x40000000, D = 0x80000000;
+  static const struct {
+    const char *v;
+    int trans;
+    clcrt_l2_promotion a;
+  } cases[] = {{"64x16", 1, CLCRT_L2_PROMOTION_NONE},      {"64x64", 1, CLCRT_L2_PROMOTION_NONE},
+               {"64x16", 0, CLCRT_L2_PROMOTION_256B},      {"64x224", 0, CLCRT_L2_PROMOTION_256B},
+               {"128x128", 1, CLCRT_L2_PROMOTION_256B},    {"128x256", 0, CLCRT_L2_PROMOTION_256B}};
+  for (unsigned i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    gemm_plan p = gemm_plan_dense(4, 6144, 4096, 128, 132, 0);
+    p.variant = gemm_variant_find(cases[i].v);
+    ck_assert_int_ge(p.variant, 0);
+    p.trans = cases[i].trans, p.sk_tiles = 0, p.sk_units = 0, p.shift = 0;
+    enc_rec r = {0};
+    const gemm_enc enc = {enc_record, &r};
+    gemm_args a;
+    ck_assert_int_eq(gemm_dense_args_ld(&enc, rt, &p, &a, A, B, D, 4, 6144, 4096, gemm_ld_packed(6144, 4096), 0, 0),
+                     CLCRT_OK);
+    ck_assert_int_eq(r.n, 2);
+    ck_assert_uint_eq(r.base[0], cases[i].trans ? B : A); /* the tiles' A */
+    ck_assert_uint_eq(r.box_rows[0], gemm_variant_at(p.variant)->bm);
+    ck_assert_msg(r.promo[0] == cases[i].a, "%s%s: A promotion %d", cases[i].v, cases[i].trans ? "t" : "",
+                  (int)r.promo[0]);
+    ck_assert_int_eq(r.promo[1], CLCRT_L2_PROMOTION_256B);
+  }
+  /* the default plan of a decode projection takes that path */
+  const gemm_plan d = gemm_plan_dense(4, 6144, 4096, 128, 132, 0);
+  ck_assert_int_eq(d.trans, 1);
+  ck_assert_uint_eq(gemm_variant_at(d.variant)->bm, 64);
+  ck_assert_int_eq(gemm_a_promotion(gemm_variant_at(d.variant), 1), CLCRT_L2_PROMOTION_NONE);
   clcrt_runtime_destroy(rt);
 }
 END_TEST
@@ -1338,6 +1417,7 @@ static Suite *gemm_suite(void) {
   Suite *s = suite_create("gemm");
   TCase *tc = tcase_create("host");
   tcase_add_test(tc, test_tensor_map_args);
+  tcase_add_test(tc, test_map_promotion);
   tcase_add_test(tc, test_raster);
   tcase_add_loop_test(tc, test_grouped_map, 0, 3);
   tcase_add_test(tc, test_streamk_map);

@@ -48,6 +48,7 @@ from ._core import (
     Grid,
     Kernel,
     KernelInfo,
+    L2Promotion,
     Launcher,
     Runtime,
     Sched,
@@ -93,7 +94,7 @@ def nvrtc_path():
 
 __all__ = [
     "Args", "ArgsMismatchError", "BusyError", "CacheStats", "CancelledError", "CompileError", "CorruptError", "CudaError", "Error",
-    "FileError", "Grid", "InvalidError", "Kernel", "KernelInfo", "Launcher", "LibraryError", "NoDeviceError",
+    "FileError", "Grid", "InvalidError", "Kernel", "KernelInfo", "L2Promotion", "Launcher", "LibraryError", "NoDeviceError",
     "NoMemoryError", "NotFoundError", "Record", "Runtime", "Sched", "Stream", "StreamStats", "Summary", "Swizzle",
     "TaskGraph", "TaskNode", "TensorMap", "Trace", "UnsupportedError", "Use", "array", "bool_", "f32", "f64", "i8", "i16", "i32", "i64",
     "inspect", "nvrtc_path", "ops", "ptr", "runtime", "status_name", "status_str", "tool", "u8", "u16", "u32", "u64",

@@ -40,6 +40,10 @@ Use = _int_enum("Use", [("NONE", 0)] + T.flags("USE_"),
 # CLCRT_SWIZZLE_32B is Swizzle.B32: a Python name cannot start with a digit.
 Swizzle = _int_enum("Swizzle", [("B" + n[:-1] if n[:1].isdigit() else n, v) for n, v in T.members("clcrt_swizzle")],
                     "clcrt_swizzle: the TMA swizzle of clcrt_tensor_map_2d.")
+# CLCRT_L2_PROMOTION_256B is L2Promotion.B256.
+L2Promotion = _int_enum("L2Promotion",
+                        [("B" + n[:-1] if n[:1].isdigit() else n, v) for n, v in T.members("clcrt_l2_promotion")],
+                        "clcrt_l2_promotion: the L2 promotion of a tensor map's loads (clcrt_tensor_map_2d_l2).")
 _TMAP_DTYPES = {"bfloat16": T.DTYPE_BF16, "float16": T.DTYPE_F16, "float32": T.DTYPE_F32, "uint8": T.DTYPE_U8}
 
 
@@ -48,7 +52,7 @@ def _enum(cls, v, what):
         return v
     if isinstance(v, str):
         key = v.strip().upper()
-        if cls is Swizzle and key in ("32B", "64B", "128B"):
+        if cls in (Swizzle, L2Promotion) and key[:1].isdigit() and key.endswith("B"):
             key = "B" + key[:-1]
         if key in cls.__members__:
             return cls[key]
@@ -529,12 +533,13 @@ class Runtime:
     # ---- helpers ----
 
     def tensor_map_2d(self, tensor, box_rows, box_cols, *, dtype=None, rows=None, cols=None, row_stride_bytes=None,
-                      swizzle=Swizzle.B128):
+                      swizzle=Swizzle.B128, l2_promotion=L2Promotion.B256):
         """A 2-D TMA descriptor (clcrt_tensor_map_2d) for an Args field of type clcrt.TensorMap.
 
         ``tensor``: a 2-D GPU tensor (its dtype, rows, columns and row stride are used unless
         given), or a device address with dtype, rows, cols and row_stride_bytes given. The
-        TensorMap keeps the tensor alive while Args hold it."""
+        TensorMap keeps the tensor alive while Args hold it. ``l2_promotion``: "256b" (the default),
+        "none", "64b" or "128b" (clcrt_tensor_map_2d_l2)."""
         self._live()
         if isinstance(tensor, int):
             base, dev, shape, ref = tensor, None, None, None
@@ -564,8 +569,9 @@ class Runtime:
         size, align = ctypes.sizeof(T.TensorMap), T.TensorMap._clcrt_align_
         buf = (ctypes.c_uint8 * (size + align))()
         at = (ctypes.addressof(buf) + align - 1) & ~(align - 1)
-        st = self._lib.clcrt_tensor_map_2d(self._h, at, _TMAP_DTYPES[dname], base, rows, cols, row_stride_bytes,
-                                           box_rows, box_cols, _enum(Swizzle, swizzle, "swizzle"))
+        st = self._lib.clcrt_tensor_map_2d_l2(self._h, at, _TMAP_DTYPES[dname], base, rows, cols, row_stride_bytes,
+                                              box_rows, box_cols, _enum(Swizzle, swizzle, "swizzle"),
+                                              _enum(L2Promotion, l2_promotion, "l2_promotion"))
         self._check(st)
         m = _args.TensorMap.from_buffer_copy(bytes(buf[at - ctypes.addressof(buf):][:size]))
         m._clcrt_src = (ref, dev)

@@ -177,6 +177,8 @@ def _declare(h):
     _fn(h, "clcrt_trace_summarize", st, vp, P(T.TraceSummary))
     _fn(h, "clcrt_tensor_map_2d", st, vp, vp, c.c_int, c.c_ulonglong, c.c_uint64, c.c_uint64, c.c_uint64,
         c.c_uint32, c.c_uint32, c.c_int)
+    _fn(h, "clcrt_tensor_map_2d_l2", st, vp, vp, c.c_int, c.c_ulonglong, c.c_uint64, c.c_uint64, c.c_uint64,
+        c.c_uint32, c.c_uint32, c.c_int, c.c_int)
     _fn(h, "clcrt_cache_stats_get", st, vp, P(T.CacheStats))
     # _shim.c: clcrt_run with the tile grid as three integers (ctypes passes a struct by value
     # more slowly than three ints), and the library's layout facts for the tests.

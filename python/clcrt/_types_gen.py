@@ -109,6 +109,12 @@ SWIZZLE_32B = 1
 SWIZZLE_64B = 2
 SWIZZLE_128B = 3
 
+# clcrt_l2_promotion (include/clcrt.h)
+L2_PROMOTION_256B = 0
+L2_PROMOTION_NONE = 1
+L2_PROMOTION_64B = 2
+L2_PROMOTION_128B = 3
+
 # clcrt_gemm_layout (include/clcrt_ops.h)
 GEMM_DENSE = 0
 GEMM_GROUPED = 1
@@ -135,6 +141,7 @@ ENUMS = {
     "clcrt_log_level": (("DEBUG", 0), ("INFO", 1), ("WARN", 2)),
     "clcrt_dtype": (("BF16", 0), ("F16", 1), ("F32", 2), ("U8", 3)),
     "clcrt_swizzle": (("NONE", 0), ("32B", 1), ("64B", 2), ("128B", 3)),
+    "clcrt_l2_promotion": (("256B", 0), ("NONE", 1), ("64B", 2), ("128B", 3)),
     "clcrt_gemm_layout": (("DENSE", 0), ("GROUPED", 1), ("MASKED", 2)),
     "clcrt_gemm_split": (("AUTO", 0), ("NONE", 1), ("ALL", 2)),
     "clcrt_dep_kind": (("ALL", 0), ("SAME", 1), ("ROWS", 2), ("KSLICES", 3), ("CUSTOM", 4)),

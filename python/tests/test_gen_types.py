@@ -135,6 +135,7 @@ def test_enums_and_constants_come_from_the_headers():
     assert [(m.name, int(m)) for m in clcrt.Grid] == list(T.ENUMS["clcrt_grid"])
     assert {n: int(m) for n, m in clcrt.Use.__members__.items()} == {"NONE": 0, **dict(T.flags("USE_"))}
     assert [int(m) for m in clcrt.Swizzle] == [v for _, v in T.ENUMS["clcrt_swizzle"]]
+    assert [int(m) for m in clcrt.L2Promotion] == [v for _, v in T.ENUMS["clcrt_l2_promotion"]]
     assert clcrt.ops.CHECKED == T.GEMM_CHECKED and clcrt.trace.STOLEN == T.TRACE_STOLEN
     assert ctypes.sizeof(clcrt.TensorMap) == 128 and clcrt.TensorMap._clcrt_align_ == 64
 

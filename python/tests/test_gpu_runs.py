@@ -307,6 +307,10 @@ def test_tensor_map(rt):
     t = torch.zeros(256, 128, dtype=torch.bfloat16, device="cuda")
     m = rt.tensor_map_2d(t, 64, 64)
     assert any(bytes(m))
+    # the L2 promotion is part of the descriptor: each setting encodes, and none equals the default
+    promoted = {p: bytes(rt.tensor_map_2d(t, 64, 64, l2_promotion=p)) for p in ("256b", "none", "64b", "128b")}
+    assert promoted["256b"] == bytes(m)
+    assert len(set(promoted.values())) == 4
     a = MapArgs(rows=256)
     a.m = m
     del t, m

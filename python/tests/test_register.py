@@ -260,3 +260,8 @@ def test_tensor_map_needs_a_device(rt90):
     assert "16-byte aligned" in ei.value.message
     with pytest.raises(clcrt.InvalidError, match="TMA maps"):
         rt90.tensor_map_2d(0x10000, 64, 64, dtype="int32", rows=256, cols=128)
+    for promo in ("none", "64b", "128b", "256b", clcrt.L2Promotion.NONE):
+        with pytest.raises(clcrt.UnsupportedError, match="compile-only"):
+            rt90.tensor_map_2d(0x10000, 64, 64, dtype="bfloat16", rows=256, cols=128, l2_promotion=promo)
+    with pytest.raises(clcrt.InvalidError, match="l2_promotion"):
+        rt90.tensor_map_2d(0x10000, 64, 64, dtype="bfloat16", rows=256, cols=128, l2_promotion="512b")

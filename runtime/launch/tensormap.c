@@ -41,6 +41,14 @@ static const char *dtype_name(clcrt_dtype t) {
 clcrt_status clcrt_tensor_map_2d(clcrt_runtime *rt, clcrt_tensor_map *out, clcrt_dtype dtype, unsigned long long base,
                                  uint64_t rows, uint64_t cols, uint64_t row_stride_bytes, uint32_t box_rows,
                                  uint32_t box_cols, clcrt_swizzle swizzle) {
+  return clcrt_tensor_map_2d_l2(rt, out, dtype, base, rows, cols, row_stride_bytes, box_rows, box_cols, swizzle,
+                                CLCRT_L2_PROMOTION_256B);
+}
+
+clcrt_status clcrt_tensor_map_2d_l2(clcrt_runtime *rt, clcrt_tensor_map *out, clcrt_dtype dtype,
+                                    unsigned long long base, uint64_t rows, uint64_t cols, uint64_t row_stride_bytes,
+                                    uint32_t box_rows, uint32_t box_cols, clcrt_swizzle swizzle,
+                                    clcrt_l2_promotion promotion) {
   if (!rt) return clcrt__fail(NULL, CLCRT_E_INVALID, "clcrt_tensor_map_2d: rt is NULL");
   if (!out) return clcrt__fail(rt, CLCRT_E_INVALID, "clcrt_tensor_map_2d: out is NULL");
   unsigned es = (unsigned)dtype < 4 ? dtype_bytes(dtype) : 0;
@@ -53,6 +61,11 @@ clcrt_status clcrt_tensor_map_2d(clcrt_runtime *rt, clcrt_tensor_map *out, clcrt
                        "clcrt_tensor_map_2d: swizzle %d is not a clcrt_swizzle (CLCRT_SWIZZLE_NONE, _32B, _64B or "
                        "_128B)",
                        (int)swizzle);
+  if ((unsigned)promotion > CLCRT_L2_PROMOTION_128B)
+    return clcrt__fail(rt, CLCRT_E_INVALID,
+                       "clcrt_tensor_map_2d: L2 promotion %d is not a clcrt_l2_promotion (CLCRT_L2_PROMOTION_256B, "
+                       "_NONE, _64B or _128B)",
+                       (int)promotion);
   if (base == 0) return clcrt__fail(rt, CLCRT_E_INVALID, "clcrt_tensor_map_2d: base is 0 (a device address is needed)");
   if (base % 16)
     return clcrt__fail(rt, CLCRT_E_INVALID, "clcrt_tensor_map_2d: base 0x%llx is not 16-byte aligned (TMA needs it)",
@@ -95,6 +108,9 @@ clcrt_status clcrt_tensor_map_2d(clcrt_runtime *rt, clcrt_tensor_map *out, clcrt
                                                  CU_TENSOR_MAP_DATA_TYPE_FLOAT32, CU_TENSOR_MAP_DATA_TYPE_UINT8};
   static const CUtensorMapSwizzle cu_swizzle[] = {CU_TENSOR_MAP_SWIZZLE_NONE, CU_TENSOR_MAP_SWIZZLE_32B,
                                                   CU_TENSOR_MAP_SWIZZLE_64B, CU_TENSOR_MAP_SWIZZLE_128B};
+  static const CUtensorMapL2promotion cu_promotion[] = {
+      CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_L2_PROMOTION_NONE, CU_TENSOR_MAP_L2_PROMOTION_L2_64B,
+      CU_TENSOR_MAP_L2_PROMOTION_L2_128B};
   _Static_assert(sizeof(CUtensorMap) == sizeof(clcrt_tensor_map), "clcrt_tensor_map mirrors CUtensorMap");
   _Static_assert(_Alignof(clcrt_tensor_map) >= 64, "TMA needs 64-byte aligned tensor maps");
   cuuint64_t dims[2] = {cols, rows};
@@ -105,7 +121,7 @@ clcrt_status clcrt_tensor_map_2d(clcrt_runtime *rt, clcrt_tensor_map *out, clcrt
   memset(&map, 0, sizeof map);
   CUresult r = rt->cu->cuTensorMapEncodeTiled(&map, cu_dtype[dtype], 2, (void *)(uintptr_t)base, dims, strides, box,
                                               estr, CU_TENSOR_MAP_INTERLEAVE_NONE, cu_swizzle[swizzle],
-                                              CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+                                              cu_promotion[promotion], CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
   if (r != CUDA_SUCCESS)
     return clcrt__fail(rt, CLCRT_E_CUDA,
                        "cuTensorMapEncodeTiled failed with %s: %s, %llu rows x %llu cols, row stride %llu bytes, box "
