@@ -632,12 +632,17 @@ static void trace_candidate(dcont *d) {
   clcrt_trace_destroy(tr);
 }
 
-/* --wide, transposed (A and B swapped, the tiles' columns along M): the tile shapes whose block
- * N covers a problem of at most WIDE_TRANS_M rows in one block (the narrowest that does) or in
- * two; the model's transposed costs for such problems are what the sweep measures. */
+/* --wide, transposed (A and B swapped, the tiles' columns along M): up to WIDE_TRANS_M rows, the
+ * tile shapes whose block N covers the problem in one block (the narrowest that does) or in two;
+ * the model's transposed costs for such problems are what the sweep measures. With more rows,
+ * every tile shape that can run transposed, those the model (its transposed epilogue counted)
+ * puts within WIDE_TRANS_NEAR of its plan: the choice between the two orientations is what the
+ * sweep measures there. */
 #define WIDE_TRANS_M 256u
+#define WIDE_TRANS_NEAR 1.5
 static int wide_trans_candidate(const gemm_variant *v, unsigned m) {
-  if (m > WIDE_TRANS_M || !gemm_trans_ok(v)) return 0;
+  if (!gemm_trans_ok(v)) return 0;
+  if (m > WIDE_TRANS_M) return 1;
   const unsigned one = gemm_cover_bn(m);
   return v->bn == one || (v->bn < one && gemm_cdiv(m, v->bn) == 2u);
 }
@@ -685,7 +690,9 @@ static void wide_sweep(const bgemm_shape *sh, lt_gemm *g, const uint64_t *A, con
         if (share == 2 && gemm_work_tiles(v, tm, tn) >= 2u * (unsigned)sms / v->cm) continue;
         /* The model's cost of a transposed plan of few rows is what the sweep is to calibrate:
          * not a filter there. */
+        const double epi = trans ? gemm_plan_trans_epi(v, m, n, sms) : 0.0;
         if (!trans && p.cost > 4 * best_cost) continue;
+        if (trans && m > WIDE_TRANS_M && p.cost + epi > WIDE_TRANS_NEAR * best_cost) continue;
         dcont_setup(&dc[nc], ops_orc, &p, gemm_plan_variant_name(&p), splits[share], CLCRT_SCHED_STEAL, A, B, rot,
                     D, m, n, k);
         if (!dcont_check(&dc[nc], D, R, nd)) printf("  wide %-34s WRONG: err %.2e\n", dc[nc].what, dc[nc].err);
@@ -707,10 +714,11 @@ static void wide_sweep(const bgemm_shape *sh, lt_gemm *g, const uint64_t *A, con
     json_row("{\"section\":\"dense-wide\",\"class\":\"%s\",\"shape\":\"%ux%ux%u\",\"m\":%u,\"n\":%u,\"k\":%u,"
              "\"align\":%u,\"sms\":%d,\"mem_bw\":%.6g,\"variant\":\"%s\",\"trans\":%d,\"bm\":%u,\"bn\":%u,\"cm\":%u,"
              "\"stages\":%u,"
-             "\"sk_tiles\":%u,\"sk_units\":%u,\"model_cost\":%.2f,\"b2b_ms\":%.5f,\"b2b_min_ms\":%.5f,"
+             "\"sk_tiles\":%u,\"sk_units\":%u,\"model_cost\":%.2f,\"trans_epi\":%.2f,\"b2b_ms\":%.5f,\"b2b_min_ms\":%.5f,"
              "\"cublas_b2b_ms\":%.5f,\"ratio\":%.4f}",
              sh->cls, m, n, k, m, n, k, align, sms, peak_bw, v->name, d->p.trans, v->bm, v->bn, v->cm, v->stages,
-             d->a.sk_tiles, d->a.sk_units, d->p.cost, ct[t].b2b_ms, ct[t].b2b_min, tr, tr / ct[t].b2b_ms);
+             d->a.sk_tiles, d->a.sk_units, d->p.cost,
+             d->p.trans ? gemm_plan_trans_epi(v, m, n, sms) : 0.0, ct[t].b2b_ms, ct[t].b2b_min, tr, tr / ct[t].b2b_ms);
   }
   if (wide_trace)
     for (int t = 1; t < nt; t++) trace_candidate(&dc[map[t]]);

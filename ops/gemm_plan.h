@@ -78,6 +78,21 @@ typedef enum gemm_share {
 #ifndef GEMM_C2_ONE_MAX_M
 #define GEMM_C2_ONE_MAX_M 512u
 #endif
+/* Plans of 2-CTA clusters that the model puts under GEMM_C2_SHORT_US run the same tile shape in
+ * one CTA each (same orientation, the model's decomposition), where the loads are on their lines
+ * after the shift or at offsets apart (as GEMM_C2_ONE_*). On short runs a cluster's two CTAs
+ * start, fill their rings and leave together, which the model's per-wave cost for clusters
+ * (GEMM_FIT_C2) does not cover. Measured on an H200, 2026-12-02 (ops/NOTES.md): over 36 shapes of
+ * 267 to 2947 rows, every candidate timed back to back, a cluster took 1.13x, 1.17x and 1.09x the
+ * time of its one-CTA twin in geo-mean where the twin ran under 20, 20-40 and 40-70 us (faster in
+ * 42 of 391 pairs), 1.02-1.03x at 70-200 us, 0.96-1.01x past that. The model's cost runs above the
+ * time of such runs (100 of its microseconds are about 70 measured). The 18 shapes of the
+ * benchmark's classes and of 40 seeds of its generated class whose plans this changes, two runs
+ * against one of the tree before in one call: 1.074x and 1.082x faster in geo-mean (15 and 18 of
+ * 18 faster, up to 1.24x; the slowest 0.93x in the first run). */
+#ifndef GEMM_C2_SHORT_US
+#define GEMM_C2_SHORT_US 100.0
+#endif
 /* Runs the model puts at or under this many microseconds go with programmatic dependent launch
  * (CLCRT_RUN_PDL). Measured on the H100, 2026-11-27 (the same 14 shapes back to back, launch
  * attribute off and on, twice, in one call): runs of 13-22 us gained 0.5-1.7 us, the model's cost
@@ -696,6 +711,14 @@ static inline gemm_plan gemm_plan_dense_t(unsigned m, unsigned n, unsigned k, un
      * GEMM_C2_ONE_MIN_M rows, up to GEMM_C2_ONE_MAX_M, 64-row tiles in 2-CTA clusters still: the
      * same tiles of one CTA, with the model's decomposition. */
     const gemm_plan q = gemm_plan_twin_one(v, m, n, k, align, sms, mem_bw);
+    if (q.cost > 0) p = q;
+  }
+  v = gemm_variant_at(p.variant);
+  if ((align == 128u || (align & GEMM_ALIGN_APART)) && v->cm == 2 && p.cost < GEMM_C2_SHORT_US) {
+    /* A short run in 2-CTA clusters: the same tiles of one CTA (GEMM_C2_SHORT_US). */
+    const gemm_model md = gemm_model_for_loads(mem_bw, align);
+    gemm_plan q = gemm_plan_of(v->bm, v->bn, p.trans, m, n, k, sms, &md);
+    if (q.cost > 0 && p.trans) q.cost += gemm_plan_trans_epi(gemm_variant_at(q.variant), m, n, sms);
     if (q.cost > 0) p = q;
   }
   return p;

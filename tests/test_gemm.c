@@ -551,7 +551,12 @@ START_TEST(test_plan) {
     ck_assert_int_eq(gemm_variant_find(v->name), p.variant); /* one index per shape */
     ck_assert_msg(p.cost > 0 && p.cost == gemm_plan_cost(&GEMM_MODEL_H100, v, m, n, k, p.sk_tiles, p.sk_units, sms),
                   "%ux%ux%u: the plan's cost is the model's", m, n, k);
-    for (int vi = 0; vi < GEMM_ALL_VARIANTS; vi++) {
+    /* A short run the model puts in 2-CTA clusters runs their one-CTA twin (GEMM_C2_SHORT_US):
+     * then the cheapest is that cluster; else the plan is the cheapest. */
+    const gemm_plan c = gemm_plan_dense_as(m, n, k, 128, sms, 0, 0);
+    const gemm_variant *cv = gemm_variant_at(c.variant);
+    const int twin = cv->cm == 2 && c.cost < GEMM_C2_SHORT_US && v->cm == 1 && v->bm == cv->bm && v->bn == cv->bn;
+    for (int vi = 0; vi < GEMM_ALL_VARIANTS && !twin; vi++) {
       const gemm_variant *w = gemm_plan_candidate(vi);
       if (!w) continue;
       gemm_plan q = p;
@@ -931,7 +936,8 @@ END_TEST
  * loads on their lines or offsets apart: the same tiles of one CTA (measured on an H200: the
  * clusters 11-12% slower there). 285x3072x8192 and 393x2048x10944 (public-model layers of the
  * A/B) take 64x144 and 64x128 aligned, with both operands at one offset (the shift aligns both)
- * and at offsets apart; rows off their lines and 600 rows keep the cluster. */
+ * and at offsets apart; rows off their lines keep the cluster, and so does a run of 600 rows
+ * the model puts past GEMM_C2_SHORT_US (test_plan_c2_short). */
 START_TEST(test_plan_c2_one) {
   static const struct {
     unsigned m, n, k;
@@ -940,7 +946,7 @@ START_TEST(test_plan_c2_one) {
   } cases[] = {
       {285, 3072, 8192, 0, 0, "64x144"},         {285, 3072, 8192, 16, 16, "64x144"},
       {285, 3072, 8192, 16, 48, "64x144"},       {393, 2048, 10944, 0, 0, "64x128"},
-      {393, 2048, 10944, 48, 48, "64x128"},      {600, 2048, 10944, 0, 0, "64x160c2"},
+      {393, 2048, 10944, 48, 48, "64x128"},      {600, 3072, 16384, 0, 0, "64x240c2"},
       {215, 5120, 18392, 0, 0, "64x224c2"}, /* K not a multiple of 64: both operands' rows off */
   };
   for (unsigned i = 0; i < sizeof cases / sizeof cases[0]; i++) {
@@ -958,6 +964,44 @@ START_TEST(test_plan_c2_one) {
   ck_assert_int_eq(gemm_variant_at(t.variant)->bn, 144);
   ck_assert_int_eq(gemm_variant_at(t.variant)->cm, 1);
   ck_assert(t.cost > 0);
+}
+END_TEST
+
+/* Short runs in 2-CTA clusters (the model's cost under GEMM_C2_SHORT_US), loads on their lines or
+ * at offsets apart: the same tile shape in one CTA each, in the same orientation (measured on an
+ * H200: the clusters 1.09-1.17x their twins' time under 70 us). Longer runs, and rows of both
+ * operands off their lines, keep the cluster. */
+START_TEST(test_plan_c2_short) {
+  static const struct {
+    unsigned m, n, k;
+    uint64_t a_off, b_off;
+    const char *was, *want;
+  } cases[] = {
+      {1123, 4096, 4096, 0, 0, "128x160c2", "128x160"},     {1024, 6144, 4096, 0, 0, "128x192c2", "128x192"},
+      {1123, 4096, 4096, 16, 48, "128x160c2", "128x160"},   {2048, 576, 7168, 0, 0, "64x144c2", "64x144"},
+      {600, 4096, 10944, 0, 0, "128x160c2t", "128x160t"},   {1180, 4096, 14464, 0, 0, "128x160c2", "128x160c2"},
+      {300, 151936, 5120, 0, 0, "128x160c2t", "128x160c2t"},
+  };
+  for (unsigned i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    const uint64_t A = 0x7f0000000000ull + cases[i].a_off, B = 0x7f0000100000ull + cases[i].b_off;
+    const unsigned align = gemm_load_align(A, B, cases[i].k);
+    const gemm_plan p = gemm_plan_dense(cases[i].m, cases[i].n, cases[i].k, align, 132, 4.8e12);
+    char name[24];
+    snprintf(name, sizeof name, "%s", gemm_plan_variant_name(&p)); /* "...t" where transposed */
+    ck_assert_msg(!strcmp(name, cases[i].want) && !p.sk_units, "%ux%ux%u @%llu,%llu: %s, not %s", cases[i].m,
+                  cases[i].n, cases[i].k, (unsigned long long)cases[i].a_off, (unsigned long long)cases[i].b_off,
+                  name, cases[i].want);
+    /* What the model alone picks (the cluster) is what the rule starts from. */
+    const gemm_plan c = gemm_plan_dense_sel(cases[i].m, cases[i].n, cases[i].k, align, 132, 4.8e12, p.trans,
+                                            GEMM_SEL_ALL);
+    snprintf(name, sizeof name, "%s", gemm_plan_variant_name(&c));
+    ck_assert_msg(!strcmp(name, cases[i].was), "%ux%ux%u: the model's pick %s, not %s", cases[i].m, cases[i].n,
+                  cases[i].k, name, cases[i].was);
+    if (strcmp(cases[i].was, cases[i].want)) ck_assert(c.cost < GEMM_C2_SHORT_US && p.cost >= c.cost);
+  }
+  /* Both operands' rows off their lines (K = 4104): the cluster stays. */
+  const gemm_plan off = gemm_plan_dense(1123, 4096, 4104, 16u | GEMM_ALIGN_ROWS_OFF, 132, 4.8e12);
+  ck_assert_int_eq(gemm_variant_at(off.variant)->cm, 2);
 }
 END_TEST
 
@@ -1431,6 +1475,7 @@ static Suite *gemm_suite(void) {
   tcase_add_test(tc, test_plan_model);
   tcase_add_test(tc, test_plan_c2_alignment);
   tcase_add_test(tc, test_plan_c2_one);
+  tcase_add_test(tc, test_plan_c2_short);
   tcase_add_test(tc, test_stage_counts);
   tcase_add_test(tc, test_measured);
   suite_add_tcase(s, tc);
