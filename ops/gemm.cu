@@ -246,6 +246,37 @@ __device__ __forceinline__ void advance(GemmState &s) {
   }
 }
 
+// The rows of B that the part at row p0 (B_PART rows) brings into the ring: all of them where
+// it lies inside the map's rows (Args.b_ext; 0: unknown, every part whole), none where it lies
+// wholly past them, and at the edge GEMM_B_EDGE_ROWS (boxes of Args.bsub where b_sub is 1, else
+// the whole part). The rows left unloaded hold whatever the stage held before; they meet only
+// D's columns past the edge, which no epilogue stores.
+__device__ __forceinline__ unsigned b_part_rows(const GemmArgs &a, unsigned p0) {
+  const unsigned ext = a.b_ext;
+  if (ext == 0 || p0 + B_PART <= ext) return B_PART;
+  if (p0 >= ext) return 0;
+  return a.b_sub ? GEMM_B_EDGE_ROWS(B_PART, ext - p0) : B_PART;
+}
+// This CTA's part of B (rows `rows` of b_part_rows at row p0, k column x) into dst, on the
+// barrier `bar`, multicast to the cluster where CM > 1.
+__device__ __forceinline__ void load_b_part(const GemmArgs &a, unsigned dst, unsigned x, unsigned p0, unsigned rows,
+                                            unsigned bar) {
+  if (rows == B_PART) {
+    if (CM == 1)
+      tma_load(dst, &a.b, x, p0, bar);
+    else
+      tma_load_multicast(dst, &a.b, x, p0, bar, (unsigned short)((1u << CM) - 1u));
+    return;
+  }
+#pragma unroll 1
+  for (unsigned r = 0; r < rows; r += GEMM_B_SUB) {
+    if (CM == 1)
+      tma_load(dst + r * 128, &a.bsub, x, p0 + r, bar);
+    else
+      tma_load_multicast(dst + r * 128, &a.bsub, x, p0 + r, bar, (unsigned short)((1u << CM) - 1u));
+  }
+}
+
 // The producer warp: the k-blocks [kb0, kb1) of A rows a_row.. and B rows b_row.. into the
 // ring. All lanes walk the ring (so the warp stays converged for the scheduler); lane 0 issues.
 // A-shift kernels: A's boxes start Args.ashift columns before B's, and one more stage, A's box
@@ -255,6 +286,11 @@ __device__ __forceinline__ void produce(const GemmArgs &a, GemmState &s, unsigne
                                         unsigned kb1, unsigned rank) {
   const bool issuer = (threadIdx.x & 31) == 0;
   const unsigned ash = ASHIFT ? a.ashift : 0u, kend = kb1 + (ASHIFT ? 1u : 0u);
+  // B's bytes per stage: every CTA's part lands in every CTA of the cluster.
+  unsigned b_bytes = 0;
+#pragma unroll
+  for (unsigned c = 0; c < CM; c++) b_bytes += b_part_rows(a, b_row + c * B_PART) * 128u;
+  const unsigned my_p0 = b_row + rank * B_PART, my_rows = b_part_rows(a, my_p0);
 #pragma unroll 1
   for (unsigned kb = kb0; kb < kend; kb++) {
     const unsigned st = s.stage, full = full_bar(s, st);
@@ -264,14 +300,10 @@ __device__ __forceinline__ void produce(const GemmArgs &a, GemmState &s, unsigne
     mbar_wait(empty_bar(s, st), s.phase ^ 1);
     if (issuer) {
       const bool with_b = kb < kb1;
-      mbar_expect_tx(full, with_b ? STAGE_BYTES : A_BYTES);  // our A, and all of B (each CTA's part lands here)
+      mbar_expect_tx(full, with_b ? A_BYTES + b_bytes : A_BYTES);  // our A, and all of B (each CTA's part lands here)
       const unsigned x = kb * BK - a.kshift;  // negative (two's complement) for the first: zero fill
       tma_load(sa, &a.a, x - ash, a_row, full);
-      if (with_b && CM == 1)
-        tma_load(sb, &a.b, x, b_row, full);
-      else if (with_b)
-        tma_load_multicast(sb + rank * (B_PART * 128), &a.b, x, b_row + rank * B_PART, full,
-                           (unsigned short)((1u << CM) - 1u));
+      if (with_b && my_rows) load_b_part(a, sb + rank * (B_PART * 128), x, my_p0, my_rows, full);
     }
     __syncwarp();
     advance(s);

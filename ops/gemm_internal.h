@@ -344,6 +344,21 @@ static inline clcrt_status gemm_maps(const gemm_enc *enc, clcrt_runtime *rt, con
                   CLCRT_L2_PROMOTION_256B);
 }
 
+/* B's edge in dense Args: its rows (b_ext: no CTA loads a box wholly past them), and where the
+ * part of B at the edge loads boxes of GEMM_B_SUB rows (GEMM_B_EDGE_ROWS), B's map in such boxes
+ * (bsub, b_sub 1). Parts start at multiples of block N / cluster size, so only the last one
+ * crosses the edge. Grouped Args leave both 0: a group's edge boxes read the next group's rows. */
+static inline clcrt_status gemm_map_b_edge(const gemm_enc *enc, clcrt_runtime *rt, const gemm_variant *v, gemm_args *a,
+                                           uint64_t B, unsigned n, uint64_t ldb, unsigned k) {
+  const unsigned part = v->bn / v->cm, valid = n % part;
+  a->b_ext = n, a->b_sub = 0;
+  if (!rt || valid == 0 || GEMM_B_EDGE_ROWS(part, valid) == part) return CLCRT_OK;
+  clcrt_status st = gemm_map(enc, rt, (clcrt_tensor_map *)&a->bsub, B, n, k, ldb * 2, GEMM_B_SUB, GEMM_BK,
+                             CLCRT_L2_PROMOTION_256B);
+  if (st == CLCRT_OK) a->b_sub = 1;
+  return st;
+}
+
 /* Args of a dense problem for plan p (gemm_plan_dense, or one made by hand: variant p->variant,
  * stream-K p->sk_tiles over p->sk_units in order p->sk_tail, p->shift, p->trans: A and B
  * swapped, the Args' m and n the tiles' view, D written transposed), with row pitches ld.
@@ -362,6 +377,8 @@ static inline clcrt_status gemm_dense_args_ld(const gemm_enc *enc, clcrt_runtime
     a->trans = 1;
   }
   clcrt_status st = gemm_maps(enc, rt, v, a, A, m, ld.a, B, n, ld.b, k);
+  if (st != CLCRT_OK) return st;
+  st = gemm_map_b_edge(enc, rt, v, a, B, n, ld.b, k);
   if (st != CLCRT_OK) return st;
   a->d = D, a->ldd = ld.d;
   a->m = m, a->n = n, a->k = k;

@@ -163,9 +163,9 @@ END_TEST
 
 typedef struct enc_rec {
   int n;
-  uint64_t base[2];
-  uint32_t box_rows[2];
-  clcrt_l2_promotion promo[2];
+  uint64_t base[3];
+  uint32_t box_rows[3];
+  clcrt_l2_promotion promo[3];
 } enc_rec;
 static clcrt_status enc_record(void *user, clcrt_runtime *rt, clcrt_tensor_map *out, uint64_t base, uint64_t rows,
                                uint64_t cols, uint64_t pitch_bytes, uint32_t box_rows, uint32_t box_cols,
@@ -173,13 +173,15 @@ static clcrt_status enc_record(void *user, clcrt_runtime *rt, clcrt_tensor_map *
   (void)rt, (void)rows, (void)cols, (void)pitch_bytes, (void)box_cols;
   enc_rec *r = user;
   memset(out, 0, sizeof *out);
-  if (r->n < 2) r->base[r->n] = base, r->box_rows[r->n] = box_rows, r->promo[r->n] = promotion;
+  if (r->n < 3) r->base[r->n] = base, r->box_rows[r->n] = box_rows, r->promo[r->n] = promotion;
   r->n++;
   return CLCRT_OK;
 }
 
 /* A transposed 64-row kernel streams the weights (the caller's B) through the tiles' A without
- * L2 promotion; every other map, and every map of the plain kernels, promotes 256 bytes. */
+ * L2 promotion; every other map, and every map of the plain kernels, promotes 256 bytes. Where
+ * the part of the tiles' B at the edge loads smaller boxes (GEMM_B_EDGE_ROWS), a third map of
+ * the tiles' B in boxes of GEMM_B_SUB rows (gemm_map_b_edge). */
 START_TEST(test_map_promotion) {
   clcrt_runtime *rt = rt_sm90();
   const uint64_t A = 0x100000, B = 0x40000000, D = 0x80000000;
@@ -200,7 +202,17 @@ START_TEST(test_map_promotion) {
     gemm_args a;
     ck_assert_int_eq(gemm_dense_args_ld(&enc, rt, &p, &a, A, B, D, 4, 6144, 4096, gemm_ld_packed(6144, 4096), 0, 0),
                      CLCRT_OK);
-    ck_assert_int_eq(r.n, 2);
+    const gemm_variant *v = gemm_variant_at(p.variant);
+    const unsigned brows = cases[i].trans ? 4 : 6144, part = v->bn / v->cm;
+    const int sub = brows % part && GEMM_B_EDGE_ROWS(part, brows % part) < part;
+    ck_assert_int_eq(r.n, sub ? 3 : 2);
+    ck_assert_uint_eq(a.b_ext, brows);
+    ck_assert_uint_eq(a.b_sub, sub);
+    if (r.n == 3) {
+      ck_assert_uint_eq(r.base[2], r.base[1]);
+      ck_assert_uint_eq(r.box_rows[2], GEMM_B_SUB);
+      ck_assert_int_eq(r.promo[2], CLCRT_L2_PROMOTION_256B);
+    }
     ck_assert_uint_eq(r.base[0], cases[i].trans ? B : A); /* the tiles' A */
     ck_assert_uint_eq(r.box_rows[0], gemm_variant_at(p.variant)->bm);
     ck_assert_msg(r.promo[0] == cases[i].a, "%s%s: A promotion %d", cases[i].v, cases[i].trans ? "t" : "",

@@ -395,8 +395,9 @@ static CUresult CUDAAPI f_exchange(CUstreamCaptureMode *m) {
 static CUresult CUDAAPI f_encode(CUtensorMap *m, CUtensorMapDataType t, cuuint32_t r, void *g, const cuuint64_t *d,
                                  const cuuint64_t *st, const cuuint32_t *b, const cuuint32_t *e, CUtensorMapInterleave i,
                                  CUtensorMapSwizzle sw, CUtensorMapL2promotion l2, CUtensorMapFloatOOBfill f) {
-  (void)t, (void)r, (void)g, (void)d, (void)st, (void)b, (void)e, (void)i, (void)sw, (void)l2, (void)f;
+  (void)t, (void)r, (void)g, (void)st, (void)e, (void)i, (void)sw, (void)l2, (void)f;
   memset(m, 0, sizeof *m);
+  m->opaque[0] = d[1], m->opaque[1] = b[1]; /* the rows and the box's rows, for the tests to read */
   return CUDA_SUCCESS;
 }
 static CUresult CUDAAPI f_uo_create(CUuserObject *o, void *ptr, CUhostFn fn, unsigned refs, unsigned flags) {
@@ -731,6 +732,77 @@ START_TEST(test_plan_follows_memory) {
 }
 END_TEST
 
+/* B's edge in dense Args: b_ext is B's rows in the tiles' view, and where the part of B at the
+ * edge loads GEMM_B_SUB-row boxes (GEMM_B_EDGE_ROWS under its part: block N / cluster size),
+ * bsub is B's map in such boxes (b_sub 1); grouped Args leave both 0. Random shapes, plans and
+ * variants, normal and transposed; and the rule itself. */
+START_TEST(test_b_edge) {
+  clcrt_stream *s;
+  ck_assert_int_eq(clcrt_stream_create(g_rt, NULL, &s), CLCRT_OK);
+  static const char *vars[] = {NULL, "64x208c2", "128x256", "64x240", "128x176c2", "64x16", "128x144"};
+  unsigned long long seed = 777;
+  int partial = 0, whole = 0;
+  for (int it = 0; it < 200; it++) {
+    seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+    const unsigned r = (unsigned)(seed >> 33);
+    const unsigned m = 1 + r % 3000, n = 8 * (1 + (r >> 7) % 1200), k = 8 * (1 + (r >> 3) % 1024);
+    const char *var = vars[(r >> 24) % 7];
+    const GemmArgs a = dense(s, m, n, k, CLCRT_GEMM_SPLIT_AUTO, var);
+    char name[32];
+    snprintf(name, sizeof name, "%s", g_last_plan.variant);
+    if (gemm_variant_find(name) < 0 && name[0]) name[strlen(name) - 1] = 0;
+    const gemm_variant *v = gemm_variant_at(gemm_variant_find(name));
+    ck_assert_ptr_nonnull(v);
+    const unsigned rows = a.trans ? m : n, part = v->bn / v->cm;
+    ck_assert_uint_eq(a.n, rows);
+    ck_assert_uint_eq(a.b_ext, rows);
+    ck_assert_uint_eq(a.b.v[0], rows);
+    ck_assert_uint_eq(a.b.v[1], part);
+    const unsigned valid = rows % part;
+    if (valid && GEMM_B_EDGE_ROWS(part, valid) < part) {
+      partial++;
+      ck_assert_uint_eq(a.b_sub, 1);
+      ck_assert_uint_eq(a.bsub.v[0], rows);
+      ck_assert_uint_eq(a.bsub.v[1], GEMM_B_SUB);
+    } else {
+      whole++;
+      ck_assert_uint_eq(a.b_sub, 0);
+    }
+  }
+  ck_assert_int_gt(partial, 20);
+  ck_assert_int_gt(whole, 20);
+  /* The rule: n whole 64-row boxes over the valid rows, never past the part, where they leave
+   * at least 48 n - 16 rows unloaded. */
+  for (unsigned part = 8; part <= 256; part += 8)
+    for (unsigned valid = 1; valid < part; valid++) {
+      const unsigned r = GEMM_B_EDGE_ROWS(part, valid), boxes = (valid + 63) / 64;
+      ck_assert_uint_le(r, part);
+      ck_assert_uint_ge(r, valid);
+      if (r < part) {
+        ck_assert_uint_eq(r, boxes * 64);
+        ck_assert_uint_ge(part - r, 48 * boxes - 16);
+      } else {
+        ck_assert_int_lt((int)part - 64 * (int)boxes + 16, 48 * (int)boxes); /* too few rows saved */
+      }
+    }
+  ck_assert_uint_eq(GEMM_B_EDGE_ROWS(240, 58), 64);   /* 538 columns in 240-column tiles */
+  ck_assert_uint_eq(GEMM_B_EDGE_ROWS(208, 122), 128); /* 538 in 208 */
+  ck_assert_uint_eq(GEMM_B_EDGE_ROWS(192, 154), 192); /* three boxes would save 38 rows */
+  ck_assert_uint_eq(GEMM_B_EDGE_ROWS(208, 160), 208);
+  ck_assert_uint_eq(GEMM_B_EDGE_ROWS(192, 128), 192); /* two boxes saving 64 rows lost */
+  ck_assert_uint_eq(GEMM_B_EDGE_ROWS(104, 40), 64);   /* a 2-CTA cluster's part of 208 columns */
+  clcrt_gemm_desc g = CLCRT_GEMM_DESC_INIT;
+  g.layout = CLCRT_GEMM_GROUPED, g.m = 64, g.n = 200, g.k = 128, g.groups = 4;
+  g.a = 1ull << 36, g.b = 2ull << 36, g.d = 3ull << 36, g.group_sizes = 0x4000000;
+  const int before = g_launches;
+  ck_assert_int_eq(clcrt_gemm(g_ops, s, &g), CLCRT_OK);
+  ck_assert_int_eq(g_launches, before + 1);
+  ck_assert_uint_eq(g_last.b_ext, 0);
+  ck_assert_uint_eq(g_last.b_sub, 0);
+  clcrt_stream_destroy(s);
+}
+END_TEST
+
 /* A grouped run reports sizes that do not fit through mapped host memory; the next grouped call
  * on the stream fails with a message, once. */
 START_TEST(test_grouped_misuse_reported) {
@@ -790,6 +862,7 @@ static Suite *ops_suite(void) {
   tcase_add_test(tc, test_ws_capture);
   tcase_add_test(tc, test_ws_per_thread_stream);
   tcase_add_test(tc, test_grouped_misuse_reported);
+  tcase_add_test(tc, test_b_edge);
   tcase_add_test(tc, test_plan_follows_memory);
   suite_add_tcase(s, tc);
   return s;
