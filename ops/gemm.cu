@@ -247,50 +247,51 @@ __device__ __forceinline__ void advance(GemmState &s) {
 }
 
 // The rows of B that the part at row p0 (B_PART rows) brings into the ring: all of them where
-// it lies inside the map's rows (Args.b_ext; 0: unknown, every part whole), none where it lies
-// wholly past them, and at the edge GEMM_B_EDGE_ROWS (boxes of Args.bsub where b_sub is 1, else
-// the whole part). The rows left unloaded hold whatever the stage held before; they meet only
-// D's columns past the edge, which no epilogue stores.
-__device__ __forceinline__ unsigned b_part_rows(const GemmArgs &a, unsigned p0) {
-  const unsigned ext = a.b_ext;
+// it lies inside B's rows `ext` (the tiles' view; 0: unknown, every part whole), none where it
+// lies wholly past them, and at the edge GEMM_B_EDGE_ROWS (boxes of Args.bsub where b_sub is 1,
+// else the whole part). The rows left unloaded hold whatever the stage held before; they meet
+// only D's columns past the edge, which no epilogue stores.
+__device__ __forceinline__ unsigned b_part_rows(const GemmArgs &a, unsigned ext, unsigned p0) {
   if (ext == 0 || p0 + B_PART <= ext) return B_PART;
   if (p0 >= ext) return 0;
   return a.b_sub ? GEMM_B_EDGE_ROWS(B_PART, ext - p0) : B_PART;
 }
-// This CTA's part of B (rows `rows` of b_part_rows at row p0, k column x) into dst, on the
-// barrier `bar`, multicast to the cluster where CM > 1.
+// One box of B's map `map` at (x, y) into dst on the barrier `bar`, multicast to the cluster
+// where CM > 1 (each CTA loads its part of B into every CTA's ring).
+__device__ __forceinline__ void load_b_box(unsigned dst, const GemmTensorMap &map, unsigned x, unsigned y,
+                                           unsigned bar) {
+  if (CM == 1)
+    tma_load(dst, &map, x, y, bar);
+  else
+    tma_load_multicast(dst, &map, x, y, bar, (unsigned short)((1u << CM) - 1u));
+}
+// This CTA's part of B (rows `rows` of b_part_rows at row p0, k column x) into dst: one box of
+// Args.b for a whole part, else boxes of GEMM_B_SUB rows of Args.bsub.
 __device__ __forceinline__ void load_b_part(const GemmArgs &a, unsigned dst, unsigned x, unsigned p0, unsigned rows,
                                             unsigned bar) {
   if (rows == B_PART) {
-    if (CM == 1)
-      tma_load(dst, &a.b, x, p0, bar);
-    else
-      tma_load_multicast(dst, &a.b, x, p0, bar, (unsigned short)((1u << CM) - 1u));
+    load_b_box(dst, a.b, x, p0, bar);
     return;
   }
 #pragma unroll 1
-  for (unsigned r = 0; r < rows; r += GEMM_B_SUB) {
-    if (CM == 1)
-      tma_load(dst + r * 128, &a.bsub, x, p0 + r, bar);
-    else
-      tma_load_multicast(dst + r * 128, &a.bsub, x, p0 + r, bar, (unsigned short)((1u << CM) - 1u));
-  }
+  for (unsigned r = 0; r < rows; r += GEMM_B_SUB) load_b_box(dst + r * 128, a.bsub, x, p0 + r, bar);
 }
 
 // The producer warp: the k-blocks [kb0, kb1) of A rows a_row.. and B rows b_row.. into the
 // ring. All lanes walk the ring (so the warp stays converged for the scheduler); lane 0 issues.
 // A-shift kernels: A's boxes start Args.ashift columns before B's, and one more stage, A's box
 // kb1 alone, follows the segment's k-blocks (consume_ashift reads the end of k-block kb1 - 1
-// from it).
+// from it). b_ext: B's rows in the tiles' view (dense: Args.n), which no box of B starts past;
+// 0 (grouped): every part whole, a group's edge boxes reading the next group's rows.
 __device__ __forceinline__ void produce(const GemmArgs &a, GemmState &s, unsigned a_row, unsigned b_row, unsigned kb0,
-                                        unsigned kb1, unsigned rank) {
+                                        unsigned kb1, unsigned rank, unsigned b_ext) {
   const bool issuer = (threadIdx.x & 31) == 0;
   const unsigned ash = ASHIFT ? a.ashift : 0u, kend = kb1 + (ASHIFT ? 1u : 0u);
   // B's bytes per stage: every CTA's part lands in every CTA of the cluster.
   unsigned b_bytes = 0;
 #pragma unroll
-  for (unsigned c = 0; c < CM; c++) b_bytes += b_part_rows(a, b_row + c * B_PART) * 128u;
-  const unsigned my_p0 = b_row + rank * B_PART, my_rows = b_part_rows(a, my_p0);
+  for (unsigned c = 0; c < CM; c++) b_bytes += b_part_rows(a, b_ext, b_row + c * B_PART) * 128u;
+  const unsigned my_p0 = b_row + rank * B_PART, my_rows = b_part_rows(a, b_ext, my_p0);
 #pragma unroll 1
   for (unsigned kb = kb0; kb < kend; kb++) {
     const unsigned st = s.stage, full = full_bar(s, st);
@@ -788,7 +789,7 @@ __device__ __forceinline__ void run_grouped(const clcrt::Tile &t, const GemmArgs
   const Where w = locate_grouped(t.unit, t.cta_rank, a, s);
   if (!w.valid) return;  // past the total: the launch was an upper bound
   if (warp == NCW) {
-    produce(a, s, w.a_row, w.b_row, 0, a.nk, t.cta_rank);
+    produce(a, s, w.a_row, w.b_row, 0, a.nk, t.cta_rank, 0);
     return;
   }
   const unsigned wg = warp >> 2, stage = s.base + EPI_OFF + warp * EPI_STRIDE;
@@ -821,7 +822,7 @@ __device__ __forceinline__ void run_dense(const clcrt::Tile &t, const GemmArgs &
     const clcrt_sk_seg g = clcrt_sk_segment(&sk, unit, i);
     const Where w = locate_dense(g.tile, t.cta_rank, a);
     if (warp == NCW) {
-      produce(a, s, w.a_row, w.b_row, g.k0, g.k1, t.cta_rank);
+      produce(a, s, w.a_row, w.b_row, g.k0, g.k1, t.cta_rank, a.n);
       continue;
     }
     epi_park(s.base + EPI_OFF + warp * EPI_STRIDE, w, g.shared, g.pieces, g.slot, i, segs, unit);

@@ -31,7 +31,7 @@ typedef struct GemmTensorMap {
   GEMM__ALIGN64 unsigned long long v[16];
 } GemmTensorMap;
 
-/* B's edge (GemmArgs.b_ext, bsub): of a CTA's part of B (`part` rows: block N / cluster size)
+/* B's edge (GemmArgs.b_sub, bsub): of a CTA's part of B (`part` rows: block N / cluster size)
  * only `valid` rows lie inside B (0 < valid < part). TMA fills a box's rows past the map with
  * zeros, and that is slow; so is every box more. The part then loads n whole GEMM_B_SUB-row
  * boxes of bsub over its valid rows where that leaves at least 48 n - 16 rows unloaded (32 for
@@ -74,10 +74,10 @@ typedef struct GemmArgs {
                                        before B's, on whole lines where B's offset differs from A's;
                                        the A-shift kernels read each k-block of A from two boxes
                                        (gemm.cu, consume_ashift); 0: A's boxes are B's */
-  unsigned b_ext;                   /* dense: the rows of B's map (the tiles' view); a CTA loads no box
-                                       that lies wholly past them; 0: every box whole (grouped) */
   unsigned b_sub;                   /* dense: 1 when bsub holds B's map in boxes of GEMM_B_SUB rows,
-                                       for the part of B that crosses b_ext (GEMM_B_EDGE_ROWS) */
+                                       for the part of B that crosses its edge, row n of the tiles'
+                                       view (GEMM_B_EDGE_ROWS); no CTA of a dense run loads a box of
+                                       B that lies wholly past that edge */
   GemmTensorMap bsub;               /* B again, box 64 x GEMM_B_SUB rows (b_sub 1; else unused) */
 } GemmArgs;
 
@@ -90,7 +90,7 @@ typedef struct GemmArgs {
   X(a, 0) X(b, 128) X(d, 256) X(ldd, 264) X(ws, 272) X(ctr, 280) X(group_sizes, 288) X(misuse, 296) \
   X(m, 304) X(n, 308) X(k, 312) X(tm, 316) X(tn, 320) X(swizzle, 324) X(along_n, 328) X(nk, 332)   \
   X(kshift, 336) X(sk_tiles, 340) X(sk_units, 344) X(sk_tail, 348) X(groups, 352) X(group_rows, 356) \
-  X(done, 360) X(trans, 368) X(ashift, 372) X(b_ext, 376) X(b_sub, 380) X(bsub, 384)
+  X(done, 360) X(trans, 368) X(ashift, 372) X(b_sub, 376) X(bsub, 384)
 #define GEMM__ARGS_CHECK(f, off) GEMM__ASSERT(GEMM__OFFSETOF(GemmArgs, f) == off, "GemmArgs." #f " is not at " #off);
 GEMM__ARGS_LAYOUT(GEMM__ARGS_CHECK)
 #undef GEMM__ARGS_CHECK

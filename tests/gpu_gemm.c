@@ -829,6 +829,87 @@ START_TEST(test_measured_mode) {
 }
 END_TEST
 
+/* B's edge (the tiles' view): the part of B that crosses it loads GEMM_B_SUB-row boxes where
+ * GEMM_B_EDGE_ROWS says so (Args.b_sub 1), and a 2-CTA cluster's part that lies wholly past it
+ * loads nothing. The rows of the ring those parts leave unloaded hold earlier k-blocks' data,
+ * which must meet only D's columns past the edge: checked against cuBLAS, with B's buffer
+ * holding NaN past its rows and D poisoned, in and around. */
+START_TEST(test_b_edge) {
+  static const struct {
+    const char *v;
+    int trans;
+    unsigned m, n, k, sub; /* sub: Args.b_sub expected */
+  } cases[] = {
+      {"128x256", 0, 300, 570, 1024, 1},   /* 58 valid rows: one box for 256 */
+      {"128x256", 0, 200, 868, 640, 1},    /* 100: two boxes */
+      {"128x256", 0, 260, 456, 512, 0},    /* 200: the whole part */
+      {"64x208c2", 0, 150, 456, 768, 1},   /* rank 0: 40 of 104 valid, one box; rank 1: past the edge */
+      {"64x208c2", 0, 130, 566, 768, 1},   /* rank 0 whole, rank 1: 46 valid, one box */
+      {"128x176c2", 0, 270, 558, 896, 0},  /* rank 0: 30 of 88 valid, whole; rank 1: past the edge */
+      {"128x256", 1, 570, 300, 1024, 1},   /* transposed: the call's A is the tiles' B */
+      {"64x240", 0, 100, 2 * 240 + 10, 2048, 1},
+  };
+  rng = 0xb0ed6eull;
+  ctx c;
+  ctx_open(&c);
+  for (unsigned ci = 0; ci < sizeof cases / sizeof cases[0]; ci++) {
+    const unsigned m = cases[ci].m, n = cases[ci].n, kk = cases[ci].k, trans = (unsigned)cases[ci].trans;
+    const int vi = gemm_variant_find(cases[ci].v);
+    ck_assert_msg(vi >= 0, "no variant %s", cases[ci].v);
+    const gemm_variant *v = gemm_variant_at(vi);
+    const size_t na = (size_t)m * kk, nb = (size_t)n * kk, nd = (size_t)m * n, past = (size_t)256 * kk;
+    uint16_t *ha = random_bf16(na), *hb = random_bf16(nb), *hd = malloc(nd * 2), *hr = malloc(nd * 2);
+    ck_assert(hd && hr);
+    /* Both operands with 256 rows of NaN after them (either may be the tiles' B). */
+    CUdeviceptr A = gpu_alloc((na + past) * 2), B = gpu_alloc((nb + past) * 2), D0 = gpu_alloc(nd * 2 + 256),
+                R = gpu_alloc(nd * 2), D = D0 + 128;
+    gpu_fill_u8(A, 0xff, (na + past) * 2);
+    gpu_fill_u8(B, 0xff, (nb + past) * 2);
+    gpu_put(A, ha, na * 2);
+    gpu_put(B, hb, nb * 2);
+    gemm_plan p = gemm_plan_dense(m, n, kk, gemm_load_align(A, B, kk), c.rt->num_sms, 0);
+    p.variant = vi, p.trans = trans;
+    gemm_plan_share(&p, GEMM_SHARE_TAIL, trans ? n : m, trans ? m : n, kk, c.rt->num_sms, 0);
+    gemm_args a;
+    ck_assert_int_eq(gemm_dense_args(c.rt, &p, &a, A, B, D, m, n, kk, 0, 0), CLCRT_OK);
+    char what[160];
+    snprintf(what, sizeof what, "%s%s %u x %u x %u: B's edge part %u of %u rows, b_sub %u", v->name, trans ? "t" : "",
+             m, n, kk, a.n % (v->bn / v->cm), v->bn / v->cm, a.b_sub);
+    progress(what);
+    ck_assert_msg(a.n == (trans ? m : n), "%s: the tiles' B rows", what);
+    ck_assert_msg(a.b_sub == cases[ci].sub, "%s: expected b_sub %u", what, cases[ci].sub);
+    CUdeviceptr ws = 0, ctr = 0;
+    if (a.sk_units) {
+      ws = gpu_alloc(gemm_ws_bytes(v, &a)), ctr = gpu_alloc(gemm_ctr_bytes(v, &a));
+      gpu_fill_u8(ctr, 0, gemm_ctr_bytes(v, &a));
+      a.ws = ws, a.ctr = ctr;
+    }
+    clcrt_kernel *k = NULL;
+    const int kind = gemm_kind_dense(&a);
+    ck_assert_msg(gemm_register_kind(c.rt, clcrt_gemm_source(), v, CLCRT_SCHED_STEAL, kind, NULL, &k) == CLCRT_OK, "%s",
+                  clcrt_errmsg(c.rt));
+    ref_gemm(&c, A, B, R, (int)m, (int)n, (int)kk, (int)n);
+    ck_assert_int_eq(clcrt_stream_sync(c.s), CLCRT_OK);
+    gpu_get(hr, R, nd * 2);
+    gpu_fill_u8(D0, 0xff, nd * 2 + 256);
+    ck_assert_msg(clcrt_run(c.s, k, gemm_dense_tiles(v, &a), &a, sizeof a) == CLCRT_OK, "%s: %s", what,
+                  clcrt_errmsg(c.rt));
+    ck_assert_msg(clcrt_stream_sync(c.s) == CLCRT_OK, "%s: %s", what, clcrt_errmsg(c.rt));
+    gpu_get(hd, D, nd * 2);
+    compare(hd, hr, m, n, what);
+    sample_fp64(hd, n, ha, hb, 0, 0, m, n, kk, what);
+    uint16_t guard[64];
+    gpu_get(guard, D0, 128);
+    for (int i = 0; i < 64; i++) ck_assert_msg(guard[i] == 0xffff, "%s: wrote before D", what);
+    gpu_get(guard, D + nd * 2, 128);
+    for (int i = 0; i < 64; i++) ck_assert_msg(guard[i] == 0xffff, "%s: wrote after D", what);
+    gpu_free(A), gpu_free(B), gpu_free(D0), gpu_free(R), gpu_free(ws), gpu_free(ctr);
+    free(ha), free(hb), free(hd), free(hr);
+  }
+  ctx_close(&c);
+}
+END_TEST
+
 static Suite *gemm_gpu_suite(void) {
   Suite *s = suite_create("gpu_gemm");
   TCase *tc = tcase_create("gemm");
@@ -845,6 +926,7 @@ static Suite *gemm_gpu_suite(void) {
   TCase *to = tcase_create("offsets");
   tcase_set_timeout(to, 120);
   tcase_add_loop_test(to, test_dense_offsets, 0, 9);
+  tcase_add_test(to, test_b_edge);
   suite_add_tcase(s, to);
   return s;
 }

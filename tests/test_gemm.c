@@ -206,7 +206,7 @@ START_TEST(test_map_promotion) {
     const unsigned brows = cases[i].trans ? 4 : 6144, part = v->bn / v->cm;
     const int sub = brows % part && GEMM_B_EDGE_ROWS(part, brows % part) < part;
     ck_assert_int_eq(r.n, sub ? 3 : 2);
-    ck_assert_uint_eq(a.b_ext, brows);
+    ck_assert_uint_eq(a.n, brows);
     ck_assert_uint_eq(a.b_sub, sub);
     if (r.n == 3) {
       ck_assert_uint_eq(r.base[2], r.base[1]);
