@@ -248,7 +248,7 @@ __device__ __forceinline__ void advance(GemmState &s) {
 
 // The rows of B that the part at row p0 (B_PART rows) brings into the ring: all of them where
 // it lies inside B's rows `ext` (the tiles' view; 0: unknown, every part whole), none where it
-// lies wholly past them, and at the edge GEMM_B_EDGE_ROWS (boxes of Args.bsub where b_sub is 1,
+// lies wholly past them, and at the edge GEMM_B_EDGE_ROWS (one box of Args.bsub where b_sub is 1,
 // else the whole part). The rows left unloaded hold whatever the stage held before; they meet
 // only D's columns past the edge, which no epilogue stores.
 __device__ __forceinline__ unsigned b_part_rows(const GemmArgs &a, unsigned ext, unsigned p0) {
@@ -266,15 +266,10 @@ __device__ __forceinline__ void load_b_box(unsigned dst, const GemmTensorMap &ma
     tma_load_multicast(dst, &map, x, y, bar, (unsigned short)((1u << CM) - 1u));
 }
 // This CTA's part of B (rows `rows` of b_part_rows at row p0, k column x) into dst: one box of
-// Args.b for a whole part, else boxes of GEMM_B_SUB rows of Args.bsub.
+// Args.b for a whole part, else the one box of Args.bsub, `rows` high.
 __device__ __forceinline__ void load_b_part(const GemmArgs &a, unsigned dst, unsigned x, unsigned p0, unsigned rows,
                                             unsigned bar) {
-  if (rows == B_PART) {
-    load_b_box(dst, a.b, x, p0, bar);
-    return;
-  }
-#pragma unroll 1
-  for (unsigned r = 0; r < rows; r += GEMM_B_SUB) load_b_box(dst + r * 128, a.bsub, x, p0 + r, bar);
+  load_b_box(dst, rows == B_PART ? a.b : a.bsub, x, p0, bar);
 }
 
 // The producer warp: the k-blocks [kb0, kb1) of A rows a_row.. and B rows b_row.. into the

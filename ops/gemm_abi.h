@@ -33,16 +33,15 @@ typedef struct GemmTensorMap {
 
 /* B's edge (GemmArgs.b_sub, bsub): of a CTA's part of B (`part` rows: block N / cluster size)
  * only `valid` rows lie inside B (0 < valid < part). TMA fills a box's rows past the map with
- * zeros, and that is slow; so is every box more. The part then loads n whole GEMM_B_SUB-row
- * boxes of bsub over its valid rows where that leaves at least 48 n - 16 rows unloaded (32 for
- * one box, 80 for two), else its one box. Measured on an H200 over the candidates of 7 shapes
- * (ops/NOTES.md): where one box replaces the part, 1.13x as fast in geo-mean (110 candidates, to
- * 2.3x); two, 1.15x (24, to 1.7x); two that left only 64 rows unloaded lost (0.80-0.99x), and
- * 16-row boxes over all the valid rows ran up to 2.9x as slow. */
-#define GEMM_B_SUB 64u
-#define GEMM__B_BOXES(valid) (((valid) + GEMM_B_SUB - 1u) / GEMM_B_SUB)
-#define GEMM_B_EDGE_ROWS(part, valid) \
-  ((part) + 16u >= 112u * GEMM__B_BOXES(valid) ? GEMM__B_BOXES(valid) * GEMM_B_SUB : (part))
+ * zeros, and that is slow; so is every box more. The part then loads one box of bsub, whose
+ * height is its valid rows rounded up to whole 8-row swizzle atoms, where that is under the
+ * part; else its one box of b. Measured on an H200 (ops/NOTES.md): 64-row boxes over the valid
+ * rows where one box replaced the part ran 1.13x as fast in geo-mean (110 candidates of 7
+ * shapes, to 2.3x), two 1.15x (24), while boxes of 16 rows over all of them ran up to 2.9x as
+ * slow (each box costs); one box of the valid height has the fewest rows and boxes of all, and
+ * against the 64-row boxes ran 1.011x as fast over the 48 of 96 decode, GEMV, vocabulary and
+ * generated shapes whose edge load it changes (0.97-1.13x; the untouched 48 1.002x). */
+#define GEMM_B_EDGE_ROWS(part, valid) ((((valid) + 7u) & ~7u) < (part) ? (((valid) + 7u) & ~7u) : (part))
 
 typedef struct GemmArgs {
   GemmTensorMap a;                  /* A: rows x K bf16, box 64 x BM, 128B swizzle */
@@ -74,11 +73,11 @@ typedef struct GemmArgs {
                                        before B's, on whole lines where B's offset differs from A's;
                                        the A-shift kernels read each k-block of A from two boxes
                                        (gemm.cu, consume_ashift); 0: A's boxes are B's */
-  unsigned b_sub;                   /* dense: 1 when bsub holds B's map in boxes of GEMM_B_SUB rows,
-                                       for the part of B that crosses its edge, row n of the tiles'
-                                       view (GEMM_B_EDGE_ROWS); no CTA of a dense run loads a box of
-                                       B that lies wholly past that edge */
-  GemmTensorMap bsub;               /* B again, box 64 x GEMM_B_SUB rows (b_sub 1; else unused) */
+  unsigned b_sub;                   /* dense: 1 when bsub holds B's map in boxes of GEMM_B_EDGE_ROWS
+                                       rows, for the part of B that crosses its edge, row n of the
+                                       tiles' view; no CTA of a dense run loads a box of B that lies
+                                       wholly past that edge */
+  GemmTensorMap bsub;               /* B again, box 64 x GEMM_B_EDGE_ROWS rows (b_sub 1; else unused) */
 } GemmArgs;
 
 /* The misuse words (GemmArgs.misuse): set by a grouped run whose sizes did not fit. */

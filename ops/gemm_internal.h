@@ -345,16 +345,16 @@ static inline clcrt_status gemm_maps(const gemm_enc *enc, clcrt_runtime *rt, con
 }
 
 /* B's edge in dense Args (row n of the tiles' view; the kernel loads no box wholly past it): where
- * the part of B at the edge loads boxes of GEMM_B_SUB rows (GEMM_B_EDGE_ROWS), B's map in such boxes
- * (bsub, b_sub 1). Parts start at multiples of block N / cluster size, so only the last one
+ * the part of B at the edge loads one box of its valid rows (GEMM_B_EDGE_ROWS), B's map in such
+ * boxes (bsub, b_sub 1). Parts start at multiples of block N / cluster size, so only the last one
  * crosses the edge. Grouped Args leave b_sub 0: a group's edge boxes read the next group's rows. */
 static inline clcrt_status gemm_map_b_edge(const gemm_enc *enc, clcrt_runtime *rt, const gemm_variant *v, gemm_args *a,
                                            uint64_t B, unsigned n, uint64_t ldb, unsigned k) {
-  const unsigned part = v->bn / v->cm, valid = n % part;
+  const unsigned part = v->bn / v->cm, valid = n % part, rows = valid ? GEMM_B_EDGE_ROWS(part, valid) : part;
   a->b_sub = 0;
-  if (!rt || valid == 0 || GEMM_B_EDGE_ROWS(part, valid) == part) return CLCRT_OK;
-  clcrt_status st = gemm_map(enc, rt, (clcrt_tensor_map *)&a->bsub, B, n, k, ldb * 2, GEMM_B_SUB, GEMM_BK,
-                             CLCRT_L2_PROMOTION_256B);
+  if (!rt || rows == part) return CLCRT_OK;
+  clcrt_status st =
+      gemm_map(enc, rt, (clcrt_tensor_map *)&a->bsub, B, n, k, ldb * 2, rows, GEMM_BK, CLCRT_L2_PROMOTION_256B);
   if (st == CLCRT_OK) a->b_sub = 1;
   return st;
 }

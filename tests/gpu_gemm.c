@@ -829,8 +829,8 @@ START_TEST(test_measured_mode) {
 }
 END_TEST
 
-/* B's edge (the tiles' view): the part of B that crosses it loads GEMM_B_SUB-row boxes where
- * GEMM_B_EDGE_ROWS says so (Args.b_sub 1), and a 2-CTA cluster's part that lies wholly past it
+/* B's edge (the tiles' view): the part of B that crosses it loads one box of its valid rows
+ * (GEMM_B_EDGE_ROWS; Args.b_sub 1) where they round to fewer than the part, and a 2-CTA cluster's part that lies wholly past it
  * loads nothing. The rows of the ring those parts leave unloaded hold earlier k-blocks' data,
  * which must meet only D's columns past the edge: checked against cuBLAS, with B's buffer
  * holding NaN past its rows and D poisoned, in and around. */
@@ -840,13 +840,15 @@ START_TEST(test_b_edge) {
     int trans;
     unsigned m, n, k, sub; /* sub: Args.b_sub expected */
   } cases[] = {
-      {"128x256", 0, 300, 570, 1024, 1},   /* 58 valid rows: one box for 256 */
-      {"128x256", 0, 200, 868, 640, 1},    /* 100: two boxes */
-      {"128x256", 0, 260, 456, 512, 0},    /* 200: the whole part */
-      {"64x208c2", 0, 150, 456, 768, 1},   /* rank 0: 40 of 104 valid, one box; rank 1: past the edge */
-      {"64x208c2", 0, 130, 566, 768, 1},   /* rank 0 whole, rank 1: 46 valid, one box */
-      {"128x176c2", 0, 270, 558, 896, 0},  /* rank 0: 30 of 88 valid, whole; rank 1: past the edge */
+      {"128x256", 0, 300, 570, 1024, 1},   /* 58 valid rows: a 64-row box for 256 */
+      {"128x256", 0, 200, 868, 640, 1},    /* 100: 104 rows */
+      {"128x256", 0, 260, 506, 512, 0},    /* 250: rounds to the part, whole */
+      {"64x208c2", 0, 150, 456, 768, 1},   /* rank 0: 40 of 104 valid; rank 1: past the edge */
+      {"64x208c2", 0, 130, 566, 768, 1},   /* rank 0 whole, rank 1: 46 valid, 48 rows */
+      {"128x176c2", 0, 270, 558, 896, 1},  /* rank 0: 30 of 88 valid, 32 rows; rank 1: past the edge */
+      {"128x176c2", 0, 270, 612, 896, 0},  /* rank 0: 84 of 88, whole; rank 1: past the edge */
       {"128x256", 1, 570, 300, 1024, 1},   /* transposed: the call's A is the tiles' B */
+      {"64x16", 1, 3, 4096, 2048, 1},      /* a decode GEMM: 3 rows of activations, an 8-row box */
       {"64x240", 0, 100, 2 * 240 + 10, 2048, 1},
   };
   rng = 0xb0ed6eull;

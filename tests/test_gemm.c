@@ -181,7 +181,7 @@ static clcrt_status enc_record(void *user, clcrt_runtime *rt, clcrt_tensor_map *
 /* A transposed 64-row kernel streams the weights (the caller's B) through the tiles' A without
  * L2 promotion; every other map, and every map of the plain kernels, promotes 256 bytes. Where
  * the part of the tiles' B at the edge loads smaller boxes (GEMM_B_EDGE_ROWS), a third map of
- * the tiles' B in boxes of GEMM_B_SUB rows (gemm_map_b_edge). */
+ * the tiles' B in boxes of that height (gemm_map_b_edge). */
 START_TEST(test_map_promotion) {
   clcrt_runtime *rt = rt_sm90();
   const uint64_t A = 0x100000, B = 0x40000000, D = 0x80000000;
@@ -210,7 +210,7 @@ START_TEST(test_map_promotion) {
     ck_assert_uint_eq(a.b_sub, sub);
     if (r.n == 3) {
       ck_assert_uint_eq(r.base[2], r.base[1]);
-      ck_assert_uint_eq(r.box_rows[2], GEMM_B_SUB);
+      ck_assert_uint_eq(r.box_rows[2], GEMM_B_EDGE_ROWS(part, brows % part));
       ck_assert_int_eq(r.promo[2], CLCRT_L2_PROMOTION_256B);
     }
     ck_assert_uint_eq(r.base[0], cases[i].trans ? B : A); /* the tiles' A */

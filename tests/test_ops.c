@@ -733,7 +733,7 @@ START_TEST(test_plan_follows_memory) {
 END_TEST
 
 /* B's edge in dense Args: n is B's rows in the tiles' view (the kernel's edge), and where the part of B at the
- * edge loads GEMM_B_SUB-row boxes (GEMM_B_EDGE_ROWS under its part: block N / cluster size),
+ * edge loads one box of its valid rows (GEMM_B_EDGE_ROWS under its part: block N / cluster size),
  * bsub is B's map in such boxes (b_sub 1); grouped Args leave b_sub 0. Random shapes, plans and
  * variants, normal and transposed; and the rule itself. */
 START_TEST(test_b_edge) {
@@ -762,7 +762,7 @@ START_TEST(test_b_edge) {
       partial++;
       ck_assert_uint_eq(a.b_sub, 1);
       ck_assert_uint_eq(a.bsub.v[0], rows);
-      ck_assert_uint_eq(a.bsub.v[1], GEMM_B_SUB);
+      ck_assert_uint_eq(a.bsub.v[1], GEMM_B_EDGE_ROWS(part, valid));
     } else {
       whole++;
       ck_assert_uint_eq(a.b_sub, 0);
@@ -770,26 +770,23 @@ START_TEST(test_b_edge) {
   }
   ck_assert_int_gt(partial, 20);
   ck_assert_int_gt(whole, 20);
-  /* The rule: n whole 64-row boxes over the valid rows, never past the part, where they leave
-   * at least 48 n - 16 rows unloaded. */
+  /* The rule: the valid rows rounded up to whole 8-row swizzle atoms, where that is under the
+   * part; else the part. */
   for (unsigned part = 8; part <= 256; part += 8)
     for (unsigned valid = 1; valid < part; valid++) {
-      const unsigned r = GEMM_B_EDGE_ROWS(part, valid), boxes = (valid + 63) / 64;
+      const unsigned r = GEMM_B_EDGE_ROWS(part, valid);
       ck_assert_uint_le(r, part);
       ck_assert_uint_ge(r, valid);
-      if (r < part) {
-        ck_assert_uint_eq(r, boxes * 64);
-        ck_assert_uint_ge(part - r, 48 * boxes - 16);
-      } else {
-        ck_assert_int_lt((int)part - 64 * (int)boxes + 16, 48 * (int)boxes); /* too few rows saved */
-      }
+      ck_assert_uint_eq(r % 8, 0);
+      ck_assert_uint_lt(r, valid + 8);
     }
   ck_assert_uint_eq(GEMM_B_EDGE_ROWS(240, 58), 64);   /* 538 columns in 240-column tiles */
   ck_assert_uint_eq(GEMM_B_EDGE_ROWS(208, 122), 128); /* 538 in 208 */
-  ck_assert_uint_eq(GEMM_B_EDGE_ROWS(192, 154), 192); /* three boxes would save 38 rows */
-  ck_assert_uint_eq(GEMM_B_EDGE_ROWS(208, 160), 208);
-  ck_assert_uint_eq(GEMM_B_EDGE_ROWS(192, 128), 192); /* two boxes saving 64 rows lost */
-  ck_assert_uint_eq(GEMM_B_EDGE_ROWS(104, 40), 64);   /* a 2-CTA cluster's part of 208 columns */
+  ck_assert_uint_eq(GEMM_B_EDGE_ROWS(192, 154), 160);
+  ck_assert_uint_eq(GEMM_B_EDGE_ROWS(208, 201), 208); /* rounds to the part */
+  ck_assert_uint_eq(GEMM_B_EDGE_ROWS(16, 1), 8);      /* one row of activations in 64x16 tiles transposed */
+  ck_assert_uint_eq(GEMM_B_EDGE_ROWS(16, 9), 16);
+  ck_assert_uint_eq(GEMM_B_EDGE_ROWS(104, 40), 40);   /* a 2-CTA cluster's part of 208 columns */
   clcrt_gemm_desc g = CLCRT_GEMM_DESC_INIT;
   g.layout = CLCRT_GEMM_GROUPED, g.m = 64, g.n = 200, g.k = 128, g.groups = 4;
   g.a = 1ull << 36, g.b = 2ull << 36, g.d = 3ull << 36, g.group_sizes = 0x4000000;
